@@ -1,0 +1,118 @@
+"""Frozen run settings: the draft tree, the sampling pipeline, and one generation request.
+
+Vocabulary used everywhere in this package:
+- target: the large model whose output we must reproduce exactly.
+- draft: the EAGLE head that proposes tokens.
+- round: one draft + verify step.
+- accepted: draft tokens the target agreed with in a round.
+- bonus: the token the target itself produces at the end of a round (a correction when a draft was
+  rejected, a free extra token when the whole path was accepted).
+- commit: appending accepted + bonus tokens to the output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["TreeConfig", "SamplingConfig", "RunConfig", "TREE_PRESETS", "ConfigError"]
+
+
+class ConfigError(ValueError):
+    """A setting is out of range; the message names the setting and the allowed range."""
+
+
+def _check_int(name: str, value: int, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name} must be an integer, got {value!r}")
+    if not (low <= value <= high):
+        raise ConfigError(f"{name} {value} is out of range; use {low} to {high}")
+
+
+@dataclass(frozen=True)
+class TreeConfig:
+    """Shape of the draft tree built each round (EAGLE-2 dynamic tree; a chain is top_k=1).
+
+    depth: the longest drafted path, i.e. the number of sequential draft forwards per round.
+        (EAGLE's code counts expansions after the first step, so its `depth=5` is our 6.)
+    top_k: children expanded per frontier node and frontier width per depth.
+    total_tokens: tokens the target verifies per round, the root included (EAGLE's `total_token`).
+    """
+
+    depth: int = 4
+    top_k: int = 4
+    total_tokens: int = 16
+
+    def __post_init__(self) -> None:
+        _check_int("depth", self.depth, 1, 32)
+        _check_int("top_k", self.top_k, 1, 64)
+        _check_int("total_tokens", self.total_tokens, 2, 512)
+
+    @classmethod
+    def chain(cls, k: int) -> "TreeConfig":
+        """A single path of k draft tokens (classic speculative decoding shape)."""
+        _check_int("chain k", k, 1, 32)
+        return cls(depth=k, top_k=1, total_tokens=k + 1)
+
+    @property
+    def is_chain(self) -> bool:
+        return self.top_k == 1
+
+    @property
+    def max_draft_nodes(self) -> int:
+        """Drafted nodes per round: at most total_tokens - 1, at most what the expansion can produce."""
+        produced = self.top_k + (self.depth - 1) * self.top_k * self.top_k
+        return min(self.total_tokens - 1, produced)
+
+    def label(self) -> str:
+        if self.is_chain:
+            return f"chain k={self.depth}"
+        return f"tree {self.total_tokens}/{self.depth}/{self.top_k} (total/depth/top-k)"
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """The one logits pipeline shared by baseline and verifier: temperature, then top-k, then top-p.
+
+    temperature == 0 means greedy (argmax). seed drives a position-keyed sampler, so the same seed
+    gives the same text in the baseline and the EAGLE engine.
+    """
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not (0.0 <= float(self.temperature) <= 10.0):
+            raise ConfigError(f"temperature {self.temperature} is out of range; use 0 (greedy) to 10")
+        if not (0.0 < float(self.top_p) <= 1.0):
+            raise ConfigError(f"top_p {self.top_p} is out of range; use a value in (0, 1]")
+        _check_int("top_k (sampling)", self.top_k, 0, 1_000_000)
+        _check_int("seed", self.seed, 0, 2**63 - 1)
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One generation request."""
+
+    max_new_tokens: int = 128
+    ignore_eos: bool = False
+    tree: TreeConfig = TreeConfig()
+    sampling: SamplingConfig = SamplingConfig()
+
+    def __post_init__(self) -> None:
+        _check_int("max_new_tokens", self.max_new_tokens, 1, 8192)
+
+
+# Device-aware presets. The CPU preset was tuned on the 2-core development machine with the shipped
+# tiny pair (see README); the GPU presets are the papers' defaults converted to our depth convention.
+TREE_PRESETS: dict[str, TreeConfig] = {
+    "cpu": TreeConfig(depth=5, top_k=4, total_tokens=16),
+    "cpu-chain": TreeConfig.chain(4),
+    "gpu-eagle2": TreeConfig(depth=6, top_k=10, total_tokens=60),
+    "gpu-eagle3": TreeConfig(depth=8, top_k=10, total_tokens=60),
+}

@@ -1,0 +1,49 @@
+"""What every draft head offers the drafter."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from transformers import LlamaConfig
+from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+__all__ = ["DraftHead", "Shared"]
+
+
+class Shared:
+    """Holds a module of the target without registering it, so the draft's state_dict, `.to()` and
+    parameter counts never include (or copy) the target's tensors."""
+
+    def __init__(self, module: nn.Module):
+        self.module = module
+
+    def __call__(self, *args, **kwargs):
+        return self.module(*args, **kwargs)
+
+
+class DraftHead(nn.Module):
+    """Interface used by the drafter.
+
+    forward(hidden, tokens [n], positions [n], cache, mask [1, 1, n, kv], from_target) -> g [n, H]
+        hidden is either target features [n, F] (from_target=True) or the draft's own output [n, H].
+        The pair at draft position i is (feature_i, token_{i+1}).
+    topk(g [m, H], k) -> (logp [m, k], token ids [m, k] in the target vocabulary)
+    """
+
+    family: str = ""
+    feature_layers: tuple[int, ...] | None = None  # None: post-norm last hidden state
+
+    def __init__(self, config: LlamaConfig):
+        super().__init__()
+        self.config = config
+        self.hidden_size = int(config.hidden_size)
+        self.rotary_emb = LlamaRotaryEmbedding(config=config)
+
+    def position_embeddings(self, hidden: torch.Tensor, positions: torch.Tensor):
+        return self.rotary_emb(hidden[None], positions[None])  # cos, sin [1, n, hd]
+
+    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def topk(self, g: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        raise NotImplementedError

@@ -1,0 +1,58 @@
+"""EAGLE-1/2 draft head: fc over concat(token embedding, feature), one Llama decoder layer without its
+input norm, no final norm, logits through the target's lm_head."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from transformers import LlamaConfig
+from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+
+from .base import DraftHead, Shared
+
+__all__ = ["Eagle1Head"]
+
+
+class Eagle1Head(DraftHead):
+    family = "eagle1"
+
+    def __init__(self, config: LlamaConfig, lm_head: nn.Module, embed_tokens: nn.Module | None,
+                 fc_bias: bool = True, qkv_bias: bool = False, num_layers: int = 1):
+        """embed_tokens: the target's embedding (shared) unless `own_embedding` is set later."""
+        super().__init__(config)
+        h = self.hidden_size
+        self.fc = nn.Linear(2 * h, h, bias=fc_bias)
+        self.layers = nn.ModuleList(_decoder_layer(config, i, qkv_bias) for i in range(num_layers))
+        self.layers[0].input_layernorm = nn.Identity()  # EAGLE-1 skips layer 0's input norm
+        self.lm_head = Shared(lm_head)
+        self.shared_embed = Shared(embed_tokens) if embed_tokens is not None else None
+        self.embed_tokens: nn.Embedding | None = None  # set when the checkpoint brings its own
+
+    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        table = self.embed_tokens if self.embed_tokens is not None else self.shared_embed
+        return table(tokens)  # [n, H]
+
+    def forward(self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, cache,
+                mask: torch.Tensor | None, from_target: bool = False) -> torch.Tensor:
+        emb = self.embed(tokens).to(hidden.dtype)  # [n, H]
+        x = self.fc(torch.cat([emb, hidden], dim=-1))[None]  # [1, n, H]
+        pos_emb = self.position_embeddings(x[0], positions)
+        for layer in self.layers:
+            x = layer(x, attention_mask=mask, position_ids=positions[None], cache=cache, use_cache=True,
+                      position_embeddings=pos_emb)  # [1, n, H]
+        return x[0]  # [n, H]
+
+    def topk(self, g: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        logp = torch.log_softmax(self.lm_head(g).float(), dim=-1)  # [m, V]
+        top = torch.topk(logp, k, dim=-1)
+        return top.values, top.indices  # [m, k], [m, k]
+
+
+def _decoder_layer(config: LlamaConfig, index: int, qkv_bias: bool) -> LlamaDecoderLayer:
+    layer = LlamaDecoderLayer(config, layer_idx=index)
+    if qkv_bias:  # Qwen2-style drafts: biases on q/k/v only (o_proj stays bias-free)
+        attn = layer.self_attn
+        for name in ("q_proj", "k_proj", "v_proj"):
+            old = getattr(attn, name)
+            setattr(attn, name, nn.Linear(old.in_features, old.out_features, bias=True))
+    return layer

@@ -1,0 +1,79 @@
+"""EAGLE-3 draft head: fc over three fused target features (3*Ht -> H, only for target features), one
+decoder layer whose attention reads [norm(embedding), norm(hidden)] (2H wide), its own final norm and
+lm_head over the draft vocabulary, and d2t mapping draft ids to target ids (target = draft + d2t)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from transformers import LlamaConfig
+from transformers.models.llama.modeling_llama import LlamaAttention, LlamaMLP, LlamaRMSNorm
+
+from .base import DraftHead, Shared
+
+__all__ = ["Eagle3Head", "Eagle3Layer"]
+
+
+class Eagle3Layer(nn.Module):
+    def __init__(self, config: LlamaConfig, index: int = 0, norm_before_residual: bool = False):
+        super().__init__()
+        h = config.hidden_size
+        eps = config.rms_norm_eps
+        self.self_attn = LlamaAttention(config, layer_idx=index)
+        for name in ("q_proj", "k_proj", "v_proj"):  # q/k/v read the 2H-wide [embedding, hidden]
+            old = getattr(self.self_attn, name)
+            setattr(self.self_attn, name, nn.Linear(2 * h, old.out_features, bias=old.bias is not None))
+        self.mlp = LlamaMLP(config)
+        self.input_layernorm = LlamaRMSNorm(h, eps=eps)
+        self.hidden_norm = LlamaRMSNorm(h, eps=eps)
+        self.post_attention_layernorm = LlamaRMSNorm(h, eps=eps)
+        self.norm_before_residual = norm_before_residual
+
+    def forward(self, emb: torch.Tensor, hidden: torch.Tensor, mask, position_embeddings, cache):
+        normed = self.hidden_norm(hidden)  # [1, n, H]
+        residual = normed if self.norm_before_residual else hidden
+        x = torch.cat([self.input_layernorm(emb), normed], dim=-1)  # [1, n, 2H]
+        attn, _ = self.self_attn(x, position_embeddings=position_embeddings, attention_mask=mask,
+                                 cache=cache)  # [1, n, H]
+        x = residual + attn
+        return x + self.mlp(self.post_attention_layernorm(x))  # [1, n, H]
+
+
+class Eagle3Head(DraftHead):
+    family = "eagle3"
+
+    def __init__(self, config: LlamaConfig, target_hidden_size: int, draft_vocab_size: int,
+                 embed_tokens: nn.Module | None, feature_layers: tuple[int, ...],
+                 norm_before_residual: bool = False):
+        super().__init__(config)
+        h = self.hidden_size
+        self.feature_layers = tuple(feature_layers)
+        self.target_hidden_size = target_hidden_size
+        self.fc = nn.Linear(len(self.feature_layers) * target_hidden_size, h, bias=False)
+        self.midlayer = Eagle3Layer(config, 0, norm_before_residual)
+        self.norm = LlamaRMSNorm(h, eps=config.rms_norm_eps)
+        self.lm_head = nn.Linear(h, draft_vocab_size, bias=False)
+        self.register_buffer("d2t", torch.zeros(draft_vocab_size, dtype=torch.long))
+        self.shared_embed = Shared(embed_tokens) if embed_tokens is not None else None
+        self.embed_tokens: nn.Embedding | None = None
+
+    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        table = self.embed_tokens if self.embed_tokens is not None else self.shared_embed
+        return table(tokens)  # [n, H]
+
+    def forward(self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, cache,
+                mask: torch.Tensor | None, from_target: bool = False) -> torch.Tensor:
+        if from_target:
+            hidden = self.fc(hidden)  # [n, 3Ht] -> [n, H]; the draft's own outputs skip fc
+        emb = self.embed(tokens).to(hidden.dtype)[None]  # [1, n, H]
+        pos_emb = self.position_embeddings(hidden, positions)
+        g = self.midlayer(emb, hidden[None], mask, pos_emb, cache)  # [1, n, H]
+        return g[0]  # pre-norm output, fed back as the next hidden
+
+    def draft_logits(self, g: torch.Tensor) -> torch.Tensor:
+        return self.lm_head(self.norm(g))  # [m, Vd]
+
+    def topk(self, g: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        logp = torch.log_softmax(self.draft_logits(g).float(), dim=-1)  # [m, Vd]
+        top = torch.topk(logp, k, dim=-1)
+        return top.values, top.indices + self.d2t[top.indices]  # [m, k], target ids [m, k]

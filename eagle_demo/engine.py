@@ -1,0 +1,206 @@
+"""The two engines. Each has exactly one generation loop and yields typed events.
+
+BaselineEngine: plain decoding of the target (one token per step) through the same runner and the same
+logits pipeline. SpeculativeEngine: EAGLE rounds (draft tree -> one target forward -> verify -> commit).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Iterable, Iterator
+
+import torch
+from transformers import PreTrainedModel
+
+from .acceptance import verify_tree
+from .config import RunConfig
+from .drafter import Drafter
+from .drafts.base import DraftHead
+from .events import DraftNode, Event, Finish, Prefill, Round, RunStart, Step
+from .sampling import PositionSampler, pick, process_logits
+from .target import TargetRunner
+
+__all__ = ["BaselineEngine", "SpeculativeEngine", "eos_ids_of"]
+
+
+def eos_ids_of(model: PreTrainedModel) -> frozenset[int]:
+    ids: set[int] = set()
+    for source in (getattr(model, "generation_config", None), model.config):
+        value = getattr(source, "eos_token_id", None) if source is not None else None
+        if value is None:
+            continue
+        ids.update([value] if isinstance(value, int) else list(value))
+    return frozenset(int(i) for i in ids)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+class _EngineBase:
+    mode = ""
+
+    def __init__(self, model: PreTrainedModel, feature_layers: tuple[int, ...] | None = None):
+        self.model = model
+        self.runner = TargetRunner(model, feature_layers)
+        self.eos = eos_ids_of(model)
+        self.lock = threading.Lock()  # one generation at a time on this model
+
+    def _start(self, prompt_ids: list[int], run: RunConfig, family: str) -> RunStart:
+        if not prompt_ids:
+            raise ValueError("the prompt is empty; type some text (or pass --prompt-ids)")
+        return RunStart(
+            mode=self.mode, prompt_tokens=len(prompt_ids), max_new_tokens=run.max_new_tokens,
+            tree=run.tree.label() if self.mode == "eagle" else "", temperature=run.sampling.temperature,
+            draft_family=family, device=str(self.runner.device), dtype=str(self.runner.dtype).replace("torch.", ""),
+        )
+
+    def _prefill(self, prompt_ids: list[int], run: RunConfig, sampler: PositionSampler | None):
+        """Target prefill over the prompt; returns (output, first token id, its probability)."""
+        ids = torch.tensor(prompt_ids, dtype=torch.long)
+        out = self.runner.forward(ids)
+        self.runner.commit(list(range(len(prompt_ids))))
+        last = out.logits[-1]  # [V]
+        probs = process_logits(last[None], run.sampling)[0]  # [V]
+        token = pick(last, probs, run.sampling, sampler, 0)
+        return out, token, float(probs[token])
+
+    def _stops(self, run: RunConfig) -> frozenset[int]:
+        return frozenset() if run.ignore_eos else self.eos
+
+
+class BaselineEngine(_EngineBase):
+    mode = "baseline"
+
+    def generate(self, prompt_ids: list[int], run: RunConfig,
+                 stop: threading.Event | None = None) -> Iterator[Event]:
+        with self.lock:
+            yield from self._generate(list(prompt_ids), run, stop)
+
+    def _generate(self, prompt_ids, run, stop) -> Iterator[Event]:
+        yield self._start(prompt_ids, run, "")
+        device, eos = self.runner.device, self._stops(run)
+        sampler = None if run.sampling.greedy else PositionSampler(run.sampling.seed, run.max_new_tokens)
+        self.runner.reset()
+        t0 = time.perf_counter()
+        _, token, prob = self._prefill(prompt_ids, run, sampler)
+        _sync(device)
+        t1 = time.perf_counter()
+        yield Prefill(token_id=token, seconds=t1 - t0, target_prob=prob)
+        new = [token]
+        reason = "eos" if token in eos else "length"
+        steps = 0
+        while token not in eos and len(new) < run.max_new_tokens:
+            if stop is not None and stop.is_set():
+                reason = "stopped"
+                break
+            ts = time.perf_counter()
+            out = self.runner.forward(torch.tensor([token]))
+            self.runner.commit([0])
+            probs = process_logits(out.logits, run.sampling)[0]  # [V]
+            token = pick(out.logits[0], probs, run.sampling, sampler, len(new))
+            _sync(device)
+            te = time.perf_counter()
+            new.append(token)
+            yield Step(index=steps, token_id=token, target_prob=float(probs[token]), seconds=te - ts,
+                       elapsed=te - t1, total_new_tokens=len(new))
+            steps += 1
+            reason = "eos" if token in eos else "length"
+        t2 = time.perf_counter()
+        self.runner.reset()
+        yield Finish(reason=reason, token_ids=tuple(new), new_tokens=len(new), rounds=steps,
+                     prefill_seconds=t1 - t0, decode_seconds=t2 - t1)
+
+
+class SpeculativeEngine(_EngineBase):
+    mode = "eagle"
+
+    def __init__(self, model: PreTrainedModel, head: DraftHead):
+        super().__init__(model, head.feature_layers)
+        self.head = head
+        self.drafter = Drafter(head)
+
+    def generate(self, prompt_ids: list[int], run: RunConfig,
+                 stop: threading.Event | None = None) -> Iterator[Event]:
+        with self.lock:
+            yield from self._generate(list(prompt_ids), run, stop)
+
+    def _generate(self, prompt_ids, run, stop) -> Iterator[Event]:
+        yield self._start(prompt_ids, run, self.head.family)
+        device, eos, tree_cfg = self.runner.device, self._stops(run), run.tree
+        sampler = None if run.sampling.greedy else PositionSampler(run.sampling.seed, run.max_new_tokens)
+        self.runner.reset()
+        self.drafter.reset()
+        t0 = time.perf_counter()
+        out, token, prob = self._prefill(prompt_ids, run, sampler)
+        shifted = torch.tensor(prompt_ids[1:] + [token], dtype=torch.long)  # pair i = (feature_i, token_i+1)
+        self.drafter.extend(out.features, shifted)
+        _sync(device)
+        t1 = time.perf_counter()
+        yield Prefill(token_id=token, seconds=t1 - t0, target_prob=prob)
+        new = [token]
+        reason = "eos" if token in eos else "length"
+        rounds = 0
+        while token not in eos and len(new) < run.max_new_tokens:
+            if stop is not None and stop.is_set():
+                reason = "stopped"
+                break
+            ta = time.perf_counter()
+            tree = self.drafter.draft(new[-1], tree_cfg)
+            _sync(device)
+            tb = time.perf_counter()
+            out = self.runner.forward(tree.tokens, tree.depths, tree.mask)
+            _sync(device)
+            tc = time.perf_counter()
+            verdict = verify_tree(tree, out.logits, run.sampling, sampler, len(new))
+            accepted = [tree.token_list[i] for i in verdict.path]
+            committed = _cut(accepted + [verdict.bonus_id], eos, run.max_new_tokens - len(new))
+            new.extend(committed)
+            token = new[-1]
+            done = token in eos or len(new) >= run.max_new_tokens
+            td = time.perf_counter()
+            extend_seconds = 0.0
+            if not done:
+                keep = [0, *verdict.path]
+                self.runner.commit(keep)
+                self.drafter.extend(out.features[keep], torch.tensor(committed, dtype=torch.long))
+                _sync(device)
+                extend_seconds = time.perf_counter() - td
+            te = time.perf_counter()
+            yield Round(
+                index=rounds, nodes=_nodes(tree), accepted_path=verdict.path, accepted_ids=tuple(accepted),
+                bonus_id=verdict.bonus_id, committed_ids=tuple(committed),
+                target_probs=verdict.target_probs[:len(committed)], draft_seconds=(tb - ta) + extend_seconds,
+                verify_seconds=tc - tb, host_seconds=(te - tc) - extend_seconds, elapsed=te - t1,
+                total_new_tokens=len(new),
+            )
+            rounds += 1
+            reason = "eos" if token in eos else "length"
+        t2 = time.perf_counter()
+        self.runner.reset()
+        self.drafter.reset()
+        yield Finish(reason=reason, token_ids=tuple(new), new_tokens=len(new), rounds=rounds,
+                     prefill_seconds=t1 - t0, decode_seconds=t2 - t1)
+
+
+def _cut(tokens: list[int], eos: Iterable[int], room: int) -> list[int]:
+    """Commit tokens in order exactly as plain decoding would: stop after an EOS or when out of room."""
+    out = []
+    for t in tokens[:room]:
+        out.append(t)
+        if t in eos:
+            break
+    return out
+
+
+def _nodes(tree) -> tuple[DraftNode, ...]:
+    depths = tree.depths.tolist()
+    return tuple(
+        DraftNode(token_id=tree.token_list[i], parent=tree.parents[i], depth=depths[i],
+                  draft_prob=tree.draft_probs[i], score=tree.scores[i])
+        for i in range(tree.size)
+    )

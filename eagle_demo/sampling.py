@@ -1,0 +1,67 @@
+"""One logits pipeline, shared by the baseline and the verifier.
+
+Order: temperature -> top-k -> top-p -> softmax. Greedy is argmax of the raw logits.
+
+Sampling uses a *position-keyed* inverse-CDF sampler: the uniform for the i-th new token is fixed by
+(seed, i). Because EAGLE drafts are point masses, "sample from p at the node and descend into the child
+carrying that token" is an exact verifier (algorithms.md 4.3), and with this sampler the EAGLE engine
+reproduces the seeded baseline token for token (up to logit numerics).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .config import SamplingConfig
+
+__all__ = ["process_logits", "PositionSampler", "pick"]
+
+
+def process_logits(logits: torch.Tensor, cfg: SamplingConfig) -> torch.Tensor:
+    """Logits [n, V] -> probabilities [n, V] (float32) after temperature, top-k and top-p.
+
+    For greedy settings returns the plain softmax (used only for reporting probabilities).
+    """
+    x = logits.float()  # [n, V]
+    if cfg.greedy:
+        return torch.softmax(x, dim=-1)
+    x = x / cfg.temperature
+    vocab = x.shape[-1]
+    if 0 < cfg.top_k < vocab:
+        kth = torch.topk(x, cfg.top_k, dim=-1).values[..., -1:]  # [n, 1]
+        x = x.masked_fill(x < kth, float("-inf"))
+    probs = torch.softmax(x, dim=-1)  # [n, V]
+    if cfg.top_p < 1.0:
+        sorted_p, order = torch.sort(probs, dim=-1, descending=True)  # [n, V]
+        before = torch.cumsum(sorted_p, dim=-1) - sorted_p  # mass strictly before each token
+        drop_sorted = before >= cfg.top_p  # keep the smallest prefix reaching top_p
+        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+        probs = probs.masked_fill(drop, 0.0)
+        probs = probs / probs.sum(dim=-1, keepdim=True)
+    return probs
+
+
+class PositionSampler:
+    """Inverse-CDF sampling with one uniform per output position, fixed by the seed."""
+
+    def __init__(self, seed: int, max_positions: int):
+        gen = torch.Generator().manual_seed(int(seed))
+        self.uniforms = torch.rand(max_positions + 1, generator=gen, dtype=torch.float64)  # [P]
+
+    def sample(self, probs: torch.Tensor, position: int) -> int:
+        """probs [V] (sums to 1) -> token id drawn with the uniform of `position`."""
+        cdf = torch.cumsum(probs.double(), dim=0)  # [V]
+        u = self.uniforms[position] * cdf[-1]
+        token = int(torch.searchsorted(cdf, u.unsqueeze(0), right=True).item())
+        token = min(token, probs.shape[0] - 1)
+        while probs[token] <= 0 and token > 0:  # never land on a zero-probability token
+            token -= 1
+        return token
+
+
+def pick(logits_row: torch.Tensor, probs_row: torch.Tensor, cfg: SamplingConfig,
+         sampler: PositionSampler | None, position: int) -> int:
+    """The target's token at one node: argmax for greedy, else the position-keyed sample."""
+    if cfg.greedy or sampler is None:
+        return int(torch.argmax(logits_row).item())
+    return sampler.sample(probs_row, position)

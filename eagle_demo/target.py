@@ -1,0 +1,120 @@
+"""Run a stock transformers causal LM as the target: prefill, decode, tree forward, cache compaction.
+
+No forked modeling code: the model's own base model runs with a 4-D additive attention mask and
+explicit depth-based position ids; its `DynamicCache` is compacted in place after each round.
+
+Features handed to the draft:
+- EAGLE-1/2: the post-norm last hidden state (exactly what the lm_head sees).
+- EAGLE-3: the concatenation of `hidden_states[i]` for the requested indices (HF convention: index i is
+  the input of decoder layer i, index 0 the embeddings).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from transformers import DynamicCache, PreTrainedModel
+
+__all__ = ["TargetRunner", "TargetOutput", "tree_attention_mask"]
+
+
+@dataclass(frozen=True)
+class TargetOutput:
+    logits: torch.Tensor  # [n, V]
+    features: torch.Tensor  # [n, F]
+
+
+def tree_attention_mask(prefix_len: int, block: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Additive mask [1, 1, n, prefix_len + m]: the whole prefix is visible, the last m keys follow
+    block [n, m] (bool, True = visible).
+
+    Float, not bool: eager attention silently misreads a bool 4-D mask in this transformers release.
+    """
+    n, m = block.shape
+    visible = torch.ones(n, prefix_len + m, dtype=torch.bool, device=block.device)  # [n, P+m]
+    visible[:, prefix_len:] = block
+    mask = torch.zeros(n, prefix_len + m, dtype=dtype, device=block.device)  # [n, P+m]
+    mask.masked_fill_(~visible, torch.finfo(dtype).min)
+    return mask[None, None]  # [1, 1, n, P+m]
+
+
+class TargetRunner:
+    """Owns the target's KV cache for one generation at a time (batch size 1)."""
+
+    def __init__(self, model: PreTrainedModel, feature_layers: tuple[int, ...] | None = None):
+        self.model = model
+        self.base = model.base_model
+        self.lm_head = model.get_output_embeddings()
+        self.feature_layers = feature_layers
+        self.num_layers = int(model.config.get_text_config().num_hidden_layers)
+        self.cache = DynamicCache()
+        self.length = 0  # committed positions held in the cache
+
+    @property
+    def device(self) -> torch.device:
+        return self.lm_head.weight.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.lm_head.weight.dtype
+
+    def reset(self) -> None:
+        self.cache = DynamicCache()
+        self.length = 0
+
+    def set_feature_layers(self, layers: tuple[int, ...] | None) -> None:
+        if layers is not None:
+            for i in layers:
+                if not 0 <= i <= self.num_layers:
+                    raise ValueError(f"feature layer {i} is outside the target's 0..{self.num_layers}")
+        self.feature_layers = layers
+
+    @torch.inference_mode()
+    def forward(self, input_ids: torch.Tensor, depths: torch.Tensor | None = None,
+                tree_mask: torch.Tensor | None = None) -> TargetOutput:
+        """Run n new tokens after the cached prefix.
+
+        input_ids [n]; depths [n] (tree depth of each token, None = consecutive positions);
+        tree_mask [n, n] bool (None = causal). The n new entries stay in the cache until `commit`.
+        """
+        n = input_ids.shape[0]
+        start = self.length
+        ids = input_ids.to(self.device)[None]  # [1, n]
+        if depths is None:
+            positions = torch.arange(start, start + n, device=self.device)[None]  # [1, n]
+        else:
+            positions = (depths.to(self.device) + start)[None]  # [1, n]
+        mask = None
+        if tree_mask is not None:
+            mask = tree_attention_mask(start, tree_mask.to(self.device), self.dtype)  # [1, 1, n, start+n]
+        want_hidden = self.feature_layers is not None
+        out = self.base(input_ids=ids, attention_mask=mask, position_ids=positions, cache=self.cache,
+                        use_cache=True, output_hidden_states=want_hidden)
+        last = out.last_hidden_state[0]  # [n, H]
+        logits = self.lm_head(last)  # [n, V]
+        if want_hidden:
+            hs = out.hidden_states
+            features = torch.cat([hs[i][0] for i in self.feature_layers], dim=-1)  # [n, k*H]
+        else:
+            features = last  # [n, H]
+        self._pending = n
+        return TargetOutput(logits=logits, features=features)
+
+    @torch.inference_mode()
+    def commit(self, keep: list[int]) -> None:
+        """Keep `keep` (indices into the last forward's block, ascending) and drop the rest of the block."""
+        start, n = self.length, self._pending
+        m = len(keep)
+        if keep != list(range(m)):
+            src = torch.tensor(keep, device=self.device) + start  # [m]
+            for layer in self.cache.layers:
+                layer.keys[..., start:start + m, :] = layer.keys[..., src, :]  # [1, kv, m, d]
+                layer.values[..., start:start + m, :] = layer.values[..., src, :]
+        if n - m > 0:
+            self.cache.crop(-(n - m))
+        self.length = start + m
+        self._pending = 0
+
+    def cache_length(self) -> int:
+        return self.cache.get_seq_length()

@@ -1,0 +1,1 @@
+"""Reproducible training pipeline for the shipped tiny target/draft model pair."""

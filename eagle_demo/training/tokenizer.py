@@ -1,0 +1,154 @@
+"""Train the byte-level BPE tokenizer shared by the tiny target and its draft heads.
+
+* ``tokenizers`` BPE model, GPT-2 style ``ByteLevel`` pre-tokenizer (no prefix space) and
+  ``ByteLevel`` decoder, so ``decode(encode(x)) == x`` for any Unicode string;
+* vocabulary of :data:`VOCAB_SIZE` = 4096 entries (the 256 byte symbols are always present);
+* one special token, ``<|endoftext|>`` with id 0, used as BOS, EOS and pad. Like the Llama
+  tokenizers, a BOS is prepended by the post-processor (``add_bos_token: true``), so
+  ``tokenizer("def f():")`` yields ``[0, ...]``; documents in the training stream are separated by
+  the same token (``... last line\\n<|endoftext|>first line ...``).
+
+Trained on the training split written by :mod:`eagle_demo.training.corpus` only. The output
+folder holds ``tokenizer.json``, ``tokenizer_config.json`` and ``special_tokens_map.json`` and loads
+with ``transformers.AutoTokenizer.from_pretrained(folder)`` as a ``PreTrainedTokenizerFast``.
+
+Run ``python -m eagle_demo.training.tokenizer [--corpus DIR] [--out DIR]`` (default output
+``~/.cache/eagle_demo/tokenizer/``; the target export copies the files next to the model).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+from eagle_demo.training.corpus import SEPARATOR, default_cache_dir, default_corpus_dir, read_split
+
+VOCAB_SIZE = 4096
+SPECIAL_TOKEN = SEPARATOR  # "<|endoftext|>"
+SPECIAL_ID = 0
+MODEL_MAX_LENGTH = 2048
+
+ROUND_TRIP_SAMPLES = [
+    "def fibonacci(n):\n    if n < 2:\n        return n\n    return fibonacci(n - 1) + fibonacci(n - 2)\n",
+    "import os\n\n\nclass Stack:\n\tdef push(self, x):\t# tab-indented\r\n\t\tself.items.append(x)  \n",
+    "    \n\n  trailing spaces   \n\n\n",
+    " leading space, 'quotes', \"double\", `back` and \\backslash\\ {braces} [1, 2.5e-3, 0x1F]",
+    "unicode: héllo wörld — naïve café, 日本語のテキスト, emoji 🐍🚀, math ∑∫√∞, Ω≈ç",
+    "\x00\x01 control \x7f bytes and a very long run " + "=" * 300,
+    "",
+]
+
+
+def default_tokenizer_dir() -> Path:
+    return default_cache_dir() / "tokenizer"
+
+
+def build_tokenizer() -> Tokenizer:
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    return tok
+
+
+def train_tokenizer(corpus_dir: Path | None = None, vocab_size: int = VOCAB_SIZE) -> Tokenizer:
+    corpus_dir = Path(corpus_dir) if corpus_dir else default_corpus_dir()
+    docs = read_split(corpus_dir / "train.txt")
+    tok = build_tokenizer()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=2,
+        special_tokens=[SPECIAL_TOKEN],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(docs, trainer=trainer, length=len(docs))
+    assert tok.token_to_id(SPECIAL_TOKEN) == SPECIAL_ID, "special token must have id 0"
+    tok.post_processor = processors.TemplateProcessing(
+        single=f"{SPECIAL_TOKEN}:0 $A:0",
+        pair=f"{SPECIAL_TOKEN}:0 $A:0 {SPECIAL_TOKEN}:1 $B:1",
+        special_tokens=[(SPECIAL_TOKEN, SPECIAL_ID)],
+    )
+    return tok
+
+
+def tokenizer_config() -> dict:
+    return {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": SPECIAL_TOKEN,
+        "eos_token": SPECIAL_TOKEN,
+        "pad_token": SPECIAL_TOKEN,
+        "unk_token": None,
+        "add_bos_token": True,
+        "add_eos_token": False,
+        "clean_up_tokenization_spaces": False,
+        "model_max_length": MODEL_MAX_LENGTH,
+        "padding_side": "left",
+        "added_tokens_decoder": {
+            str(SPECIAL_ID): {"content": SPECIAL_TOKEN, "lstrip": False, "normalized": False,
+                              "rstrip": False, "single_word": False, "special": True},
+        },
+    }
+
+
+def save_tokenizer(tok: Tokenizer, out_dir: Path) -> Path:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tok.save(str(out_dir / "tokenizer.json"))
+    (out_dir / "tokenizer_config.json").write_text(json.dumps(tokenizer_config(), indent=2) + "\n")
+    special = {"bos_token": SPECIAL_TOKEN, "eos_token": SPECIAL_TOKEN, "pad_token": SPECIAL_TOKEN}
+    (out_dir / "special_tokens_map.json").write_text(json.dumps(special, indent=2) + "\n")
+    return out_dir
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
+def verify_tokenizer(folder: Path, extra_samples: list[str] = ()) -> dict:
+    """Load ``folder`` through ``AutoTokenizer`` and check special tokens and round trips."""
+    from transformers import AutoTokenizer
+
+    hf = AutoTokenizer.from_pretrained(str(folder))
+    assert hf.is_fast, type(hf)
+    for name in ("bos_token_id", "eos_token_id", "pad_token_id"):
+        assert getattr(hf, name) == SPECIAL_ID, (name, getattr(hf, name))
+    assert len(hf) == VOCAB_SIZE, len(hf)
+    raw = Tokenizer.from_file(str(Path(folder) / "tokenizer.json"))
+    for text in list(ROUND_TRIP_SAMPLES) + list(extra_samples):
+        ids = hf(text)["input_ids"]
+        assert ids[:1] == [SPECIAL_ID], ids[:3]
+        assert hf.decode(ids, skip_special_tokens=True) == text, repr(text[:60])
+        assert hf.decode(ids[1:]) == text, repr(text[:60])
+        assert hf(text, add_special_tokens=False)["input_ids"] == ids[1:]
+        assert raw.decode(raw.encode(text, add_special_tokens=False).ids) == text
+    # the separator inside text is recognised as the single special token
+    ids = hf("a\n" + SPECIAL_TOKEN + "b", add_special_tokens=False)["input_ids"]
+    assert SPECIAL_ID in ids, ids
+    return {"class": type(hf).__name__, "vocab": len(hf)}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--corpus", type=Path, default=None, help=f"corpus dir (default {default_corpus_dir()})")
+    ap.add_argument("--out", type=Path, default=None, help=f"output dir (default {default_tokenizer_dir()})")
+    ap.add_argument("--vocab-size", type=int, default=VOCAB_SIZE)
+    args = ap.parse_args(argv)
+    corpus_dir = args.corpus or default_corpus_dir()
+    out = args.out or default_tokenizer_dir()
+    tok = train_tokenizer(corpus_dir, args.vocab_size)
+    save_tokenizer(tok, out)
+    val_docs = read_split(Path(corpus_dir) / "val.txt")
+    info = verify_tokenizer(out, extra_samples=val_docs[:5])
+    stats = {}
+    for split in ("train", "val"):
+        text = (Path(corpus_dir) / f"{split}.txt").read_text(encoding="utf-8")
+        n_tok = len(tok.encode(text, add_special_tokens=False).ids)
+        stats[split] = (len(text), n_tok)
+        print(f"{split}: {len(text):,} chars -> {n_tok:,} tokens ({len(text) / n_tok:.2f} chars/token)")
+    print(f"tokenizer ({info['class']}, vocab {info['vocab']}) written to {out}; round trips OK")
+
+
+if __name__ == "__main__":
+    main()
