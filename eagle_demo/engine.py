@@ -84,7 +84,7 @@ class BaselineEngine(_EngineBase):
     def _generate(self, prompt_ids, run, stop) -> Iterator[Event]:
         yield self._start(prompt_ids, run, "")
         device, eos = self.runner.device, self._stops(run)
-        sampler = None if run.sampling.greedy else PositionSampler(run.sampling.seed, run.max_new_tokens)
+        sampler = None if run.sampling.greedy else PositionSampler(run.sampling.seed)
         self.runner.reset()
         t0 = time.perf_counter()
         _, token, prob = self._prefill(prompt_ids, run, sampler)
@@ -132,7 +132,7 @@ class SpeculativeEngine(_EngineBase):
     def _generate(self, prompt_ids, run, stop) -> Iterator[Event]:
         yield self._start(prompt_ids, run, self.head.family)
         device, eos, tree_cfg = self.runner.device, self._stops(run), run.tree
-        sampler = None if run.sampling.greedy else PositionSampler(run.sampling.seed, run.max_new_tokens)
+        sampler = None if run.sampling.greedy else PositionSampler(run.sampling.seed)
         self.runner.reset()
         self.drafter.reset()
         t0 = time.perf_counter()

@@ -10,6 +10,8 @@ reproduces the seeded baseline token for token (up to logit numerics).
 
 from __future__ import annotations
 
+import random
+
 import torch
 
 from .config import SamplingConfig
@@ -44,15 +46,17 @@ def process_logits(logits: torch.Tensor, cfg: SamplingConfig) -> torch.Tensor:
 class PositionSampler:
     """Inverse-CDF sampling with one uniform per output position, fixed by the seed."""
 
-    def __init__(self, seed: int, max_positions: int):
-        gen = torch.Generator().manual_seed(int(seed))
-        self.uniforms = torch.rand(max_positions + 1, generator=gen, dtype=torch.float64)  # [P]
+    def __init__(self, seed: int):
+        self.seed = int(seed)
+
+    def uniform(self, position: int) -> float:
+        return random.Random(f"{self.seed}:{position}").random()  # string seeds hash with SHA-512
 
     def sample(self, probs: torch.Tensor, position: int) -> int:
         """probs [V] (sums to 1) -> token id drawn with the uniform of `position`."""
         cdf = torch.cumsum(probs.double(), dim=0)  # [V]
-        u = self.uniforms[position] * cdf[-1]
-        token = int(torch.searchsorted(cdf, u.unsqueeze(0), right=True).item())
+        u = self.uniform(position) * float(cdf[-1])
+        token = int(torch.searchsorted(cdf, torch.tensor([u], dtype=torch.float64), right=True).item())
         token = min(token, probs.shape[0] - 1)
         while probs[token] <= 0 and token > 0:  # never land on a zero-probability token
             token -= 1

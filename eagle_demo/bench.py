@@ -1,0 +1,216 @@
+"""Prompt-suite benchmark: baseline and EAGLE interleaved on each prompt in one process.
+
+Speedup follows Spec-Bench: the ratio of mean tokens/s over prompts (per category and overall).
+This is a measurement script, not a test: figures depend on the machine and its load.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import platform
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+import torch
+
+from .config import RunConfig
+from .metrics import RunStats, summarize
+from .session import ASSETS, Session
+
+__all__ = ["PromptItem", "PromptResult", "BenchReport", "load_suite", "run_bench", "run_bench_cli", "CATEGORIES"]
+
+DEFAULT_SUITE = ASSETS / "prompts" / "suite.jsonl"
+CATEGORIES = ("chat", "translation", "summarization", "qa", "math", "rag", "code")
+
+
+@dataclass(frozen=True)
+class PromptItem:
+    id: str
+    category: str
+    prompt: str
+
+
+@dataclass(frozen=True)
+class PromptResult:
+    id: str
+    category: str
+    repeat: int
+    prompt_tokens: int
+    new_tokens: int
+    rounds: int
+    tau: float
+    eagle_tokens_per_second: float
+    baseline_tokens_per_second: float
+    speedup: float
+    acceptance_by_depth: tuple[float, ...]
+    draft_seconds: float
+    verify_seconds: float
+    host_seconds: float
+    equal_to_baseline: bool | None  # None for sampled runs (equality is not expected)
+
+
+@dataclass(frozen=True)
+class CategorySummary:
+    category: str
+    prompts: int
+    tau: float
+    eagle_tokens_per_second: float
+    baseline_tokens_per_second: float
+    speedup: float
+    all_equal: bool | None
+
+
+@dataclass(frozen=True)
+class BenchReport:
+    machine: dict
+    settings: dict
+    results: tuple[PromptResult, ...]
+    categories: tuple[CategorySummary, ...]
+    overall: CategorySummary
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def to_csv(self) -> str:
+        buf = io.StringIO()
+        names = list(PromptResult.__dataclass_fields__)
+        writer = csv.DictWriter(buf, fieldnames=names)
+        writer.writeheader()
+        for r in self.results:
+            row = asdict(r)
+            row["acceptance_by_depth"] = " ".join(f"{a:.3f}" for a in r.acceptance_by_depth)
+            writer.writerow(row)
+        return buf.getvalue()
+
+    def table(self) -> str:
+        lines = [f"{'category':<14}{'prompts':>8}{'tau':>7}{'EAGLE tok/s':>13}{'base tok/s':>12}{'speedup':>9}{'equal':>7}"]
+        for c in (*self.categories, self.overall):
+            eq = "-" if c.all_equal is None else ("yes" if c.all_equal else "NO")
+            lines.append(f"{c.category:<14}{c.prompts:>8}{c.tau:>7.2f}{c.eagle_tokens_per_second:>13.1f}"
+                         f"{c.baseline_tokens_per_second:>12.1f}{c.speedup:>8.2f}x{eq:>7}")
+        return "\n".join(lines)
+
+
+def load_suite(path: str | Path | None = None, categories: Iterable[str] | None = None) -> list[PromptItem]:
+    path = Path(path) if path else DEFAULT_SUITE
+    if not path.is_file():
+        raise FileNotFoundError(f"prompt suite {path} does not exist; pass --suite FILE.jsonl")
+    items = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            items.append(PromptItem(id=str(row["id"]), category=str(row["category"]), prompt=str(row["prompt"])))
+        except (ValueError, KeyError) as exc:
+            raise ValueError(f"{path}:{n} is not a suite line ({exc}); each line needs id, category, prompt")
+    if categories:
+        wanted = set(categories)
+        unknown = wanted - {i.category for i in items}
+        if unknown:
+            raise ValueError(f"unknown categories {sorted(unknown)}; the suite has {sorted({i.category for i in items})}")
+        items = [i for i in items if i.category in wanted]
+    return items
+
+
+def machine_info() -> dict:
+    info = {"platform": platform.platform(), "python": platform.python_version(), "torch": torch.__version__,
+            "threads": torch.get_num_threads(), "processor": platform.processor() or platform.machine()}
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(0)
+    return info
+
+
+def _result(item: PromptItem, repeat: int, prompt_tokens: int, eagle: RunStats, base: RunStats,
+            greedy: bool) -> PromptResult:
+    return PromptResult(
+        id=item.id, category=item.category, repeat=repeat, prompt_tokens=prompt_tokens,
+        new_tokens=eagle.new_tokens, rounds=eagle.rounds, tau=eagle.tau,
+        eagle_tokens_per_second=eagle.tokens_per_second, baseline_tokens_per_second=base.tokens_per_second,
+        speedup=eagle.tokens_per_second / base.tokens_per_second if base.tokens_per_second else 0.0,
+        acceptance_by_depth=eagle.acceptance_by_depth, draft_seconds=eagle.draft_seconds,
+        verify_seconds=eagle.verify_seconds, host_seconds=eagle.host_seconds,
+        equal_to_baseline=(eagle.token_ids == base.token_ids) if greedy else None,
+    )
+
+
+def _summary(name: str, rows: list[PromptResult]) -> CategorySummary:
+    n = len(rows)
+    e = sum(r.eagle_tokens_per_second for r in rows) / n
+    b = sum(r.baseline_tokens_per_second for r in rows) / n
+    eq = [r.equal_to_baseline for r in rows if r.equal_to_baseline is not None]
+    return CategorySummary(category=name, prompts=n, tau=sum(r.tau for r in rows) / n, eagle_tokens_per_second=e,
+                           baseline_tokens_per_second=b, speedup=e / b if b else 0.0,
+                           all_equal=all(eq) if eq else None)
+
+
+def run_bench(session: Session, items: list[PromptItem], run: RunConfig, repeats: int = 1, chat: bool = False,
+              progress: Callable[[int, int, str], None] | None = None, warmup: bool = True) -> BenchReport:
+    """Baseline and EAGLE on each prompt, interleaved (the order alternates between repeats)."""
+    if not items:
+        raise ValueError("no prompts to run; check --categories and --suite")
+    encoded = [session.encode(i.prompt, chat=chat) for i in items]
+    if warmup:
+        short = RunConfig(max_new_tokens=min(8, run.max_new_tokens), ignore_eos=True, tree=run.tree,
+                          sampling=run.sampling)
+        for mode in ("baseline", "eagle"):
+            list(session.stream(encoded[0], short, mode))
+    results = []
+    total, done = len(items) * repeats, 0
+    for repeat in range(repeats):
+        for item, ids in zip(items, encoded):
+            order = ("baseline", "eagle") if (repeat + done) % 2 == 0 else ("eagle", "baseline")
+            stats = {mode: summarize(session.stream(ids, run, mode)) for mode in order}
+            results.append(_result(item, repeat, len(ids), stats["eagle"], stats["baseline"], run.sampling.greedy))
+            done += 1
+            if progress:
+                progress(done, total, item.id)
+    cats = []
+    for c in dict.fromkeys(r.category for r in results):
+        cats.append(_summary(c, [r for r in results if r.category == c]))
+    settings = {"max_new_tokens": run.max_new_tokens, "tree": run.tree.label(), "temperature": run.sampling.temperature,
+                "top_p": run.sampling.top_p, "top_k": run.sampling.top_k, "repeats": repeats, "chat": chat,
+                "target": session.pair.target_path, "draft": session.pair.draft_path,
+                "draft_family": session.pair.head.family if session.pair.head else "",
+                "device": str(session.pair.target.device), "dtype": str(session.pair.target.dtype)}
+    return BenchReport(machine=machine_info(), settings=settings, results=tuple(results), categories=tuple(cats),
+                       overall=_summary("overall", results))
+
+
+def run_bench_cli(args) -> int:
+    import sys
+
+    from tqdm import tqdm
+
+    from .cli import _load, tree_from_args
+    from .config import SamplingConfig
+
+    session = _load(args)
+    items = load_suite(args.suite, args.categories)
+    if args.limit:
+        items = items[:args.limit]
+    chat = {"on": True, "off": False}.get(args.chat, bool(getattr(session.tokenizer, "chat_template", None)))
+    run = RunConfig(max_new_tokens=args.max_new_tokens, ignore_eos=False,
+                    tree=tree_from_args(args, session.pair.target.device.type), sampling=SamplingConfig())
+    bar = tqdm(total=len(items) * args.repeats, desc="bench", unit="prompt", file=sys.stderr)
+
+    def progress(done, total, name):
+        bar.update(1)
+        bar.set_postfix_str(name)
+
+    report = run_bench(session, items, run, repeats=args.repeats, chat=chat, progress=progress)
+    bar.close()
+    print(report.table())
+    if args.json_out:
+        Path(args.json_out).write_text(report.to_json(), encoding="utf-8")
+    if args.csv_out:
+        Path(args.csv_out).write_text(report.to_csv(), encoding="utf-8")
+    return 0

@@ -1,0 +1,273 @@
+"""Match a detected draft to its target: compatibility checks and the adapted draft configuration.
+
+Everything here works from configs and tensor headers only; `build.py` materializes the result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from transformers import AutoConfig, LlamaConfig, PretrainedConfig
+from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+from .detect import DraftSpec
+from .errors import CheckpointError, IncompatiblePairError, NotAnEagleDraftError, UnsupportedLayoutError
+from .files import WeightFiles, read_json, scan_weights
+
+__all__ = ["TargetInfo", "DraftPlan", "read_target", "plan_draft", "tokenizer_vocab_size", "feature_layers"]
+
+CONVENTIONS = {
+    "default": "default [2, L//2, L-3]",
+    "plus_one": "specforge/sglang eagle_config ids +1",
+    "as_given": "speculators ids as given",
+}
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "vocab.json")
+
+
+@dataclass(frozen=True)
+class TargetInfo:
+    folder: Path
+    config: PretrainedConfig
+    model_type: str
+    num_layers: int
+    hidden: int
+    vocab: int
+    max_positions: int | None
+    tied: bool
+    weights: WeightFiles | None
+    has_tokenizer: bool
+    tokenizer_vocab: int | None
+
+
+def read_target(folder: Path, require_weights: bool = True) -> TargetInfo:
+    """Read and vet the target's config (and weight headers when present): a decoder-only causal LM."""
+    folder = Path(folder)
+    if not (folder / "config.json").is_file():
+        raise CheckpointError(f"target folder {folder} has no config.json; pass a transformers model folder or repo")
+    raw = read_json(folder / "config.json")
+    model_type = str(raw.get("model_type") or "")
+    if not model_type:
+        raise CheckpointError(f"target config.json in {folder} has no model_type; pass a transformers causal LM")
+    if model_type == "eagle" or "transformer_layer_config" in raw or "medusa_num_heads" in raw:
+        raise CheckpointError(f"target {folder} is a draft/speculator checkpoint, not a full model; pass it as the "
+                              "draft and a full causal LM as the target")
+    if raw.get("is_encoder_decoder") or model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        raise CheckpointError(f"target {folder} is a '{model_type}' model, not a decoder-only causal LM; pick a "
+                              "causal LM target (e.g. Llama, Qwen2, Qwen3, Mistral)")
+    try:
+        config = AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
+    except (ValueError, KeyError, OSError, TypeError) as exc:
+        raise CheckpointError(f"target config in {folder} could not be loaded by transformers "
+                              f"({' '.join(str(exc).split())[:160]}); this app never enables trust_remote_code, "
+                              "pick a model supported by the installed transformers") from exc
+    if getattr(config, "is_encoder_decoder", False):
+        raise CheckpointError(f"target {folder} is an encoder-decoder model, not a decoder-only causal LM; pick a "
+                              "causal LM target")
+    text = config.get_text_config()
+    weights = scan_weights(folder)
+    if weights is None and require_weights:
+        raise CheckpointError(f"target folder {folder} has no weight files (*.safetensors or pytorch_model*.bin); "
+                              "pass a complete model folder or repo")
+    if weights is not None:
+        names = {n[len("model."):] if n.startswith("model.") else n for n in weights.tensors}
+        if names & {"fc.weight", "fusion_fc.weight", "d2t", "t2d"} or any(n.startswith("midlayer.") for n in names):
+            raise CheckpointError(f"target {folder} looks like an EAGLE draft (fc/midlayer weights), not a full "
+                                  "model; pass it as the draft and its base model as the target")
+    tok_vocab = tokenizer_vocab_size(folder)
+    return TargetInfo(
+        folder=folder, config=config, model_type=model_type, num_layers=int(text.num_hidden_layers),
+        hidden=int(text.hidden_size), vocab=int(text.vocab_size),
+        max_positions=int(getattr(text, "max_position_embeddings", 0) or 0) or None,
+        tied=bool(getattr(text, "tie_word_embeddings", False) or getattr(config, "tie_word_embeddings", False)),
+        weights=weights, has_tokenizer=any((folder / f).is_file() for f in _TOKENIZER_FILES),
+        tokenizer_vocab=tok_vocab)
+
+
+def tokenizer_vocab_size(folder: Path) -> int | None:
+    """1 + the largest token id in tokenizer.json (base vocab and added tokens), or None without one."""
+    path = Path(folder) / "tokenizer.json"
+    if not path.is_file():
+        return None
+    data = read_json(path)
+    model = data.get("model") if isinstance(data.get("model"), dict) else {}
+    vocab = model.get("vocab")
+    top = -1
+    if isinstance(vocab, dict) and vocab:
+        top = max(int(v) for v in vocab.values())
+    elif isinstance(vocab, list):
+        top = len(vocab) - 1
+    for token in data.get("added_tokens") or []:
+        if isinstance(token, dict) and "id" in token:
+            top = max(top, int(token["id"]))
+    return top + 1 if top >= 0 else None
+
+
+@dataclass
+class DraftPlan:
+    """The adapted draft: its Llama config and how it hooks into the target."""
+
+    spec: DraftSpec
+    target: TargetInfo
+    config: LlamaConfig | None = None
+    feature_layers: tuple[int, ...] | None = None
+    feature_convention: str = "post-norm last hidden state"
+    target_feature_width: int = 0  # Ht
+    draft_vocab: int = 0  # Vd (EAGLE-1: V)
+    embedding: str = "shared"  # shared | own | compare (own tensor, shared if equal to the target's)
+    lm_head: str = "target"  # target | own
+    d2t: str = "identity"  # identity | checkpoint | t2d
+    max_positions: int = 0
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    problem: CheckpointError | None = None  # why load_pair refuses (set by plan_draft callers)
+
+
+def feature_layers(spec: DraftSpec, num_layers: int) -> tuple[tuple[int, ...], str, list[str]]:
+    """HF hidden_states indices for an EAGLE-3 draft, the convention applied and any warnings.
+
+    >>> # SpecForge eagle_config ids are output-of-layer ids: [1, 3, 4] -> hidden_states (2, 4, 5)
+    """
+    warnings: list[str] = []
+    if spec.feature_ids is None:
+        layers = (2, num_layers // 2, num_layers - 3)
+    elif spec.feature_id_rule == "plus_one":
+        layers = tuple(i + 1 for i in spec.feature_ids)
+        if num_layers in layers:
+            warnings.append(f"aux layer id {num_layers - 1} maps to hidden_states[{num_layers}], which HF returns "
+                            "after the final norm; acceptance may drop")
+    else:
+        layers = tuple(spec.feature_ids)
+    bad = [i for i in layers if not 0 <= i <= num_layers]
+    if bad:
+        raise IncompatiblePairError(
+            f"EAGLE-3 draft asks for target feature layer {bad[0]} but the target has only {num_layers} layers "
+            f"(hidden_states 0..{num_layers}); pick a draft made for this target")
+    return layers, CONVENTIONS[spec.feature_id_rule], warnings
+
+
+def plan_draft(spec: DraftSpec, target: TargetInfo) -> DraftPlan:
+    """Check the pair and derive the adapted draft config. Raises CheckpointError subclasses when the pair
+    cannot work; the plan's notes/warnings are complete up to that point."""
+    plan = DraftPlan(spec=spec, target=target)
+    if spec.family in ("medusa", "causal_lm", "unknown"):
+        raise NotAnEagleDraftError(f"draft {spec.folder} is {spec.description}, not an EAGLE draft; pick an "
+                                   "EAGLE-1/2 or EAGLE-3 draft for this target")
+    if spec.unsupported:
+        raise UnsupportedLayoutError(spec.unsupported)
+    _check_tokenizers(spec, target)
+    v = target.vocab
+    if spec.family == "eagle1":
+        plan.draft_vocab = v
+        plan.target_feature_width = spec.feature_width
+        if spec.hidden != target.hidden:
+            raise IncompatiblePairError(
+                f"draft hidden size {spec.hidden} (fc input {spec.fc_in}) does not match the target hidden size "
+                f"{target.hidden}; pick a draft made for this target")
+        plan.lm_head = "target"
+        if "lm_head.weight" not in spec.names:  # otherwise the detection note already says so
+            plan.notes.append("lm_head shared from target (same tensor)")
+    else:
+        _plan_eagle3(plan, spec, target)
+    _check_vocab(spec, target)
+    if spec.embed_shape is not None:
+        if spec.embed_shape[1] != spec.hidden:
+            raise IncompatiblePairError(f"draft embed_tokens is {list(spec.embed_shape)} but the draft hidden size is "
+                                        f"{spec.hidden}; the checkpoint is inconsistent")
+        plan.embedding = "compare" if spec.hidden == target.hidden else "own"
+    else:
+        if spec.hidden != target.hidden:
+            raise IncompatiblePairError(
+                f"draft hidden size {spec.hidden} differs from the target hidden size {target.hidden} and the draft "
+                "ships no embed_tokens.weight, so it cannot share the target embedding; pick a complete draft")
+        plan.embedding = "shared"
+        plan.notes.append("embedding shared from target")
+    plan.max_positions = spec.max_positions
+    if target.max_positions and spec.max_positions < target.max_positions:
+        plan.max_positions = target.max_positions
+        plan.notes.append(f"max_position_embeddings raised {spec.max_positions} -> {target.max_positions} "
+                          "(target context)")
+    plan.config = _llama_config(spec, plan)
+    return plan
+
+
+def _plan_eagle3(plan: DraftPlan, spec: DraftSpec, target: TargetInfo) -> None:
+    n_feat = len(spec.feature_ids) if spec.feature_ids else 3
+    if spec.fc_in % n_feat:
+        raise IncompatiblePairError(
+            f"EAGLE-3 draft fc input {spec.fc_in} is not {n_feat} x the target hidden size {target.hidden}; pick a "
+            "draft made for this target")
+    ht = spec.fc_in // n_feat
+    if ht != target.hidden:
+        raise IncompatiblePairError(
+            f"EAGLE-3 draft fuses {n_feat} target features of width {ht} (fc input {spec.fc_in}) but the target "
+            f"hidden size is {target.hidden}; this draft was made for another target, pick one made for "
+            f"{target.model_type} with hidden size {target.hidden}")
+    plan.target_feature_width = ht
+    layers, convention, warnings = feature_layers(spec, target.num_layers)
+    plan.feature_layers, plan.feature_convention = layers, convention
+    plan.warnings.extend(warnings)
+    v = target.vocab
+    vd = spec.draft_vocab or v
+    if vd > v:
+        raise IncompatiblePairError(f"EAGLE-3 draft vocab {vd} is larger than the target vocab {v}; pick a draft made "
+                                    "for this target's tokenizer")
+    plan.draft_vocab = vd
+    if spec.lm_head_shape is not None:
+        plan.lm_head = "own"
+        plan.notes.append(f"own lm_head [{vd}, {spec.hidden}] kept (never tied)")
+    elif vd == v and spec.hidden == target.hidden:
+        plan.lm_head = "target"
+        plan.notes.append("lm_head shared from target (draft has none; full vocabulary)")
+    else:
+        raise IncompatiblePairError(
+            f"EAGLE-3 draft in {spec.folder} has no lm_head.weight and its vocab/hidden ({vd}/{spec.hidden}) differ "
+            f"from the target's ({v}/{target.hidden}); the checkpoint is incomplete, pick another draft")
+    if vd == v:
+        plan.d2t = "identity"
+        plan.notes.append("d2t identity (draft vocab == target vocab)")
+    elif "d2t" in spec.names:
+        plan.d2t = "checkpoint"
+        plan.notes.append(f"d2t maps {vd} draft ids to target ids")
+    elif "t2d" in spec.names:
+        plan.d2t = "t2d"
+        plan.notes.append(f"d2t rebuilt from t2d ({vd} draft ids)")
+    else:
+        raise IncompatiblePairError(
+            f"EAGLE-3 draft vocab {vd} is smaller than the target vocab {v} but the checkpoint has no d2t/t2d "
+            "mapping; the checkpoint is incomplete, pick another draft")
+
+
+def _check_vocab(spec: DraftSpec, target: TargetInfo) -> None:
+    v = target.vocab
+    if spec.embed_shape is not None and spec.embed_shape[0] != v:
+        raise IncompatiblePairError(
+            f"draft embed_tokens has {spec.embed_shape[0]} rows but the target vocab size is {v}; pick a draft made "
+            "for this target's tokenizer")
+    if spec.t2d_len is not None and spec.t2d_len != v:
+        raise IncompatiblePairError(f"draft t2d covers a vocab of {spec.t2d_len} but the target vocab size is {v}; "
+                                    "pick a draft made for this target's tokenizer")
+    if spec.config_vocab is not None and spec.config_vocab != v:
+        raise IncompatiblePairError(f"draft config vocab_size {spec.config_vocab} does not match the target vocab "
+                                    f"size {v}; pick a draft made for this target's tokenizer")
+
+
+def _check_tokenizers(spec: DraftSpec, target: TargetInfo) -> None:
+    draft_vocab = tokenizer_vocab_size(spec.folder)
+    if draft_vocab is not None and target.tokenizer_vocab is not None and draft_vocab != target.tokenizer_vocab:
+        raise IncompatiblePairError(
+            f"tokenizer mismatch: the draft's tokenizer has {draft_vocab} tokens, the target's "
+            f"{target.tokenizer_vocab}; pick a draft trained with this target's tokenizer")
+
+
+def _llama_config(spec: DraftSpec, plan: DraftPlan) -> LlamaConfig:
+    config = LlamaConfig(
+        vocab_size=plan.target.vocab, hidden_size=spec.hidden, intermediate_size=spec.intermediate,
+        num_hidden_layers=spec.num_layers, num_attention_heads=spec.num_heads,
+        num_key_value_heads=spec.num_kv_heads, head_dim=spec.head_dim, rms_norm_eps=spec.rms_norm_eps,
+        hidden_act=spec.hidden_act,
+        rope_parameters=dict(spec.rope), max_position_embeddings=plan.max_positions,
+        attention_bias=spec.qkv_bias if spec.family == "eagle3" else spec.o_bias, mlp_bias=spec.mlp_bias,
+        tie_word_embeddings=False, pad_token_id=None, bos_token_id=None, eos_token_id=None)
+    config._attn_implementation = "sdpa"
+    return config

@@ -1,0 +1,258 @@
+"""Materialize an adapted pair: the stock transformers target, then the draft head filled from its weights.
+
+The head is first built on the meta device (cheap, and it gives the exact expected state-dict keys and
+shapes), the key diff is checked, then real storage is allocated on the target's lm_head device in the
+target's dtype and the checkpoint tensors are copied in.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+from ..devices import DeviceError, resolve_device, resolve_dtype
+from ..drafts import DraftHead, Eagle1Head, Eagle3Head, Shared
+from .adapt import DraftPlan, TargetInfo
+from .errors import CheckpointError, CorruptCheckpointError, UnsupportedLayoutError
+
+__all__ = ["make_head", "key_plan", "load_target", "load_tokenizer", "load_head", "HeadResult"]
+
+# Names the builder consumes itself instead of copying them into the head's state dict 1:1.
+_HANDLED = ("d2t", "t2d", "embed_tokens.weight")
+
+
+def make_head(plan: DraftPlan, lm_head: nn.Module | None, embed: nn.Module | None,
+              own_embedding: bool) -> DraftHead:
+    """The head for `plan` on the meta device, shaped exactly like the checkpoint (biases included)."""
+    spec, config = plan.spec, plan.config
+    try:
+        with torch.device("meta"):
+            if spec.family == "eagle1":
+                head: DraftHead = Eagle1Head(config, lm_head=lm_head, embed_tokens=embed, fc_bias=spec.fc_bias,
+                                             qkv_bias=spec.qkv_bias, num_layers=spec.num_layers)
+            else:
+                head = Eagle3Head(config, target_hidden_size=plan.target_feature_width,
+                                  draft_vocab_size=plan.draft_vocab, embed_tokens=embed,
+                                  feature_layers=plan.feature_layers, norm_before_residual=spec.norm_before_residual)
+                if plan.lm_head == "target":
+                    del head.lm_head  # replace the draft's own (absent) head by the target's, shared
+                    head.lm_head = Shared(lm_head)
+            _match_biases(head, spec.names)
+            if own_embedding:
+                head.embed_tokens = nn.Embedding(plan.target.vocab, spec.hidden)
+    except (KeyError, ValueError, TypeError) as exc:
+        raise UnsupportedLayoutError(
+            f"the draft in {spec.folder} could not be built ({' '.join(str(exc).split())[:160]}); its settings "
+            f"(e.g. rope type {spec.rope.get('rope_type')}) are not supported here, pick another draft") from exc
+    return head
+
+
+def _match_biases(head: nn.Module, names: dict[str, str]) -> None:
+    """Give every Linear a bias exactly when the checkpoint has one (weights decide, never configs)."""
+    for name, module in list(head.named_modules()):
+        if not isinstance(module, nn.Linear):
+            continue
+        want = f"{name}.bias" in names
+        if (module.bias is not None) == want:
+            continue
+        parent_name, _, child = name.rpartition(".")
+        parent = head.get_submodule(parent_name) if parent_name else head
+        setattr(parent, child, nn.Linear(module.in_features, module.out_features, bias=want))
+
+
+def key_plan(head: DraftHead, plan: DraftPlan) -> tuple[dict[str, str], list[str]]:
+    """Strict key diff of the head's expected state dict against the checkpoint.
+
+    Returns (canonical -> stored name for every tensor to read, stored names that are ignored).
+    Missing required keys and shape mismatches raise CorruptCheckpointError naming the key.
+    """
+    spec = plan.spec
+    expected = {k: tuple(v.shape) for k, v in head.state_dict().items()}
+    missing = [k for k in expected if k not in spec.names and k not in _HANDLED]
+    if missing:
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise CorruptCheckpointError(
+            f"{spec.family.upper()} draft in {spec.folder} is missing required weight {missing[0]}{more}; the "
+            "checkpoint is incomplete, re-download it or pick another draft")
+    needed: dict[str, str] = {}
+    for key, shape in expected.items():
+        if key in _HANDLED:
+            continue
+        stored = spec.names[key]
+        found = spec.weights.tensors[stored].shape
+        if tuple(found) != shape:
+            raise CorruptCheckpointError(
+                f"draft weight {stored} is {list(found)}, expected {list(shape)} for this layout; the checkpoint is "
+                "inconsistent, pick another draft")
+        needed[key] = stored
+    if plan.embedding in ("own", "compare"):
+        needed["embed_tokens.weight"] = spec.names["embed_tokens.weight"]
+    if plan.d2t == "checkpoint":
+        needed["d2t"] = spec.names["d2t"]
+    elif plan.d2t == "t2d":
+        needed["t2d"] = spec.names["t2d"]
+    used = set(needed.values())
+    ignored = sorted(set(spec.ignored) | {s for s in spec.names.values() if s not in used})
+    return needed, ignored
+
+
+# ---- target ----------------------------------------------------------------------------------------
+
+def load_target(info: TargetInfo, dtype: str, device: str, warnings: list[str]) -> PreTrainedModel:
+    """AutoModelForCausalLM in eval mode with SDPA attention; never trust_remote_code."""
+    try:
+        dev = resolve_device(device)
+        torch_dtype = resolve_dtype(dtype, dev)
+    except DeviceError as exc:
+        raise CheckpointError(str(exc)) from exc
+    kwargs: dict = dict(dtype=torch_dtype, attn_implementation="sdpa", trust_remote_code=False)
+    device_map = _device_map(info, torch_dtype, dev, device)
+    if device_map is not None:
+        kwargs["device_map"] = device_map
+    try:
+        try:
+            model, loading = AutoModelForCausalLM.from_pretrained(str(info.folder), output_loading_info=True, **kwargs)
+        except ValueError as exc:
+            if "sdpa" not in str(exc).lower() and "scaled_dot_product" not in str(exc).lower():
+                raise
+            kwargs["attn_implementation"] = "eager"
+            warnings.append(f"{info.model_type} does not support SDPA attention here; using eager attention")
+            model, loading = AutoModelForCausalLM.from_pretrained(str(info.folder), output_loading_info=True, **kwargs)
+    except CheckpointError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - transformers/safetensors raise many unrelated types here
+        if "mismatched_sizes" in str(exc) or "size mismatch" in str(exc):
+            raise CorruptCheckpointError(
+                f"target {info.folder} has weights of the wrong shape for its config.json; the config and the "
+                "weights disagree, re-download the target or fix config.json") from exc
+        raise CorruptCheckpointError(
+            f"target weights in {info.folder} could not be loaded ({' '.join(str(exc).split())[:200]}); "
+            "re-download the target or check the folder") from exc
+    missing = sorted(loading.get("missing_keys") or [])
+    if missing:
+        raise CorruptCheckpointError(
+            f"target {info.folder} is missing weights (e.g. {missing[0]}, {len(missing)} in all); the checkpoint is "
+            f"incomplete or not a {info.model_type} model")
+    mismatched = list(loading.get("mismatched_keys") or [])
+    if mismatched:
+        raise CorruptCheckpointError(f"target {info.folder} has weights of the wrong shape (e.g. {mismatched[0]}); "
+                                     "the config and the weights disagree, re-download the target")
+    return model.eval()
+
+
+def _device_map(info: TargetInfo, dtype: torch.dtype, dev: torch.device, requested: str):
+    """None (plain load, then one device), {"": device} or "auto" when the target fits no single GPU."""
+    if dev.type == "cpu":
+        return None
+    if (requested or "auto").strip().lower() == "auto" and dev.type == "cuda" and torch.cuda.device_count() > 1:
+        size = sum(t.numel for t in info.weights.tensors.values()) * torch.tensor([], dtype=dtype).element_size() \
+            if info.weights else 0
+        free, _ = torch.cuda.mem_get_info(dev)
+        if size > 0.9 * free:
+            return "auto"
+    return {"": str(dev)}
+
+
+def load_tokenizer(info: TargetInfo, warnings: list[str]):
+    if not info.has_tokenizer:
+        return None
+    try:
+        return AutoTokenizer.from_pretrained(str(info.folder), trust_remote_code=False)
+    except Exception as exc:  # noqa: BLE001 - tokenizer backends raise assorted errors; token ids still work
+        warnings.append(f"the target tokenizer could not be loaded ({' '.join(str(exc).split())[:120]}); "
+                        "only token ids can be used")
+        return None
+
+
+# ---- head ------------------------------------------------------------------------------------------
+
+class HeadResult:
+    def __init__(self, head: DraftHead, notes: list[str], ignored: list[str], embedding: str,
+                 draft_bytes: int, shared_bytes: int):
+        self.head, self.notes, self.ignored, self.embedding = head, notes, ignored, embedding
+        self.draft_bytes, self.shared_bytes = draft_bytes, shared_bytes
+
+
+@torch.no_grad()
+def load_head(plan: DraftPlan, target: PreTrainedModel) -> HeadResult:
+    spec = plan.spec
+    lm_head, embed = target.get_output_embeddings(), target.get_input_embeddings()
+    device, dtype = lm_head.weight.device, lm_head.weight.dtype
+    notes: list[str] = []
+    probe = make_head(plan, lm_head, embed, own_embedding=plan.embedding == "own")
+    needed, ignored = key_plan(probe, plan)
+    tensors = spec.weights.load(needed.values())
+    for canonical, stored in needed.items():
+        t = tensors[stored]
+        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            raise CorruptCheckpointError(f"draft weight {stored} in {spec.folder} contains NaN/inf values; the "
+                                         "checkpoint is corrupted, re-download it or pick another draft")
+    own_embedding = plan.embedding == "own"
+    embed_source = tensors[needed["embed_tokens.weight"]] if "embed_tokens.weight" in needed else None
+    if plan.embedding == "own":
+        notes.append("own embedding kept (draft hidden size differs from the target's)")
+    elif plan.embedding == "compare":
+        mine = embed_source.to(device=embed.weight.device, dtype=embed.weight.dtype)
+        own_embedding = not torch.equal(mine, embed.weight)
+        notes.append("own embedding kept (differs from the target's)" if own_embedding else
+                     "embedding in the draft equals the target's; shared from target")
+        del mine
+    if not own_embedding and embed.weight.device != device:
+        # subtle: a target split over devices keeps its embedding away from the lm_head, where the draft runs
+        own_embedding, embed_source = True, embed.weight
+        notes.append(f"target embedding copied to the draft's device {device} (target split over devices)")
+    head = make_head(plan, lm_head, embed, own_embedding)
+    head.to(dtype=dtype)
+    head.to_empty(device=device)
+    state = {}
+    for key in head.state_dict():
+        if key == "d2t":
+            state[key] = _d2t(plan, tensors, needed)
+        elif key == "embed_tokens.weight":
+            state[key] = embed_source
+        else:
+            state[key] = tensors[needed[key]]
+    head.load_state_dict(state, strict=True)
+    head.rotary_emb = LlamaRotaryEmbedding(config=plan.config).to(device)  # real fp32 inv_freq (not meta, not cast)
+    head.eval().requires_grad_(False)
+    if spec.source_dtype != str(dtype).replace("torch.", ""):
+        notes.append(f"weights cast {spec.source_dtype} -> {str(dtype).replace('torch.', '')}")
+    if getattr(target, "hf_device_map", None) and len(set(target.hf_device_map.values())) > 1:
+        notes.append(f"target spread over {len(set(target.hf_device_map.values()))} devices; draft placed on the "
+                     f"lm_head device {device}")
+    draft_bytes = _bytes(head.state_dict().values())
+    shared = [lm_head.weight] if (spec.family == "eagle1" or plan.lm_head == "target") else []
+    if not own_embedding:
+        shared.append(embed.weight)
+    return HeadResult(head, notes, ignored, "own" if own_embedding else "shared", draft_bytes, _bytes(shared))
+
+
+def _d2t(plan: DraftPlan, tensors: dict[str, torch.Tensor], needed: dict[str, str]) -> torch.Tensor:
+    vd, v = plan.draft_vocab, plan.target.vocab
+    if plan.d2t == "identity":
+        return torch.zeros(vd, dtype=torch.long)
+    if plan.d2t == "t2d":
+        used = torch.nonzero(tensors[needed["t2d"]].bool()).flatten()
+        if used.numel() != vd:
+            raise CorruptCheckpointError(f"draft t2d marks {used.numel()} target ids but the draft vocab has {vd}; "
+                                         "the checkpoint is inconsistent")
+        return used - torch.arange(vd)
+    d2t = tensors[needed["d2t"]].long().flatten()
+    ids = torch.arange(vd) + d2t
+    if bool((ids < 0).any()) or bool((ids >= v).any()):
+        raise CorruptCheckpointError(f"draft d2t maps draft ids outside the target vocab 0..{v - 1}; pick a draft made "
+                                     "for this target's tokenizer")
+    return d2t
+
+
+def _bytes(tensors) -> int:
+    seen, total = set(), 0
+    for t in tensors:
+        key = (t.device, t.data_ptr()) if t.device.type != "meta" else id(t)
+        if key in seen:
+            continue
+        seen.add(key)
+        total += t.numel() * t.element_size()
+    return total

@@ -1,0 +1,252 @@
+"""Read an EAGLE draft's shapes from its tensors (not its config) and its draft-side settings from its config.
+
+H from the norms / fc rows, heads from q/k rows and head_dim, I from gate_proj, Ht from the fc width,
+Vd from lm_head rows, biases iff present; RoPE, eps, context and EAGLE-3 feature ids from the config
+with EAGLE defaults when absent. Every choice that differs from the config is noted for the report.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .errors import CheckpointError, CorruptCheckpointError
+from .spec import HASS_NORMS, DraftSpec, as_int
+
+__all__ = ["read_common", "read_eagle1", "read_eagle3"]
+
+_LAYER = re.compile(r"^layers\.(\d+)\.")
+
+
+def _shape(spec: DraftSpec, canonical: str) -> tuple[int, ...] | None:
+    return spec.shape(canonical)
+
+
+def _require(spec: DraftSpec, canonical: str) -> tuple[int, ...]:
+    shape = spec.shape(canonical)
+    if shape is None:
+        raise CorruptCheckpointError(
+            f"{spec.family.upper()} draft in {spec.folder} is missing required weight {canonical}; the checkpoint "
+            "is incomplete, re-download it or pick another draft")
+    return shape
+
+
+def read_common(spec: DraftSpec, top: dict, layer: dict) -> None:
+    spec.config_vocab = as_int(layer.get("vocab_size"))
+    spec.config_layers = as_int(layer.get("num_hidden_layers"))
+    spec.rope, note = _rope(layer)
+    spec.notes.append(note)
+    eps = layer.get("rms_norm_eps")
+    if eps is None:
+        spec.rms_norm_eps = 1e-6
+        spec.notes.append("rms_norm_eps 1e-06 (absent in config, EAGLE default)")
+    else:
+        spec.rms_norm_eps = float(eps)
+    spec.max_positions = as_int(layer.get("max_position_embeddings")) or 2048
+    spec.hidden_act = str(layer.get("hidden_act") or "silu")
+    spec.embed_shape = _shape(spec, "embed_tokens.weight")
+
+
+def _rope(layer: dict) -> tuple[dict, str]:
+    """transformers rope_parameters from either the v5 `rope_parameters` or legacy rope_theta/rope_scaling."""
+    params = layer.get("rope_parameters")
+    if isinstance(params, dict) and params:
+        rope = dict(params)
+        theta = rope.get("rope_theta", layer.get("rope_theta"))
+    else:
+        rope = {}
+        theta = layer.get("rope_theta")
+        scaling = layer.get("rope_scaling")
+        if isinstance(scaling, dict) and scaling:
+            rope.update(scaling)
+    kind = rope.pop("type", None)
+    rope["rope_type"] = rope.get("rope_type") or kind or "default"
+    if theta is None:
+        rope["rope_theta"] = 10000.0
+        note = "rope_theta 10000 (absent in config, EAGLE default)"
+    else:
+        rope["rope_theta"] = float(theta)
+        note = f"rope_theta {float(theta):g} (draft config)"
+    if rope["rope_type"] != "default":
+        note += f", rope scaling {rope['rope_type']}"
+    return rope, note
+
+
+def _heads(spec: DraftSpec, layer: dict, q_rows: int, k_rows: int) -> None:
+    cfg_heads = as_int(layer.get("num_attention_heads"))
+    cfg_hd = as_int(layer.get("head_dim"))
+    cfg_kv = as_int(layer.get("num_key_value_heads"))
+    if cfg_hd and q_rows % cfg_hd == 0 and k_rows % cfg_hd == 0:
+        head_dim = cfg_hd
+        if spec.hidden != q_rows:
+            spec.notes.append(f"head_dim {head_dim} from config (heads x head_dim = {q_rows} != hidden {spec.hidden})")
+    elif cfg_heads and q_rows % cfg_heads == 0:
+        head_dim = q_rows // cfg_heads
+        if cfg_hd:
+            spec.notes.append(f"head_dim {head_dim} derived from q_proj rows (config head_dim {cfg_hd} does not fit)")
+    else:
+        raise CheckpointError(
+            f"cannot infer the attention heads of the draft in {spec.folder}: q_proj has {q_rows} rows and the "
+            "config gives no usable num_attention_heads/head_dim; add them to its config.json")
+    if k_rows % head_dim:
+        raise CorruptCheckpointError(
+            f"draft k_proj has {k_rows} rows, not a multiple of head_dim {head_dim}; the checkpoint is inconsistent")
+    spec.head_dim = head_dim
+    spec.num_heads = q_rows // head_dim
+    spec.num_kv_heads = k_rows // head_dim
+    if spec.num_heads % spec.num_kv_heads:
+        raise CorruptCheckpointError(
+            f"draft has {spec.num_heads} query heads but {spec.num_kv_heads} k/v heads (not a divisor); the "
+            "checkpoint is inconsistent")
+    if cfg_kv is None:
+        spec.notes.append(f"k/v heads {spec.num_kv_heads} from k_proj rows (config has none)")
+    elif cfg_kv != spec.num_kv_heads:
+        spec.notes.append(f"k/v heads {spec.num_kv_heads} from k_proj rows (config says {cfg_kv})")
+
+
+def _layer_common(spec: DraftSpec, prefix: str, layer: dict, q_in: int) -> None:
+    q = _require(spec, f"{prefix}self_attn.q_proj.weight")
+    k = _require(spec, f"{prefix}self_attn.k_proj.weight")
+    if q[1] != q_in:
+        raise CorruptCheckpointError(
+            f"draft {prefix}self_attn.q_proj.weight is {list(q)}, expected input width {q_in}; the checkpoint does "
+            f"not match the {spec.family.upper()} layout")
+    _heads(spec, layer, q[0], k[0])
+    gate = _shape(spec, f"{prefix}mlp.gate_proj.weight")
+    spec.intermediate = gate[0] if gate else (as_int(layer.get("intermediate_size")) or 0)
+    spec.qkv_bias = f"{prefix}self_attn.q_proj.bias" in spec.names
+    spec.o_bias = f"{prefix}self_attn.o_proj.bias" in spec.names
+    spec.mlp_bias = f"{prefix}mlp.gate_proj.bias" in spec.names
+    if spec.qkv_bias:
+        spec.notes.append("q/k/v biases found in weights (Qwen2-style), kept")
+    elif layer.get("qkv_bias") or layer.get("attention_bias"):
+        spec.notes.append("no q/k/v biases in weights (config asks for them); built without")
+
+
+def _fc_bias_note(spec: DraftSpec, claimed: object, source: str) -> None:
+    found = spec.fc_bias
+    if claimed is None:
+        spec.notes.append("fc bias found in weights, kept" if found else "no fc bias in weights; fc built without")
+    elif bool(claimed) != found:
+        spec.notes.append(f"fc bias {'found in weights, kept' if found else 'absent in weights, fc built without'} "
+                          f"(config says {source}={str(bool(claimed)).lower()})")
+    else:
+        spec.notes.append("fc bias found in weights, kept" if found else "no fc bias (weights and config agree)")
+
+
+def _layer_count(spec: DraftSpec, prefix_re: re.Pattern) -> int:
+    indices = sorted({int(m.group(1)) for k in spec.names if (m := prefix_re.match(k))})
+    if indices != list(range(len(indices))):
+        raise CorruptCheckpointError(
+            f"draft layers in {spec.folder} are numbered {indices}, not 0..n-1; the checkpoint is incomplete")
+    return len(indices)
+
+
+def read_eagle1(spec: DraftSpec, top: dict, layer: dict) -> None:
+    fc = _require(spec, "fc.weight")
+    hidden = fc[0]
+    norm = _shape(spec, "layers.0.post_attention_layernorm.weight")
+    if norm is not None and norm[0] != hidden:
+        raise CorruptCheckpointError(
+            f"draft fc.weight is {list(fc)} but layers.0.post_attention_layernorm has {norm[0]} entries; the "
+            "checkpoint is inconsistent")
+    spec.hidden = hidden
+    spec.fc_in = fc[1]
+    if fc[1] != 2 * hidden:
+        raise CorruptCheckpointError(
+            f"EAGLE-1 draft fc.weight is {list(fc)}; an EAGLE-1 fc must be [H, 2H] (embedding + target feature), "
+            "so this checkpoint is not a usable EAGLE-1/2 draft")
+    spec.feature_width = fc[1] - hidden
+    spec.num_layers = _layer_count(spec, _LAYER)
+    if spec.num_layers == 0:
+        _require(spec, "layers.0.self_attn.q_proj.weight")
+    _layer_common(spec, "layers.0.", layer, hidden)
+    spec.fc_bias = "fc.bias" in spec.names
+    if "eagle_fc_bias" in top or "eagle_fc_bias" in layer:
+        _fc_bias_note(spec, top.get("eagle_fc_bias", layer.get("eagle_fc_bias")), "eagle_fc_bias")
+    elif "fusion_bias" in top:
+        _fc_bias_note(spec, top.get("fusion_bias"), "fusion_bias")
+    else:
+        _fc_bias_note(spec, layer.get("bias"), "bias")
+    if spec.config_layers is not None and spec.config_layers != spec.num_layers:
+        spec.notes.append(f"config says num_hidden_layers {spec.config_layers}, weights hold {spec.num_layers}; "
+                          "following the weights")
+    if "layers.0.input_layernorm.weight" in spec.names:
+        spec.warnings.append("layers.0.input_layernorm.weight is present but EAGLE-1 skips layer 0's input norm; "
+                             "ignored")
+    if "lm_head.weight" in spec.names:
+        spec.notes.append("lm_head inside the draft ignored; the target's lm_head is shared (same tensor)")
+    extra = [n for n in HASS_NORMS if n in spec.names]
+    if extra or top.get("layernorms") or layer.get("add_para_norm"):
+        spec.notes.append(f"extra norms found ({', '.join(extra) or 'layernorms flag'}), HASS-style")
+        spec.unsupported = (f"the draft in {spec.folder} is a HASS-style EAGLE-1 with extra norms "
+                            f"({', '.join(extra) or 'layernorms'}), which this playground cannot run faithfully; "
+                            "pick a plain EAGLE-1/2 or an EAGLE-3 draft for this target")
+    if top.get("truncated_vocab_size") and spec.config_vocab and top["truncated_vocab_size"] < spec.config_vocab:
+        spec.notes.append("truncated_vocab_size/token_map ignored: the target's full lm_head is used")
+
+
+def read_eagle3(spec: DraftSpec, top: dict, layer: dict, speculators: bool) -> None:
+    fc = _require(spec, "fc.weight")
+    norm = _shape(spec, "midlayer.post_attention_layernorm.weight") or _shape(spec, "midlayer.hidden_norm.weight")
+    hidden = norm[0] if norm else fc[0]
+    if fc[0] != hidden:
+        raise CorruptCheckpointError(
+            f"draft fc.weight is {list(fc)} but the midlayer norms have {hidden} entries; the checkpoint is "
+            "inconsistent")
+    spec.hidden = hidden
+    spec.fc_in = fc[1]
+    spec.feature_width = fc[1]
+    spec.fc_bias = "fc.bias" in spec.names
+    if spec.fc_bias:
+        spec.notes.append("fc bias found in weights, kept (EAGLE-3 fc usually has none)")
+    spec.num_layers = 1
+    extra_layers = sorted({int(m.group(1)) for k in spec.names if (m := _LAYER.match(k))})
+    if extra_layers:
+        spec.unsupported = (f"the EAGLE-3 draft in {spec.folder} has {len(extra_layers) + 1} decoder layers; only "
+                            "single-layer EAGLE-3 drafts are supported, pick another draft")
+    _layer_common(spec, "midlayer.", layer, 2 * hidden)
+    if spec.config_layers is not None and spec.config_layers != 1:
+        spec.notes.append(f"config says num_hidden_layers {spec.config_layers}, weights hold 1 layer; "
+                          "following the weights")
+    lm = _shape(spec, "lm_head.weight")
+    spec.lm_head_shape = lm
+    d2t = _shape(spec, "d2t")
+    t2d = _shape(spec, "t2d")
+    spec.t2d_len = t2d[0] if t2d else None
+    cfg_vd = as_int(top.get("draft_vocab_size")) or as_int(layer.get("draft_vocab_size"))
+    spec.draft_vocab = lm[0] if lm else (d2t[0] if d2t else cfg_vd)
+    if cfg_vd and spec.draft_vocab and cfg_vd != spec.draft_vocab:
+        spec.notes.append(f"draft vocab {spec.draft_vocab} from the weights (config says {cfg_vd})")
+    if lm is not None and lm[1] != hidden:
+        raise CorruptCheckpointError(f"draft lm_head.weight is {list(lm)}, expected [Vd, {hidden}]; the checkpoint "
+                                     "is inconsistent")
+    if d2t is not None and spec.draft_vocab is not None and d2t[0] != spec.draft_vocab:
+        raise CorruptCheckpointError(f"draft d2t has {d2t[0]} entries but lm_head has {spec.draft_vocab} rows; the "
+                                     "checkpoint is inconsistent")
+    if layer.get("tie_word_embeddings") or top.get("tie_word_embeddings"):
+        spec.notes.append("tie_word_embeddings true in config ignored: the draft lm_head is never tied")
+    # feature ids
+    eagle_config = top.get("eagle_config") if isinstance(top.get("eagle_config"), dict) else (
+        layer.get("eagle_config") if isinstance(layer.get("eagle_config"), dict) else {})
+    if top.get("eagle_aux_hidden_state_layer_ids"):
+        spec.feature_ids = tuple(int(i) for i in top["eagle_aux_hidden_state_layer_ids"])
+        spec.feature_id_rule = "as_given"
+    elif eagle_config.get("eagle_aux_hidden_state_layer_ids"):
+        spec.feature_ids = tuple(int(i) for i in eagle_config["eagle_aux_hidden_state_layer_ids"])
+        spec.feature_id_rule = "plus_one"
+    if eagle_config.get("use_aux_hidden_state") is False:
+        spec.unsupported = (f"the EAGLE-3 draft in {spec.folder} sets use_aux_hidden_state false (no feature "
+                            "fusion), which is not supported; pick another draft")
+    # variant knobs
+    if "norm_before_residual" in top:
+        spec.norm_before_residual = bool(top["norm_before_residual"])
+        spec.notes.append(f"norm_before_residual {str(spec.norm_before_residual).lower()} (draft config)")
+    elif speculators:
+        spec.norm_before_residual = True
+        spec.notes.append("norm_before_residual true (speculators default)")
+    fc_norms = sorted(k for k in spec.names if k.startswith("fc_norm."))
+    if fc_norms or top.get("fc_norm") or top.get("norm_before_fc"):
+        spec.unsupported = (f"the EAGLE-3 draft in {spec.folder} normalizes features before fc (fc_norm / "
+                            "norm_before_fc), which is not supported; pick another draft")
+    if "t2d" in spec.names:
+        spec.notes.append("t2d ignored (d2t maps draft ids to target ids)")

@@ -1,0 +1,46 @@
+"""Device and dtype choice: CUDA when present, bf16 where the GPU supports it, fp32 on CPU."""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["resolve_device", "resolve_dtype", "DeviceError", "DTYPES"]
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+class DeviceError(ValueError):
+    """The requested device or dtype cannot be used here; the message says what to pick instead."""
+
+
+def resolve_device(name: str = "auto") -> torch.device:
+    name = (name or "auto").strip().lower()
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise DeviceError(f"device '{name}' was requested but no CUDA GPU is available; use --device cpu or auto")
+        return torch.device(name)
+    if name == "cpu":
+        return torch.device("cpu")
+    if name == "mps":
+        if not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+            raise DeviceError("device 'mps' was requested but Metal is not available; use --device cpu or auto")
+        return torch.device("mps")
+    raise DeviceError(f"unknown device '{name}'; use auto, cpu, cuda or cuda:N")
+
+
+def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
+    name = (name or "auto").strip().lower()
+    if name == "auto":
+        if device.type == "cuda":
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.float32
+    if name not in DTYPES:
+        raise DeviceError(f"unknown dtype '{name}'; use auto, float32, bfloat16 or float16")
+    dtype = DTYPES[name]
+    if device.type == "cpu" and dtype == torch.float16:
+        raise DeviceError("float16 is not supported for generation on CPU here; use float32 or bfloat16")
+    if device.type == "cuda" and dtype == torch.bfloat16 and not torch.cuda.is_bf16_supported():
+        raise DeviceError("this GPU does not support bfloat16; use float16 or float32")
+    return dtype

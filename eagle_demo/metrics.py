@@ -1,0 +1,102 @@
+"""Pure reducers over an engine's event stream (DESIGN.md section 5).
+
+- round: one draft + verify step (a baseline decode step counts as a round of length 1).
+- tau (mean accepted length) = tokens committed by rounds / rounds, the bonus token included;
+  plain decoding gives exactly 1.0. The prefill token is not part of any round.
+- acceptance rate at depth d = rounds that accepted a draft token at depth d / rounds that reached
+  depth d-1 (accepted at least d-1 drafts).
+- tokens/s = tokens committed by rounds / decode wall time (prefill reported separately).
+- speedup = baseline decode time / EAGLE decode time for the same prompt and number of new tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from .events import Event, Finish, Prefill, Round, RunStart, Step
+
+__all__ = ["RunStats", "summarize", "speedup", "DEFINITIONS"]
+
+DEFINITIONS = {
+    "round": "one draft + verify step (plain decoding: one target step)",
+    "tau": "mean accepted length = tokens committed per round, bonus token included (plain decoding = 1.00)",
+    "acceptance at depth d": "rounds that accepted a draft token at depth d / rounds that reached depth d-1",
+    "tokens/s": "tokens produced after the prefill / decode wall time (prefill time shown separately)",
+    "speedup": "baseline decode time / EAGLE decode time, same prompt, same new tokens, same process and device",
+}
+
+
+@dataclass(frozen=True)
+class RunStats:
+    mode: str
+    new_tokens: int
+    rounds: int
+    tau: float
+    tokens_per_second: float
+    prefill_seconds: float
+    decode_seconds: float
+    acceptance_by_depth: tuple[float, ...]
+    accepted_per_round: tuple[int, ...]  # accepted drafts per round (bonus excluded)
+    draft_seconds: float
+    verify_seconds: float
+    host_seconds: float
+    token_ids: tuple[int, ...]
+    finish_reason: str
+
+
+def summarize(events: Iterable[Event]) -> RunStats:
+    mode, rounds, committed, accepted = "", 0, 0, []
+    draft = verify = host = 0.0
+    prefill_seconds = decode_seconds = 0.0
+    token_ids: tuple[int, ...] = ()
+    reason = ""
+    elapsed = 0.0
+    for e in events:
+        if isinstance(e, RunStart):
+            mode = e.mode
+        elif isinstance(e, Prefill):
+            prefill_seconds = e.seconds
+            token_ids = (e.token_id,)
+        elif isinstance(e, Round):
+            rounds += 1
+            committed += len(e.committed_ids)
+            accepted.append(len(e.accepted_ids))
+            draft += e.draft_seconds
+            verify += e.verify_seconds
+            host += e.host_seconds
+            elapsed = e.elapsed
+            token_ids = token_ids + e.committed_ids
+        elif isinstance(e, Step):
+            rounds += 1
+            committed += 1
+            accepted.append(0)
+            verify += e.seconds
+            elapsed = e.elapsed
+            token_ids = token_ids + (e.token_id,)
+        elif isinstance(e, Finish):
+            prefill_seconds, decode_seconds = e.prefill_seconds, e.decode_seconds
+            token_ids, reason = e.token_ids, e.reason
+    if not decode_seconds:
+        decode_seconds = elapsed
+    max_depth = max(accepted, default=0)
+    by_depth = []
+    for d in range(1, max_depth + 2 if mode == "eagle" else 1):
+        reached = sum(1 for a in accepted if a >= d - 1)
+        got = sum(1 for a in accepted if a >= d)
+        if reached:
+            by_depth.append(got / reached)
+    return RunStats(
+        mode=mode, new_tokens=len(token_ids), rounds=rounds, tau=committed / rounds if rounds else 0.0,
+        tokens_per_second=committed / decode_seconds if decode_seconds > 0 else 0.0,
+        prefill_seconds=prefill_seconds, decode_seconds=decode_seconds, acceptance_by_depth=tuple(by_depth),
+        accepted_per_round=tuple(accepted), draft_seconds=draft, verify_seconds=verify, host_seconds=host,
+        token_ids=tuple(token_ids), finish_reason=reason,
+    )
+
+
+def speedup(eagle: RunStats, baseline: RunStats) -> float:
+    """Ratio of decode throughputs (equal to the decode-time ratio when both made the same tokens)."""
+    if baseline.tokens_per_second <= 0:
+        return 0.0
+    return eagle.tokens_per_second / baseline.tokens_per_second

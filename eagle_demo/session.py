@@ -1,0 +1,130 @@
+"""A loaded (target, draft) pair with its two engines and its tokenizer: what the CLI, UI and
+benchmark share. No Gradio here."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from .config import RunConfig
+from .engine import BaselineEngine, SpeculativeEngine
+from .events import Event
+
+__all__ = ["Session", "load_session", "ASSETS", "SHIPPED_TARGET", "SHIPPED_EAGLE1", "SHIPPED_EAGLE3",
+           "TokenStreamDecoder", "PromptError"]
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+SHIPPED_TARGET = str(ASSETS / "tiny-target")
+SHIPPED_EAGLE1 = str(ASSETS / "tiny-eagle1")
+SHIPPED_EAGLE3 = str(ASSETS / "tiny-eagle3")
+
+
+class PromptError(ValueError):
+    """The prompt cannot be used; the message says why and what to do."""
+
+
+@dataclass
+class Session:
+    pair: object  # checkpoints.LoadedPair
+    eagle: SpeculativeEngine | None
+    baseline: BaselineEngine
+
+    @property
+    def tokenizer(self):
+        return self.pair.tokenizer
+
+    @property
+    def report(self):
+        return self.pair.report
+
+    def context_limit(self) -> int:
+        cfg = self.pair.target.config.get_text_config()
+        return int(getattr(cfg, "max_position_embeddings", 0) or 0)
+
+    def encode(self, prompt: str, chat: bool = False) -> list[int]:
+        tok = self.tokenizer
+        if tok is None:
+            raise PromptError("the target has no tokenizer files; pass token ids instead (--prompt-ids 1,2,3)")
+        if not prompt or not prompt.strip():
+            raise PromptError("the prompt is empty; type some text")
+        if chat:
+            if not getattr(tok, "chat_template", None):
+                raise PromptError("this tokenizer has no chat template; turn the chat template off")
+            ids = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
+                                          tokenize=True)
+            if isinstance(ids, dict) or hasattr(ids, "keys"):
+                ids = ids["input_ids"]
+            return [int(i) for i in ids]
+        return [int(i) for i in tok.encode(prompt)]
+
+    def check_length(self, prompt_ids: list[int], run: RunConfig) -> None:
+        if not prompt_ids:
+            raise PromptError("the prompt is empty; type some text")
+        limit = self.context_limit()
+        need = len(prompt_ids) + run.max_new_tokens + run.tree.total_tokens
+        if limit and need > limit:
+            raise PromptError(
+                f"prompt ({len(prompt_ids)} tokens) + max new tokens ({run.max_new_tokens}) + tree "
+                f"({run.tree.total_tokens}) exceeds the target's context of {limit}; shorten the prompt or "
+                "lower max new tokens")
+        vocab = int(self.pair.target.get_input_embeddings().weight.shape[0])
+        bad = [i for i in prompt_ids if not 0 <= i < vocab]
+        if bad:
+            raise PromptError(f"token id {bad[0]} is outside the target vocabulary 0..{vocab - 1}")
+
+    def stream(self, prompt_ids: list[int], run: RunConfig, mode: str = "eagle",
+               stop: threading.Event | None = None) -> Iterator[Event]:
+        self.check_length(prompt_ids, run)
+        if mode == "baseline":
+            return self.baseline.generate(prompt_ids, run, stop)
+        if mode != "eagle":
+            raise ValueError(f"unknown mode '{mode}'; use eagle or baseline")
+        if self.eagle is None:
+            raise PromptError("no draft is loaded; load a draft or use mode baseline")
+        return self.eagle.generate(prompt_ids, run, stop)
+
+    def decode(self, ids) -> str:
+        if self.tokenizer is None:
+            return " ".join(str(i) for i in ids)
+        return self.tokenizer.decode(list(ids), skip_special_tokens=False)
+
+
+def load_session(target: str | None = None, draft: str | None = "default", **kwargs) -> Session:
+    """Load a pair (the shipped tiny pair by default) and build both engines."""
+    from .checkpoints import load_pair
+
+    target = target or SHIPPED_TARGET
+    if draft == "default":
+        draft = SHIPPED_EAGLE1 if target == SHIPPED_TARGET else None
+    pair = load_pair(target, draft, **kwargs)
+    eagle = SpeculativeEngine(pair.target, pair.head) if pair.head is not None else None
+    return Session(pair=pair, eagle=eagle, baseline=BaselineEngine(pair.target))
+
+
+class TokenStreamDecoder:
+    """Incremental text from token ids: decode everything, emit the new suffix, hold back a trailing
+    partial UTF-8 character (byte-level BPE can split one)."""
+
+    def __init__(self, decode):
+        self.decode = decode
+        self.ids: list[int] = []
+        self.emitted = ""
+
+    def push(self, ids) -> str:
+        self.ids.extend(ids)
+        text = self.decode(self.ids)
+        if text.endswith("\ufffd"):
+            return ""
+        if not text.startswith(self.emitted):  # a merge changed earlier text; emit nothing new
+            self.emitted = text
+            return ""
+        new, self.emitted = text[len(self.emitted):], text
+        return new
+
+    def flush(self) -> str:
+        text = self.decode(self.ids)
+        new = text[len(self.emitted):] if text.startswith(self.emitted) else ""
+        self.emitted = text
+        return new

@@ -1,0 +1,300 @@
+"""Write every public EAGLE checkpoint layout to disk from random tensors (tests only, no network).
+
+Targets are `tests.fixtures.tiny_target` models saved with `save_pretrained`. Drafts are written the way
+each producer writes them (see /work/shared/reference/checkpoint-formats.md): raw yuhuili EAGLE-1 .bin
+files with bare Llama/Qwen2 configs, vLLM-converted safetensors with a wrapped config, speculators
+configs with `transformer_layer_config`, EAGLE-3 in the official / SpecForge / AngelSlim / speculators
+flavours. Weight builders return canonical names (our heads' names) so the same tensors can be written
+in several layouts.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+from fixtures import tiny_target
+
+HIDDEN = 64
+VOCAB = 96
+
+
+# ---- targets -------------------------------------------------------------------------------------------
+
+def write_target(folder: Path, family: str = "llama", layers: int = 4, seed: int = 0, shard: bool = False,
+                 tokenizer: int | None = None, vocab: int = VOCAB, hidden: int = HIDDEN) -> Path:
+    model = tiny_target(family, layers=layers, vocab=vocab, hidden=hidden, seed=seed)
+    model.save_pretrained(folder, max_shard_size="40KB" if shard else "5GB")
+    if tokenizer is not None:
+        write_tokenizer(folder, tokenizer)
+    return Path(folder)
+
+
+def write_tokenizer(folder: Path, size: int) -> None:
+    """A word-level tokenizer with `size` tokens ("t0".."t{size-1}")."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {f"t{i}": i for i in range(size)}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="t0"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="t0", pad_token="t0", bos_token="t1",
+                                   eos_token="t2")
+    fast.save_pretrained(folder)
+
+
+# ---- random weights (canonical names) ------------------------------------------------------------------
+
+def _rand(*shape: int, scale: float = 0.2) -> torch.Tensor:
+    return torch.randn(*shape) * scale
+
+
+def _norm(n: int) -> torch.Tensor:
+    return 1.0 + 0.1 * torch.randn(n)
+
+
+def eagle1_weights(hidden: int = HIDDEN, vocab: int = VOCAB, heads: int = 4, kv: int = 4, inter: int = 128,
+                   layers: int = 1, fc_bias: bool = True, qkv_bias: bool = False, embed: bool = True,
+                   seed: int = 1) -> dict[str, torch.Tensor]:
+    torch.manual_seed(seed)
+    hd = hidden // heads
+    sd = {"fc.weight": _rand(hidden, 2 * hidden)}
+    if fc_bias:
+        sd["fc.bias"] = _rand(hidden)
+    if embed:
+        sd["embed_tokens.weight"] = _rand(vocab, hidden, scale=1.0)
+    for i in range(layers):
+        p = f"layers.{i}."
+        sd[p + "self_attn.q_proj.weight"] = _rand(heads * hd, hidden)
+        sd[p + "self_attn.k_proj.weight"] = _rand(kv * hd, hidden)
+        sd[p + "self_attn.v_proj.weight"] = _rand(kv * hd, hidden)
+        sd[p + "self_attn.o_proj.weight"] = _rand(hidden, heads * hd)
+        if qkv_bias:
+            sd[p + "self_attn.q_proj.bias"] = _rand(heads * hd)
+            sd[p + "self_attn.k_proj.bias"] = _rand(kv * hd)
+            sd[p + "self_attn.v_proj.bias"] = _rand(kv * hd)
+        sd[p + "mlp.gate_proj.weight"] = _rand(inter, hidden)
+        sd[p + "mlp.up_proj.weight"] = _rand(inter, hidden)
+        sd[p + "mlp.down_proj.weight"] = _rand(hidden, inter)
+        sd[p + "post_attention_layernorm.weight"] = _norm(hidden)
+        if i > 0:
+            sd[p + "input_layernorm.weight"] = _norm(hidden)
+    return sd
+
+
+def eagle3_weights(hidden: int = HIDDEN, target_hidden: int = HIDDEN, vocab: int = VOCAB, draft_vocab: int = 64,
+                   heads: int = 4, kv: int = 2, head_dim: int = 16, inter: int = 128, embed: bool = False,
+                   n_features: int = 3, seed: int = 2) -> dict[str, torch.Tensor]:
+    torch.manual_seed(seed)
+    p = "midlayer."
+    sd = {
+        p + "self_attn.q_proj.weight": _rand(heads * head_dim, 2 * hidden),
+        p + "self_attn.k_proj.weight": _rand(kv * head_dim, 2 * hidden),
+        p + "self_attn.v_proj.weight": _rand(kv * head_dim, 2 * hidden),
+        p + "self_attn.o_proj.weight": _rand(hidden, heads * head_dim),
+        p + "mlp.gate_proj.weight": _rand(inter, hidden),
+        p + "mlp.up_proj.weight": _rand(inter, hidden),
+        p + "mlp.down_proj.weight": _rand(hidden, inter),
+        p + "input_layernorm.weight": _norm(hidden),
+        p + "hidden_norm.weight": _norm(hidden),
+        p + "post_attention_layernorm.weight": _norm(hidden),
+        "fc.weight": _rand(hidden, n_features * target_hidden, scale=0.1),
+        "norm.weight": _norm(hidden),
+        "lm_head.weight": _rand(draft_vocab, hidden, scale=1.0),
+    }
+    used = torch.sort(torch.randperm(vocab)[:draft_vocab]).values if draft_vocab < vocab else torch.arange(vocab)
+    sd["d2t"] = used - torch.arange(draft_vocab)
+    t2d = torch.zeros(vocab, dtype=torch.bool)
+    t2d[used] = True
+    sd["t2d"] = t2d
+    if embed:
+        sd["embed_tokens.weight"] = _rand(vocab, hidden, scale=1.0)
+    return sd
+
+
+def cast(sd: dict[str, torch.Tensor], dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    return {k: (v.to(dtype) if v.is_floating_point() else v) for k, v in sd.items()}
+
+
+# ---- file writers ---------------------------------------------------------------------------------------
+
+def write_json(folder: Path, data: dict, name: str = "config.json") -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(json.dumps(data, indent=2))
+
+
+def write_bin(folder: Path, sd: dict[str, torch.Tensor], name: str = "pytorch_model.bin") -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    torch.save({k: v.contiguous() for k, v in sd.items()}, folder / name)
+
+
+def write_safetensors(folder: Path, sd: dict[str, torch.Tensor], name: str = "model.safetensors") -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file({k: v.contiguous() for k, v in sd.items()}, str(folder / name), metadata={"format": "pt"})
+
+
+def write_sharded(folder: Path, sd: dict[str, torch.Tensor], fmt: str = "safetensors", shards: int = 2) -> None:
+    """Split into `shards` files plus the HF index (model.safetensors.index.json / pytorch_model.bin.index.json)."""
+    keys = sorted(sd)
+    ext = "safetensors" if fmt == "safetensors" else "bin"
+    stem = "model" if fmt == "safetensors" else "pytorch_model"
+    weight_map = {}
+    for i in range(shards):
+        name = f"{stem}-{i + 1:05d}-of-{shards:05d}.{ext}"
+        part = {k: sd[k] for k in keys[i::shards]}
+        (write_safetensors if fmt == "safetensors" else write_bin)(folder, part, name)
+        weight_map.update({k: name for k in part})
+    write_json(folder, {"metadata": {"total_size": 0}, "weight_map": weight_map}, f"{stem}.{ext}.index.json")
+
+
+def llama_config(hidden: int = HIDDEN, vocab: int = VOCAB, heads: int = 4, kv: int | None = None,
+                 inter: int = 128, layers: int = 1, **extra) -> dict:
+    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": hidden,
+           "intermediate_size": inter, "num_attention_heads": heads, "num_hidden_layers": layers,
+           "max_position_embeddings": 2048, "rms_norm_eps": 1e-6, "vocab_size": vocab, "pad_token_id": 0,
+           "bos_token_id": 1, "eos_token_id": 2, "tie_word_embeddings": False, "torch_dtype": "float16",
+           "transformers_version": "4.28.1"}
+    if kv is not None:
+        cfg["num_key_value_heads"] = kv
+    cfg.update(extra)
+    return cfg
+
+
+# ---- EAGLE-1 layouts -------------------------------------------------------------------------------------
+
+def write_raw_eagle1(folder: Path, sd: dict, config: dict | None = None, fmt: str = "bin") -> Path:
+    """yuhuili EAGLE-1/2: bare Llama config with num_hidden_layers 1, unprefixed keys, pytorch_model.bin."""
+    write_json(folder, config or llama_config())
+    (write_bin if fmt == "bin" else write_safetensors)(folder, sd)
+    return folder
+
+
+def write_vicuna_eagle1(folder: Path, seed: int = 1) -> Path:
+    """Vicuna/LLaMA2 style: fp32 .bin, fc.bias, config without num_key_value_heads / rope_theta / bias."""
+    return write_raw_eagle1(folder, eagle1_weights(seed=seed), llama_config())
+
+
+def write_llama3_eagle1(folder: Path, seed: int = 1) -> Path:
+    """LLaMA3 style: "bias": false (no fc.bias), fp16 .bin, rope_theta 500000, GQA draft."""
+    sd = cast(eagle1_weights(kv=2, fc_bias=False, seed=seed), torch.float16)
+    return write_raw_eagle1(folder, sd, llama_config(kv=2, rope_theta=500000.0, bias=False, vocab_size=VOCAB))
+
+
+def write_qwen2_eagle1(folder: Path, seed: int = 1) -> Path:
+    """Qwen2 style: Qwen2ForCausalLM arch, qkv_bias key, q/k/v + fc bias, MHA draft, bf16, no kv key."""
+    sd = cast(eagle1_weights(kv=4, qkv_bias=True, seed=seed), torch.bfloat16)
+    cfg = llama_config(architectures=["Qwen2ForCausalLM"], model_type="qwen2", qkv_bias=True,
+                       rope_theta=1000000.0, torch_dtype="bfloat16", max_position_embeddings=32768)
+    return write_raw_eagle1(folder, sd, cfg)
+
+
+def write_vllm_eagle1(folder: Path, sd: dict, target_lm_head: torch.Tensor | None = None) -> Path:
+    """vLLM-converted: {"model_type": "eagle", "model": {...}}, eagle_fc_bias, lm_head inside, safetensors,
+    `model.` prefixes on the decoder keys."""
+    inner = llama_config(rope_theta=10000.0)
+    inner["eagle_fc_bias"] = "fc.bias" in sd
+    write_json(folder, {"model_type": "eagle", "model": inner, "architectures": ["EAGLEModel"]})
+    out = {}
+    for k, v in sd.items():
+        out[k if k.startswith("fc.") else "model." + k] = v
+    out["lm_head.weight"] = target_lm_head if target_lm_head is not None else _rand(VOCAB, HIDDEN)
+    write_safetensors(folder, out)
+    return folder
+
+
+def write_speculators_eagle1(folder: Path, sd: dict) -> Path:
+    """speculators EagleSpeculator: transformer_layer_config, fusion_fc.*, transformer.* (layer 0)."""
+    write_json(folder, {
+        "architectures": ["EagleSpeculator"], "speculators_model_type": "eagle",
+        "transformer_layer_config": llama_config(kv=4), "fusion_bias": "fc.bias" in sd, "layernorms": False,
+        "speculators_config": {"algorithm": "eagle", "default_proposal_method": "greedy",
+                               "proposal_methods": [{"proposal_type": "greedy", "speculative_tokens": 3}],
+                               "verifier": {"name_or_path": "tiny", "architectures": ["LlamaForCausalLM"]}},
+    })
+    out = {}
+    for k, v in sd.items():
+        if k.startswith("fc."):
+            out["fusion_fc." + k[3:]] = v
+        elif k.startswith("layers.0."):
+            out["transformer." + k[len("layers.0."):]] = v
+        else:
+            out[k] = v
+    write_safetensors(folder, out)
+    return folder
+
+
+def write_hass_eagle1(folder: Path) -> Path:
+    sd = eagle1_weights()
+    for name in ("embed_layernorm.weight", "hidden_layernorm.weight", "lm_head_layernorm.weight"):
+        sd[name] = _norm(HIDDEN)
+    return write_raw_eagle1(folder, sd)
+
+
+# ---- EAGLE-3 layouts -------------------------------------------------------------------------------------
+
+def eagle3_config(draft_vocab: int = 64, **extra) -> dict:
+    cfg = llama_config(kv=2, inter=128, draft_vocab_size=draft_vocab, torch_dtype="float16")
+    cfg.update(extra)
+    return cfg
+
+
+def write_official_eagle3(folder: Path, sd: dict, **config) -> Path:
+    """yuhuili EAGLE3-*: LlamaForCausalLM config, no rope_theta, max_pos 2048, fp16 pytorch_model.bin."""
+    write_json(folder, eagle3_config(draft_vocab=sd["lm_head.weight"].shape[0], **config))
+    write_bin(folder, cast(sd, torch.float16))
+    return folder
+
+
+def write_specforge_eagle3(folder: Path, sd: dict, ids=(1, 3, 4)) -> Path:
+    """SpecForge/SGLang: LlamaForCausalLMEagle3, eagle_config ids (output-of-layer), safetensors."""
+    write_json(folder, eagle3_config(draft_vocab=sd["lm_head.weight"].shape[0],
+                                     architectures=["LlamaForCausalLMEagle3"], rope_theta=10000.0,
+                                     max_position_embeddings=4096, torch_dtype="bfloat16",
+                                     eagle_config={"eagle_aux_hidden_state_layer_ids": list(ids),
+                                                   "use_aux_hidden_state": True}))
+    write_safetensors(folder, sd)
+    return folder
+
+
+def write_angelslim_eagle3(folder: Path, sd: dict) -> Path:
+    """AngelSlim: Eagle3LlamaForCausalLM, explicit head_dim (heads x head_dim != hidden), tie true."""
+    q_rows = sd["midlayer.self_attn.q_proj.weight"].shape[0]
+    write_json(folder, eagle3_config(draft_vocab=sd["lm_head.weight"].shape[0],
+                                     architectures=["Eagle3LlamaForCausalLM"], head_dim=q_rows // 4,
+                                     tie_word_embeddings=True, target_model_type="qwen3", rope_theta=1000000.0,
+                                     max_position_embeddings=40960, torch_dtype="bfloat16"))
+    write_safetensors(folder, {k: v for k, v in sd.items() if "embed" not in k})
+    return folder
+
+
+def write_speculators_eagle3(folder: Path, sd: dict, ids=(2, 4, 5), norm_before_residual: bool | None = None,
+                             fmt: str = "safetensors") -> Path:
+    """speculators Eagle3Speculator: transformer_layer_config, layers.0. instead of midlayer., top-level ids."""
+    cfg = {"architectures": ["Eagle3Speculator"], "speculators_model_type": "eagle3",
+           "transformer_layer_config": llama_config(kv=2, max_position_embeddings=2048),
+           "draft_vocab_size": sd["lm_head.weight"].shape[0], "target_hidden_size": sd["fc.weight"].shape[1] // 3,
+           "eagle_aux_hidden_state_layer_ids": list(ids),
+           "speculators_config": {"algorithm": "eagle3", "default_proposal_method": "greedy",
+                                  "proposal_methods": [], "verifier": {"name_or_path": "tiny"}}}
+    if norm_before_residual is not None:
+        cfg["norm_before_residual"] = norm_before_residual
+    write_json(folder, cfg)
+    out = {("layers.0." + k[len("midlayer."):] if k.startswith("midlayer.") else k): v for k, v in sd.items()}
+    (write_safetensors if fmt == "safetensors" else write_bin)(folder, out)
+    return folder
+
+
+# ---- other families --------------------------------------------------------------------------------------
+
+def write_medusa(folder: Path, heads: int = 2) -> Path:
+    write_json(folder, {"base_model_name_or_path": "tiny", "medusa_num_heads": heads, "medusa_num_layers": 1})
+    sd = {}
+    for h in range(heads):
+        sd[f"{h}.0.linear.weight"] = _rand(HIDDEN, HIDDEN)
+        sd[f"{h}.0.linear.bias"] = _rand(HIDDEN)
+        sd[f"{h}.1.weight"] = _rand(VOCAB, HIDDEN)
+    write_bin(folder, sd, "medusa_lm_head.pt")
+    return folder

@@ -1,0 +1,74 @@
+"""The target runner: tree forward equals plain causal forwards; compaction equals a fresh prefill."""
+
+import pytest
+import torch
+
+from eagle_demo.target import TargetRunner
+from eagle_demo.tree import make_tree
+from fixtures import tiny_target
+
+PREFIX = [1, 7, 3, 9, 12, 4]
+# root 20; children 21, 22; 21 -> 23, 24; 23 -> 25; 22 -> 26
+TOKENS = [20, 21, 22, 23, 24, 26, 25]
+PARENTS = [-1, 0, 0, 1, 1, 2, 3]
+
+
+def tree():
+    depths = []
+    for p in PARENTS:
+        depths.append(0 if p < 0 else depths[p] + 1)
+    return make_tree(TOKENS, PARENTS, depths, [1.0] * 7, [1.0] * 7)
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2", "tied", "qwen3"])
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_tree_forward_matches_path_forwards(family, attn):
+    model = tiny_target(family, attn=attn)
+    runner = TargetRunner(model)
+    runner.forward(torch.tensor(PREFIX))
+    runner.commit(list(range(len(PREFIX))))
+    t = tree()
+    out = runner.forward(t.tokens, t.depths, t.mask)
+    for node in range(t.size):
+        path = [0] + t.path_to(node)
+        seq = PREFIX + [TOKENS[i] for i in path]
+        with torch.no_grad():
+            ref = model(torch.tensor([seq])).logits[0, -1]
+        torch.testing.assert_close(out.logits[node], ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+def test_compaction_equals_fresh_prefill(family):
+    model = tiny_target(family)
+    runner = TargetRunner(model)
+    runner.forward(torch.tensor(PREFIX))
+    runner.commit(list(range(len(PREFIX))))
+    t = tree()
+    runner.forward(t.tokens, t.depths, t.mask)
+    keep = [0, 1, 3, 6]  # root -> 21 -> 23 -> 25
+    runner.commit(keep)
+    fresh = TargetRunner(model)
+    fresh.forward(torch.tensor(PREFIX + [TOKENS[i] for i in keep]))
+    fresh.commit(list(range(len(PREFIX) + len(keep))))
+    assert runner.cache_length() == fresh.cache_length() == len(PREFIX) + len(keep)
+    for a, b in zip(runner.cache.layers, fresh.cache.layers):
+        torch.testing.assert_close(a.keys, b.keys, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(a.values, b.values, rtol=1e-4, atol=1e-5)
+    # one more decode step gives identical logits
+    nxt = torch.tensor([5])
+    torch.testing.assert_close(runner.forward(nxt).logits, fresh.forward(nxt).logits, rtol=1e-4, atol=1e-4)
+
+
+def test_features_are_lm_head_inputs_and_hidden_states():
+    model = tiny_target("llama", layers=8)
+    ids = torch.tensor(PREFIX)
+    with torch.no_grad():
+        ref = model(ids[None], output_hidden_states=True)
+    out = TargetRunner(model).forward(ids)
+    torch.testing.assert_close(out.features, ref.hidden_states[-1][0])
+    with torch.no_grad():
+        torch.testing.assert_close(model.lm_head(out.features), ref.logits[0])
+    runner3 = TargetRunner(model, (2, 4, 5))
+    out3 = runner3.forward(ids)
+    expect = torch.cat([ref.hidden_states[i][0] for i in (2, 4, 5)], -1)
+    torch.testing.assert_close(out3.features, expect)
