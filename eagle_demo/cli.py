@@ -100,15 +100,19 @@ def _load(args, need_draft: bool = True):
 def cmd_generate(args) -> int:
     from .session import TokenStreamDecoder
 
-    session = _load(args, need_draft=args.mode == "eagle")
+    prompt_ids = None
     if args.prompt_ids is not None:
         try:
             prompt_ids = [int(x) for x in args.prompt_ids.split(",") if x.strip()]
         except ValueError:
             raise ConfigError(f"--prompt-ids must be comma-separated integers, got '{args.prompt_ids}'")
-    else:
-        prompt_ids = session.encode(args.prompt, chat=args.chat)
+    elif not args.prompt.strip():
+        raise ConfigError("the prompt is empty; pass some text with --prompt")
     sampling = SamplingConfig(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed)
+    tree_from_args(args)  # settings are checked before anything is loaded
+    session = _load(args, need_draft=args.mode == "eagle")
+    if prompt_ids is None:
+        prompt_ids = session.encode(args.prompt, chat=args.chat)
     run = RunConfig(max_new_tokens=args.max_new_tokens, ignore_eos=args.ignore_eos,
                     tree=tree_from_args(args, session.pair.target.device.type), sampling=sampling)
     out = sys.stdout
@@ -155,8 +159,11 @@ def cmd_inspect(args) -> int:
     report = inspect_pair(target, draft, revision=args.revision, draft_revision=args.draft_revision)
     if args.json:
         print(report.to_json())
-    else:
+    elif report.problem is None:
         print(report.summary())
+    if report.problem is not None:
+        sys.stderr.write(f"error: {report.problem}\n")
+        return 2
     return 0
 
 
@@ -178,6 +185,9 @@ COMMANDS = {"generate": cmd_generate, "inspect": cmd_inspect, "bench": cmd_bench
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # weight-loading bars; Hub download bars stay
     try:
         return COMMANDS[args.command](args)
     except KeyboardInterrupt:

@@ -1,0 +1,318 @@
+"""Train the shipped EAGLE-1 and EAGLE-3 heads on the frozen tiny target, and export them in the
+original public layouts (yuhuili EAGLE-1 / EAGLE-3 repos), so the default demo goes through the adapter.
+
+Data: sequences of the corpus plus the target's own greedy continuations of corpus prefixes
+(self-distillation: the demo decodes greedily, so the draft should know what the target says, not only
+what the corpus says). The frozen target gives, per token, the post-norm last hidden state (EAGLE-1
+feature and label) and the inputs of layers 2, L//2, L-3 (EAGLE-3 features).
+
+EAGLE-1 loss (EAGLE paper): Smooth-L1 regression of the next feature + 0.1 x cross-entropy against the
+target's next-token distribution, with uniform noise on the input features.
+EAGLE-3 loss: token cross-entropy only, over the draft vocabulary (the most frequent target tokens,
+d2t/t2d), with a training-time-test unroll: step j at position i reads the step j-1 output at position
+i-1, and attends to step-0 keys up to position i-j plus its own chain (one key per earlier step) —
+exactly what the draft sees inside a tree at inference. Step j is weighted 0.8**j.
+
+Both heads are the package's own modules (eagle_demo.drafts), trained through their real forward with a
+DynamicCache and 4-D masks, so training and inference cannot drift apart.
+
+Commands (run once by a developer, not by CI):
+    python -m eagle_demo.training.heads data      # features from the frozen target (cached)
+    python -m eagle_demo.training.heads eagle1    # -> assets/tiny-eagle1
+    python -m eagle_demo.training.heads eagle3    # -> assets/tiny-eagle3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from collections import Counter
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+from transformers import AutoModelForCausalLM, DynamicCache, LlamaConfig
+
+from eagle_demo.drafts import Eagle1Head, Eagle3Head
+from eagle_demo.target import tree_attention_mask
+from eagle_demo.training.corpus import default_cache_dir
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ASSETS = REPO_ROOT / "assets"
+TARGET_DIR = ASSETS / "tiny-target"
+SEED = 4321
+SEQ_LEN = 256
+EAGLE3_DRAFT_VOCAB = 2048
+
+
+def data_path() -> Path:
+    return default_cache_dir() / "head_data.pt"
+
+
+def load_target() -> torch.nn.Module:
+    model = AutoModelForCausalLM.from_pretrained(TARGET_DIR, dtype=torch.float32, attn_implementation="sdpa")
+    return model.eval().requires_grad_(False)
+
+
+def feature_layers(num_layers: int) -> tuple[int, int, int]:
+    return (2, num_layers // 2, num_layers - 3)
+
+
+# ---------------------------------------------------------------------------------------------
+# data
+
+@torch.no_grad()
+def build_data(n_corpus: int, n_generated: int, prefix_len: int, batch: int) -> dict:
+    from eagle_demo.training.target import load_token_stream
+    from eagle_demo.training.corpus import default_corpus_dir
+    from eagle_demo.training.tokenizer import default_tokenizer_dir
+
+    torch.manual_seed(SEED)
+    model = load_target()
+    stream = load_token_stream("train", default_corpus_dir(), default_tokenizer_dir())  # [N]
+    starts = torch.randint(0, stream.numel() - SEQ_LEN - 1, (n_corpus + n_generated,))
+    seqs = [stream[s:s + SEQ_LEN] for s in starts[:n_corpus].tolist()]
+    gen_starts = starts[n_corpus:].tolist()
+    for i in tqdm(range(0, len(gen_starts), batch), desc="target continuations"):
+        prefixes = torch.stack([stream[s:s + prefix_len] for s in gen_starts[i:i + batch]])  # [b, p]
+        out = model.generate(prefixes, attention_mask=torch.ones_like(prefixes), do_sample=False,
+                             max_new_tokens=SEQ_LEN - prefix_len, min_new_tokens=SEQ_LEN - prefix_len,
+                             pad_token_id=0)
+        seqs.extend(out[:, :SEQ_LEN])
+    tokens = torch.stack(seqs)  # [S, T]
+    layers = feature_layers(model.config.num_hidden_layers)
+    last, fused = [], []
+    for i in tqdm(range(0, tokens.shape[0], batch), desc="target features"):
+        out = model.model(tokens[i:i + batch], output_hidden_states=True)
+        last.append(out.last_hidden_state.half())  # [b, T, H]
+        fused.append(torch.cat([out.hidden_states[j] for j in layers], -1).half())  # [b, T, 3H]
+    data = {"tokens": tokens, "last": torch.cat(last), "fused": torch.cat(fused), "layers": layers,
+            "n_corpus": n_corpus}
+    torch.save(data, data_path())
+    print(f"data: {tokens.shape[0]} sequences x {SEQ_LEN} tokens ({n_corpus} corpus, {n_generated} target "
+          f"continuations) -> {data_path()}")
+    return data
+
+
+# ---------------------------------------------------------------------------------------------
+# heads
+
+def draft_config(target_cfg, **extra) -> LlamaConfig:
+    cfg = LlamaConfig(
+        vocab_size=target_cfg.vocab_size, hidden_size=target_cfg.hidden_size,
+        intermediate_size=target_cfg.intermediate_size, num_hidden_layers=1,
+        num_attention_heads=target_cfg.num_attention_heads, num_key_value_heads=target_cfg.num_key_value_heads,
+        head_dim=target_cfg.hidden_size // target_cfg.num_attention_heads,
+        max_position_embeddings=2048, rms_norm_eps=target_cfg.rms_norm_eps, rope_theta=10000.0,
+        bos_token_id=target_cfg.bos_token_id, eos_token_id=target_cfg.eos_token_id, pad_token_id=0,
+        tie_word_embeddings=False, **extra)
+    cfg._attn_implementation = "sdpa"
+    return cfg
+
+
+def causal_mask(n: int, dtype) -> torch.Tensor:
+    return tree_attention_mask(0, torch.ones(n, n, dtype=torch.bool).tril(), dtype)  # [1, 1, n, n]
+
+
+def unroll_mask(n: int, step: int, dtype) -> torch.Tensor:
+    """Keys of steps 0..step for the step-`step` queries: step-0 keys at positions <= i-step, and the
+    step-s key at position i-step+s (s = 1..step), the chain this query grew from."""
+    blocks = [torch.ones(n, n, dtype=torch.bool).tril(-step)]  # [n, n] step-0 keys
+    for s in range(1, step + 1):
+        blocks.append(torch.eye(n, dtype=torch.bool).roll(s - step, dims=1) & torch.ones(n, n, dtype=torch.bool).tril(0))
+    visible = torch.cat(blocks, 1)  # [n, (step+1) n]
+    visible[:step] = False  # rows whose chain would start before position 0
+    visible[torch.arange(min(step, n)), torch.arange(min(step, n))] = True  # keep rows finite (masked out of the loss)
+    return tree_attention_mask(0, visible, dtype)
+
+
+def train_eagle1(data: dict, steps: int, batch: int, lr: float, minutes: float) -> tuple[Eagle1Head, list]:
+    torch.manual_seed(SEED)
+    target = load_target()
+    cfg = draft_config(target.config, bias=True)
+    head = Eagle1Head(cfg, target.get_output_embeddings(), target.get_input_embeddings(), fc_bias=True)
+    head.train()
+    opt = torch.optim.AdamW(head.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
+    tokens, last = data["tokens"], data["last"]
+    n_seq, T = tokens.shape
+    positions = torch.arange(T - 1)
+    mask = causal_mask(T - 1, torch.float32)
+    log, t0 = [], time.time()
+    bar = tqdm(range(steps), desc="eagle1")
+    for step in bar:
+        lr_now = lr * min(1.0, (step + 1) / 50) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / steps)))
+        for group in opt.param_groups:
+            group["lr"] = lr_now
+        idx = torch.randint(0, n_seq, (batch,))
+        loss_sum = acc_sum = 0.0
+        opt.zero_grad()
+        for b in idx.tolist():
+            f = last[b].float()  # [T, H]
+            x = tokens[b]  # [T]
+            noisy = f[:-1] + (torch.rand_like(f[:-1]) - 0.5) * 0.2
+            g = head(noisy, x[1:], positions, DynamicCache(), mask, from_target=True)  # [T-1, H]
+            pred, goal = g[:-1], f[1:-1]  # g_i predicts f_{i+1}
+            reg = F.smooth_l1_loss(pred, goal)
+            with torch.no_grad():
+                p = torch.softmax(target.lm_head(goal), -1)  # [T-2, V]
+            logq = torch.log_softmax(head.lm_head(pred), -1)
+            ce = -(p * logq).sum(-1).mean()
+            loss = (reg + 0.1 * ce) / batch
+            loss.backward()
+            loss_sum += loss.item()
+            acc_sum += (logq.argmax(-1) == p.argmax(-1)).float().mean().item() / batch
+        torch.nn.utils.clip_grad_norm_(head.parameters(), 0.5)
+        opt.step()
+        log.append({"step": step, "loss": loss_sum, "top1": acc_sum, "seconds": time.time() - t0})
+        bar.set_postfix(loss=f"{loss_sum:.3f}", top1=f"{acc_sum:.3f}")
+        if minutes and time.time() - t0 > minutes * 60:
+            break
+    print(f"eagle1: {len(log)} steps, loss {log[-1]['loss']:.4f}, top-1 agreement {log[-1]['top1']:.3f}")
+    return head.eval(), log
+
+
+def vocab_map(tokens: torch.Tensor, vocab: int, vd: int) -> tuple[torch.Tensor, torch.Tensor]:
+    counts = Counter(tokens.reshape(-1).tolist())
+    used = [t for t, _ in counts.most_common(vd)]
+    used += [t for t in range(vocab) if t not in set(used)][: vd - len(used)]
+    used = torch.tensor(sorted(used))  # [Vd] ascending target ids
+    d2t = used - torch.arange(vd)
+    t2d = torch.zeros(vocab, dtype=torch.bool)
+    t2d[used] = True
+    return d2t, t2d
+
+
+def train_eagle3(data: dict, steps: int, batch: int, lr: float, unroll: int, minutes: float):
+    torch.manual_seed(SEED)
+    target = load_target()
+    tcfg = target.config
+    vd = EAGLE3_DRAFT_VOCAB
+    cfg = draft_config(tcfg, draft_vocab_size=vd)
+    head = Eagle3Head(cfg, tcfg.hidden_size, vd, target.get_input_embeddings(), tuple(data["layers"]))
+    d2t, t2d = vocab_map(data["tokens"], tcfg.vocab_size, vd)
+    head.d2t.copy_(d2t)
+    head.train()
+    opt = torch.optim.AdamW([p for p in head.parameters() if p.requires_grad], lr=lr, betas=(0.9, 0.95))
+    tokens, last, fused = data["tokens"], data["last"], data["fused"]
+    n_seq, T = tokens.shape
+    n = T - 2  # positions with a label: pair i = (F_i, x_{i+1}) predicts x_{i+2} (target distribution at i+1)
+    positions = torch.arange(n)
+    masks = [causal_mask(n, torch.float32)] + [unroll_mask(n, s, torch.float32) for s in range(1, unroll)]
+    used = d2t + torch.arange(vd)  # [Vd] target ids
+    log, t0 = [], time.time()
+    bar = tqdm(range(steps), desc="eagle3")
+    for step in bar:
+        lr_now = lr * min(1.0, (step + 1) / 50) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / steps)))
+        for group in opt.param_groups:
+            group["lr"] = lr_now
+        idx = torch.randint(0, n_seq, (batch,))
+        opt.zero_grad()
+        loss_sum, acc = 0.0, [0.0] * unroll
+        for b in idx.tolist():
+            x = tokens[b]
+            with torch.no_grad():
+                p_full = torch.softmax(target.lm_head(last[b, 1:n + 1].float()), -1)  # [n, V] target at i+1
+                p = p_full[:, used]  # [n, Vd]
+                inside = t2d[p_full.argmax(-1)]  # label usable when the target's choice is in the draft vocab
+                p = p / p.sum(-1, keepdim=True).clamp_min(1e-9)
+            cache = DynamicCache()
+            hidden, from_target = fused[b, :n].float(), True
+            loss = 0.0
+            for j in range(unroll):
+                g = head(hidden, x[1:n + 1], positions, cache, masks[j], from_target=from_target)  # [n, H]
+                logq = torch.log_softmax(head.draft_logits(g), -1)  # [n, Vd]
+                valid = inside.clone()
+                valid[:j] = False
+                ce = -(p * logq).sum(-1)
+                loss = loss + (0.8 ** j) * (ce * valid).sum() / valid.sum().clamp_min(1)
+                acc[j] += ((logq.argmax(-1) == p.argmax(-1)) & valid).float().sum().item() / max(1, valid.sum().item()) / batch
+                hidden = torch.cat([g[:1], g[:-1]], 0)  # step j+1 at position i reads step j at i-1
+                from_target = False
+            (loss / batch).backward()
+            loss_sum += loss.item() / batch
+        torch.nn.utils.clip_grad_norm_(head.parameters(), 0.5)
+        opt.step()
+        log.append({"step": step, "loss": loss_sum, "top1_by_step": acc, "seconds": time.time() - t0})
+        bar.set_postfix(loss=f"{loss_sum:.3f}", top1="/".join(f"{a:.2f}" for a in acc))
+        if minutes and time.time() - t0 > minutes * 60:
+            break
+    print(f"eagle3: {len(log)} steps, loss {log[-1]['loss']:.4f}, top-1 by unroll step "
+          + " ".join(f"{a:.3f}" for a in log[-1]["top1_by_step"]))
+    return head.eval(), t2d, log
+
+
+# ---------------------------------------------------------------------------------------------
+# export in the public layouts
+
+def _config_json(cfg: LlamaConfig, **extra) -> dict:
+    """A plain old-style Llama config, as the yuhuili repos ship it."""
+    out = {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": cfg.hidden_size,
+        "intermediate_size": cfg.intermediate_size, "num_attention_heads": cfg.num_attention_heads,
+        "num_key_value_heads": cfg.num_key_value_heads, "num_hidden_layers": 1, "hidden_act": "silu",
+        "max_position_embeddings": 2048, "rms_norm_eps": cfg.rms_norm_eps, "vocab_size": cfg.vocab_size,
+        "bos_token_id": cfg.bos_token_id, "eos_token_id": cfg.eos_token_id, "pad_token_id": 0,
+        "tie_word_embeddings": False, "torch_dtype": "float16", "transformers_version": "4.28.1",
+    }
+    out.update(extra)
+    return out
+
+
+def export_eagle1(head: Eagle1Head, out_dir: Path) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().half().contiguous() for k, v in head.state_dict().items()}
+    state["embed_tokens.weight"] = head.shared_embed.module.weight.detach().half().clone()  # as yuhuili ships it
+    assert not any(k.startswith("lm_head") or "input_layernorm" in k for k in state)
+    torch.save(state, out_dir / "pytorch_model.bin")
+    cfg = _config_json(head.config, bias=True)
+    cfg.pop("rope_theta", None)  # absent in the original files: EAGLE's default 10000 applies
+    (out_dir / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+
+
+def export_eagle3(head: Eagle3Head, t2d: torch.Tensor, out_dir: Path) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    state = {}
+    for k, v in head.state_dict().items():
+        state[k] = v.detach().clone() if k == "d2t" else v.detach().half().contiguous()
+    state["t2d"] = t2d.clone()
+    assert not any(k.startswith("embed_tokens") for k in state)
+    torch.save(state, out_dir / "pytorch_model.bin")
+    cfg = _config_json(head.config, draft_vocab_size=int(head.lm_head.out_features))
+    (out_dir / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m eagle_demo.training.heads")
+    ap.add_argument("stage", choices=["data", "eagle1", "eagle3"])
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--corpus-seqs", type=int, default=768)
+    ap.add_argument("--generated-seqs", type=int, default=1280)
+    ap.add_argument("--prefix", type=int, default=32)
+    ap.add_argument("--steps", type=int, default=1500)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--unroll", type=int, default=4)
+    ap.add_argument("--minutes", type=float, default=0.0, help="wall-clock budget (0 = run all steps)")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    if args.stage == "data":
+        build_data(args.corpus_seqs, args.generated_seqs, args.prefix, batch=32)
+        return
+    data = torch.load(data_path(), weights_only=True)
+    if args.stage == "eagle1":
+        head, log = train_eagle1(data, args.steps, args.batch, args.lr, args.minutes)
+        export_eagle1(head, ASSETS / "tiny-eagle1")
+        (ASSETS / "training_log_eagle1.json").write_text(json.dumps(log))
+        print(f"exported {ASSETS / 'tiny-eagle1'}")
+    else:
+        head, t2d, log = train_eagle3(data, args.steps, args.batch, args.lr, args.unroll, args.minutes)
+        export_eagle3(head, t2d, ASSETS / "tiny-eagle3")
+        (ASSETS / "training_log_eagle3.json").write_text(json.dumps(log))
+        print(f"exported {ASSETS / 'tiny-eagle3'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""The CLI contract of `python -m eagle_demo generate` and `inspect` (used by outside checks)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from layouts import eagle1_weights, write_llama3_eagle1, write_medusa, write_target, write_vicuna_eagle1
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1", "OMP_NUM_THREADS": "1"}
+
+
+def cli(*args, check=True):
+    proc = subprocess.run([sys.executable, "-m", "eagle_demo", *args], cwd=ROOT, env=ENV, capture_output=True,
+                          text=True, timeout=300)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"exit {proc.returncode}: {proc.stderr}")
+    return proc
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli")
+    target = write_target(root / "target", tokenizer=96)
+    draft = write_vicuna_eagle1(root / "draft")
+    return str(target), str(draft)
+
+
+def test_generate_json_contract_and_greedy_equality(pair):
+    target, draft = pair
+    proc = cli("generate", "--target", target, "--draft", draft, "--prompt-ids", "1,5,9,13", "--max-new-tokens",
+               "20", "--ignore-eos", "--depth", "3", "--draft-top-k", "2", "--total-tokens", "8", "--json",
+               "--device", "cpu", "--dtype", "float32")
+    lines = [json.loads(l) for l in proc.stdout.strip().splitlines()]
+    kinds = [l["event"] for l in lines]
+    assert kinds[0] == "runstart" and kinds[1] == "prefill" and kinds[-2] == "finish" and kinds[-1] == "summary"
+    assert "round" in kinds
+    summary = lines[-1]
+    for key in ("token_ids", "text", "new_tokens", "rounds", "tau", "decode_seconds", "prefill_seconds", "mode",
+                "draft_family"):
+        assert key in summary
+    assert summary["new_tokens"] == 20 == len(summary["token_ids"])
+    assert summary["mode"] == "eagle" and summary["draft_family"] == "eagle1"
+    base = cli("generate", "--target", target, "--prompt-ids", "1,5,9,13", "--max-new-tokens", "20",
+               "--ignore-eos", "--mode", "baseline", "--json")
+    base_summary = json.loads(base.stdout.strip().splitlines()[-1])
+    assert base_summary["token_ids"] == summary["token_ids"]
+    assert base_summary["tau"] == 1.0 and base_summary["draft_family"] == ""
+
+
+def test_generate_text_prompt_chain_and_sampling(pair):
+    target, draft = pair
+    proc = cli("generate", "--target", target, "--draft", draft, "--prompt", "t5 t9 t13", "--chain", "3",
+               "--max-new-tokens", "12", "--temperature", "0.7", "--top-p", "0.9", "--top-k", "20", "--seed", "3")
+    assert proc.stdout.strip() and "tau" in proc.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--prompt-ids", "1,x"], "--prompt-ids must be comma-separated integers"),
+    (["--prompt-ids", "1,2", "--temperature", "-1"], "temperature -1.0 is out of range"),
+    (["--prompt-ids", "1,2", "--depth", "0"], "depth 0 is out of range"),
+    (["--prompt-ids", "1,2", "--device", "cuda"] if not torch.cuda.is_available() else ["--prompt-ids", "1,999999"],
+     "no CUDA GPU is available" if not torch.cuda.is_available() else "outside the target vocabulary"),
+    (["--prompt-ids", "1,999999"], "outside the target vocabulary"),
+    (["--prompt", "   "], "the prompt is empty"),
+])
+def test_generate_errors_are_one_line_exit_2(pair, args, message):
+    target, draft = pair
+    proc = cli("generate", "--target", target, "--draft", draft, *args, check=False)
+    assert proc.returncode == 2
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_generate_missing_draft_folder(pair):
+    target, _ = pair
+    proc = cli("generate", "--target", target, "--draft", "./no/such/folder", "--prompt-ids", "1,2", check=False)
+    assert proc.returncode == 2 and "no such folder" in proc.stderr.lower()
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_inspect_reports_and_refuses(pair, tmp_path):
+    target, draft = pair
+    report = json.loads(cli("inspect", "--target", target, "--draft", draft, "--json").stdout)
+    assert report["family"] == "eagle1" and report["source_layout"] == "yuhuili-eagle1"
+    text = cli("inspect", "--target", target, "--draft", draft).stdout
+    assert "eagle1" in text
+    medusa = write_medusa(tmp_path / "medusa")
+    proc = cli("inspect", "--target", target, "--draft", str(medusa), check=False)
+    assert proc.returncode == 2 and "Medusa" in proc.stderr and "Traceback" not in proc.stderr

@@ -1,0 +1,117 @@
+"""Export to vLLM / SGLang: command lines per layout and adapted copies that load back."""
+
+import json
+
+import pytest
+import torch
+
+from eagle_demo.checkpoints import inspect_pair, load_pair
+from eagle_demo.cli import main
+from eagle_demo.config import TreeConfig
+from eagle_demo.deploy import deployment_commands, plan_for, write_adapted_copy
+from layouts import (eagle1_weights, eagle3_weights, write_angelslim_eagle3, write_llama3_eagle1,
+                     write_official_eagle3, write_qwen2_eagle1, write_specforge_eagle3, write_target,
+                     write_vicuna_eagle1, write_vllm_eagle1)
+
+TREE = TreeConfig(depth=5, top_k=8, total_tokens=48)
+
+
+@pytest.fixture(scope="module")
+def targets(tmp_path_factory):
+    root = tmp_path_factory.mktemp("deploy")
+    return {"llama": write_target(root / "t4"), "deep": write_target(root / "t8", layers=8),
+            "qwen2": write_target(root / "tq", family="qwen2")}
+
+
+def test_vllm_eagle1_command_and_bias_note(targets, tmp_path):
+    draft = write_vicuna_eagle1(tmp_path / "d")
+    report = inspect_pair(str(targets["llama"]), str(draft))
+    plan = plan_for("vllm", "my/target", "my/draft", report, TREE)
+    spec = json.loads(plan.command.split("--speculative-config ")[1].strip("'"))
+    assert plan.command.startswith("vllm serve my/target")
+    assert spec == {"method": "eagle", "model": "my/draft", "num_speculative_tokens": 5}
+    assert any("fc.bias" in n for n in plan.notes) and not plan.needs_copy
+
+
+def test_sglang_eagle1_without_bias_gets_zero_bias_copy(targets, tmp_path):
+    draft = write_llama3_eagle1(tmp_path / "d")
+    report = inspect_pair(str(targets["llama"]), str(draft))
+    plan = plan_for("sglang", "t", "d", report, TREE)
+    assert plan.add_zero_fc_bias and plan.config_changes["architectures"] == ["LlamaForCausalLMEagle"]
+    assert "--speculative-algorithm EAGLE " in plan.command and "--speculative-num-steps 5" in plan.command
+    assert "--speculative-eagle-topk 8 --speculative-num-draft-tokens 48" in plan.command
+    out = write_adapted_copy(plan, report, tmp_path / "out")
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["architectures"] == ["LlamaForCausalLMEagle"]
+    assert "fc.bias" in (out / "README.md").read_text()
+    # the copy still loads here and gives the same greedy output (a zero bias changes nothing)
+    a = load_pair(str(targets["llama"]), str(draft), dtype="float32", device="cpu")
+    b = load_pair(str(targets["llama"]), str(out), dtype="float32", device="cpu")
+    x = torch.randn(3, 64)
+    ids = torch.tensor([1, 2, 3])
+    pos = torch.arange(3)
+    from transformers import DynamicCache
+    with torch.no_grad():
+        torch.testing.assert_close(a.head(x, ids, pos, DynamicCache(), None, from_target=True)[-1],
+                                   b.head(x, ids, pos, DynamicCache(), None, from_target=True)[-1])
+
+
+def test_sglang_qwen2_arch_and_bf16(targets, tmp_path):
+    draft = write_qwen2_eagle1(tmp_path / "d")
+    report = inspect_pair(str(targets["qwen2"]), str(draft))
+    plan = plan_for("sglang", "Qwen/Qwen2-7B-Instruct", "yuhuili/EAGLE-Qwen2-7B-Instruct", report, TREE)
+    assert plan.config_changes["architectures"] == ["Qwen2ForCausalLMEagle"] and "--dtype bfloat16" in plan.command
+    vplan = plan_for("vllm", "t", "d", report, TREE)
+    assert any("q/k/v" in n for n in vplan.notes)
+
+
+def test_vllm_converted_layout_unwrapped_for_sglang(targets, tmp_path):
+    draft = write_vllm_eagle1(tmp_path / "d", eagle1_weights())
+    report = inspect_pair(str(targets["llama"]), str(draft))
+    plan = plan_for("sglang", "t", "d", report, TREE)
+    assert plan.unwrap_config
+    out = write_adapted_copy(plan, report, tmp_path / "out")
+    cfg = json.loads((out / "config.json").read_text())
+    assert "model" not in cfg and cfg["architectures"] == ["LlamaForCausalLMEagle"]
+
+
+def test_eagle3_official_for_both_engines(targets, tmp_path):
+    draft = write_official_eagle3(tmp_path / "d", eagle3_weights())
+    report = inspect_pair(str(targets["deep"]), str(draft))
+    v = plan_for("vllm", "t", "d", report, TREE)
+    assert '"method": "eagle3"' in v.command
+    s = plan_for("sglang", "t", "d", report, TREE)
+    assert "--speculative-algorithm EAGLE3" in s.command
+    assert s.config_changes["architectures"] == ["LlamaForCausalLMEagle3"]
+
+
+def test_specforge_eagle3_needs_nothing_for_sglang(targets, tmp_path):
+    draft = write_specforge_eagle3(tmp_path / "d", eagle3_weights())
+    report = inspect_pair(str(targets["deep"]), str(draft))
+    s = plan_for("sglang", "t", "d", report, TREE)
+    assert not s.needs_copy and "<ADAPTED" not in s.command
+
+
+def test_angelslim_untied_for_sglang(targets, tmp_path):
+    draft = write_angelslim_eagle3(tmp_path / "d", eagle3_weights())
+    report = inspect_pair(str(targets["deep"]), str(draft))
+    s = plan_for("sglang", "t", "d", report, TREE)
+    assert s.config_changes.get("tie_word_embeddings") is False
+
+
+def test_chain_tree_maps_to_topk_1(targets, tmp_path):
+    draft = write_official_eagle3(tmp_path / "d", eagle3_weights())
+    report = inspect_pair(str(targets["deep"]), str(draft))
+    s = plan_for("sglang", "t", "d", report, TreeConfig.chain(4))
+    assert "--speculative-num-steps 4 --speculative-eagle-topk 1 --speculative-num-draft-tokens 5" in s.command
+    cmds = deployment_commands("t", "d", report, TreeConfig.chain(4))
+    assert set(cmds) == {"vllm", "sglang", "notes"}
+
+
+def test_export_cli_writes_copy(targets, tmp_path, capsys):
+    draft = write_llama3_eagle1(tmp_path / "d")
+    code = main(["export", "--target", str(targets["llama"]), "--draft", str(draft), "--engine", "sglang",
+                 "--out", str(tmp_path / "copy")])
+    out = capsys.readouterr().out
+    assert code == 0 and "adapted draft written" in out and str(tmp_path / "copy") in out.splitlines()[-1]
+    assert (tmp_path / "copy" / "model.safetensors").is_file()
