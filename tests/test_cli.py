@@ -92,3 +92,13 @@ def test_inspect_reports_and_refuses(pair, tmp_path):
     medusa = write_medusa(tmp_path / "medusa")
     proc = cli("inspect", "--target", target, "--draft", str(medusa), check=False)
     assert proc.returncode == 2 and "Medusa" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_inspect_eagle3_names_the_convention(tmp_path):
+    from layouts import eagle3_weights, write_specforge_eagle3
+
+    target = write_target(tmp_path / "t8", layers=8)
+    draft = write_specforge_eagle3(tmp_path / "d3", eagle3_weights())
+    report = json.loads(cli("inspect", "--target", str(target), "--draft", str(draft), "--json").stdout)
+    assert report["family"] == "eagle3" and report["feature_layers"] == [2, 4, 5]
+    assert report["feature_convention"] == "specforge/sglang eagle_config ids +1"
