@@ -56,6 +56,11 @@ class DraftTree:
     def size(self) -> int:
         return len(self.parents)
 
+    @property
+    def is_chain(self) -> bool:
+        """A single path: plain causal attention and consecutive positions verify it, no mask needed."""
+        return all(p == i - 1 for i, p in enumerate(self.parents))
+
     def path_to(self, node: int) -> list[int]:
         """Node indices from the root (excluded) down to `node` (included)."""
         path = []
