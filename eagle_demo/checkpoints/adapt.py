@@ -52,6 +52,9 @@ def read_target(folder: Path, require_weights: bool = True) -> TargetInfo:
     if model_type == "eagle" or "transformer_layer_config" in raw or "medusa_num_heads" in raw:
         raise CheckpointError(f"target {folder} is a draft/speculator checkpoint, not a full model; pass it as the "
                               "draft and a full causal LM as the target")
+    if raw.get("auto_map") and model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        raise CheckpointError(f"target {folder} needs its own modeling code ('{model_type}', auto_map); this app never "
+                              "runs code from a repo (trust_remote_code stays off), pick a model transformers supports")
     if raw.get("is_encoder_decoder") or model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
         raise CheckpointError(f"target {folder} is a '{model_type}' model, not a decoder-only causal LM; pick a "
                               "causal LM target (e.g. Llama, Qwen2, Qwen3, Mistral)")
