@@ -49,7 +49,7 @@ EAGLE3_DRAFT_VOCAB = 2048
 
 
 def data_path() -> Path:
-    return default_cache_dir() / "head_data.pt"
+    return default_cache_dir() / f"head_data-{TARGET_DIR.name}.pt"
 
 
 def load_target() -> torch.nn.Module:
@@ -72,7 +72,7 @@ def build_data(n_corpus: int, n_generated: int, prefix_len: int, batch: int) -> 
 
     torch.manual_seed(SEED)
     model = load_target()
-    stream = load_token_stream("train", default_corpus_dir(), default_tokenizer_dir())  # [N]
+    stream = load_token_stream("train", default_corpus_dir(), default_tokenizer_dir()).long()  # [N]
     starts = torch.randint(0, stream.numel() - SEQ_LEN - 1, (n_corpus + n_generated,))
     seqs = [stream[s:s + SEQ_LEN] for s in starts[:n_corpus].tolist()]
     gen_starts = starts[n_corpus:].tolist()
@@ -285,6 +285,7 @@ def export_eagle3(head: Eagle3Head, t2d: torch.Tensor, out_dir: Path) -> None:
 
 
 def main(argv=None) -> None:
+    global TARGET_DIR, ASSETS
     ap = argparse.ArgumentParser(prog="python -m eagle_demo.training.heads")
     ap.add_argument("stage", choices=["data", "eagle1", "eagle3"])
     ap.add_argument("--threads", type=int, default=1)
@@ -296,8 +297,11 @@ def main(argv=None) -> None:
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--unroll", type=int, default=4)
     ap.add_argument("--minutes", type=float, default=0.0, help="wall-clock budget (0 = run all steps)")
+    ap.add_argument("--target", default=str(TARGET_DIR), help="target folder (default: assets/tiny-target)")
+    ap.add_argument("--out", default=str(ASSETS), help="folder receiving tiny-eagle1/, tiny-eagle3/ and the logs")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
+    TARGET_DIR, ASSETS = Path(args.target), Path(args.out)
     if args.stage == "data":
         build_data(args.corpus_seqs, args.generated_seqs, args.prefix, batch=32)
         return
