@@ -85,6 +85,17 @@ def tree_from_args(args, device_type: str = "cpu") -> TreeConfig:
                       total_tokens=args.total_tokens if args.total_tokens is not None else base.total_tokens)
 
 
+def pair_from_args(args) -> tuple[str, str]:
+    """(target, draft) for commands that need both; the shipped pair when neither is given."""
+    from .session import SHIPPED_EAGLE1, SHIPPED_TARGET
+
+    target = args.target or SHIPPED_TARGET
+    draft = args.draft or (SHIPPED_EAGLE1 if target == SHIPPED_TARGET else None)
+    if draft is None:
+        raise ConfigError("--draft is required when --target is given")
+    return target, draft
+
+
 def _draft_arg(args) -> str | None:
     return args.draft if args.draft is not None else "default"
 
@@ -150,12 +161,8 @@ def cmd_generate(args) -> int:
 
 def cmd_inspect(args) -> int:
     from .checkpoints import inspect_pair
-    from .session import SHIPPED_EAGLE1, SHIPPED_TARGET
 
-    target = args.target or SHIPPED_TARGET
-    draft = args.draft or (SHIPPED_EAGLE1 if target == SHIPPED_TARGET else None)
-    if draft is None:
-        raise ConfigError("--draft is required when --target is given")
+    target, draft = pair_from_args(args)
     report = inspect_pair(target, draft, revision=args.revision, draft_revision=args.draft_revision)
     if args.json:
         print(report.to_json())

@@ -163,13 +163,9 @@ def write_adapted_copy(plan: Plan, report, out_dir: str | Path) -> Path:
 
 def run_export_cli(args) -> int:
     from .checkpoints import CheckpointError, inspect_pair
-    from .cli import tree_from_args
-    from .session import SHIPPED_EAGLE1, SHIPPED_TARGET
+    from .cli import pair_from_args, tree_from_args
 
-    target = args.target or SHIPPED_TARGET
-    draft = args.draft or (SHIPPED_EAGLE1 if target == SHIPPED_TARGET else None)
-    if draft is None:
-        raise ValueError("--draft is required when --target is given")
+    target, draft = pair_from_args(args)
     report = inspect_pair(target, draft, revision=args.revision, draft_revision=args.draft_revision)
     if report.problem:
         raise CheckpointError(report.problem)

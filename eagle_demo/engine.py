@@ -91,13 +91,8 @@ class BaselineEngine(_EngineBase):
         _sync(device)
         t1 = time.perf_counter()
         yield Prefill(token_id=token, seconds=t1 - t0, target_prob=prob)
-        new = [token]
-        reason = "eos" if token in eos else "length"
-        steps = 0
-        while token not in eos and len(new) < run.max_new_tokens:
-            if stop is not None and stop.is_set():
-                reason = "stopped"
-                break
+        new, steps = [token], 0
+        while (reason := _end_reason(token, len(new), run, eos, stop)) is None:
             ts = time.perf_counter()
             out = self.runner.forward(torch.tensor([token]))
             self.runner.commit([0])
@@ -109,7 +104,6 @@ class BaselineEngine(_EngineBase):
             yield Step(index=steps, token_id=token, target_prob=float(probs[token]), seconds=te - ts,
                        elapsed=te - t1, total_new_tokens=len(new))
             steps += 1
-            reason = "eos" if token in eos else "length"
         t2 = time.perf_counter()
         self.runner.reset()
         yield Finish(reason=reason, token_ids=tuple(new), new_tokens=len(new), rounds=steps,
@@ -142,13 +136,8 @@ class SpeculativeEngine(_EngineBase):
         _sync(device)
         t1 = time.perf_counter()
         yield Prefill(token_id=token, seconds=t1 - t0, target_prob=prob)
-        new = [token]
-        reason = "eos" if token in eos else "length"
-        rounds = 0
-        while token not in eos and len(new) < run.max_new_tokens:
-            if stop is not None and stop.is_set():
-                reason = "stopped"
-                break
+        new, rounds = [token], 0
+        while (reason := _end_reason(token, len(new), run, eos, stop)) is None:
             ta = time.perf_counter()
             tree = self.drafter.draft(new[-1], tree_cfg)
             _sync(device)
@@ -182,12 +171,23 @@ class SpeculativeEngine(_EngineBase):
                 total_new_tokens=len(new),
             )
             rounds += 1
-            reason = "eos" if token in eos else "length"
         t2 = time.perf_counter()
         self.runner.reset()
         self.drafter.reset()
         yield Finish(reason=reason, token_ids=tuple(new), new_tokens=len(new), rounds=rounds,
                      prefill_seconds=t1 - t0, decode_seconds=t2 - t1)
+
+
+def _end_reason(token: int, count: int, run: RunConfig, eos: frozenset[int],
+                stop: threading.Event | None) -> str | None:
+    """None while generation goes on, else why it ends (checked between steps/rounds)."""
+    if token in eos:
+        return "eos"
+    if count >= run.max_new_tokens:
+        return "length"
+    if stop is not None and stop.is_set():
+        return "stopped"
+    return None
 
 
 def _cut(tokens: list[int], eos: Iterable[int], room: int) -> list[int]:

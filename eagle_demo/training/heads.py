@@ -143,9 +143,7 @@ def train_eagle1(data: dict, steps: int, batch: int, lr: float, minutes: float) 
     log, t0 = [], time.time()
     bar = tqdm(range(steps), desc="eagle1")
     for step in bar:
-        lr_now = lr * min(1.0, (step + 1) / 50) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / steps)))
-        for group in opt.param_groups:
-            group["lr"] = lr_now
+        set_lr(opt, step, steps, lr)
         idx = torch.randint(0, n_seq, (batch,))
         loss_sum = acc_sum = 0.0
         opt.zero_grad()
@@ -172,6 +170,13 @@ def train_eagle1(data: dict, steps: int, batch: int, lr: float, minutes: float) 
             break
     print(f"eagle1: {len(log)} steps, loss {log[-1]['loss']:.4f}, top-1 agreement {log[-1]['top1']:.3f}")
     return head.eval(), log
+
+
+def set_lr(opt: torch.optim.Optimizer, step: int, steps: int, lr: float) -> None:
+    """50 warm-up steps, then cosine decay to a tenth."""
+    cosine = 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / steps))
+    for group in opt.param_groups:
+        group["lr"] = lr * min(1.0, (step + 1) / 50) * cosine
 
 
 def vocab_map(tokens: torch.Tensor, vocab: int, vd: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -205,9 +210,7 @@ def train_eagle3(data: dict, steps: int, batch: int, lr: float, unroll: int, min
     log, t0 = [], time.time()
     bar = tqdm(range(steps), desc="eagle3")
     for step in bar:
-        lr_now = lr * min(1.0, (step + 1) / 50) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / steps)))
-        for group in opt.param_groups:
-            group["lr"] = lr_now
+        set_lr(opt, step, steps, lr)
         idx = torch.randint(0, n_seq, (batch,))
         opt.zero_grad()
         loss_sum, acc = 0.0, [0.0] * unroll
