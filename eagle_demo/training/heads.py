@@ -143,7 +143,7 @@ def train_eagle1(data: dict, steps: int, batch: int, lr: float, minutes: float) 
     log, t0 = [], time.time()
     bar = tqdm(range(steps), desc="eagle1")
     for step in bar:
-        set_lr(opt, step, steps, lr)
+        set_lr(opt, step, steps, lr, time.time() - t0, minutes)
         idx = torch.randint(0, n_seq, (batch,))
         loss_sum = acc_sum = 0.0
         opt.zero_grad()
@@ -172,9 +172,11 @@ def train_eagle1(data: dict, steps: int, batch: int, lr: float, minutes: float) 
     return head.eval(), log
 
 
-def set_lr(opt: torch.optim.Optimizer, step: int, steps: int, lr: float) -> None:
-    """50 warm-up steps, then cosine decay to a tenth."""
-    cosine = 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / steps))
+def set_lr(opt: torch.optim.Optimizer, step: int, steps: int, lr: float, elapsed: float = 0.0,
+           minutes: float = 0.0) -> None:
+    """50 warm-up steps, then cosine decay to a tenth over the steps or the time budget, whichever ends first."""
+    frac = max(step / steps, elapsed / (60 * minutes) if minutes else 0.0)
+    cosine = 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac)))
     for group in opt.param_groups:
         group["lr"] = lr * min(1.0, (step + 1) / 50) * cosine
 
@@ -210,7 +212,7 @@ def train_eagle3(data: dict, steps: int, batch: int, lr: float, unroll: int, min
     log, t0 = [], time.time()
     bar = tqdm(range(steps), desc="eagle3")
     for step in bar:
-        set_lr(opt, step, steps, lr)
+        set_lr(opt, step, steps, lr, time.time() - t0, minutes)
         idx = torch.randint(0, n_seq, (batch,))
         opt.zero_grad()
         loss_sum, acc = 0.0, [0.0] * unroll

@@ -1,0 +1,43 @@
+"""Pick a tree shape for this device: run candidate trees on a few suite prompts and print tau and the
+measured speedup against plain decoding (interleaved, same process). A measurement, not a test.
+
+    python scripts/tune_tree.py [--target T --draft D] [--max-new-tokens 128] [--categories code]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from eagle_demo.bench import load_suite, run_bench  # noqa: E402
+from eagle_demo.config import RunConfig, TreeConfig  # noqa: E402
+from eagle_demo.session import load_session  # noqa: E402
+
+CANDIDATES = [TreeConfig.chain(3), TreeConfig.chain(4), TreeConfig.chain(5), TreeConfig.chain(6),
+              TreeConfig(depth=5, top_k=2, total_tokens=8), TreeConfig(depth=6, top_k=2, total_tokens=10),
+              TreeConfig(depth=5, top_k=4, total_tokens=12), TreeConfig(depth=6, top_k=4, total_tokens=16),
+              TreeConfig(depth=6, top_k=10, total_tokens=60)]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--target", default=None)
+    ap.add_argument("--draft", default="default")
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--categories", nargs="*", default=["code"])
+    ap.add_argument("--limit", type=int, default=3)
+    args = ap.parse_args(argv)
+    session = load_session(args.target, args.draft)
+    items = load_suite(None, args.categories)[:args.limit]
+    print(f"{'tree':<40}{'tau':>7}{'speedup':>9}")
+    for tree in CANDIDATES:
+        report = run_bench(session, items, RunConfig(max_new_tokens=args.max_new_tokens, tree=tree))
+        print(f"{tree.label():<40}{report.overall.tau:>7.2f}{report.overall.speedup:>8.2f}x", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
