@@ -1,7 +1,8 @@
 """Train the byte-level BPE tokenizer shared by the tiny target and its draft heads.
 
-* ``tokenizers`` BPE model, GPT-2 style ``ByteLevel`` pre-tokenizer (no prefix space) and
-  ``ByteLevel`` decoder, so ``decode(encode(x)) == x`` for any Unicode string;
+* ``tokenizers`` BPE model over bytes: Llama-3's split regex (see :data:`SPLIT_PATTERN`) followed
+  by the ``ByteLevel`` pre-tokenizer (no prefix space), and the ``ByteLevel`` decoder, so
+  ``decode(encode(x)) == x`` for any Unicode string;
 * vocabulary of :data:`VOCAB_SIZE` = 4096 entries (the 256 byte symbols are always present);
 * one special token, ``<|endoftext|>`` with id 0, used as BOS, EOS and pad. Like the Llama
   tokenizers, a BOS is prepended by the post-processor (``add_bos_token: true``), so
@@ -22,11 +23,19 @@ import argparse
 import json
 from pathlib import Path
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
 from eagle_demo.training.corpus import SEPARATOR, default_cache_dir, default_corpus_dir, read_split
 
 VOCAB_SIZE = 4096
+# Llama-3's pre-tokenisation pattern. Unlike GPT-2's, a line break never merges with the
+# indentation that follows it ("):\n" | "   " | " return"), so a prompt that ends in "\n" (like
+# "def fibonacci(n):\n") ends on the same token boundary the model saw in training and the model
+# goes on to indent the body instead of believing the next line is unindented.
+SPLIT_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
+    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
 SPECIAL_TOKEN = SEPARATOR  # "<|endoftext|>"
 SPECIAL_ID = 0
 MODEL_MAX_LENGTH = 2048
@@ -48,7 +57,10 @@ def default_tokenizer_dir() -> Path:
 
 def build_tokenizer() -> Tokenizer:
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(SPLIT_PATTERN), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
     tok.decoder = decoders.ByteLevel()
     return tok
 
@@ -123,6 +135,11 @@ def verify_tokenizer(folder: Path, extra_samples: list[str] = ()) -> dict:
         assert hf.decode(ids[1:]) == text, repr(text[:60])
         assert hf(text, add_special_tokens=False)["input_ids"] == ids[1:]
         assert raw.decode(raw.encode(text, add_special_tokens=False).ids) == text
+    # prompts ending in a line break tokenize as a prefix of their natural continuation
+    for prompt, rest in (("def fibonacci(n):\n", "    if n < 2:\n"), ("import os\n\n", "import sys\n"),
+                         ("class Stack:\n", '    """A stack."""\n'), ("x = 1\n", "    y = 2\n")):
+        a, b = hf(prompt)["input_ids"], hf(prompt + rest)["input_ids"]
+        assert b[:len(a)] == a, (prompt, a, b)
     # the separator inside text is recognised as the single special token
     ids = hf("a\n" + SPECIAL_TOKEN + "b", add_special_tokens=False)["input_ids"]
     assert SPECIAL_ID in ids, ids
