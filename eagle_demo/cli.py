@@ -67,6 +67,8 @@ def _pair_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--draft-revision", default=None)
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
+    p.add_argument("--threads", type=int, default=0,
+                   help="torch CPU threads (0 = torch's default; 1 is fastest for the tiny pair on small CPUs)")
 
 
 def _tree_args(p: argparse.ArgumentParser) -> None:
@@ -195,6 +197,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # weight-loading bars; Hub download bars stay
+    if getattr(args, "threads", 0):
+        import torch
+
+        torch.set_num_threads(args.threads)
     try:
         return COMMANDS[args.command](args)
     except KeyboardInterrupt:

@@ -12,10 +12,9 @@ of engine events (eagle_demo.events) and a `decode(ids) -> str` callable.
 from __future__ import annotations
 
 import html
+import json
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
-
-import plotly.graph_objects as go
 
 from .events import Event, Finish, Prefill, Round, RunStart, Step
 from .metrics import RunStats, speedup, summarize
@@ -23,7 +22,7 @@ from .metrics import RunStats, speedup, summarize
 __all__ = ["RunView", "Piece", "TextCache", "token_pieces", "group_ids", "token_html", "rejected_children",
            "stats_html", "summary", "identical_to_baseline", "tokens_time_figure", "accepted_length_figure",
            "acceptance_depth_figure", "time_split_figure", "tree_figure", "empty_figure", "DEPTH_COLORS",
-           "MAX_STYLED_DEPTH"]
+           "MAX_STYLED_DEPTH", "report_markdown", "bench_rows", "bench_figure", "Figure"]
 
 Decode = Callable[[Sequence[int]], str]
 
@@ -137,7 +136,8 @@ class Piece:
     depth: int = 0  # draft depth (accepted and rejected drafts); 0 for tokens the target produced
     draft_prob: float | None = None
     target_prob: float | None = None
-    note: str = ""  # "bonus" or "correction" for target tokens; other rejected drafts for a rejected one
+    note: str = ""  # "bonus" or "correction" for a target token ending a round
+    others: tuple[tuple[int, float], ...] = ()  # a rejected draft's siblings not shown: (token id, draft prob)
 
 
 def rejected_children(rnd: Round) -> list[int]:
@@ -169,12 +169,11 @@ def token_pieces(view: RunView, show_rejected: bool = True, max_rejected: int = 
                 out.append(Piece(tok, "accepted", r.index, node.depth, node.draft_prob, tp))
                 continue
             if show_rejected and rejected:
-                others = ", ".join(f"{r.nodes[i].token_id} ({r.nodes[i].draft_prob:.2f})"
-                                   for i in rejected[max_rejected:])
+                others = tuple((r.nodes[i].token_id, r.nodes[i].draft_prob) for i in rejected[max_rejected:])
                 for i in rejected[:max_rejected]:
                     node = r.nodes[i]
                     out.append(Piece(node.token_id, "rejected", r.index, node.depth, node.draft_prob, None,
-                                     f"other rejected drafts here (id, draft p): {others}" if others else ""))
+                                     others=others))
             out.append(Piece(tok, "bonus", r.index, 0, None, tp, "correction" if rejected else "bonus"))
     for s in view.steps:
         out.append(Piece(s.token_id, "target", s.index, 0, None, s.target_prob))
@@ -210,7 +209,7 @@ def _fmt(p: float | None) -> str:
     return "-" if p is None else f"{p:.2f}"
 
 
-def _tooltip(p: Piece) -> str:
+def _tooltip(p: Piece, decode: Decode) -> str:
     if p.kind == "prefill":
         head = "prefill: target token"
     elif p.kind == "accepted":
@@ -222,8 +221,8 @@ def _tooltip(p: Piece) -> str:
     else:
         head = f"step {p.round}: target token"
     parts = [head, f"draft p {_fmt(p.draft_prob)}", f"target p {_fmt(p.target_prob)}", f"id {p.token_id}"]
-    if p.kind == "rejected" and p.note:
-        parts.append(p.note)
+    if p.others:
+        parts.append("also rejected here: " + ", ".join(f"{decode([t])!r} ({q:.2f})" for t, q in p.others))
     return " · ".join(parts)
 
 
@@ -248,9 +247,16 @@ def _span(classes: str, title: str, text: str, extra: str = "") -> str:
 
 
 def token_html(view: RunView, decode: Decode, show_rejected: bool = True, max_rejected: int = 1,
-               placeholder: str = "") -> str:
-    """The output as HTML spans (whitespace kept by `white-space: pre-wrap` on the container)."""
+               placeholder: str = "", tail: int | None = None) -> str:
+    """The output as HTML spans (whitespace kept by `white-space: pre-wrap` on the container).
+    tail: show only the last `tail` committed tokens (and a note saying how many are hidden)."""
     pieces = token_pieces(view, show_rejected, max_rejected)
+    hidden = 0
+    if tail is not None:
+        positions = [i for i, p in enumerate(pieces) if p.kind != "rejected"]
+        if len(positions) > tail:
+            hidden = len(positions) - tail
+            pieces = pieces[positions[hidden]:]
     committed = [p for p in pieces if p.kind != "rejected"]
     before: dict[int, list[Piece]] = {}  # committed index -> rejected drafts shown just before it
     k = 0
@@ -263,14 +269,16 @@ def token_html(view: RunView, decode: Decode, show_rejected: bool = True, max_re
     for start, end, text in group_ids([p.token_id for p in committed], decode):
         for idx in range(start, end):  # a rejected draft inside a multi-token character goes before it
             for rej in before.get(idx, ()):
-                parts.append(_span(_classes(rej), _tooltip(rej), decode([rej.token_id])))
+                parts.append(_span(_classes(rej), _tooltip(rej, decode), decode([rej.token_id])))
         members = committed[start:end]
         if len(members) == 1:
-            parts.append(_span(_classes(members[0]), _tooltip(members[0]), text))
+            parts.append(_span(_classes(members[0]), _tooltip(members[0], decode), text))
         else:
-            title = " | ".join(_tooltip(m) for m in members)
+            title = " | ".join(_tooltip(m, decode) for m in members)
             parts.append(_span(_classes(members[0]) + " tok-group", title, text, f' data-tokens="{len(members)}"'))
     body = "".join(parts) if parts else f'<span class="tok-placeholder">{_escape(placeholder)}</span>'
+    if hidden:
+        body = f'<span class="tok-hidden">[{hidden} earlier tokens, shown when the run ends] </span>{body}'
     return f'<div class="eagle-tokens" style="white-space: pre-wrap">{body}</div>'
 
 
@@ -341,77 +349,113 @@ def stats_html(eagle: RunView | None, baseline: RunView | None, greedy: bool, st
 
 
 # ---- charts ----------------------------------------------------------------------------------------------
+#
+# Figures are plotly's JSON form ({"data": [...], "layout": {...}}) built from plain dicts: building one
+# with plotly.graph_objects costs 20-50 ms of validation per chart, and the page redraws four of them
+# several times a second while the engine runs on the same CPU. `plotly.graph_objects.Figure(fig)` turns
+# any of them into a validated object (the tests do).
 
-def _layout(fig: go.Figure, title: str, x: str, y: str, height: int = 280) -> go.Figure:
-    fig.update_layout(title=dict(text=title, font=dict(size=14)), height=height, template="plotly_white",
-                      margin=dict(l=50, r=16, t=44, b=44), legend=dict(orientation="h", y=-0.25),
-                      xaxis_title=x, yaxis_title=y, uirevision=title.split(":")[0])
-    return fig
+class Figure(dict):
+    """A plotly figure as JSON-ready data. gr.Plot accepts it (it calls `to_json`, as for a plotly Figure)."""
+
+    @property
+    def data(self) -> list[dict]:
+        return self["data"]
+
+    @property
+    def layout(self) -> dict:
+        return self["layout"]
+
+    def to_json(self) -> str:
+        return json.dumps(self)
+
+    def to_plotly(self):
+        """A validated plotly.graph_objects.Figure (slow; for notebooks and tests)."""
+        import plotly.graph_objects as go
+
+        return go.Figure(self)
 
 
-def empty_figure(title: str, message: str = "run a generation to see this chart") -> go.Figure:
-    fig = go.Figure()
-    fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
-                       font=dict(color="#868e96"))
-    fig.update_xaxes(visible=False)
-    fig.update_yaxes(visible=False)
-    return _layout(fig, title, "", "")
+def _axis(title: str, **extra) -> dict:
+    return {"title": {"text": title}, "gridcolor": "#e9ecef", "linecolor": "#adb5bd", "zerolinecolor": "#dee2e6",
+            "automargin": True, **extra}
 
 
-def tokens_time_figure(eagle: RunView, baseline: RunView | None = None) -> go.Figure:
+def _figure(traces: list[dict], title: str, x: str, y: str, height: int = 280, **layout) -> Figure:
+    base = {"title": {"text": title, "font": {"size": 14}, "x": 0.01, "xanchor": "left"}, "height": height,
+            "paper_bgcolor": "white", "plot_bgcolor": "white", "font": {"color": "#343a40", "size": 12},
+            "hovermode": "closest", "margin": {"l": 50, "r": 16, "t": 44, "b": 40},
+            "legend": {"orientation": "h", "x": 1, "xanchor": "right", "y": 1.0, "yanchor": "bottom",
+                       "bgcolor": "rgba(255,255,255,0.6)"},
+            "xaxis": _axis(x), "yaxis": _axis(y), "uirevision": title.split(":")[0]}
+    for key, value in layout.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            base[key] = {**base[key], **value}
+        else:
+            base[key] = value
+    return Figure(data=traces, layout=base)
+
+
+def empty_figure(title: str, message: str = "run a generation to see this chart") -> Figure:
+    note = {"text": message, "showarrow": False, "x": 0.5, "y": 0.5, "xref": "paper", "yref": "paper",
+            "font": {"color": "#868e96"}}
+    return _figure([], title, "", "", annotations=[note], xaxis={"visible": False}, yaxis={"visible": False})
+
+
+def tokens_time_figure(eagle: RunView, baseline: RunView | None = None) -> Figure:
     """New tokens against decode time (0 = end of each run's prefill), EAGLE and the measured baseline."""
-    fig = go.Figure()
     xs, ys = eagle.curve()
-    fig.add_trace(go.Scatter(x=xs, y=ys, name="EAGLE", mode="lines+markers", line=dict(color=EAGLE_COLOR),
-                             marker=dict(size=4), hovertemplate="%{x:.3f} s: %{y} tokens<extra>EAGLE</extra>"))
+    traces = [{"type": "scatter", "x": xs, "y": ys, "name": "EAGLE", "mode": "lines+markers",
+               "line": {"color": EAGLE_COLOR}, "marker": {"size": 4},
+               "hovertemplate": "%{x:.3f} s: %{y} tokens<extra>EAGLE</extra>"}]
     if baseline is not None:
         bx, by = baseline.curve()
-        fig.add_trace(go.Scatter(x=bx, y=by, name="baseline (plain decoding)", mode="lines",
-                                 line=dict(color=BASELINE_COLOR, dash="dot"),
-                                 hovertemplate="%{x:.3f} s: %{y} tokens<extra>baseline</extra>"))
-    return _layout(fig, "Tokens vs decode time", "seconds since prefill", "new tokens")
+        traces.append({"type": "scatter", "x": bx, "y": by, "name": "baseline (plain decoding)", "mode": "lines",
+                       "line": {"color": BASELINE_COLOR, "dash": "dot"},
+                       "hovertemplate": "%{x:.3f} s: %{y} tokens<extra>baseline</extra>"})
+    return _figure(traces, "Tokens vs decode time", "seconds since prefill", "new tokens")
 
 
-def accepted_length_figure(eagle: RunView) -> go.Figure:
+def accepted_length_figure(eagle: RunView) -> Figure:
     """Tokens committed per round: accepted drafts plus the target's own token (their mean is tau)."""
     idx = [r.index for r in eagle.rounds]
     drafts = [min(len(r.accepted_ids), len(r.committed_ids)) for r in eagle.rounds]
     target = [len(r.committed_ids) - d for r, d in zip(eagle.rounds, drafts)]
-    fig = go.Figure([
-        go.Bar(x=idx, y=drafts, name="accepted drafts", marker_color=DEPTH_COLORS[3]),
-        go.Bar(x=idx, y=target, name="target token", marker_color=TARGET_COLOR),
-    ])
-    fig.update_layout(barmode="stack", bargap=0.1)
+    traces = [{"type": "bar", "x": idx, "y": drafts, "name": "accepted drafts", "marker": {"color": DEPTH_COLORS[3]}},
+              {"type": "bar", "x": idx, "y": target, "name": "target token", "marker": {"color": TARGET_COLOR}}]
     tau = (sum(drafts) + sum(target)) / len(idx) if idx else 0.0
-    return _layout(fig, f"Accepted length per round: tau {tau:.2f}", "round", "tokens committed")
+    return _figure(traces, f"Accepted length per round: tau {tau:.2f}", "round", "tokens committed",
+                   barmode="stack", bargap=0.1)
 
 
-def acceptance_depth_figure(stats: RunStats) -> go.Figure:
-    depths = list(range(1, len(stats.acceptance_by_depth) + 1))
-    rates = list(stats.acceptance_by_depth)
+def acceptance_depth_figure(eagle: RunView) -> Figure:
+    """metrics' acceptance rate at each depth the tree could reach (deeper depths are left out)."""
+    rates = list(eagle.stats().acceptance_by_depth)
+    drafted = max((n.depth for r in eagle.rounds for n in r.nodes), default=0)
+    rates = rates[:drafted]
+    depths = list(range(1, len(rates) + 1))
     colors = [DEPTH_COLORS[min(d, MAX_STYLED_DEPTH) - 1] for d in depths]
-    fig = go.Figure(go.Bar(x=depths, y=rates, marker_color=colors, text=[f"{r:.0%}" for r in rates],
-                           textposition="outside", name="acceptance",
-                           hovertemplate="depth %{x}: %{y:.1%}<extra></extra>"))
-    fig.update_yaxes(range=[0, 1.15], tickformat=".0%")
-    fig.update_xaxes(dtick=1)
-    return _layout(fig, "Acceptance rate by depth", "draft depth", "accepted / reached")
+    traces = [{"type": "bar", "x": depths, "y": rates, "name": "acceptance", "marker": {"color": colors},
+               "text": [f"{r:.0%}" for r in rates], "textposition": "outside", "cliponaxis": False,
+               "hovertemplate": "depth %{x}: %{y:.1%}<extra></extra>"}]
+    return _figure(traces, "Acceptance rate by depth", "draft depth", "accepted / reached",
+                   yaxis={"range": [0, 1.15], "tickformat": ".0%"}, xaxis={"dtick": 1})
 
 
-def time_split_figure(eagle: RunView) -> go.Figure:
+def time_split_figure(eagle: RunView) -> Figure:
     """Draft, verify and host milliseconds per round (stacked)."""
     idx = [r.index for r in eagle.rounds]
-    fig = go.Figure()
+    traces = []
+    totals = {}
     for name, attr, color in (("draft", "draft_seconds", DEPTH_COLORS[4]), ("verify", "verify_seconds", TARGET_COLOR),
                               ("host", "host_seconds", UNREACHED_COLOR)):
-        fig.add_trace(go.Bar(x=idx, y=[1000 * getattr(r, attr) for r in eagle.rounds], name=name,
-                             marker_color=color, hovertemplate="round %{x}: %{y:.2f} ms<extra>" + name + "</extra>"))
-    fig.update_layout(barmode="stack", bargap=0.1)
-    s = eagle.stats()
-    total = s.draft_seconds + s.verify_seconds + s.host_seconds
-    split = (f": draft {s.draft_seconds / total:.0%}, verify {s.verify_seconds / total:.0%}, "
-             f"host {s.host_seconds / total:.0%}") if total > 0 else ""
-    return _layout(fig, "Time per round" + split, "round", "milliseconds")
+        values = [1000 * getattr(r, attr) for r in eagle.rounds]
+        totals[name] = sum(values)
+        traces.append({"type": "bar", "x": idx, "y": values, "name": name, "marker": {"color": color},
+                       "hovertemplate": "round %{x}: %{y:.2f} ms<extra>" + name + "</extra>"})
+    total = sum(totals.values())
+    split = (": " + ", ".join(f"{k} {v / total:.0%}" for k, v in totals.items())) if total > 0 else ""
+    return _figure(traces, "Time per round" + split, "round", "milliseconds", barmode="stack", bargap=0.1)
 
 
 # ---- the draft tree of one round ---------------------------------------------------------------------------
@@ -454,11 +498,13 @@ def _tree_positions(rnd: Round, extra_child: tuple[int, int] | None) -> dict[int
     return pos
 
 
-def tree_figure(rnd: Round, decode: Decode) -> go.Figure:
+def tree_figure(rnd: Round, decode: Decode) -> Figure:
     """The draft tree of one round: nodes by depth (x), edges parent -> child, the accepted path in green,
-    the target's own token (bonus or correction) in amber, rejected drafts in red, drafts never reached
-    (under a rejected node) in grey. Trace names: edges, accepted path, root, accepted, rejected,
-    unreached, target token."""
+    the target's own token (bonus or correction) as an amber star, drafts the target checked and rejected
+    as red crosses, drafts under a rejected node (never reached) in grey.
+
+    Trace names: edges, accepted path, target edge, root, accepted, rejected, unreached, target token;
+    node traces carry their node indices in `customdata` (the target token's index is len(nodes))."""
     nodes = rnd.nodes
     on_path = set(rnd.accepted_path)
     divergence = rnd.accepted_path[-1] if rnd.accepted_path else 0
@@ -469,28 +515,24 @@ def tree_figure(rnd: Round, decode: Decode) -> go.Figure:
     has_bonus = len(rnd.committed_ids) > len(rnd.accepted_path)
     pos = _tree_positions(rnd, (divergence, bonus_index) if has_bonus else None)
 
-    def edge_xy(pairs: Iterable[tuple[int, int]]) -> tuple[list, list]:
+    def edge_trace(name: str, pairs: Iterable[tuple[int, int]], line: dict, legend: bool = True) -> dict:
         xs, ys = [], []
         for a, b in pairs:
             xs += [pos[a][0], pos[b][0], None]
             ys += [pos[a][1], pos[b][1], None]
-        return xs, ys
+        return {"type": "scatter", "x": xs, "y": ys, "mode": "lines", "name": name, "line": line,
+                "hoverinfo": "skip", "showlegend": legend}
 
     path_edges = list(zip((0, *rnd.accepted_path), rnd.accepted_path))
     other_edges = [(n.parent, i) for i, n in enumerate(nodes) if n.parent >= 0 and i not in on_path]
-    fig = go.Figure()
-    ex, ey = edge_xy(other_edges)
-    fig.add_trace(go.Scatter(x=ex, y=ey, mode="lines", name="edges", line=dict(color="#ced4da", width=1),
-                             hoverinfo="skip", showlegend=False))
-    px, py = edge_xy(path_edges)
-    fig.add_trace(go.Scatter(x=px, y=py, mode="lines", name="accepted path", line=dict(color=EAGLE_COLOR, width=4),
-                             hoverinfo="skip"))
+    traces = [edge_trace("edges", other_edges, {"color": "#ced4da", "width": 1}, legend=False),
+              edge_trace("accepted path", path_edges, {"color": EAGLE_COLOR, "width": 4})]
     if has_bonus:
-        bx, by = edge_xy([(divergence, bonus_index)])
-        fig.add_trace(go.Scatter(x=bx, y=by, mode="lines", name="target edge", hoverinfo="skip", showlegend=False,
-                                 line=dict(color=TARGET_COLOR, width=3, dash="dash")))
+        traces.append(edge_trace("target edge", [(divergence, bonus_index)],
+                                 {"color": TARGET_COLOR, "width": 3, "dash": "dash"}, legend=False))
 
-    def node_trace(name: str, idx: list[int], color, symbol: str = "circle", size: int = 14, opacity: float = 1.0):
+    def node_trace(name: str, idx: list[int], color, symbol: str = "circle", size: int = 14,
+                   opacity: float = 1.0, where: str = "middle right") -> dict:
         labels, hovers = [], []
         for i in idx:
             n = nodes[i]
@@ -498,35 +540,122 @@ def tree_figure(rnd: Round, decode: Decode) -> go.Figure:
             labels.append(f"{_visible(text)} {n.draft_prob:.2f}" if i else _visible(text))
             hovers.append(f"node {i} · depth {n.depth} · id {n.token_id} · {html.escape(repr(text))}<br>"
                           f"draft p {n.draft_prob:.3f} · path score {n.score:.3g}")
-        fig.add_trace(go.Scatter(
-            x=[pos[i][0] for i in idx], y=[pos[i][1] for i in idx], mode="markers+text", name=name,
-            text=labels, textposition="middle right", hovertext=hovers, hoverinfo="text", customdata=idx,
-            marker=dict(color=color, size=size, symbol=symbol, opacity=opacity, line=dict(color="#343a40", width=1)),
-            textfont=dict(size=11)))
+        return {"type": "scatter", "x": [pos[i][0] for i in idx], "y": [pos[i][1] for i in idx],
+                "mode": "markers+text", "name": name, "text": labels, "textposition": where,
+                "hovertext": hovers, "hoverinfo": "text", "customdata": idx, "textfont": {"size": 11},
+                "marker": {"color": color, "size": size, "symbol": symbol, "opacity": opacity,
+                           "line": {"color": "#343a40", "width": 1}}}
 
     accepted = list(rnd.accepted_path)
     rejected = [i for i in range(1, len(nodes)) if i not in on_path and i in checked]
     unreached = [i for i in range(1, len(nodes)) if i not in on_path and i not in checked]
-    node_trace("root", [0], ROOT_COLOR, "square", 16)
-    node_trace("accepted", accepted, [DEPTH_COLORS[min(nodes[i].depth, MAX_STYLED_DEPTH) - 1] for i in accepted])
-    node_trace("rejected", rejected, REJECTED_COLOR, "x", 12, 0.75)
-    node_trace("unreached", unreached, UNREACHED_COLOR, "circle-open", 10, 0.7)
+    traces += [node_trace("root", [0], ROOT_COLOR, "square", 16, where="top center"),
+               node_trace("accepted", accepted,  # labels above: the path line runs through the right side
+                          [DEPTH_COLORS[min(nodes[i].depth, MAX_STYLED_DEPTH) - 1] for i in accepted],
+                          where="top center"),
+               node_trace("rejected", rejected, REJECTED_COLOR, "x", 12, 0.75),
+               node_trace("unreached", unreached, UNREACHED_COLOR, "circle-open", 10, 0.7)]
     if has_bonus:
-        tok = rnd.committed_ids[len(rnd.accepted_path)]
+        j = len(rnd.accepted_path)
+        tok = rnd.committed_ids[j]
         text = decode([tok])
-        tp = rnd.target_probs[len(rnd.accepted_path)] if len(rnd.target_probs) > len(rnd.accepted_path) else None
+        tp = rnd.target_probs[j] if len(rnd.target_probs) > j else None
         kind = "correction" if rejected_children(rnd) else "bonus"
-        fig.add_trace(go.Scatter(
-            x=[pos[bonus_index][0]], y=[pos[bonus_index][1]], mode="markers+text", name="target token",
-            text=[f"{_visible(text)} ({kind})"], textposition="middle right", customdata=[bonus_index],
-            hovertext=[f"target's own token ({kind}) · id {tok} · target p {_fmt(tp)}"], hoverinfo="text",
-            marker=dict(color=TARGET_COLOR, size=16, symbol="star", line=dict(color="#343a40", width=1))))
+        traces.append({"type": "scatter", "x": [pos[bonus_index][0]], "y": [pos[bonus_index][1]],
+                       "mode": "markers+text", "name": "target token", "text": [f"{_visible(text)} ({kind})"],
+                       "textposition": "middle right", "customdata": [bonus_index], "hoverinfo": "text",
+                       "hovertext": [f"target's own token ({kind}) · id {tok} · target p {_fmt(tp)}"],
+                       "marker": {"color": TARGET_COLOR, "size": 16, "symbol": "star",
+                                  "line": {"color": "#343a40", "width": 1}}})
     depth = max((n.depth for n in nodes), default=0) + (1 if has_bonus else 0)
-    fig.update_xaxes(range=[-0.4, depth + 1.2], dtick=1, zeroline=False)
-    fig.update_yaxes(visible=False)
     leaves = max(1.0, -min(y for _, y in pos.values()) + 1)
-    title = (f"Round {rnd.index}: {len(rnd.accepted_path)} accepted of {len(nodes) - 1} drafted, "
-             f"+1 target token")
-    fig = _layout(fig, title, "depth", "", height=int(min(900, max(300, 28 * leaves + 90))))
-    fig.update_layout(uirevision=None)
-    return fig
+    title = f"Round {rnd.index}: {len(rnd.accepted_path)} accepted of {len(nodes) - 1} drafted, +1 target token"
+    return _figure(traces, title, "depth", "", height=int(min(900, max(300, 28 * leaves + 90))), uirevision=None,
+                   xaxis={"range": [-0.4, depth + 1.2], "dtick": 1, "zeroline": False}, yaxis={"visible": False})
+
+
+# ---- the adaptation report ------------------------------------------------------------------------------------
+
+def _bytes(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{n} B"
+
+
+def _md(text) -> str:
+    """Inline markdown code span (backticks inside are replaced, not escaped)."""
+    return "`" + str(text).replace("`", "'") + "`"
+
+
+def report_markdown(report) -> str:
+    """checkpoints.AdaptationReport -> readable markdown: what was detected, adapted, ignored, warned."""
+    r = report
+    lines = [f"**Target** {_md(r.target)}: {r.target_model_type}, {r.target_layers} layers, hidden {r.target_hidden}, "
+             f"vocab {r.target_vocab}" + (f" ({r.dtype} on {r.device})" if r.dtype else "")]
+    if r.draft is None:
+        lines.append("**Draft**: none, plain decoding only")
+    else:
+        family = {"eagle1": "EAGLE-1/2 head", "eagle3": "EAGLE-3 head"}.get(r.family, r.family)
+        lines.append(f"**Draft** {_md(r.draft)}: **{family}**, layout {_md(r.source_layout)}")
+        if r.draft_hidden:
+            lines.append(f"- shape: hidden {r.draft_hidden}, {r.draft_layers} layer(s), heads {r.num_heads}/"
+                         f"{r.num_kv_heads} x {r.head_dim}, draft vocab {r.draft_vocab}")
+        if r.family == "eagle3":
+            convention = r.feature_convention or "default"
+            lines.append(f"- features: hidden states {list(r.feature_layers or ())} ({convention})")
+        elif r.family == "eagle1":
+            lines.append("- features: the target's last hidden state after its final norm")
+        if r.embedding or r.lm_head:
+            lines.append(f"- embedding: {r.embedding or '-'}; lm_head: {r.lm_head or '-'}")
+        if r.draft_param_bytes or r.shared_bytes:
+            lines.append(f"- weights: {_bytes(r.draft_param_bytes)} own + {_bytes(r.shared_bytes)} shared with the "
+                         "target")
+    if r.adaptations:
+        lines.append("\n**Adaptations**")
+        lines += [f"- {a}" for a in r.adaptations]
+    if r.ignored_keys:
+        shown = ", ".join(_md(k) for k in r.ignored_keys[:8]) + (" ..." if len(r.ignored_keys) > 8 else "")
+        lines.append(f"\n**Ignored keys** ({len(r.ignored_keys)}): {shown}")
+    if r.warnings:
+        lines.append("\n**Warnings**")
+        lines += [f"- ⚠ {w}" for w in r.warnings]
+    if r.problem:
+        lines.append(f"\n**Cannot load**: {r.problem}")
+    return "\n".join(lines)
+
+
+# ---- benchmark ---------------------------------------------------------------------------------------------------
+
+BENCH_COLUMNS = ["category", "prompts", "tau", "EAGLE tok/s", "baseline tok/s", "speedup", "identical"]
+
+
+def bench_rows(report):
+    """bench.BenchReport -> a pandas DataFrame, one row per category plus the overall row."""
+    import pandas as pd
+
+    rows = []
+    for c in (*report.categories, report.overall):
+        same = "-" if c.all_equal is None else ("yes" if c.all_equal else "NO")
+        rows.append([c.category, c.prompts, round(c.tau, 2), round(c.eagle_tokens_per_second, 1),
+                     round(c.baseline_tokens_per_second, 1), round(c.speedup, 2), same])
+    return pd.DataFrame(rows, columns=BENCH_COLUMNS)
+
+
+def bench_figure(report) -> Figure:
+    """Speedup (left axis) and tau (right axis) per category, the overall figure last."""
+    cats = [*report.categories, report.overall]
+    names = [c.category for c in cats]
+    traces = [
+        {"type": "bar", "x": names, "y": [c.speedup for c in cats], "name": "speedup (x)", "offsetgroup": 0,
+         "marker": {"color": EAGLE_COLOR}, "text": [f"{c.speedup:.2f}x" for c in cats], "textposition": "outside",
+         "cliponaxis": False},
+        {"type": "bar", "x": names, "y": [c.tau for c in cats], "name": "tau (tokens per round)", "offsetgroup": 1,
+         "yaxis": "y2", "marker": {"color": TARGET_COLOR}, "text": [f"{c.tau:.2f}" for c in cats],
+         "textposition": "outside", "cliponaxis": False},
+    ]
+    line = {"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
+            "line": {"dash": "dot", "color": BASELINE_COLOR}}
+    return _figure(traces, "Speedup and tau by category", "category", "speedup vs plain decoding", height=340,
+                   barmode="group", shapes=[line],
+                   yaxis2={"title": {"text": "tau"}, "overlaying": "y", "side": "right", "rangemode": "tozero"})

@@ -1,0 +1,16 @@
+"""EAGLE Playground: `python app.py` (and the Hugging Face Spaces entry point).
+
+Builds the page without loading any model; the shipped tiny pair loads on Load or on the first Generate.
+"""
+
+import os
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+from eagle_demo.ui import build_app, launch_options  # noqa: E402
+
+demo = build_app()
+
+if __name__ == "__main__":
+    demo.queue(default_concurrency_limit=1, max_size=32).launch(**launch_options())

@@ -1,0 +1,168 @@
+"""How much does streaming through the page slow generation down?
+
+Runs the same pair, prompt and settings (EAGLE only, greedy, EOS ignored so every run makes the same number
+of tokens) two ways in one process, alternating, and prints medians and their ratio:
+
+- headless: `session.stream(...)` consumed directly (what the CLI does);
+- through the UI: the app's streaming endpoint (the Generate button's), launched on a localhost port and
+  read by gradio_client, so every redraw (token HTML, stats, charts) is rendered and sent; with --browser a
+  real headless Chromium renders the page instead, sharing the CPU as it would on a laptop.
+
+Two ratios: engine tokens/s (decode only, as the stats strip reports it) and end-to-end tokens/s (new tokens
+over the wall time from request to final output, prefill included, vs the headless prefill + decode time).
+
+    python scripts/ui_overhead.py                      # the shipped tiny pair
+    python scripts/ui_overhead.py --target DIR --draft DIR --max-new-tokens 256 --repeats 5 --browser
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import socket
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from eagle_demo import render  # noqa: E402
+from eagle_demo.config import TREE_PRESETS, RunConfig, SamplingConfig  # noqa: E402
+from eagle_demo.session import SHIPPED_EAGLE1, SHIPPED_TARGET  # noqa: E402
+from eagle_demo.ui import REGISTRY, TREE_MODE, build_app, in_worker, launch_options, make_key  # noqa: E402
+
+PROMPT = 'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n'
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def headless(session, ids: list[int], run: RunConfig) -> tuple[float, float]:
+    """(engine decode tokens/s, end-to-end tokens/s). Runs in a fresh thread, as the app runs generation
+    (on a busy machine, torch's OpenMP threads can behave very differently in the main thread)."""
+
+    def work():
+        t0 = time.perf_counter()
+        view = render.RunView.of(session.stream(ids, run, "eagle"))
+        wall = time.perf_counter() - t0
+        stats = view.stats()
+        return stats.tokens_per_second, stats.new_tokens / wall
+
+    return in_worker(work)
+
+
+def through_client(url: str, target: str, draft: str, prompt: str, run: RunConfig) -> tuple[float, float, int]:
+    """(engine tokens/s, end-to-end tokens/s, streamed updates) via gradio_client."""
+    from gradio_client import Client
+
+    client = Client(url, verbose=False)
+    t = run.tree
+    t0 = time.perf_counter()
+    job = client.submit(target, draft, "", "auto", "auto", "", prompt, False, run.max_new_tokens, 0.0, 1.0, 0, 0,
+                        TREE_MODE, t.depth, t.top_k, t.total_tokens, 4, False, True, True,
+                        api_name="/generate_stream")
+    updates = sum(1 for _ in job)
+    final = job.outputs()[-1]
+    wall = time.perf_counter() - t0
+    stats = final[9]  # the raw stats JSON output
+    return stats["tokens_per_second"], stats["new_tokens"] / wall, updates
+
+
+def through_browser(url: str, prompt: str, run: RunConfig, chromium: str) -> tuple[float, float, int]:
+    """(engine tokens/s, end-to-end tokens/s, -1) with a real page; timing from the click to the final strip."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(600_000)
+        page.goto(url, wait_until="domcontentloaded")
+        page.wait_for_selector("#generate-btn")
+        page.locator("#prompt-box textarea").fill(prompt)
+        box = page.locator("#max-new input[type=number]")
+        box.fill(str(run.max_new_tokens))
+        box.press("Enter")
+        page.locator("#race-box input").uncheck()
+        page.locator("#ignore-eos-box input").check()
+        t0 = time.perf_counter()
+        page.click("#generate-btn")
+        page.wait_for_selector('#eagle-stats [data-state="done"]')
+        wall = time.perf_counter() - t0
+        text = page.locator("#eagle-stats").inner_text()
+        browser.close()
+    numbers = dict(re.findall(r"(EAGLE tok/s|new tokens)\s*\n?\s*([\d.]+)", text, flags=re.I))
+    numbers = {k.lower(): float(v) for k, v in numbers.items()}
+    return numbers["eagle tok/s"], numbers["new tokens"] / wall, -1
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--target", default=SHIPPED_TARGET)
+    ap.add_argument("--draft", default=SHIPPED_EAGLE1)
+    ap.add_argument("--prompt", default=PROMPT)
+    ap.add_argument("--max-new-tokens", type=int, default=256)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--browser", action="store_true", help="render in headless Chromium instead of gradio_client")
+    ap.add_argument("--chromium", default="/usr/bin/chromium")
+    ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's choice)")
+    args = ap.parse_args()
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    if not Path(args.target).exists() and args.target == SHIPPED_TARGET:
+        print(f"{args.target} does not exist yet; pass --target and --draft", file=sys.stderr)
+        return 2
+
+    key = make_key(args.target, args.draft, "", "auto", "auto", "")
+    session = REGISTRY.load(key)  # the app finds this same loaded model
+    run = RunConfig(max_new_tokens=args.max_new_tokens, ignore_eos=True, tree=TREE_PRESETS["cpu"],
+                    sampling=SamplingConfig())
+    ids = session.encode(args.prompt)
+    session.check_length(ids, run)
+    demo = build_app(key.target, key.draft)
+    port = free_port()
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **launch_options())
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        headless(session, ids, RunConfig(max_new_tokens=16, ignore_eos=True, tree=run.tree))  # warm up
+        head, ui, updates = [], [], []
+        for i in range(args.repeats):
+            order = ("headless", "ui") if i % 2 == 0 else ("ui", "headless")
+            for way in order:
+                if way == "headless":
+                    head.append(headless(session, ids, run))
+                elif args.browser:
+                    ui.append(through_browser(url, args.prompt, run, args.chromium)[:2])
+                else:
+                    engine, e2e, n = through_client(url, key.target, key.draft, args.prompt, run)
+                    ui.append((engine, e2e))
+                    updates.append(n)
+    finally:
+        demo.close()
+
+    def med(rows, i):
+        return statistics.median(r[i] for r in rows)
+
+    how = "headless Chromium" if args.browser else "gradio_client"
+    print(f"pair: {key.label()}  tree: {run.tree.label()}  new tokens: {args.max_new_tokens}  repeats: {args.repeats}")
+    print(f"UI read by {how}" + (f", {statistics.median(updates):.0f} streamed updates per run" if updates else ""))
+    print(f"{'':<22}{'headless':>10}{'through UI':>12}{'ratio':>8}")
+    for label, i in (("engine tokens/s", 0), ("end-to-end tokens/s", 1)):
+        h, u = med(head, i), med(ui, i)
+        print(f"{label:<22}{h:>10.1f}{u:>12.1f}{u / h:>8.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

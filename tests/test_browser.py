@@ -1,0 +1,136 @@
+"""The playground page end to end in a real headless Chromium (Debian's /usr/bin/chromium) via Playwright.
+
+EAGLE_DEMO_SCREENSHOTS=1 also saves assets/screenshots/playground.png and tree.png.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from test_ui_api import CODE_PROMPT, demo_pair, launch
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync"]
+SHOTS = Path(__file__).resolve().parent.parent / "assets" / "screenshots"
+TIMEOUT_MS = 120_000
+
+PLOT_POINTS = """(id) => {
+  const el = document.querySelector(`#${id} .js-plotly-plot`);
+  if (!el || !el.data) return -1;
+  return el.data.reduce((n, t) => n + ((t.x && t.x.length) || 0), 0);
+}"""
+TREE_TITLE = "() => { const el = document.querySelector('#plot-tree .js-plotly-plot'); " \
+             "return el && el.layout && el.layout.title ? el.layout.title.text : ''; }"
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory):
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
+    from eagle_demo.ui import REGISTRY
+
+    pair = demo_pair(tmp_path_factory.mktemp("pair"))
+    demo, url = launch(*pair)
+    try:
+        yield url, pair[0]
+    finally:
+        demo.close()
+        REGISTRY.clear()
+
+
+@pytest.fixture(scope="module")
+def browser(app_url):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture
+def page(browser, app_url):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(app_url[0], wait_until="domcontentloaded")
+    page.wait_for_selector("#generate-btn")
+    yield page
+    page.close()
+
+
+def set_number(page, elem_id: str, value: int) -> None:
+    box = page.locator(f"#{elem_id} input[type=number]")
+    box.fill(str(value))
+    box.press("Enter")
+
+
+def wait_state(page, *states: str) -> None:
+    page.wait_for_selector(", ".join(f'#eagle-stats [data-state="{s}"]' for s in states))
+
+
+def test_generate_shows_provenance_charts_and_tree(page):
+    page.click("#load-btn")
+    page.wait_for_selector("#report :text('EAGLE-1/2 head')")
+    page.locator("#prompt-box textarea").fill(CODE_PROMPT)
+    assert page.locator("#race-box input").is_checked()
+    assert page.locator("#rejected-box input").is_checked()
+    set_number(page, "max-new", 64)
+    page.click("#generate-btn")
+    wait_state(page, "done")
+
+    out = page.locator("#eagle-output")
+    for kind in ("tok-prefill", "tok-accepted", "tok-bonus", "tok-rejected"):
+        assert out.locator(f".{kind}").count() > 0, kind
+    assert "draft p" in out.locator(".tok-accepted").first.get_attribute("title")
+    stats = page.locator("#eagle-stats").inner_text()
+    assert "IDENTICAL TO BASELINE" in stats.upper() and "yes" in stats
+
+    assert page.locator(".js-plotly-plot").count() >= 5
+    for plot in ("plot-time", "plot-accept", "plot-depth", "plot-split", "plot-tree"):
+        assert page.evaluate(PLOT_POINTS, plot) > 0, plot
+    names = page.evaluate("() => document.querySelector('#plot-time .js-plotly-plot').data.map(t => t.name)")
+    assert names == ["EAGLE", "baseline (plain decoding)"]
+
+    if os.environ.get("EAGLE_DEMO_SCREENSHOTS") == "1":  # the tree shows the round with the longest accepted path
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / "playground.png"), full_page=True)
+        page.locator("#plot-tree").screenshot(path=str(SHOTS / "tree.png"))
+
+    shown = page.evaluate(TREE_TITLE)
+    other = 1 if not shown.startswith("Round 1:") else 0
+    set_number(page, "round-slider", other)
+    page.wait_for_function(f"() => ({TREE_TITLE})().startsWith('Round {other}:')")
+    traces = page.evaluate("() => document.querySelector('#plot-tree .js-plotly-plot').data.map(t => t.name)")
+    assert {"accepted path", "root", "target token"} <= set(traces)
+
+
+def long_run(target: str) -> int:
+    """Max new tokens for a run that lasts seconds even on a fast machine, within the target's context."""
+    context = json.loads((Path(target) / "config.json").read_text())["max_position_embeddings"]
+    return max(64, min(8000, context - 128))
+
+
+def test_stop_then_generate_again(page, app_url):
+    page.locator("#prompt-box textarea").fill(CODE_PROMPT)
+    set_number(page, "max-new", long_run(app_url[1]))
+    page.locator("#ignore-eos-box input").check()
+    page.click("#generate-btn")
+    wait_state(page, "running", "baseline")
+    page.click("#stop-btn")
+    wait_state(page, "stopped")
+    assert page.locator("#eagle-output .tok").count() > 0
+
+    set_number(page, "max-new", 24)
+    page.locator("#ignore-eos-box input").uncheck()
+    page.click("#generate-btn")
+    wait_state(page, "done")
+    stats = page.locator("#eagle-stats").inner_text()
+    assert "yes" in stats  # identical to baseline
+    assert page.locator("#eagle-output .tok-prefill").count() == 1

@@ -1,0 +1,211 @@
+"""The app's named API endpoints through gradio_client against a launched server on localhost.
+
+Uses the shipped tiny pair when assets/tiny-target exists, otherwise a random pair written to a temp
+folder (`demo_pair`, also used by test_browser.py): a tiny Llama target with a byte-level BPE tokenizer and
+an EAGLE-1 draft in the raw yuhuili layout (config.json + pytorch_model.bin, no input_layernorm) that is
+built to agree with the target often, so accepted, rejected and bonus tokens all occur.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+import torch
+
+from eagle_demo.session import SHIPPED_EAGLE1, SHIPPED_TARGET
+
+SUITE = Path(__file__).resolve().parent.parent / "assets" / "prompts" / "suite.jsonl"
+CODE_PROMPT = 'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n'
+
+
+def shipped_pair() -> tuple[str, str] | None:
+    ok = all((Path(p) / "config.json").is_file() for p in (SHIPPED_TARGET, SHIPPED_EAGLE1))
+    return (SHIPPED_TARGET, SHIPPED_EAGLE1) if ok else None
+
+
+def write_random_pair(root: Path, hidden: int = 64) -> tuple[str, str]:
+    """A random target whose next token depends mostly on the current one (attention and MLP outputs scaled
+    down), and an EAGLE-1 draft whose fc passes the token embedding through: it predicts what the target
+    would say after that token, so it is right most of the time and wrong sometimes."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    from fixtures import tiny_target
+
+    texts = [json.loads(line)["prompt"] for line in SUITE.read_text(encoding="utf-8").splitlines() if line.strip()]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<|endoftext|>"], show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(texts * 3, trainer=trainer)
+    vocab = tok.get_vocab_size()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>", eos_token="<|endoftext|>")
+
+    target = tiny_target("llama", layers=2, hidden=hidden, vocab=vocab, eos=0)
+    with torch.no_grad():
+        for layer in target.model.layers:
+            layer.self_attn.o_proj.weight.mul_(0.15)
+            layer.mlp.down_proj.weight.mul_(0.15)
+        target.lm_head.weight.mul_(8.0)  # peaked distributions, like a trained model
+    target.config.max_position_embeddings = 16384  # room for long runs (the browser test stops one)
+    target_dir = root / "target"
+    target.save_pretrained(target_dir)
+    fast.save_pretrained(target_dir)
+
+    torch.manual_seed(5)
+    h, inter = hidden, 2 * hidden
+    sd = {"fc.weight": 16 * torch.cat([torch.eye(h), torch.zeros(h, h)], 1), "fc.bias": torch.zeros(h),
+          "embed_tokens.weight": target.model.embed_tokens.weight.detach().clone()}
+    p = "layers.0."
+    for name, shape in (("self_attn.q_proj", (h, h)), ("self_attn.k_proj", (h, h)), ("self_attn.v_proj", (h, h)),
+                        ("mlp.gate_proj", (inter, h)), ("mlp.up_proj", (inter, h))):
+        sd[p + name + ".weight"] = torch.randn(*shape) * 0.1
+    sd[p + "self_attn.o_proj.weight"] = torch.zeros(h, h)
+    sd[p + "mlp.down_proj.weight"] = torch.zeros(h, inter)
+    sd[p + "post_attention_layernorm.weight"] = torch.ones(h)
+    draft_dir = root / "draft"
+    draft_dir.mkdir(parents=True, exist_ok=True)
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": h,
+              "intermediate_size": inter, "num_attention_heads": 4, "num_key_value_heads": 4,
+              "num_hidden_layers": 1, "max_position_embeddings": 2048, "rms_norm_eps": 1e-6, "vocab_size": vocab,
+              "pad_token_id": 0, "bos_token_id": 0, "eos_token_id": 0, "tie_word_embeddings": False,
+              "torch_dtype": "float32"}
+    (draft_dir / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    torch.save(sd, draft_dir / "pytorch_model.bin")
+    return str(target_dir), str(draft_dir)
+
+
+def demo_pair(root: Path) -> tuple[str, str]:
+    return shipped_pair() or write_random_pair(root)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(target: str, draft: str):
+    """build_app on a free localhost port; returns (demo, url)."""
+    from eagle_demo.ui import build_app, launch_options
+
+    demo = build_app(target, draft)
+    port = free_port()
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+                **launch_options())
+    return demo, f"http://127.0.0.1:{port}/"
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    from gradio_client import Client
+
+    from eagle_demo.ui import REGISTRY
+
+    target, draft = demo_pair(tmp_path_factory.mktemp("pair"))
+    demo, url = launch(target, draft)
+    try:
+        yield Client(url, verbose=False), target, draft
+    finally:
+        demo.close()
+        REGISTRY.clear()
+
+
+def test_endpoints_are_named(app):
+    client, _, _ = app
+    names = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
+    assert {"/load", "/generate"} <= names
+
+
+def test_load_returns_the_report(app):
+    client, target, draft = app
+    markdown, report = client.predict(target, draft, "", "auto", "cpu", api_name="/load")
+    assert report["family"] == "eagle1" and report["loadable"] and report["device"] == "cpu"
+    assert "EAGLE-1/2 head" in markdown and "**Adaptations**" in markdown
+
+
+def test_generate_greedy_race_is_lossless(app):
+    client, _, _ = app
+    text, stats = client.predict(CODE_PROMPT, 40, api_name="/generate")
+    assert text.strip() and stats["text"] == text
+    assert stats["identical_to_baseline"] is True
+    assert stats["new_tokens"] == len(stats["token_ids"]) > 1
+    assert stats["tau"] >= 1.0 and stats["rounds"] >= 1
+    assert stats["tokens_per_second"] > 0 and stats["speedup"] > 0 and stats["baseline_tokens_per_second"] > 0
+    assert stats["draft_family"] == "eagle1" and len(stats["acceptance_by_depth"]) >= 1
+
+
+def test_generate_chain_sampled_without_race(app):
+    client, _, _ = app
+    text, stats = client.predict("class Stack:", 24, 0.8, 0.9, 20, 7, "chain", 5, 4, 16, 3, False,
+                                 api_name="/generate")
+    assert stats["tree"] == "chain k=3" and stats["speedup"] is None and stats["identical_to_baseline"] is None
+    assert stats["new_tokens"] >= 1
+
+
+def test_errors_are_one_line_and_the_app_keeps_serving(app, tmp_path):
+    from gradio_client.exceptions import AppError
+
+    client, target, draft = app
+    with pytest.raises(AppError, match="the prompt is empty") as empty:
+        client.predict("   ", 16, api_name="/generate")
+    missing = tmp_path / "no-such-draft"
+    with pytest.raises(AppError, match="no-such-draft") as bad_draft:
+        client.predict(target, str(missing), "", "auto", "cpu", api_name="/load")
+    with pytest.raises(AppError, match="depth"):
+        client.predict(CODE_PROMPT, 16, depth=0, api_name="/generate")
+    for err in (empty, bad_draft):
+        message = str(err.value)
+        assert "\n" not in message.strip() and "Traceback" not in message
+    # the failed load kept the working pair; generation still works right after the errors
+    text, stats = client.predict(CODE_PROMPT, 16, api_name="/generate")
+    assert text and stats["identical_to_baseline"] is True
+
+
+def test_streaming_endpoint_loads_lazily_and_renders_spans(app):
+    from eagle_demo.ui import REGISTRY, TREE_MODE
+
+    client, target, draft = app
+    REGISTRY.clear()  # the page's Generate loads the pair itself
+    job = client.submit(target, draft, "", "auto", "cpu", "", CODE_PROMPT, False, 32, 0.0, 1.0, 0, 0,
+                        TREE_MODE, 5, 4, 16, 4, True, True, False, api_name="/generate_stream")
+    final = job.result(timeout=120)
+    tokens_html, stats_html = final[0], final[1]
+    assert "earlier tokens" not in tokens_html  # the final view is complete
+    assert 'class="tok tok-prefill"' in tokens_html and "tok-bonus" in tokens_html
+    assert 'data-state="done"' in stats_html and ">yes<" in stats_html
+    assert "EAGLE-1/2 head" in final[10]  # the report of the lazily loaded pair (gr.State outputs are left out)
+
+
+def test_two_clients_share_the_pair_and_queue(app):
+    from gradio_client import Client
+
+    client, _, _ = app
+    other = Client(client.src, verbose=False)
+    jobs = [c.submit(CODE_PROMPT, 24, api_name="/generate") for c in (client, other)]
+    results = [job.result(timeout=120) for job in jobs]
+    assert all(stats["identical_to_baseline"] is True for _, stats in results)
+    assert results[0][1]["token_ids"] == results[1][1]["token_ids"]
+
+
+def test_loading_another_pair_frees_the_first(app, tmp_path):
+    import gc
+    import weakref
+
+    from eagle_demo.ui import REGISTRY, make_key
+
+    _, target, draft = app
+    first = make_key(target, draft, "", "auto", "cpu")
+    model = weakref.ref(REGISTRY.load(first).pair.target)
+    with pytest.raises(ValueError):  # a failed load leaves the loaded pair alone
+        REGISTRY.load(make_key(target, str(tmp_path / "missing"), "", "auto", "cpu"))
+    assert REGISTRY.current() == first
+    second = make_key(target, draft, "", "float32", "cpu")  # another key: a separate load
+    REGISTRY.load(second)
+    gc.collect()
+    assert REGISTRY.get(first) is None and REGISTRY.current() == second
+    assert model() is None
