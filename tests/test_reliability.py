@@ -1,0 +1,182 @@
+"""Bad input never breaks the app: a catalogue of bad inputs through the named API endpoints, each a
+one-line error followed by a correct generation; concurrent clients; repeated stops."""
+
+import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import torch
+
+from eagle_demo.config import RunConfig
+from eagle_demo.session import SHIPPED_EAGLE1, SHIPPED_TARGET, load_session
+from layouts import (eagle1_weights, llama_config, write_bin, write_json, write_medusa, write_raw_eagle1,
+                     write_safetensors, write_vicuna_eagle1)
+from test_ui_api import launch
+
+PROMPT = "def fibonacci(n):\n"
+
+
+def _compatible(folder, **mutate):
+    """An EAGLE-1 draft shaped for the shipped target (hidden 192, vocab 4096)."""
+    sd = eagle1_weights(hidden=192, vocab=4096, heads=6, kv=2, inter=512)
+    for key, value in mutate.items():
+        sd[key.replace("__", ".")] = value
+    return write_raw_eagle1(folder, sd, llama_config(hidden=192, vocab=4096, heads=6, kv=2, inter=512))
+
+
+def _bad_drafts(root):
+    """(name, draft folder or id, expected fragment or None)."""
+    cases = []
+    cases.append(("missing folder", str(root / "nope"), "no such folder"))
+    cases.append(("invalid repo id", "a/b/c/d", None))
+    cases.append(("uncached repo offline", "someone-unknown/not-cached-eagle", "offline"))
+    empty = root / "empty"
+    empty.mkdir()
+    write_json(empty, llama_config())
+    cases.append(("no weights", str(empty), "no weight files"))
+    notjson = root / "notjson"
+    notjson.mkdir()
+    (notjson / "config.json").write_text("{not json")
+    cases.append(("config not JSON", str(notjson), "not valid JSON"))
+    cases.append(("medusa", str(write_medusa(root / "medusa")), "Medusa"))
+    cases.append(("full LM as draft", SHIPPED_TARGET, "causal LM"))
+    cases.append(("hidden mismatch", str(write_vicuna_eagle1(root / "small")), None))
+    cases.append(("NaN weights", str(_compatible(root / "nan", fc__weight=torch.full((192, 384), float("nan")))), "NaN"))
+    trunc = _compatible(root / "trunc")
+    data = (trunc / "pytorch_model.bin").read_bytes()
+    (trunc / "pytorch_model.bin").write_bytes(data[: len(data) // 2])
+    cases.append(("truncated bin", str(trunc), None))
+    sft = root / "sft"
+    sft.mkdir()
+    write_json(sft, llama_config(hidden=192, vocab=4096, heads=6, kv=2, inter=512))
+    (sft / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{garbage")
+    cases.append(("corrupted safetensors", str(sft), None))
+    return cases
+
+
+BAD_GENERATE = [
+    ("empty prompt", dict(prompt=""), "empty"),
+    ("blank prompt", dict(prompt="  \n\t "), "empty"),
+    ("max_new_tokens 0", dict(max_new_tokens=0), "max_new_tokens"),
+    ("absurd max_new_tokens", dict(max_new_tokens=10**9), "max_new_tokens"),
+    ("negative temperature", dict(temperature=-1.0), "temperature"),
+    ("huge temperature", dict(temperature=1e6), "temperature"),
+    ("top_p 0", dict(temperature=0.7, top_p=0.0), "top_p"),
+    ("top_p 2", dict(temperature=0.7, top_p=2.0), "top_p"),
+    ("negative top_k", dict(temperature=0.7, top_k=-5), "top_k"),
+    ("negative seed", dict(temperature=0.7, seed=-1), "seed"),
+    ("depth 0", dict(depth=0), "depth"),
+    ("depth 1000", dict(depth=1000), "depth"),
+    ("total tokens 1", dict(total_tokens=1), "total_tokens"),
+    ("draft top_k 0", dict(draft_top_k=0), "top_k"),
+    ("chain k 0", dict(draft_mode="chain", chain_k=0), "chain"),
+    ("prompt longer than the context", dict(prompt="x = 1\n" * 3000), "context"),
+    ("chat template missing", dict(chat=True), "chat template"),
+]
+
+
+@pytest.fixture(scope="module")
+def served():
+    from gradio_client import Client
+
+    from eagle_demo.ui import REGISTRY
+
+    demo, url = launch(SHIPPED_TARGET, SHIPPED_EAGLE1)
+    client = Client(url, verbose=False)
+    client.predict(SHIPPED_TARGET, SHIPPED_EAGLE1, "", "auto", "cpu", api_name="/load")
+    reference = client.predict(PROMPT, 16, api_name="/generate")[1]["token_ids"]
+    try:
+        yield client, reference
+    finally:
+        demo.close()
+        REGISTRY.clear()
+
+
+def _still_serving(client, reference):
+    _, stats = client.predict(PROMPT, 16, api_name="/generate")
+    assert stats["token_ids"] == reference and stats["identical_to_baseline"] is True
+
+
+def _assert_one_line(err, fragment):
+    message = str(err.value).strip()
+    assert message and "\n" not in message and "Traceback" not in message, message
+    if fragment:
+        assert fragment.lower() in message.lower(), message
+
+
+def test_bad_loads_are_one_liners_and_the_pair_keeps_serving(served, tmp_path):
+    from gradio_client.exceptions import AppError
+
+    client, reference = served
+    cases = _bad_drafts(tmp_path) + [
+        ("float16 on cpu", SHIPPED_EAGLE1, "float16"),
+        ("cuda without a GPU", SHIPPED_EAGLE1, "CUDA") if not torch.cuda.is_available() else None,
+    ]
+    for case in filter(None, cases):
+        name, draft, fragment = case
+        dtype = "float16" if name == "float16 on cpu" else "auto"
+        device = "cuda" if name == "cuda without a GPU" else "cpu"
+        with pytest.raises(AppError) as err:
+            client.predict(SHIPPED_TARGET, draft, "", dtype, device, api_name="/load")
+        _assert_one_line(err, fragment)
+        _still_serving(client, reference)
+    with pytest.raises(AppError) as err:
+        client.predict(str(tmp_path / "no-target"), SHIPPED_EAGLE1, "", "auto", "cpu", api_name="/load")
+    _assert_one_line(err, "no such folder")
+    _still_serving(client, reference)
+
+
+@pytest.mark.parametrize("name,overrides,fragment", BAD_GENERATE, ids=[c[0] for c in BAD_GENERATE])
+def test_bad_generation_inputs(served, name, overrides, fragment):
+    from gradio_client.exceptions import AppError
+
+    client, reference = served
+    kwargs = dict(prompt=PROMPT, max_new_tokens=16)
+    kwargs.update(overrides)
+    with pytest.raises(AppError) as err:
+        client.predict(**kwargs, api_name="/generate")
+    _assert_one_line(err, fragment)
+    _still_serving(client, reference)
+
+
+def test_unicode_and_control_characters_are_generated_and_escaped(served):
+    client, reference = served
+    text, stats = client.predict("s = 'héllo ✓ \x07\x1b[31m <b>&amp;</b>'\n", 12, api_name="/generate")
+    assert stats["identical_to_baseline"] is True and stats["new_tokens"] >= 1
+    _still_serving(client, reference)
+
+
+def test_eight_concurrent_clients_get_the_same_output_as_alone(served):
+    from gradio_client import Client
+
+    client, _ = served
+    prompts = ["def fibonacci(n):\n", "class Stack:\n", "import os\n\n", "def read_config(path):\n"]
+    alone = {p: client.predict(p, 20, api_name="/generate")[1]["token_ids"] for p in prompts}
+    clients = [Client(client.src, verbose=False) for _ in range(8)]
+
+    def work(i):
+        out = []
+        for j in range(3):
+            p = prompts[(i + j) % len(prompts)]
+            out.append((p, clients[i].predict(p, 20, api_name="/generate")[1]["token_ids"]))
+        return out
+
+    with ThreadPoolExecutor(8) as pool:
+        results = [r for chunk in pool.map(work, range(8)) for r in chunk]
+    assert len(results) == 24
+    assert all(ids == alone[p] for p, ids in results)
+
+
+def test_twenty_stops_then_correct_generations():
+    session = load_session(SHIPPED_TARGET, SHIPPED_EAGLE1, device="cpu", dtype="float32")
+    ids = session.encode(PROMPT)
+    run = RunConfig(max_new_tokens=48)
+    reference = list(session.stream(ids, run, "baseline"))[-1].token_ids
+    for i in range(20):
+        stop = threading.Event()
+        for event in session.stream(ids, RunConfig(max_new_tokens=400), "eagle", stop):
+            if type(event).__name__ == "Round" and event.index == i % 3:
+                stop.set()
+        assert event.reason == "stopped"
+        assert list(session.stream(ids, run, "eagle"))[-1].token_ids == reference
