@@ -200,3 +200,21 @@ def test_memory_stays_flat_over_repeated_generations():
     gc.collect()
     growth = (psutil.Process().memory_info().rss - start) / start
     assert growth < 0.05, f"RSS grew {growth:.1%}"
+
+
+def test_load_during_a_generation_waits_and_never_disturbs_it(served):
+    from gradio_client import Client
+
+    from eagle_demo.session import SHIPPED_EAGLE3
+
+    client, reference = served
+    alone = client.predict(PROMPT, 96, api_name="/generate")[1]["token_ids"]
+    other = Client(client.src, verbose=False)
+    running = client.submit(PROMPT, 96, api_name="/generate")
+    loading = other.submit(SHIPPED_TARGET, SHIPPED_EAGLE3, "", "auto", "cpu", api_name="/load")
+    _, report = loading.result(timeout=300)  # queued behind the generation (same concurrency id, limit 1)
+    _, stats = running.result(timeout=300)
+    assert stats["token_ids"] == alone and stats["identical_to_baseline"] is True
+    assert report["family"] == "eagle3"
+    client.predict(SHIPPED_TARGET, SHIPPED_EAGLE1, "", "auto", "cpu", api_name="/load")
+    _still_serving(client, reference)
