@@ -1,8 +1,16 @@
 """Train the byte-level BPE tokenizer shared by the tiny target and its draft heads.
 
-* ``tokenizers`` BPE model over bytes: Llama-3's split regex (see :data:`SPLIT_PATTERN`) followed
-  by the ``ByteLevel`` pre-tokenizer (no prefix space), and the ``ByteLevel`` decoder, so
-  ``decode(encode(x)) == x`` for any Unicode string;
+* ``tokenizers`` BPE model over bytes with the ``ByteLevel`` decoder, so
+  ``decode(encode(x)) == x`` for any Unicode string. Pre-tokenisation (``--split``):
+
+  - ``gpt2`` (default; the shipped ``assets/tiny-target`` uses it): the GPT-2 regex of the
+    ``ByteLevel`` pre-tokenizer (no prefix space). A line break merges with the indentation that
+    follows it (``"):" | "\\n   " | " return"``), so a prompt that ends in ``"\\n"`` ends on a
+    token the model only ever saw before an unindented line: ``"def fibonacci(n):\\n"`` is
+    continued with another unindented ``def``. Prompts that end on a code character are fine.
+  - ``llama3``: Llama-3's split regex (:data:`SPLIT_PATTERN`) before ``ByteLevel``; line breaks
+    never merge with the following indentation, so the same prompt gets an indented body.
+    Written to ``~/.cache/eagle_demo/tokenizer-llama3`` by default.
 * vocabulary of :data:`VOCAB_SIZE` = 4096 entries (the 256 byte symbols are always present);
 * one special token, ``<|endoftext|>`` with id 0, used as BOS, EOS and pad. Like the Llama
   tokenizers, a BOS is prepended by the post-processor (``add_bos_token: true``), so
@@ -13,8 +21,10 @@ Trained on the training split written by :mod:`eagle_demo.training.corpus` only.
 folder holds ``tokenizer.json``, ``tokenizer_config.json`` and ``special_tokens_map.json`` and loads
 with ``transformers.AutoTokenizer.from_pretrained(folder)`` as a ``PreTrainedTokenizerFast``.
 
-Run ``python -m eagle_demo.training.tokenizer [--corpus DIR] [--out DIR]`` (default output
-``~/.cache/eagle_demo/tokenizer/``; the target export copies the files next to the model).
+Run ``python -m eagle_demo.training.tokenizer [--split gpt2|llama3] [--corpus DIR] [--out DIR]``
+(default output ``~/.cache/eagle_demo/tokenizer/``; the target export copies the files next to
+the model). Training is deterministic: the default run reproduces
+``assets/tiny-target/tokenizer.json`` byte for byte.
 """
 
 from __future__ import annotations
@@ -28,7 +38,9 @@ from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, proce
 from eagle_demo.training.corpus import SEPARATOR, default_cache_dir, default_corpus_dir, read_split
 
 VOCAB_SIZE = 4096
-# Llama-3's pre-tokenisation pattern. Unlike GPT-2's, a line break never merges with the
+SPLITS = ("gpt2", "llama3")
+DEFAULT_SPLIT = "gpt2"
+# Llama-3's pre-tokenisation pattern (``--split llama3``). Unlike GPT-2's, a line break never merges with the
 # indentation that follows it ("):\n" | "   " | " return"), so a prompt that ends in "\n" (like
 # "def fibonacci(n):\n") ends on the same token boundary the model saw in training and the model
 # goes on to indent the body instead of believing the next line is unindented.
@@ -51,24 +63,30 @@ ROUND_TRIP_SAMPLES = [
 ]
 
 
-def default_tokenizer_dir() -> Path:
-    return default_cache_dir() / "tokenizer"
+def default_tokenizer_dir(split: str = DEFAULT_SPLIT) -> Path:
+    return default_cache_dir() / ("tokenizer" if split == DEFAULT_SPLIT else f"tokenizer-{split}")
 
 
-def build_tokenizer() -> Tokenizer:
+def build_tokenizer(split: str = DEFAULT_SPLIT) -> Tokenizer:
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(SPLIT_PATTERN), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
+    if split == "gpt2":
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    elif split == "llama3":
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(SPLIT_PATTERN), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ])
+    else:
+        raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
     tok.decoder = decoders.ByteLevel()
     return tok
 
 
-def train_tokenizer(corpus_dir: Path | None = None, vocab_size: int = VOCAB_SIZE) -> Tokenizer:
+def train_tokenizer(corpus_dir: Path | None = None, vocab_size: int = VOCAB_SIZE,
+                    split: str = DEFAULT_SPLIT) -> Tokenizer:
     corpus_dir = Path(corpus_dir) if corpus_dir else default_corpus_dir()
     docs = read_split(corpus_dir / "train.txt")
-    tok = build_tokenizer()
+    tok = build_tokenizer(split)
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         min_frequency=2,
@@ -118,7 +136,17 @@ def save_tokenizer(tok: Tokenizer, out_dir: Path) -> Path:
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 
-def verify_tokenizer(folder: Path, extra_samples: list[str] = ()) -> dict:
+def line_boundaries_stable(hf) -> bool:
+    """Whether prompts ending in a line break tokenize as a prefix of their continuation."""
+    for prompt, rest in (("def fibonacci(n):\n", "    if n < 2:\n"), ("import os\n\n", "import sys\n"),
+                         ("class Stack:\n", '    """A stack."""\n'), ("x = 1\n", "    y = 2\n")):
+        a, b = hf(prompt)["input_ids"], hf(prompt + rest)["input_ids"]
+        if b[:len(a)] != a:
+            return False
+    return True
+
+
+def verify_tokenizer(folder: Path, extra_samples: list[str] = (), split: str = DEFAULT_SPLIT) -> dict:
     """Load ``folder`` through ``AutoTokenizer`` and check special tokens and round trips."""
     from transformers import AutoTokenizer
 
@@ -135,36 +163,38 @@ def verify_tokenizer(folder: Path, extra_samples: list[str] = ()) -> dict:
         assert hf.decode(ids[1:]) == text, repr(text[:60])
         assert hf(text, add_special_tokens=False)["input_ids"] == ids[1:]
         assert raw.decode(raw.encode(text, add_special_tokens=False).ids) == text
-    # prompts ending in a line break tokenize as a prefix of their natural continuation
-    for prompt, rest in (("def fibonacci(n):\n", "    if n < 2:\n"), ("import os\n\n", "import sys\n"),
-                         ("class Stack:\n", '    """A stack."""\n'), ("x = 1\n", "    y = 2\n")):
-        a, b = hf(prompt)["input_ids"], hf(prompt + rest)["input_ids"]
-        assert b[:len(a)] == a, (prompt, a, b)
+    stable = line_boundaries_stable(hf)
+    if split == "llama3":
+        assert stable, "llama3 split must keep line breaks apart from indentation"
     # the separator inside text is recognised as the single special token
     ids = hf("a\n" + SPECIAL_TOKEN + "b", add_special_tokens=False)["input_ids"]
     assert SPECIAL_ID in ids, ids
-    return {"class": type(hf).__name__, "vocab": len(hf)}
+    return {"class": type(hf).__name__, "vocab": len(hf), "line_boundaries_stable": stable}
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--corpus", type=Path, default=None, help=f"corpus dir (default {default_corpus_dir()})")
-    ap.add_argument("--out", type=Path, default=None, help=f"output dir (default {default_tokenizer_dir()})")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="output dir (default ~/.cache/eagle_demo/tokenizer, or tokenizer-<split>)")
+    ap.add_argument("--split", choices=SPLITS, default=DEFAULT_SPLIT, help="pre-tokenisation regex")
     ap.add_argument("--vocab-size", type=int, default=VOCAB_SIZE)
     args = ap.parse_args(argv)
     corpus_dir = args.corpus or default_corpus_dir()
-    out = args.out or default_tokenizer_dir()
-    tok = train_tokenizer(corpus_dir, args.vocab_size)
+    out = args.out or default_tokenizer_dir(args.split)
+    tok = train_tokenizer(corpus_dir, args.vocab_size, args.split)
     save_tokenizer(tok, out)
     val_docs = read_split(Path(corpus_dir) / "val.txt")
-    info = verify_tokenizer(out, extra_samples=val_docs[:5])
+    info = verify_tokenizer(out, extra_samples=val_docs[:5], split=args.split)
     stats = {}
     for split in ("train", "val"):
         text = (Path(corpus_dir) / f"{split}.txt").read_text(encoding="utf-8")
         n_tok = len(tok.encode(text, add_special_tokens=False).ids)
         stats[split] = (len(text), n_tok)
         print(f"{split}: {len(text):,} chars -> {n_tok:,} tokens ({len(text) / n_tok:.2f} chars/token)")
-    print(f"tokenizer ({info['class']}, vocab {info['vocab']}) written to {out}; round trips OK")
+    print(f"tokenizer ({info['class']}, vocab {info['vocab']}, split {args.split}) written to {out}; "
+          f"round trips OK; prompts ending in a line break keep their token boundary: "
+          f"{info['line_boundaries_stable']}")
 
 
 if __name__ == "__main__":
