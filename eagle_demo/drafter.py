@@ -59,6 +59,7 @@ class Drafter:
         scores, logps = [logp[0]], [logp[0]]
         frontier = torch.arange(k, device=dev)  # candidate indices of the nodes to expand next
         frontier_scores = logp[0]  # [k]
+        frontier_tokens = ids[0]  # [k]
         frontier_hidden = self.last_g[None].expand(k, -1)  # [k, H]
         parent_rows = torch.zeros(k, 0, dtype=torch.bool, device=dev)  # [k, added]
         added, offset = 0, k
@@ -68,7 +69,7 @@ class Drafter:
             chain = n == 1 and bool(block.all())  # a single node whose tree keys are all its ancestors
             mask = None if chain else tree_attention_mask(self.length, block, self.dtype)  # [1, 1, n, P+added+n]
             positions = torch.full((n,), self.length + step - 2, device=dev)  # siblings share a position
-            g = head(frontier_hidden, torch.cat(tokens)[frontier], positions, self.cache, mask)  # [n, H]
+            g = head(frontier_hidden, frontier_tokens, positions, self.cache, mask)  # [n, H]
             added += n
             logp, ids = head.topk(g, k)  # [n, k], [n, k]
             cum = frontier_scores[:, None] + logp  # [n, k]
@@ -81,6 +82,7 @@ class Drafter:
             local_parent = top.indices // k  # [k] which fed node each new frontier node hangs from
             frontier = offset + top.indices
             frontier_scores = top.values
+            frontier_tokens = ids.reshape(-1)[top.indices]  # [k]
             frontier_hidden = g[local_parent]  # [k, H]
             parent_rows = block[local_parent]  # [k, added]
             offset += n * k

@@ -54,7 +54,7 @@ class Session:
                 raise PromptError("this tokenizer has no chat template; turn the chat template off")
             ids = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
                                           tokenize=True)
-            if isinstance(ids, dict) or hasattr(ids, "keys"):
+            if hasattr(ids, "keys"):  # some tokenizers return a BatchEncoding
                 ids = ids["input_ids"]
             return [int(i) for i in ids]
         return [int(i) for i in tok.encode(prompt)]
