@@ -9,10 +9,10 @@ next feature whose logits propose depth-1 tokens.
 from __future__ import annotations
 
 import torch
-from transformers import DynamicCache
 
 from .config import TreeConfig
 from .drafts.base import DraftHead
+from .kv import BufferCache
 from .target import tree_attention_mask
 from .tree import Candidates, DraftTree, select_tree
 
@@ -25,7 +25,7 @@ class Drafter:
         self.reset()
 
     def reset(self) -> None:
-        self.cache = DynamicCache()
+        self.cache = BufferCache()
         self.length = 0
         self.last_g: torch.Tensor | None = None  # [H]
 

@@ -1,7 +1,7 @@
 """Run a stock transformers causal LM as the target: prefill, decode, tree forward, cache compaction.
 
 No forked modeling code: the model's own base model runs with a 4-D additive attention mask and
-explicit depth-based position ids; its `DynamicCache` is compacted in place after each round.
+explicit depth-based position ids; its KV cache (`kv.BufferCache`) is compacted in place after each round.
 
 Features handed to the draft:
 - EAGLE-1/2: the post-norm last hidden state (exactly what the lm_head sees).
@@ -14,7 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from transformers import DynamicCache, PreTrainedModel
+from transformers import PreTrainedModel
+
+from .kv import BufferCache
 
 __all__ = ["TargetRunner", "TargetOutput", "tree_attention_mask"]
 
@@ -48,7 +50,7 @@ class TargetRunner:
         self.lm_head = model.get_output_embeddings()
         self.feature_layers = feature_layers
         self.num_layers = int(model.config.get_text_config().num_hidden_layers)
-        self.cache = DynamicCache()
+        self.cache = BufferCache()
         self.length = 0  # committed positions held in the cache
 
     @property
@@ -60,7 +62,7 @@ class TargetRunner:
         return self.lm_head.weight.dtype
 
     def reset(self) -> None:
-        self.cache = DynamicCache()
+        self.cache = BufferCache()
         self.length = 0
 
     def set_feature_layers(self, layers: tuple[int, ...] | None) -> None:
