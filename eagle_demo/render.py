@@ -300,6 +300,7 @@ def summary(eagle: RunView, baseline: RunView | None, greedy: bool, text: str = 
     return {
         "text": text,
         "token_ids": list(eagle.token_ids),
+        "prompt_tokens": eagle.start.prompt_tokens if eagle.start else 0,
         "new_tokens": len(eagle.token_ids),
         "rounds": e.rounds,
         "tau": e.tau,

@@ -366,6 +366,10 @@ def _decoder(key: PairKey | None) -> render.TextCache:
     return render.TextCache(session.decode)
 
 
+def _has_chat_template(session: Session) -> bool:
+    return bool(getattr(session.tokenizer, "chat_template", None))
+
+
 def _default_preset(device_type: str, family: str = "") -> str:
     if device_type == "cpu":
         return "cpu"
@@ -560,7 +564,7 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
             session = REGISTRY.get(key) if key is not None else None
             if session is None:
                 return (gr.skip(),) * 7
-            has_template = bool(getattr(session.tokenizer, "chat_template", None))
+            has_template = _has_chat_template(session)
             family = session.pair.head.family if session.pair.head is not None else ""
             name = _default_preset(session.pair.target.device.type, family)
             return (gr.update(value=has_template, interactive=has_template), name, *_tree_values(name))
@@ -590,7 +594,7 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
                          render.acceptance_depth_figure(eagle), render.time_split_figure(eagle)]
             else:
                 head += [gr.skip()] * 4
-            report = list(loaded) if loaded else [gr.skip(), gr.skip(), gr.skip()]
+            report = list(loaded) if loaded else [gr.skip()] * 4
             if not final:
                 return (*head, gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), *report)
             pick = _best_round(eagle)
@@ -611,7 +615,11 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
             key = make_key(target_text, draft_text, revision_text, dtype_name, device_name, draft_revision_text)
             was_loaded = REGISTRY.get(key) is not None
             session = ensure(key, progress)
-            loaded = None if was_loaded else (render.report_markdown(session.report), session.report.to_dict(), key)
+            loaded = None
+            if not was_loaded:  # this Generate loaded the pair: the chat default Load would have set applies
+                chat_on = _has_chat_template(session)
+                loaded = (render.report_markdown(session.report), session.report.to_dict(), key,
+                          gr.update(value=chat_on, interactive=chat_on))
             tree = make_tree(mode_value, depth_value, topk_value, total_value, chain_value)
             run = make_run(max_new_tokens, temp, top_p_value, top_k_value, seed_value, tree, ignore_eos_on)
             ids = session.encode(prompt_text, chat=bool(chat_on))
@@ -734,7 +742,7 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
         # ---- wiring -----------------------------------------------------------------------------------------
 
         gen_outputs = [tokens, stats, fig_time, fig_accept, fig_depth, fig_split, round_slider, fig_tree, text_out,
-                       stats_json, result_state, report_md, report_json, pair_state]
+                       stats_json, result_state, report_md, report_json, pair_state, chat]
         preset.change(apply_preset, preset, [target, draft], api_visibility="private", queue=False)
         tree_preset.change(apply_tree_preset, tree_preset, tree_inputs, api_visibility="private", queue=False)
         load_event = load_btn.click(load, panel, [report_md, report_json, pair_state], api_name="load",

@@ -209,3 +209,27 @@ def test_loading_another_pair_frees_the_first(app, tmp_path):
     gc.collect()
     assert REGISTRY.get(first) is None and REGISTRY.current() == second
     assert model() is None
+
+
+def test_first_generate_applies_the_chat_default_of_the_pair(app, tmp_path):
+    """A Generate that loads a pair itself sets the chat toggle as Load would: on when the tokenizer has a
+    chat template, and the prompt then goes through the template."""
+    import shutil
+
+    from eagle_demo.ui import REGISTRY, TREE_MODE
+
+    client, target, draft = app
+    chat_target = tmp_path / "chat-target"
+    shutil.copytree(target, chat_target)
+    config_path = chat_target / "tokenizer_config.json"
+    config = json.loads(config_path.read_text())
+    config["chat_template"] = "{% for m in messages %}{{ m['content'] }}\n{% endfor %}# answer:\n"
+    config_path.write_text(json.dumps(config))
+    REGISTRY.clear()
+    final = client.submit(str(chat_target), draft, "", "auto", "cpu", "", "def add(a, b):", False, 8, 0.0, 1.0, 0,
+                          0, TREE_MODE, 5, 4, 16, 4, False, True, False,
+                          api_name="/generate_stream").result(timeout=120)
+    assert final[-1]["value"] is True and final[-1]["interactive"] is True  # the chat toggle, now on
+    stats = final[9]
+    assert stats["prompt_tokens"] > len(REGISTRY.get(REGISTRY.current()).encode("def add(a, b):"))
+    REGISTRY.clear()
