@@ -34,13 +34,16 @@ class Eagle1Head(DraftHead):
 
     def forward(self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, cache,
                 mask: torch.Tensor | None, from_target: bool = False) -> torch.Tensor:
-        emb = self.embed(tokens).to(hidden.dtype)  # [n, H]
-        x = self.fc(torch.cat([emb, hidden], dim=-1))[None]  # [1, n, H]
+        """hidden [n, F] or batched [b, n, F] (training), tokens [n] or [b, n] -> g [n, H] or [b, n, H]."""
+        batched = hidden.dim() == 3
+        emb = self.embed(tokens).to(hidden.dtype)  # [(b,) n, H]
+        x = self.fc(torch.cat([emb, hidden], dim=-1))  # [(b,) n, H]
+        x = x if batched else x[None]  # [b, n, H]
         pos_emb = self.position_embeddings(x[0], positions)
         for layer in self.layers:
             x = layer(x, attention_mask=mask, position_ids=positions[None], cache=cache, use_cache=True,
-                      position_embeddings=pos_emb)  # [1, n, H]
-        return x[0]  # [n, H]
+                      position_embeddings=pos_emb)  # [b, n, H]
+        return x if batched else x[0]  # [(b,) n, H]
 
     def topk(self, g: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
         logp = torch.log_softmax(self.lm_head(g).float(), dim=-1)  # [m, V]

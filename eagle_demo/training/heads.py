@@ -6,8 +6,10 @@ Data: sequences of the corpus plus the target's own greedy continuations of corp
 what the corpus says). The frozen target gives, per token, the post-norm last hidden state (EAGLE-1
 feature and label) and the inputs of layers 2, L//2, L-3 (EAGLE-3 features).
 
-EAGLE-1 loss (EAGLE paper): Smooth-L1 regression of the next feature + 0.1 x cross-entropy against the
-target's next-token distribution, with uniform noise on the input features.
+EAGLE-1 loss (EAGLE paper): Smooth-L1 regression of the next feature + w x cross-entropy against the
+target's next-token distribution (the paper's w = 0.1), with uniform noise on the input features. With
+--unroll U the head also learns from its own outputs, as at depths 2..U of a round (the training-time-test
+unroll described for EAGLE-3 below, applied to the feature-regressing head); sequences are batched.
 EAGLE-3 loss: token cross-entropy only, over the draft vocabulary (the most frequent target tokens,
 d2t/t2d), with a training-time-test unroll: step j at position i reads the step j-1 output at position
 i-1, and attends to step-0 keys up to position i-j plus its own chain (one key per earlier step) —
@@ -18,7 +20,7 @@ DynamicCache and 4-D masks, so training and inference cannot drift apart.
 
 Commands (run once by a developer, not by CI):
     python -m eagle_demo.training.heads data      # features from the frozen target (cached)
-    python -m eagle_demo.training.heads eagle1    # -> assets/tiny-eagle1
+    python -m eagle_demo.training.heads eagle1    # -> assets/tiny-eagle1 (--init DIR warm-starts)
     python -m eagle_demo.training.heads eagle3    # -> assets/tiny-eagle3
 """
 
@@ -129,46 +131,59 @@ def unroll_mask(n: int, step: int, dtype) -> torch.Tensor:
     return tree_attention_mask(0, visible, dtype)
 
 
-def train_eagle1(data: dict, steps: int, batch: int, lr: float, minutes: float) -> tuple[Eagle1Head, list]:
+def train_eagle1(data: dict, steps: int, batch: int, lr: float, minutes: float, unroll: int = 1,
+                 init: Path | None = None, ce_weight: float = 0.1) -> tuple[Eagle1Head, list]:
+    """Batched: `batch` whole sequences per step. Step j of the unroll at position i reads step j-1's
+    output at i-1 (the draft's own feature, as at depth j+1 of a round) and regresses the same true next
+    feature; the mask is the one the EAGLE-3 unroll uses. Step j is weighted 0.8**j."""
     torch.manual_seed(SEED)
     target = load_target()
     cfg = draft_config(target.config, bias=True)
     head = Eagle1Head(cfg, target.get_output_embeddings(), target.get_input_embeddings(), fc_bias=True)
+    if init is not None:  # warm start from an exported head (yuhuili layout: embedding copy, no layer-0 norm)
+        state = torch.load(init / "pytorch_model.bin", weights_only=True)
+        state = {k: v.float() for k, v in state.items() if not k.startswith("embed_tokens")}
+        head.load_state_dict(state, strict=True)
     head.train()
     opt = torch.optim.AdamW(head.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
     tokens, last = data["tokens"], data["last"]
     n_seq, T = tokens.shape
-    positions = torch.arange(T - 1)
-    mask = causal_mask(T - 1, torch.float32)
+    n = T - 1  # pair i = (f_i, x_{i+1}), i < n; g_i predicts f_{i+1}
+    positions = torch.arange(n)
+    masks = [causal_mask(n, torch.float32)] + [unroll_mask(n, s, torch.float32) for s in range(1, unroll)]
     log, t0 = [], time.time()
     bar = tqdm(range(steps), desc="eagle1")
     for step in bar:
         set_lr(opt, step, steps, lr, time.time() - t0, minutes)
         idx = torch.randint(0, n_seq, (batch,))
-        loss_sum = acc_sum = 0.0
+        f = last[idx].float()  # [b, T, H]
+        x = tokens[idx]  # [b, T]
+        goal = f[:, 1:n]  # [b, n-1, H]
+        with torch.no_grad():
+            p = torch.softmax(target.lm_head(goal), -1)  # [b, n-1, V]
+            label = p.argmax(-1)  # [b, n-1]
+        hidden = f[:, :n] + (torch.rand_like(f[:, :n]) - 0.5) * 0.2  # [b, n, H] noisy target features
+        cache, loss, acc = DynamicCache(), 0.0, []
+        for j in range(unroll):
+            g = head(hidden, x[:, 1:n + 1], positions, cache, masks[j], from_target=True)  # [b, n, H]
+            pred = g[:, :-1]  # [b, n-1, H]
+            logq = torch.log_softmax(head.lm_head(pred), -1)  # [b, n-1, V]
+            per = F.smooth_l1_loss(pred, goal, reduction="none").mean(-1) - ce_weight * (p * logq).sum(-1)  # [b, n-1]
+            per = per[:, j:]  # rows whose chain starts at or after position 0
+            loss = loss + (0.8 ** j) * per.mean()
+            acc.append((logq.argmax(-1) == label)[:, j:].float().mean().item())
+            hidden = torch.cat([g[:, :1], g[:, :-1]], 1)  # step j+1 at position i reads step j at i-1
         opt.zero_grad()
-        for b in idx.tolist():
-            f = last[b].float()  # [T, H]
-            x = tokens[b]  # [T]
-            noisy = f[:-1] + (torch.rand_like(f[:-1]) - 0.5) * 0.2
-            g = head(noisy, x[1:], positions, DynamicCache(), mask, from_target=True)  # [T-1, H]
-            pred, goal = g[:-1], f[1:-1]  # g_i predicts f_{i+1}
-            reg = F.smooth_l1_loss(pred, goal)
-            with torch.no_grad():
-                p = torch.softmax(target.lm_head(goal), -1)  # [T-2, V]
-            logq = torch.log_softmax(head.lm_head(pred), -1)
-            ce = -(p * logq).sum(-1).mean()
-            loss = (reg + 0.1 * ce) / batch
-            loss.backward()
-            loss_sum += loss.item()
-            acc_sum += (logq.argmax(-1) == p.argmax(-1)).float().mean().item() / batch
+        loss.backward()
         torch.nn.utils.clip_grad_norm_(head.parameters(), 0.5)
         opt.step()
-        log.append({"step": step, "loss": loss_sum, "top1": acc_sum, "seconds": time.time() - t0})
-        bar.set_postfix(loss=f"{loss_sum:.3f}", top1=f"{acc_sum:.3f}")
+        log.append({"step": step, "loss": loss.item(), "top1": acc[0], "top1_by_step": acc,
+                    "seconds": time.time() - t0})
+        bar.set_postfix(loss=f"{loss.item():.3f}", top1="/".join(f"{a:.2f}" for a in acc))
         if minutes and time.time() - t0 > minutes * 60:
             break
-    print(f"eagle1: {len(log)} steps, loss {log[-1]['loss']:.4f}, top-1 agreement {log[-1]['top1']:.3f}")
+    print(f"eagle1: {len(log)} steps, loss {log[-1]['loss']:.4f}, top-1 by unroll step "
+          + " ".join(f"{a:.3f}" for a in log[-1]["top1_by_step"]))
     return head.eval(), log
 
 
@@ -301,6 +316,8 @@ def main(argv=None) -> None:
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--unroll", type=int, default=4)
+    ap.add_argument("--ce-weight", type=float, default=0.1, help="eagle1: weight of the token loss")
+    ap.add_argument("--init", default="", help="eagle1: warm start from this exported head folder")
     ap.add_argument("--minutes", type=float, default=0.0, help="wall-clock budget (0 = run all steps)")
     ap.add_argument("--target", default=str(TARGET_DIR), help="target folder (default: assets/tiny-target)")
     ap.add_argument("--out", default=str(ASSETS), help="folder receiving tiny-eagle1/, tiny-eagle3/ and the logs")
@@ -312,7 +329,8 @@ def main(argv=None) -> None:
         return
     data = torch.load(data_path(), weights_only=True)
     if args.stage == "eagle1":
-        head, log = train_eagle1(data, args.steps, args.batch, args.lr, args.minutes)
+        head, log = train_eagle1(data, args.steps, args.batch, args.lr, args.minutes, args.unroll,
+                                 Path(args.init) if args.init else None, args.ce_weight)
         export_eagle1(head, ASSETS / "tiny-eagle1")
         (ASSETS / "training_log_eagle1.json").write_text(json.dumps(log))
         print(f"exported {ASSETS / 'tiny-eagle1'}")
