@@ -142,10 +142,7 @@ class SpeculativeEngine(_EngineBase):
             tree = self.drafter.draft(new[-1], tree_cfg)
             _sync(device)
             tb = time.perf_counter()
-            if tree.is_chain:
-                out = self.runner.forward(tree.tokens)  # causal attention, consecutive positions
-            else:
-                out = self.runner.forward(tree.tokens, tree.depths, tree.mask)
+            out = self.runner.verify(tree)
             _sync(device)
             tc = time.perf_counter()
             verdict = verify_tree(tree, out.logits, run.sampling, sampler, len(new))

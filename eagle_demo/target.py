@@ -103,6 +103,13 @@ class TargetRunner:
         self._pending = n
         return TargetOutput(logits=logits, features=features)
 
+    def verify(self, tree) -> TargetOutput:
+        """One forward over a round's drafted tree (root first). A chain needs no tree mask: plain causal
+        attention over consecutive positions is the same computation and skips building the mask."""
+        if tree.is_chain:
+            return self.forward(tree.tokens)
+        return self.forward(tree.tokens, tree.depths, tree.mask)
+
     @torch.inference_mode()
     def commit(self, keep: list[int]) -> None:
         """Keep `keep` (indices into the last forward's block, ascending) and drop the rest of the block."""

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import gc
@@ -314,29 +315,30 @@ def _one_line(exc: BaseException) -> str:
     return first if isinstance(exc, (ValueError, OSError, RuntimeError)) else f"{type(exc).__name__}: {first}"
 
 
+@contextlib.contextmanager
+def _one_line_errors():
+    try:
+        yield
+    except gr.Error:
+        raise
+    except Exception as exc:
+        log.info("request failed: %s", exc, exc_info=not isinstance(exc, ValueError))
+        raise gr.Error(_one_line(exc), print_exception=False) from None
+
+
 def friendly(fn: Callable) -> Callable:
     """Turn any exception into a one-line gr.Error (no traceback on the page); the app keeps serving."""
     if inspect.isgeneratorfunction(fn):
         @functools.wraps(fn)
         def gen(*args, **kwargs):
-            try:
+            with _one_line_errors():
                 yield from fn(*args, **kwargs)
-            except gr.Error:
-                raise
-            except Exception as exc:
-                log.info("request failed: %s", exc, exc_info=not isinstance(exc, ValueError))
-                raise gr.Error(_one_line(exc), print_exception=False) from None
         return gen
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        try:
+        with _one_line_errors():
             return fn(*args, **kwargs)
-        except gr.Error:
-            raise
-        except Exception as exc:
-            log.info("request failed: %s", exc, exc_info=not isinstance(exc, ValueError))
-            raise gr.Error(_one_line(exc), print_exception=False) from None
     return call
 
 
