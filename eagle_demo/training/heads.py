@@ -27,6 +27,7 @@ Commands (run once by a developer, not by CI):
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import time
@@ -51,7 +52,9 @@ EAGLE3_DRAFT_VOCAB = 2048
 
 
 def data_path() -> Path:
-    return default_cache_dir() / f"head_data-{TARGET_DIR.name}.pt"
+    """Cached features, keyed by the target's weights (a retrained target never reuses stale data)."""
+    digest = hashlib.sha256((TARGET_DIR / "model.safetensors").read_bytes()).hexdigest()[:12]
+    return default_cache_dir() / f"head_data-{TARGET_DIR.name}-{digest}.pt"
 
 
 def load_target() -> torch.nn.Module:
@@ -70,11 +73,10 @@ def feature_layers(num_layers: int) -> tuple[int, int, int]:
 def build_data(n_corpus: int, n_generated: int, prefix_len: int, batch: int) -> dict:
     from eagle_demo.training.target import load_token_stream
     from eagle_demo.training.corpus import default_corpus_dir
-    from eagle_demo.training.tokenizer import default_tokenizer_dir
 
     torch.manual_seed(SEED)
     model = load_target()
-    stream = load_token_stream("train", default_corpus_dir(), default_tokenizer_dir()).long()  # [N]
+    stream = load_token_stream("train", default_corpus_dir(), TARGET_DIR).long()  # [N], the target's own tokenizer
     starts = torch.randint(0, stream.numel() - SEQ_LEN - 1, (n_corpus + n_generated,))
     seqs = [stream[s:s + SEQ_LEN] for s in starts[:n_corpus].tolist()]
     gen_starts = starts[n_corpus:].tolist()
