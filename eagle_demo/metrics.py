@@ -4,7 +4,8 @@
 - tau (mean accepted length) = tokens committed by rounds / rounds, the bonus token included;
   plain decoding gives exactly 1.0. The prefill token is not part of any round.
 - acceptance rate at depth d = rounds that accepted a draft token at depth d / rounds that reached
-  depth d-1 (accepted at least d-1 drafts).
+  depth d-1 (accepted at least d-1 drafts) with a draft token at depth d to try (a chain of k has
+  none at depth k+1, a pruned tree may have none under the accepted node).
 - tokens/s = tokens committed by rounds / decode wall time (prefill reported separately).
 - speedup = baseline decode time / EAGLE decode time for the same prompt and number of new tokens.
 """
@@ -21,7 +22,8 @@ __all__ = ["RunStats", "summarize", "speedup", "DEFINITIONS"]
 DEFINITIONS = {
     "round": "one draft + verify step (plain decoding: one target step)",
     "tau": "mean accepted length = tokens committed per round, bonus token included (plain decoding = 1.00)",
-    "acceptance at depth d": "rounds that accepted a draft token at depth d / rounds that reached depth d-1",
+    "acceptance at depth d": "rounds that accepted a draft token at depth d / rounds that reached depth d-1 "
+                             "with a draft token at depth d to try",
     "tokens/s": "tokens produced after the prefill / decode wall time (prefill time shown separately)",
     "speedup": "baseline decode time / EAGLE decode time, same prompt, same new tokens, same process and device",
 }
@@ -46,7 +48,7 @@ class RunStats:
 
 
 def summarize(events: Iterable[Event]) -> RunStats:
-    mode, rounds, committed, accepted = "", 0, 0, []
+    mode, rounds, committed, accepted, offered = "", 0, 0, [], []
     draft = verify = host = 0.0
     prefill_seconds = decode_seconds = 0.0
     token_ids: tuple[int, ...] = ()
@@ -62,6 +64,7 @@ def summarize(events: Iterable[Event]) -> RunStats:
             rounds += 1
             committed += len(e.committed_ids)
             accepted.append(len(e.accepted_ids))
+            offered.append(_offered_depth(e))
             draft += e.draft_seconds
             verify += e.verify_seconds
             host += e.host_seconds
@@ -71,6 +74,7 @@ def summarize(events: Iterable[Event]) -> RunStats:
             rounds += 1
             committed += 1
             accepted.append(0)
+            offered.append(0)
             verify += e.seconds
             elapsed = e.elapsed
             token_ids = token_ids + (e.token_id,)
@@ -79,13 +83,7 @@ def summarize(events: Iterable[Event]) -> RunStats:
             token_ids, reason = e.token_ids, e.reason
     if not decode_seconds:
         decode_seconds = elapsed
-    max_depth = max(accepted, default=0)
-    by_depth = []
-    for d in range(1, max_depth + 2 if mode == "eagle" else 1):
-        reached = sum(1 for a in accepted if a >= d - 1)
-        got = sum(1 for a in accepted if a >= d)
-        if reached:
-            by_depth.append(got / reached)
+    by_depth = [got / tried for got, tried in zip(*_depth_counts(offered, accepted)) if tried]
     return RunStats(
         mode=mode, new_tokens=len(token_ids), rounds=rounds, tau=committed / rounds if rounds else 0.0,
         tokens_per_second=committed / decode_seconds if decode_seconds > 0 else 0.0,
@@ -93,6 +91,22 @@ def summarize(events: Iterable[Event]) -> RunStats:
         accepted_per_round=tuple(accepted), draft_seconds=draft, verify_seconds=verify, host_seconds=host,
         token_ids=tuple(token_ids), finish_reason=reason,
     )
+
+
+def _offered_depth(r: Round) -> int:
+    """The deepest depth d at which this round had a draft token to try: the accepted path reached
+    depth d-1 and the node it stopped at (the root for d = 1) has a drafted child."""
+    stop = r.accepted_path[-1] if r.accepted_path else 0
+    has_child = any(node.parent == stop for node in r.nodes)
+    return len(r.accepted_path) + (1 if has_child else 0)
+
+
+def _depth_counts(offered: list[int], accepted: list[int]) -> tuple[list[int], list[int]]:
+    """Per depth d = 1, 2, ...: rounds that accepted a draft at d, and rounds that had one to try at d."""
+    deepest = max(offered, default=0)
+    got = [sum(1 for a in accepted if a >= d) for d in range(1, deepest + 1)]
+    tried = [sum(1 for o in offered if o >= d) for d in range(1, deepest + 1)]
+    return got, tried
 
 
 def speedup(eagle: RunStats, baseline: RunStats) -> float:
