@@ -68,7 +68,8 @@ def _pair_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
     p.add_argument("--threads", type=int, default=0,
-                   help="torch CPU threads (0 = torch's default; 1 is fastest for the tiny pair on small CPUs)")
+                   help="torch CPU threads (0 = automatic: 1 for a model under 50 M parameters on CPU, "
+                        "torch's default otherwise)")
 
 
 def _tree_args(p: argparse.ArgumentParser) -> None:
@@ -107,7 +108,7 @@ def _load(args, need_draft: bool = True):
 
     draft = _draft_arg(args) if need_draft else None
     return load_session(args.target, draft, revision=args.revision, draft_revision=args.draft_revision,
-                        dtype=args.dtype, device=args.device)
+                        dtype=args.dtype, device=args.device, threads=getattr(args, "threads", 0))
 
 
 def cmd_generate(args) -> int:
@@ -197,10 +198,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # weight-loading bars; Hub download bars stay
-    if getattr(args, "threads", 0):
-        import torch
-
-        torch.set_num_threads(args.threads)
     try:
         return COMMANDS[args.command](args)
     except KeyboardInterrupt:

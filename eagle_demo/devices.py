@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["resolve_device", "resolve_dtype", "DeviceError", "DTYPES"]
+__all__ = ["resolve_device", "resolve_dtype", "apply_cpu_threads", "DeviceError", "DTYPES"]
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -44,3 +44,23 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
     if device.type == "cuda" and dtype == torch.bfloat16 and not torch.cuda.is_bf16_supported():
         raise DeviceError("this GPU does not support bfloat16; use float16 or float32")
     return dtype
+
+
+SMALL_MODEL_PARAMETERS = 50_000_000
+
+
+def apply_cpu_threads(model: torch.nn.Module, threads: int = 0) -> int:
+    """Set torch's CPU thread count for generating with `model` and return it.
+
+    threads > 0: that many. threads == 0 (automatic): one thread for a model under 50 M parameters on
+    CPU, where a forward is per-operation overhead rather than FLOPs and extra OpenMP threads only add
+    synchronization (and lose badly when the cores are shared, e.g. with the browser showing the page);
+    torch's own default otherwise. threads < 0: leave torch's setting alone.
+    """
+    if threads == 0:
+        on_cpu = next(model.parameters()).device.type == "cpu"
+        small = sum(p.numel() for p in model.parameters()) < SMALL_MODEL_PARAMETERS
+        threads = 1 if on_cpu and small else -1
+    if threads > 0:
+        torch.set_num_threads(threads)
+    return torch.get_num_threads()

@@ -91,14 +91,19 @@ class Session:
         return self.tokenizer.decode(list(ids), skip_special_tokens=False)
 
 
-def load_session(target: str | None = None, draft: str | None = "default", **kwargs) -> Session:
-    """Load a pair (the shipped tiny pair by default) and build both engines."""
+def load_session(target: str | None = None, draft: str | None = "default", threads: int = 0, **kwargs) -> Session:
+    """Load a pair (the shipped tiny pair by default) and build both engines.
+
+    threads: torch CPU threads, see `devices.apply_cpu_threads` (0 = automatic: one thread for a small
+    model on CPU; -1 leaves torch's setting alone)."""
     from .checkpoints import load_pair
+    from .devices import apply_cpu_threads
 
     target = target or SHIPPED_TARGET
     if draft == "default":
         draft = SHIPPED_EAGLE1 if target == SHIPPED_TARGET else None
     pair = load_pair(target, draft, **kwargs)
+    apply_cpu_threads(pair.target, threads)
     eagle = SpeculativeEngine(pair.target, pair.head) if pair.head is not None else None
     return Session(pair=pair, eagle=eagle, baseline=BaselineEngine(pair.target))
 

@@ -154,7 +154,8 @@ class Registry:
                 raise CheckpointError(report.problem)
             self._evict(self.capacity - 1)
             session = load_session(key.target, key.draft, revision=key.revision, draft_revision=key.draft_revision,
-                                   dtype=key.dtype, device=key.device, progress=say)
+                                   dtype=key.dtype, device=key.device, progress=say,
+                                   threads=int(os.environ.get("EAGLE_DEMO_THREADS", "0") or 0))
             with self._lock:
                 self._sessions[key] = session
             return session

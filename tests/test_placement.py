@@ -46,3 +46,17 @@ def test_an_explicit_device_or_a_single_gpu_is_never_spread(gpus):
     assert build._device_map(big, torch.bfloat16, torch.device("cuda:1"), "cuda:1") == {"": "cuda:1"}
     gpus(1, 80 * 2**30)
     assert build._device_map(big, torch.bfloat16, torch.device("cuda:0"), "auto") == {"": "cuda:0"}
+
+
+def test_cpu_threads_one_for_small_models_explicit_otherwise():
+    from eagle_demo.devices import apply_cpu_threads
+    from fixtures import tiny_target
+
+    before = torch.get_num_threads()
+    try:
+        model = tiny_target()
+        assert apply_cpu_threads(model, 0) == 1  # small model on CPU: one thread
+        assert apply_cpu_threads(model, 2) == 2  # explicit wins
+        assert apply_cpu_threads(model, -1) == 2  # negative: left alone
+    finally:
+        torch.set_num_threads(before)
