@@ -63,12 +63,16 @@ class Eagle3Head(DraftHead):
 
     def forward(self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, cache,
                 mask: torch.Tensor | None, from_target: bool = False) -> torch.Tensor:
+        """hidden [n, F] or batched [b, n, F] (training), tokens [n] or [b, n] -> g [n, H] or [b, n, H]."""
+        batched = hidden.dim() == 3
         if from_target:
-            hidden = self.fc(hidden)  # [n, 3Ht] -> [n, H]; the draft's own outputs skip fc
-        emb = self.embed(tokens).to(hidden.dtype)[None]  # [1, n, H]
-        pos_emb = self.position_embeddings(hidden, positions)
-        g = self.midlayer(emb, hidden[None], mask, pos_emb, cache)  # [1, n, H]
-        return g[0]  # pre-norm output, fed back as the next hidden
+            hidden = self.fc(hidden)  # [(b,) n, 3Ht] -> [(b,) n, H]; the draft's own outputs skip fc
+        emb = self.embed(tokens).to(hidden.dtype)  # [(b,) n, H]
+        if not batched:
+            emb, hidden = emb[None], hidden[None]  # [1, n, H]
+        pos_emb = self.position_embeddings(hidden[0], positions)
+        g = self.midlayer(emb, hidden, mask, pos_emb, cache)  # [b, n, H]
+        return g if batched else g[0]  # pre-norm output, fed back as the next hidden
 
     def draft_logits(self, g: torch.Tensor) -> torch.Tensor:
         return self.lm_head(self.norm(g))  # [m, Vd]

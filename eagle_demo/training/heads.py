@@ -210,6 +210,7 @@ def vocab_map(tokens: torch.Tensor, vocab: int, vd: int) -> tuple[torch.Tensor, 
 
 
 def train_eagle3(data: dict, steps: int, batch: int, lr: float, unroll: int, minutes: float):
+    """Batched: `batch` whole sequences per step, `unroll` training-time-test steps (see the module doc)."""
     torch.manual_seed(SEED)
     target = load_target()
     tcfg = target.config
@@ -231,34 +232,32 @@ def train_eagle3(data: dict, steps: int, batch: int, lr: float, unroll: int, min
     for step in bar:
         set_lr(opt, step, steps, lr, time.time() - t0, minutes)
         idx = torch.randint(0, n_seq, (batch,))
+        x = tokens[idx]  # [b, T]
+        with torch.no_grad():
+            p_full = torch.softmax(target.lm_head(last[idx, 1:n + 1].float()), -1)  # [b, n, V] target at i+1
+            p = p_full[..., used]  # [b, n, Vd]
+            inside = t2d[p_full.argmax(-1)]  # [b, n] label usable when the target's choice is in the draft vocab
+            p = p / p.sum(-1, keepdim=True).clamp_min(1e-9)
+            label = p.argmax(-1)  # [b, n]
+        cache = DynamicCache()
+        hidden, from_target = fused[idx, :n].float(), True  # [b, n, 3Ht]
+        loss, acc = 0.0, []
+        for j in range(unroll):
+            g = head(hidden, x[:, 1:n + 1], positions, cache, masks[j], from_target=from_target)  # [b, n, H]
+            logq = torch.log_softmax(head.draft_logits(g), -1)  # [b, n, Vd]
+            valid = inside.clone()
+            valid[:, :j] = False  # rows whose chain would start before position 0
+            ce = -(p * logq).sum(-1)  # [b, n]
+            loss = loss + (0.8 ** j) * (ce * valid).sum() / valid.sum().clamp_min(1)
+            acc.append(((logq.argmax(-1) == label) & valid).sum().item() / max(1, valid.sum().item()))
+            hidden = torch.cat([g[:, :1], g[:, :-1]], 1)  # step j+1 at position i reads step j at i-1
+            from_target = False
         opt.zero_grad()
-        loss_sum, acc = 0.0, [0.0] * unroll
-        for b in idx.tolist():
-            x = tokens[b]
-            with torch.no_grad():
-                p_full = torch.softmax(target.lm_head(last[b, 1:n + 1].float()), -1)  # [n, V] target at i+1
-                p = p_full[:, used]  # [n, Vd]
-                inside = t2d[p_full.argmax(-1)]  # label usable when the target's choice is in the draft vocab
-                p = p / p.sum(-1, keepdim=True).clamp_min(1e-9)
-            cache = DynamicCache()
-            hidden, from_target = fused[b, :n].float(), True
-            loss = 0.0
-            for j in range(unroll):
-                g = head(hidden, x[1:n + 1], positions, cache, masks[j], from_target=from_target)  # [n, H]
-                logq = torch.log_softmax(head.draft_logits(g), -1)  # [n, Vd]
-                valid = inside.clone()
-                valid[:j] = False
-                ce = -(p * logq).sum(-1)
-                loss = loss + (0.8 ** j) * (ce * valid).sum() / valid.sum().clamp_min(1)
-                acc[j] += ((logq.argmax(-1) == p.argmax(-1)) & valid).float().sum().item() / max(1, valid.sum().item()) / batch
-                hidden = torch.cat([g[:1], g[:-1]], 0)  # step j+1 at position i reads step j at i-1
-                from_target = False
-            (loss / batch).backward()
-            loss_sum += loss.item() / batch
+        loss.backward()
         torch.nn.utils.clip_grad_norm_(head.parameters(), 0.5)
         opt.step()
-        log.append({"step": step, "loss": loss_sum, "top1_by_step": acc, "seconds": time.time() - t0})
-        bar.set_postfix(loss=f"{loss_sum:.3f}", top1="/".join(f"{a:.2f}" for a in acc))
+        log.append({"step": step, "loss": loss.item(), "top1_by_step": acc, "seconds": time.time() - t0})
+        bar.set_postfix(loss=f"{loss.item():.3f}", top1="/".join(f"{a:.2f}" for a in acc))
         if minutes and time.time() - t0 > minutes * 60:
             break
     print(f"eagle3: {len(log)} steps, loss {log[-1]['loss']:.4f}, top-1 by unroll step "
