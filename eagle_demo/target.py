@@ -97,7 +97,8 @@ class TargetRunner:
         logits = self.lm_head(last)  # [n, V]
         if want_hidden:
             hs = out.hidden_states
-            features = torch.cat([hs[i][0] for i in self.feature_layers], dim=-1)  # [n, k*H]
+            # a target spread over GPUs (device_map="auto") leaves each layer's output on its own device
+            features = torch.cat([hs[i][0].to(self.device) for i in self.feature_layers], dim=-1)  # [n, k*H]
         else:
             features = last  # [n, H]
         self._pending = n
@@ -118,8 +119,9 @@ class TargetRunner:
         if keep != list(range(m)):
             src = torch.tensor(keep, device=self.device) + start  # [m]
             for layer in self.cache.layers:
-                layer.keys[..., start:start + m, :] = layer.keys[..., src, :]  # [1, kv, m, d]
-                layer.values[..., start:start + m, :] = layer.values[..., src, :]
+                idx = src.to(layer.keys.device)  # each layer's cache lives where the layer runs
+                layer.keys[..., start:start + m, :] = layer.keys[..., idx, :]  # [1, kv, m, d]
+                layer.values[..., start:start + m, :] = layer.values[..., idx, :]
         if n - m > 0:
             self.cache.crop(-(n - m))
         self.length = start + m
