@@ -56,7 +56,8 @@ class PromptResult:
 @dataclass(frozen=True)
 class CategorySummary:
     category: str
-    prompts: int
+    prompts: int  # distinct prompts
+    runs: int  # prompts x repeats: the rows averaged
     tau: float
     eagle_tokens_per_second: float
     baseline_tokens_per_second: float
@@ -91,10 +92,10 @@ class BenchReport:
         return buf.getvalue()
 
     def table(self) -> str:
-        lines = [f"{'category':<14}{'prompts':>8}{'tau':>7}{'EAGLE tok/s':>13}{'base tok/s':>12}{'speedup':>9}{'equal':>7}"]
+        lines = [f"{'category':<14}{'prompts':>8}{'runs':>6}{'tau':>7}{'EAGLE tok/s':>13}{'base tok/s':>12}{'speedup':>9}{'equal':>7}"]
         for c in (*self.categories, self.overall):
             eq = "-" if c.all_equal is None else ("yes" if c.all_equal else "NO")
-            lines.append(f"{c.category:<14}{c.prompts:>8}{c.tau:>7.2f}{c.eagle_tokens_per_second:>13.1f}"
+            lines.append(f"{c.category:<14}{c.prompts:>8}{c.runs:>6}{c.tau:>7.2f}{c.eagle_tokens_per_second:>13.1f}"
                          f"{c.baseline_tokens_per_second:>12.1f}{c.speedup:>8.2f}x{eq:>7}")
         return "\n".join(lines)
 
@@ -147,7 +148,7 @@ def _summary(name: str, rows: list[PromptResult]) -> CategorySummary:
     e = sum(r.eagle_tokens_per_second for r in rows) / n
     b = sum(r.baseline_tokens_per_second for r in rows) / n
     eq = [r.equal_to_baseline for r in rows if r.equal_to_baseline is not None]
-    return CategorySummary(category=name, prompts=n, tau=sum(r.tau for r in rows) / n, eagle_tokens_per_second=e,
+    return CategorySummary(category=name, prompts=len({r.id for r in rows}), runs=n, tau=sum(r.tau for r in rows) / n, eagle_tokens_per_second=e,
                            baseline_tokens_per_second=b, speedup=e / b if b else 0.0,
                            all_equal=all(eq) if eq else None)
 

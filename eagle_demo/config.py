@@ -109,12 +109,14 @@ class RunConfig:
 
 
 # Device-aware presets. "cpu" was tuned on the 2-core development machine with the shipped tiny pair
-# (scripts/tune_tree.py, one torch thread, code prompts, 128 new tokens: chain k=4 1.53x at tau 3.03,
-# tree 10/6/2 1.41x at tau 3.30, tree 16/6/4 1.22x, tree 60/6/10 1.00x at tau 4.13): on a CPU the verify
-# cost grows with every extra token, so small shapes win. "cpu-tree" is the best tree shape there, for
-# watching trees. The GPU presets are the papers' defaults in our depth convention.
+# (python -m eagle_demo bench, the whole shipped suite, 2 repeats, one torch thread, 128 new tokens; overall
+# speedup EAGLE-1 / EAGLE-3): chain k=4 2.24x / 2.05x, k=5 2.46x / 2.31x, k=6 2.52x / 2.15x, k=7 2.70x /
+# 2.23x, k=8 2.78x / 2.15x. A tiny target verifies 8 tokens for little more than the price of one, so long
+# chains pay; but every extra token still costs compute, so on code prompts (scripts/tune_tree.py) tree
+# 10/6/2 reached 1.8-2.1x and a GPU-sized tree 60/6/10 only 1.0-1.2x. "cpu-tree" is that best tree shape,
+# for watching trees. The GPU presets are the papers' defaults in our depth convention.
 TREE_PRESETS: dict[str, TreeConfig] = {
-    "cpu": TreeConfig.chain(4),
+    "cpu": TreeConfig.chain(7),
     "cpu-tree": TreeConfig(depth=6, top_k=2, total_tokens=10),
     "gpu-eagle2": TreeConfig(depth=6, top_k=10, total_tokens=60),
     "gpu-eagle3": TreeConfig(depth=8, top_k=10, total_tokens=60),

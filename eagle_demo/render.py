@@ -628,7 +628,7 @@ def report_markdown(report) -> str:
 
 # ---- benchmark ---------------------------------------------------------------------------------------------------
 
-BENCH_COLUMNS = ["category", "prompts", "tau", "EAGLE tok/s", "baseline tok/s", "speedup", "identical"]
+BENCH_COLUMNS = ["category", "prompts", "runs", "tau", "EAGLE tok/s", "baseline tok/s", "speedup", "identical"]
 
 
 def bench_rows(report):
@@ -638,7 +638,7 @@ def bench_rows(report):
     rows = []
     for c in (*report.categories, report.overall):
         same = "-" if c.all_equal is None else ("yes" if c.all_equal else "NO")
-        rows.append([c.category, c.prompts, round(c.tau, 2), round(c.eagle_tokens_per_second, 1),
+        rows.append([c.category, c.prompts, c.runs, round(c.tau, 2), round(c.eagle_tokens_per_second, 1),
                      round(c.baseline_tokens_per_second, 1), round(c.speedup, 2), same])
     return pd.DataFrame(rows, columns=BENCH_COLUMNS)
 

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from eagle_demo.bench import CATEGORIES, load_suite
+from eagle_demo.bench import CATEGORIES, PromptResult, _summary, load_suite
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -26,7 +26,7 @@ def test_bench_cli_writes_json_and_csv(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "overall" in proc.stdout
     report = json.loads(out_json.read_text())
-    assert report["overall"]["prompts"] == 2 and report["overall"]["all_equal"] is True
+    assert report["overall"]["prompts"] == 2 and report["overall"]["runs"] == 2 and report["overall"]["all_equal"] is True
     assert report["settings"]["draft_family"] == "eagle1" and report["machine"]["torch"]
     row = report["results"][0]
     for key in ("id", "category", "new_tokens", "rounds", "tau", "eagle_tokens_per_second",
@@ -36,3 +36,18 @@ def test_bench_cli_writes_json_and_csv(tmp_path):
     assert report["categories"][0]["category"] == "code"
     rows = list(csv.DictReader(out_csv.open()))
     assert len(rows) == 2 and rows[0]["equal_to_baseline"] == "True" and float(rows[0]["tau"]) >= 1.0
+
+
+def _row(pid: str, repeat: int, eagle: float, base: float) -> PromptResult:
+    return PromptResult(id=pid, category="code", repeat=repeat, prompt_tokens=5, new_tokens=10, rounds=4, tau=2.5,
+                        eagle_tokens_per_second=eagle, baseline_tokens_per_second=base, speedup=eagle / base,
+                        acceptance_by_depth=(0.5,), draft_seconds=0.0, verify_seconds=0.0, host_seconds=0.0,
+                        equal_to_baseline=True)
+
+
+def test_summary_counts_prompts_and_runs_and_takes_the_ratio_of_means():
+    rows = [_row("a", 0, 300.0, 100.0), _row("a", 1, 100.0, 100.0), _row("b", 0, 200.0, 200.0)]
+    s = _summary("code", rows)
+    assert (s.prompts, s.runs) == (2, 3)
+    assert abs(s.speedup - 200.0 / (400.0 / 3)) < 1e-9  # Spec-Bench: mean EAGLE tok/s over mean baseline tok/s
+    assert s.all_equal is True

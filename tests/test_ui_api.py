@@ -233,3 +233,19 @@ def test_first_generate_applies_the_chat_default_of_the_pair(app, tmp_path):
     stats = final[9]
     assert stats["prompt_tokens"] > len(REGISTRY.get(REGISTRY.current()).encode("def add(a, b):"))
     REGISTRY.clear()
+
+
+def test_benchmark_endpoint_returns_table_and_downloads(app):
+    from eagle_demo.ui import CHAIN_MODE
+
+    client, target, draft = app
+    table, _plot, csv_path, json_path = client.predict(
+        target, draft, "", "auto", "cpu", "", ["code"], 1, 16, False, CHAIN_MODE, 5, 4, 16, 3,
+        api_name="/benchmark")
+    report = json.loads(Path(json_path).read_text(encoding="utf-8"))
+    assert report["settings"]["tree"] == "chain k=3" and report["overall"]["all_equal"] is True
+    codes = [r for r in report["results"] if r["category"] == "code"]
+    assert codes and len(codes) == report["overall"]["runs"]
+    assert Path(csv_path).read_text(encoding="utf-8").splitlines()[0].startswith("id,category,")
+    rows = table["data"] if isinstance(table, dict) else table
+    assert [r[0] for r in rows] == ["code", "overall"]
