@@ -13,4 +13,4 @@ from eagle_demo.ui import build_app, launch_options  # noqa: E402
 demo = build_app()
 
 if __name__ == "__main__":
-    demo.queue(default_concurrency_limit=1, max_size=32).launch(**launch_options())
+    demo.launch(**launch_options())  # build_app has set up the queue (one run at a time, 32 waiting)

@@ -19,6 +19,7 @@ import inspect
 import json
 import logging
 import os
+import sys
 import tempfile
 import threading
 import time
@@ -49,10 +50,14 @@ ASSETS = ROOT / "assets"
 STYLE = ASSETS / "style.css"
 SUITE = ASSETS / "prompts" / "suite.jsonl"
 # While a run streams, the token view and stats redraw at most every UPDATE_SECONDS and the charts at most every
-# CHART_SECONDS (and everything at the end): drawing plotly charts costs the browser far more than the server,
-# and a page that cannot keep up falls behind the run.
-UPDATE_SECONDS = 0.25
-CHART_SECONDS = 1.0
+# CHART_SECONDS (and everything at the end). The browser's drawing is what costs: with Chromium on the same
+# 2 cores, redraws every 0.25 s with charts every 1 s took 0.7-0.9 of a core from the engine and the stream kept
+# ~0.80 of the headless tokens/s; at 0.5 s / 2.5 s it kept 0.90, with no charts until the end 0.93
+# (scripts/ui_overhead.py, shipped pair, 512 tokens).
+UPDATE_SECONDS = 0.5
+CHART_SECONDS = 2.0
+POLL_SECONDS = 0.05  # how often the page's generator looks at the run between redraws
+STOP_SETTLE_SECONDS = 0.5
 STREAM_TAIL = 400  # tokens shown while streaming (the whole output at the end)
 
 PRESETS: dict[str, tuple[str, str]] = {
@@ -253,6 +258,31 @@ def in_worker(fn: Callable, *args, **kwargs):
     return box["result"]
 
 
+# While a run streams, the interpreter hands the GIL between threads every RUN_SWITCH_SECONDS instead of every
+# 5 ms. The engine thread lets go of the GIL inside every torch op; with the default interval, each time the
+# server's threads (event loop, redraws) pick it up the engine can wait up to 5 ms for it back, many times a
+# round. Measured with scripts/ui_overhead.py on 2 cores: the stream kept ~80% of the headless tokens/s at 5 ms.
+RUN_SWITCH_SECONDS = 0.0002
+_SWITCH = {"runs": 0, "saved": None}
+_SWITCH_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _fast_switching():
+    with _SWITCH_LOCK:
+        if _SWITCH["runs"] == 0:
+            _SWITCH["saved"] = sys.getswitchinterval()
+            sys.setswitchinterval(min(RUN_SWITCH_SECONDS, _SWITCH["saved"]))
+        _SWITCH["runs"] += 1
+    try:
+        yield
+    finally:
+        with _SWITCH_LOCK:
+            _SWITCH["runs"] -= 1
+            if _SWITCH["runs"] == 0:
+                sys.setswitchinterval(_SWITCH["saved"])
+
+
 _RUNS: list[LiveRun] = []  # runs whose worker may still be going
 _RUNS_LOCK = threading.Lock()
 
@@ -268,8 +298,9 @@ def start_run(key: PairKey, prompt_ids: list[int], run: RunConfig, race: bool) -
 
     def work() -> None:
         try:
-            for phase, event in stream_pair(key, prompt_ids, run, race, live.stop):
-                live.add(phase, event)
+            with _fast_switching():
+                for phase, event in stream_pair(key, prompt_ids, run, race, live.stop):
+                    live.add(phase, event)
         except Exception as exc:  # reported to the page as one line; the traceback goes to the log
             log.exception("generation failed")
             live.error = _one_line(exc)
@@ -406,6 +437,26 @@ def _best_round(view: render.RunView) -> int:
 def _definitions_markdown() -> str:
     rows = "\n".join(f"- **{name}**: {text}" for name, text in DEFINITIONS.items())
     return f"{rows}\n{NUMBERS_NOTE}"
+
+
+# Gradio's queue loop wakes every 1 ms while it has nothing to start, and its progress loop every 10 ms; each
+# wake takes the GIL from the engine's thread. With the server up and idle, the engine ran ~20% slower in the
+# same process (shipped pair, 2 cores). Polling every 20 ms (and progress every 100 ms) costs at most 20 ms
+# before a queued event starts.
+QUEUE_POLL_SECONDS = 0.02
+PROGRESS_POLL_SECONDS = 0.1
+
+
+def calm_queue(demo: gr.Blocks) -> None:
+    """Slow the queue's idle polling (see QUEUE_POLL_SECONDS). Call after `demo.queue(...)`, which replaces
+    the queue. Gradio has no public setting for it; if a release renames these attributes, nothing changes."""
+    queue = getattr(demo, "_queue", None)
+    if queue is None:
+        return
+    if hasattr(queue, "sleep_when_free"):
+        queue.sleep_when_free = max(queue.sleep_when_free, QUEUE_POLL_SECONDS)
+    if hasattr(queue, "progress_update_sleep_when_free"):
+        queue.progress_update_sleep_when_free = max(queue.progress_update_sleep_when_free, PROGRESS_POLL_SECONDS)
 
 
 def launch_options() -> dict[str, Any]:
@@ -633,15 +684,17 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
             _CLIENT_PAIRS.put(hash_, key)
             decode = render.TextCache(session.decode)
             try:
-                seen, charts_at = -1, 0.0
-                while not live.done.wait(UPDATE_SECONDS):
-                    count = live.count()
-                    if count == seen or live.stop.is_set():  # nothing new, or Stop draws the final state
-                        continue
+                seen, drawn_at, charts_at = -1, time.monotonic(), 0.0
+                while not live.done.wait(POLL_SECONDS):  # short waits: a cancel or the end is seen at once
                     now = time.monotonic()
+                    if now - drawn_at < UPDATE_SECONDS or live.stop.is_set():  # Stop draws the final state
+                        continue
+                    count = live.count()
+                    if count == seen:
+                        continue
                     charts = now - charts_at >= CHART_SECONDS
                     yield outputs_for(live, decode, show, False, loaded if seen < 0 else None, charts)
-                    seen, charts_at = count, (now if charts else charts_at)
+                    seen, drawn_at, charts_at = count, now, (now if charts else charts_at)
                 if live.error:
                     raise gr.Error(live.error, print_exception=False)
                 yield outputs_for(live, decode, show, True, loaded)
@@ -656,7 +709,9 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
                 return (gr.skip(),) * len(gen_outputs)
             live.stop.set()
             live.done.wait(timeout=30)
-            time.sleep(2 * UPDATE_SECONDS)  # let a redraw already on its way land before this final one
+            time.sleep(STOP_SETTLE_SECONDS)  # let a redraw already on its way land before this final one
+            if _LAST_RUNS.get(request.session_hash) is not live:  # Generate was pressed again meanwhile:
+                return (gr.skip(),) * len(gen_outputs)  # the newer run owns the page
             session = REGISTRY.get(live.key)
             decode = render.TextCache(session.decode) if session else _decoder(None)
             return outputs_for(live, decode, show, True)
@@ -757,7 +812,7 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
             generate_ui, [*panel, prompt, chat, max_new, temperature, top_p, top_k, seed, *tree_inputs, race,
                           show_rejected, ignore_eos], gen_outputs,
             api_name="generate_stream", api_visibility="undocumented", concurrency_limit=1, concurrency_id="model",
-            show_progress="minimal", show_progress_on=[tokens])
+            show_progress="hidden")
         stop_btn.click(stop_ui, [show_rejected], gen_outputs, cancels=[gen_event], queue=False,
                        api_visibility="private")
         show_rejected.change(rerender_tokens, [result_state, show_rejected], tokens, api_visibility="private",
@@ -772,4 +827,5 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
         gr.api(generate, api_name="generate", concurrency_limit=1, concurrency_id="model")
 
     demo.queue(default_concurrency_limit=1, max_size=32)
+    calm_queue(demo)
     return demo
