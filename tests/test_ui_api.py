@@ -251,19 +251,10 @@ def test_benchmark_endpoint_returns_table_and_downloads(app):
     assert [r[0] for r in rows] == ["code", "overall"]
 
 
-def test_queue_polls_calmly_and_runs_switch_fast():
-    """build_app slows Gradio's idle queue polling (each wake takes the GIL from the engine), and a run
-    shortens the GIL switch interval only while it streams."""
-    import sys
-
+def test_queue_polls_calmly():
+    """build_app slows Gradio's idle queue polling (each wake takes the GIL from the engine's thread)."""
     from eagle_demo import ui
 
     demo = ui.build_app()
     assert demo._queue.sleep_when_free == ui.QUEUE_POLL_SECONDS
     assert demo._queue.progress_update_sleep_when_free == ui.PROGRESS_POLL_SECONDS
-    before = sys.getswitchinterval()
-    with ui._fast_switching():
-        with ui._fast_switching():  # an abandoned run still ending while the next one starts
-            assert sys.getswitchinterval() == pytest.approx(ui.RUN_SWITCH_SECONDS)
-        assert sys.getswitchinterval() == pytest.approx(ui.RUN_SWITCH_SECONDS)
-    assert sys.getswitchinterval() == pytest.approx(before)
