@@ -51,8 +51,8 @@ SUITE = ASSETS / "prompts" / "suite.jsonl"
 # While a run streams, the token view and stats redraw at most every UPDATE_SECONDS and the charts at most every
 # CHART_SECONDS (and everything at the end). The browser's drawing is what costs: with Chromium on the same
 # 2 cores, redraws every 0.25 s with charts every 1 s took 0.7-0.9 of a core from the engine and the stream kept
-# ~0.80 of the headless tokens/s; at 0.5 s / 2.5 s it kept 0.90, with no charts until the end 0.93
-# (scripts/ui_overhead.py, shipped pair, 512 tokens).
+# ~0.80 of the headless tokens/s; at these settings it kept 0.75-0.93 (noisy machine; scripts/ui_overhead.py,
+# shipped pair, 256-512 tokens).
 UPDATE_SECONDS = 0.5
 CHART_SECONDS = 2.0
 POLL_SECONDS = 0.05  # how often the page's generator looks at the run between redraws
@@ -677,13 +677,14 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
 
         @friendly
         def stop_ui(show, request: gr.Request = None):
-            live = _LAST_RUNS.get(request.session_hash if request is not None else None)
+            hash_ = request.session_hash if request is not None else None
+            live = _LAST_RUNS.get(hash_)
             if live is None:
                 return (gr.skip(),) * len(gen_outputs)
             live.stop.set()
             live.done.wait(timeout=30)
             time.sleep(STOP_SETTLE_SECONDS)  # let a redraw already on its way land before this final one
-            if _LAST_RUNS.get(request.session_hash) is not live:  # Generate was pressed again meanwhile:
+            if _LAST_RUNS.get(hash_) is not live:  # Generate was pressed again meanwhile:
                 return (gr.skip(),) * len(gen_outputs)  # the newer run owns the page
             session = REGISTRY.get(live.key)
             decode = render.TextCache(session.decode) if session else _decoder(None)

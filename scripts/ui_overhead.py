@@ -99,8 +99,8 @@ class BrowserPage:
         self.page.locator("#ignore-eos-box input").check()
         self.page.wait_for_timeout(2000)  # (a Gradio page never reaches "networkidle": it keeps a stream open)
 
-    def generate(self) -> tuple[float, float, int]:
-        """(engine tokens/s, end-to-end tokens/s, -1); timing from the click to the final stats strip."""
+    def generate(self) -> tuple[float, float]:
+        """(engine tokens/s, end-to-end tokens/s); timing from the click to the final stats strip."""
         page = self.page
         page.evaluate("document.querySelector('#eagle-stats .eagle-stats').setAttribute('data-old', '')")
         t0 = time.perf_counter()
@@ -111,7 +111,7 @@ class BrowserPage:
         page.wait_for_timeout(500)  # the page settles (last chart drawn) before the next timed run
         numbers = dict(re.findall(r"(EAGLE tok/s|new tokens)\s*\n?\s*([\d.]+)", text, flags=re.I))
         numbers = {k.lower(): float(v) for k, v in numbers.items()}
-        return numbers["eagle tok/s"], numbers["new tokens"] / wall, -1
+        return numbers["eagle tok/s"], numbers["new tokens"] / wall
 
     def close(self) -> None:
         self.browser.close()
@@ -166,7 +166,7 @@ def main() -> int:
                 if way == "headless":
                     head.append(headless(session, ids, run))
                 elif args.browser:
-                    streamed.append(page.generate()[:2])
+                    streamed.append(page.generate())
                 else:
                     engine, e2e, n = through_client(url, key.target, key.draft, args.prompt, run)
                     streamed.append((engine, e2e))
