@@ -58,6 +58,7 @@ CHART_SECONDS = 2.0
 POLL_SECONDS = 0.05  # how often the page's generator looks at the run between redraws
 STOP_SETTLE_SECONDS = 0.5
 STREAM_TAIL = 400  # tokens shown while streaming (the whole output at the end)
+TREE_PENDING = render.empty_figure("Draft tree", "the rounds' trees appear when the run ends")
 
 PRESETS: dict[str, tuple[str, str]] = {
     "tiny (shipped) + EAGLE-1 head": ("assets/tiny-target", "assets/tiny-eagle1"),
@@ -604,26 +605,30 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
         def apply_tree_preset(name: str):
             return _tree_values(name) if name in TREE_PRESETS else (gr.skip(),) * 5
 
-        def outputs_for(live: LiveRun, decode, show: bool, final: bool, loaded: tuple | None = None,
-                        charts: bool = True):
+        def outputs_for(live: LiveRun, decode, show: bool, final: bool, report: tuple | None = None,
+                        charts: bool = True, sent: dict | None = None):
+            """Every output of the Generate event. While streaming (`sent` given), an output that should not
+            change is sent again with the value it had, never as gr.skip(): Gradio diffs each streamed output
+            against the last one sent (an equal value costs nothing), but a skip is an update that rebuilds the
+            component on the server each time (for a Plot ~5 ms, a dozen of them per redraw)."""
             eagle, baseline, phase = live.snapshot()
             state = live.state if final else ("baseline" if phase == "baseline" else "running")
             note = "stopped: the engine finished its current round and ended cleanly" if state == "stopped" else ""
-            if final:
-                tokens_view = render.token_html(eagle, decode, show)
-            elif phase == "eagle":  # the tail only while streaming: each redraw stays small
-                tokens_view = render.token_html(eagle, decode, show, tail=STREAM_TAIL)
-            else:  # the baseline is running; EAGLE's output is already on the page
-                tokens_view = gr.skip()
-            head = [tokens_view, render.stats_html(eagle, baseline, live.greedy, state, note)]
-            if charts or final:
-                head += [render.tokens_time_figure(eagle, baseline), render.accepted_length_figure(eagle),
-                         render.acceptance_depth_figure(eagle), render.time_split_figure(eagle)]
-            else:
-                head += [gr.skip()] * 4
-            report = list(loaded) if loaded else [gr.skip()] * 4
+            report_out = list(report) if report else [gr.skip()] * 4
+            stats_view = render.stats_html(eagle, baseline, live.greedy, state, note)
             if not final:
-                return (*head, gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), *report)
+                if sent.get("eagle_events") != len(eagle.events):  # EAGLE's view moved (not during the baseline)
+                    sent["tokens"] = render.token_html(eagle, decode, show, tail=STREAM_TAIL)  # the tail: redraws
+                    sent["eagle_events"] = len(eagle.events)  # stay small
+                if charts or "figures" not in sent:
+                    sent["figures"] = [render.tokens_time_figure(eagle, baseline), render.accepted_length_figure(eagle),
+                                       render.acceptance_depth_figure(eagle), render.time_split_figure(eagle)]
+                # slider and gr.State outputs stay skips: a slider value would fire its change event, and
+                # gr.State outputs are never sent to the page
+                return (sent["tokens"], stats_view, *sent["figures"], gr.skip(), TREE_PENDING, "", None, gr.skip(),
+                        *report_out)
+            figures = [render.tokens_time_figure(eagle, baseline), render.accepted_length_figure(eagle),
+                       render.acceptance_depth_figure(eagle), render.time_split_figure(eagle)]
             pick = _best_round(eagle)
             slider = gr.update(minimum=0, maximum=max(1, len(eagle.rounds) - 1), value=pick)
             tree = render.tree_figure(eagle.rounds[pick], decode) if eagle.rounds else \
@@ -632,7 +637,8 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
             summary = render.summary(eagle, baseline, live.greedy, text)
             result = {"key": live.key, "eagle": list(eagle.events),
                       "baseline": list(baseline.events) if baseline else None, "greedy": live.greedy}
-            return (*head, slider, tree, text, summary, result, *report)
+            return (render.token_html(eagle, decode, show), stats_view, *figures, slider, tree, text, summary, result,
+                    *report_out)
 
         @friendly
         def generate_ui(target_text, draft_text, revision_text, dtype_name, device_name, draft_revision_text,
@@ -642,11 +648,14 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
             key = make_key(target_text, draft_text, revision_text, dtype_name, device_name, draft_revision_text)
             was_loaded = REGISTRY.get(key) is not None
             session = ensure(key, progress)
-            loaded = None
+            report_value = session.report.to_dict()  # the report of the pair that runs, on the page as it streams
+            loaded = [render.report_markdown(session.report), report_value, gr.skip(), bool(chat_on)]
             if not was_loaded:  # this Generate loaded the pair: the chat default Load would have set applies
                 chat_on = _has_chat_template(session)
-                loaded = (render.report_markdown(session.report), session.report.to_dict(), key,
-                          gr.update(value=chat_on, interactive=chat_on))
+                first = (loaded[0], report_value, key, gr.update(value=chat_on, interactive=chat_on))
+                loaded[3] = chat_on
+            else:
+                first = tuple(loaded)
             tree = make_tree(mode_value, depth_value, topk_value, total_value, chain_value)
             run = make_run(max_new_tokens, temp, top_p_value, top_k_value, seed_value, tree, ignore_eos_on)
             ids = session.encode(prompt_text, chat=bool(chat_on))
@@ -657,7 +666,7 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
             _CLIENT_PAIRS.put(hash_, key)
             decode = render.TextCache(session.decode)
             try:
-                seen, drawn_at, charts_at = -1, time.monotonic(), 0.0
+                seen, drawn_at, charts_at, sent = -1, time.monotonic(), 0.0, {}
                 while not live.done.wait(POLL_SECONDS):  # short waits: a cancel or the end is seen at once
                     now = time.monotonic()
                     if now - drawn_at < UPDATE_SECONDS or live.stop.is_set():  # Stop draws the final state
@@ -666,11 +675,11 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
                     if count == seen:
                         continue
                     charts = now - charts_at >= CHART_SECONDS
-                    yield outputs_for(live, decode, show, False, loaded if seen < 0 else None, charts)
+                    yield outputs_for(live, decode, show, False, first if seen < 0 else loaded, charts, sent)
                     seen, drawn_at, charts_at = count, now, (now if charts else charts_at)
                 if live.error:
                     raise gr.Error(live.error, print_exception=False)
-                yield outputs_for(live, decode, show, True, loaded)
+                yield outputs_for(live, decode, show, True, first if seen < 0 else loaded)
             finally:
                 if not live.done.is_set():  # cancelled or the page went away: end the engine cleanly
                     live.stop.set()
@@ -786,7 +795,7 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
             generate_ui, [*panel, prompt, chat, max_new, temperature, top_p, top_k, seed, *tree_inputs, race,
                           show_rejected, ignore_eos], gen_outputs,
             api_name="generate_stream", api_visibility="undocumented", concurrency_limit=1, concurrency_id="model",
-            show_progress="hidden")
+            show_progress="hidden", show_progress_on=result_state)
         stop_btn.click(stop_ui, [show_rejected], gen_outputs, cancels=[gen_event], queue=False,
                        api_visibility="private")
         show_rejected.change(rerender_tokens, [result_state, show_rejected], tokens, api_visibility="private",

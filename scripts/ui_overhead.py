@@ -78,6 +78,20 @@ def through_client(url: str, target: str, draft: str, prompt: str, run: RunConfi
     return stats["tokens_per_second"], stats["new_tokens"] / wall, updates
 
 
+def browser_cpu_seconds() -> float:
+    """CPU seconds used so far by this process's children (the Playwright driver and Chromium)."""
+    import psutil
+
+    total = 0.0
+    for child in psutil.Process().children(recursive=True):
+        try:
+            times = child.cpu_times()
+        except psutil.Error:  # a renderer that just exited
+            continue
+        total += times.user + times.system
+    return total
+
+
 class BrowserPage:
     """One headless Chromium page on the app, opened once and settled before any run is timed, so a run pays
     for streaming and drawing, not for starting the browser or loading the page."""
@@ -85,6 +99,7 @@ class BrowserPage:
     def __init__(self, url: str, run: RunConfig, prompt: str, chromium: str):
         from playwright.sync_api import sync_playwright
 
+        self.busy: list[float] = []  # the browser's CPU seconds per second of each timed run
         self._p = sync_playwright().start()
         self.browser = self._p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
         self.page = self.browser.new_page(viewport={"width": 1400, "height": 1000})
@@ -103,10 +118,12 @@ class BrowserPage:
         """(engine tokens/s, end-to-end tokens/s); timing from the click to the final stats strip."""
         page = self.page
         page.evaluate("document.querySelector('#eagle-stats .eagle-stats').setAttribute('data-old', '')")
+        cpu0 = browser_cpu_seconds()
         t0 = time.perf_counter()
         page.click("#generate-btn")
         page.wait_for_selector('#eagle-stats .eagle-stats[data-state="done"]:not([data-old])')
         wall = time.perf_counter() - t0
+        self.busy.append((browser_cpu_seconds() - cpu0) / wall)
         text = page.locator("#eagle-stats").inner_text()
         page.wait_for_timeout(500)  # the page settles (last chart drawn) before the next timed run
         numbers = dict(re.findall(r"(EAGLE tok/s|new tokens)\s*\n?\s*([\d.]+)", text, flags=re.I))
@@ -171,6 +188,7 @@ def main() -> int:
                     engine, e2e, n = through_client(url, key.target, key.draft, args.prompt, run)
                     streamed.append((engine, e2e))
                     updates.append(n)
+        busy = statistics.median(page.busy) if page is not None else None
     finally:
         if page is not None:
             page.close()
@@ -184,6 +202,10 @@ def main() -> int:
     print(f"redraws every {ui.UPDATE_SECONDS} s, charts every {ui.CHART_SECONDS} s, "
           f"GIL switch interval {sys.getswitchinterval() * 1000:g} ms")
     print(f"UI read by {how}" + (f", {statistics.median(updates):.0f} streamed updates per run" if updates else ""))
+    if busy is not None:
+        print(f"the browser kept {busy:.2f} of a core busy while a run streamed (median)")
+    ratios = ", ".join(f"{u[0] / h[0]:.2f}" for h, u in zip(head, streamed))
+    print(f"engine tokens/s ratio per repeat: {ratios}")
     print(f"{'':<22}{'headless':>10}{'through UI':>12}{'ratio':>8}")
     for label, i in (("engine tokens/s", 0), ("end-to-end tokens/s", 1)):
         h, u = med(head, i), med(streamed, i)
