@@ -48,13 +48,13 @@ ROOT = Path(__file__).resolve().parent.parent
 ASSETS = ROOT / "assets"
 STYLE = ASSETS / "style.css"
 SUITE = ASSETS / "prompts" / "suite.jsonl"
-# While a run streams, the token view and stats redraw at most every UPDATE_SECONDS and the charts at most every
-# CHART_SECONDS (and everything at the end). The browser's drawing is what costs: with Chromium on the same
-# 2 cores, redraws every 0.25 s with charts every 1 s took 0.7-0.9 of a core from the engine and the stream kept
-# ~0.80 of the headless tokens/s; at these settings it kept 0.75-0.93 (noisy machine; scripts/ui_overhead.py,
-# shipped pair, 256-512 tokens).
+# While a run streams, the token view and stats redraw at most every UPDATE_SECONDS, and one chart (in turn)
+# every CHART_SECONDS (everything at the end). Gradio's page rebuilds a Plot from scratch on every change
+# (~0.2 s of a slow core each), so four charts at once every 2 s kept Chromium ~0.5 core busy in bursts; one
+# at a time spreads that cost. Measured with scripts/ui_overhead.py (shipped pair, 2 noisy cores): the page
+# keeps 0.91-0.95 of the headless engine's tokens/s, with per-repeat ratios scattered 0.65-1.2 by the host.
 UPDATE_SECONDS = 0.5
-CHART_SECONDS = 2.0
+CHART_SECONDS = 1.0
 POLL_SECONDS = 0.05  # how often the page's generator looks at the run between redraws
 STOP_SETTLE_SECONDS = 0.5
 STREAM_TAIL = 400  # tokens shown while streaming (the whole output at the end)
@@ -620,9 +620,14 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
                 if sent.get("eagle_events") != len(eagle.events):  # EAGLE's view moved (not during the baseline)
                     sent["tokens"] = render.token_html(eagle, decode, show, tail=STREAM_TAIL)  # the tail: redraws
                     sent["eagle_events"] = len(eagle.events)  # stay small
-                if charts or "figures" not in sent:
-                    sent["figures"] = [render.tokens_time_figure(eagle, baseline), render.accepted_length_figure(eagle),
-                                       render.acceptance_depth_figure(eagle), render.time_split_figure(eagle)]
+                builders = (lambda: render.tokens_time_figure(eagle, baseline),
+                            lambda: render.accepted_length_figure(eagle), lambda: render.acceptance_depth_figure(eagle),
+                            lambda: render.time_split_figure(eagle))
+                if "figures" not in sent:  # the run's first redraw replaces the last run's charts at once
+                    sent["figures"], sent["turn"] = [build() for build in builders], 0
+                elif charts:  # then one chart per turn: the page redraws a Plot from scratch on every change
+                    turn = sent["turn"] % len(builders)
+                    sent["figures"][turn], sent["turn"] = builders[turn](), sent["turn"] + 1
                 # slider and gr.State outputs stay skips: a slider value would fire its change event, and
                 # gr.State outputs are never sent to the page
                 return (sent["tokens"], stats_view, *sent["figures"], gr.skip(), TREE_PENDING, "", None, gr.skip(),

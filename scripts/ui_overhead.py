@@ -203,9 +203,11 @@ def main() -> int:
           f"GIL switch interval {sys.getswitchinterval() * 1000:g} ms")
     print(f"UI read by {how}" + (f", {statistics.median(updates):.0f} streamed updates per run" if updates else ""))
     if busy is not None:
-        print(f"the browser kept {busy:.2f} of a core busy while a run streamed (median)")
-    ratios = ", ".join(f"{u[0] / h[0]:.2f}" for h, u in zip(head, streamed))
-    print(f"engine tokens/s ratio per repeat: {ratios}")
+        print(f"the browser kept {busy:.2f} of a core busy while a run streamed (median; per repeat: "
+              f"{', '.join(f'{b:.2f}' for b in page.busy)})")
+    ratios = [u[0] / h[0] for h, u in zip(head, streamed)]  # each repeat's pair ran back to back
+    print(f"engine tokens/s ratio per repeat: {', '.join(f'{r:.2f}' for r in ratios)} "
+          f"(median {statistics.median(ratios):.2f})")
     print(f"{'':<22}{'headless':>10}{'through UI':>12}{'ratio':>8}")
     for label, i in (("engine tokens/s", 0), ("end-to-end tokens/s", 1)):
         h, u = med(head, i), med(streamed, i)

@@ -258,3 +258,28 @@ def test_queue_polls_calmly():
     demo = ui.build_app()
     assert demo._queue.sleep_when_free == ui.QUEUE_POLL_SECONDS
     assert demo._queue.progress_update_sleep_when_free == ui.PROGRESS_POLL_SECONDS
+
+
+def test_streaming_redraws_send_values_not_skips(app, monkeypatch):
+    """Every streamed redraw but the last sends a value for each visible output, repeating it when it did not
+    change (Gradio's stream diff then sends nothing); a gr.skip() there would make Gradio rebuild that
+    component on the server at every redraw. Only gr.State outputs and the round slider (whose value would
+    fire its change event) are skipped."""
+    from eagle_demo import ui
+
+    _, target, draft = app
+    monkeypatch.setattr(ui, "UPDATE_SECONDS", 0.0)
+    monkeypatch.setattr(ui, "CHART_SECONDS", 0.0)
+    ui.REGISTRY.load(ui.make_key(target, draft, "", "auto", "cpu"))
+    demo = ui.build_app(target, draft)
+    fn = next(f for f in demo.fns.values() if f.api_name == "generate_stream")
+    yields = list(fn.fn(target, draft, "", "auto", "cpu", "", CODE_PROMPT, False, 96, 0.0, 1.0, 0, 0,
+                        ui.TREE_MODE, 5, 4, 16, 4, True, True, True))
+    streamed = yields[:-1]
+    assert len(streamed) >= 2, "the run was too short to stream"
+    for out in streamed:
+        assert len(out) == len(fn.outputs)
+        for block, value in zip(fn.outputs, out):
+            skipped = isinstance(value, dict) and value.get("__type__") == "update"
+            assert not skipped or block.stateful or block.elem_id == "round-slider", block
+    assert 'data-state="done"' in yields[-1][1]
