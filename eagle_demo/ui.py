@@ -52,7 +52,8 @@ SUITE = ASSETS / "prompts" / "suite.jsonl"
 # every CHART_SECONDS (everything at the end). Gradio's page rebuilds a Plot from scratch on every change
 # (~0.2 s of a slow core each), so four charts at once every 2 s kept Chromium ~0.5 core busy in bursts; one
 # at a time spreads that cost. Measured with scripts/ui_overhead.py (shipped pair, 2 noisy cores): the page
-# keeps 0.91-0.95 of the headless engine's tokens/s, with per-repeat ratios scattered 0.65-1.2 by the host.
+# keeps 0.91-0.92 of the headless engine's tokens/s (median of 8-16 back-to-back pairs; single pairs scatter
+# 0.65-1.2 with the host).
 UPDATE_SECONDS = 0.5
 CHART_SECONDS = 1.0
 POLL_SECONDS = 0.05  # how often the page's generator looks at the run between redraws
