@@ -49,13 +49,14 @@ ASSETS = ROOT / "assets"
 STYLE = ASSETS / "style.css"
 SUITE = ASSETS / "prompts" / "suite.jsonl"
 # While a run streams, the token view and stats redraw at most every UPDATE_SECONDS, and one chart (in turn)
-# every CHART_SECONDS (everything at the end). Gradio's page rebuilds a Plot from scratch on every change
-# (~0.2 s of a slow core each), so four charts at once every 2 s kept Chromium ~0.5 core busy in bursts; one
-# at a time spreads that cost. Measured with scripts/ui_overhead.py (shipped pair, 2 noisy cores): the page
-# keeps 0.91-0.92 of the headless engine's tokens/s (median of 8-16 back-to-back pairs; single pairs scatter
-# 0.65-1.2 with the host).
+# every CHART_SECONDS (everything at the end). Gradio's page rebuilds a Plot from scratch on every change and
+# plotly draws it twice (~0.1-0.2 s of a slow core each), so the live charts are the page's main cost: four at
+# once came in bursts, and with the charts off the page kept 0.97 of the engine's speed against 0.88 with one
+# chart a second. CHART_TURNS is the rotation: the race (tokens vs time) every other turn, each of the other
+# three every sixth. Measured with scripts/ui_overhead.py: see the README's "The page".
 UPDATE_SECONDS = 0.5
-CHART_SECONDS = 1.0
+CHART_SECONDS = 1.5
+CHART_TURNS = (0, 1, 0, 2, 0, 3)  # indices into (tokens vs time, accepted length, acceptance by depth, time split)
 POLL_SECONDS = 0.05  # how often the page's generator looks at the run between redraws
 STOP_SETTLE_SECONDS = 0.5
 STREAM_TAIL = 400  # tokens shown while streaming (the whole output at the end)
@@ -627,7 +628,7 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
                 if "figures" not in sent:  # the run's first redraw replaces the last run's charts at once
                     sent["figures"], sent["turn"] = [build() for build in builders], 0
                 elif charts:  # then one chart per turn: the page redraws a Plot from scratch on every change
-                    turn = sent["turn"] % len(builders)
+                    turn = CHART_TURNS[sent["turn"] % len(CHART_TURNS)]
                     sent["figures"][turn], sent["turn"] = builders[turn](), sent["turn"] + 1
                 # slider and gr.State outputs stay skips: a slider value would fire its change event, and
                 # gr.State outputs are never sent to the page

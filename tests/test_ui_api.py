@@ -283,3 +283,23 @@ def test_streaming_redraws_send_values_not_skips(app, monkeypatch):
             skipped = isinstance(value, dict) and value.get("__type__") == "update"
             assert not skipped or block.stateful or block.elem_id == "round-slider", block
     assert 'data-state="done"' in yields[-1][1]
+
+
+def test_streamed_charts_redraw_in_rotation(app, monkeypatch):
+    """After the first streamed redraw (which replaces all four charts), each redraw rebuilds exactly one chart,
+    in the order CHART_TURNS gives (the race every other turn); the others are sent as the same figure."""
+    from eagle_demo import ui
+
+    _, target, draft = app
+    monkeypatch.setattr(ui, "UPDATE_SECONDS", 0.0)
+    monkeypatch.setattr(ui, "CHART_SECONDS", 0.0)
+    ui.REGISTRY.load(ui.make_key(target, draft, "", "auto", "cpu"))
+    demo = ui.build_app(target, draft)
+    fn = next(f for f in demo.fns.values() if f.api_name == "generate_stream")
+    yields = list(fn.fn(target, draft, "", "auto", "cpu", "", CODE_PROMPT, False, 160, 0.0, 1.0, 0, 0,
+                        ui.TREE_MODE, 5, 4, 16, 4, True, True, True))
+    figures = [out[2:6] for out in yields[:-1]]
+    assert len(figures) >= 4, "the run was too short to stream"
+    for turn, (before, after) in enumerate(zip(figures, figures[1:])):
+        changed = [i for i in range(4) if after[i] is not before[i]]
+        assert changed == [ui.CHART_TURNS[turn % len(ui.CHART_TURNS)]], (turn, changed)
