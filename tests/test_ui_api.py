@@ -260,11 +260,9 @@ def test_queue_polls_calmly():
     assert demo._queue.progress_update_sleep_when_free == ui.PROGRESS_POLL_SECONDS
 
 
-def test_streaming_redraws_send_values_not_skips(app, monkeypatch):
-    """Every streamed redraw but the last sends a value for each visible output, repeating it when it did not
-    change (Gradio's stream diff then sends nothing); a gr.skip() there would make Gradio rebuild that
-    component on the server at every redraw. Only gr.State outputs and the round slider (whose value would
-    fire its change event) are skipped."""
+def _stream_every_poll(app, monkeypatch, max_new_tokens: int):
+    """The Generate event's function and everything it yields for a raced greedy run, with the redraw and
+    chart intervals at zero so every poll that finds new events redraws."""
     from eagle_demo import ui
 
     _, target, draft = app
@@ -273,8 +271,16 @@ def test_streaming_redraws_send_values_not_skips(app, monkeypatch):
     ui.REGISTRY.load(ui.make_key(target, draft, "", "auto", "cpu"))
     demo = ui.build_app(target, draft)
     fn = next(f for f in demo.fns.values() if f.api_name == "generate_stream")
-    yields = list(fn.fn(target, draft, "", "auto", "cpu", "", CODE_PROMPT, False, 96, 0.0, 1.0, 0, 0,
-                        ui.TREE_MODE, 5, 4, 16, 4, True, True, True))
+    return fn, list(fn.fn(target, draft, "", "auto", "cpu", "", CODE_PROMPT, False, max_new_tokens, 0.0, 1.0, 0, 0,
+                          ui.TREE_MODE, 5, 4, 16, 4, True, True, True))
+
+
+def test_streaming_redraws_send_values_not_skips(app, monkeypatch):
+    """Every streamed redraw but the last sends a value for each visible output, repeating it when it did not
+    change (Gradio's stream diff then sends nothing); a gr.skip() there would make Gradio rebuild that
+    component on the server at every redraw. Only gr.State outputs and the round slider (whose value would
+    fire its change event) are skipped."""
+    fn, yields = _stream_every_poll(app, monkeypatch, 96)
     streamed = yields[:-1]
     assert len(streamed) >= 2, "the run was too short to stream"
     for out in streamed:
@@ -290,14 +296,7 @@ def test_streamed_charts_redraw_in_rotation(app, monkeypatch):
     in the order CHART_TURNS gives (the race every other turn); the others are sent as the same figure."""
     from eagle_demo import ui
 
-    _, target, draft = app
-    monkeypatch.setattr(ui, "UPDATE_SECONDS", 0.0)
-    monkeypatch.setattr(ui, "CHART_SECONDS", 0.0)
-    ui.REGISTRY.load(ui.make_key(target, draft, "", "auto", "cpu"))
-    demo = ui.build_app(target, draft)
-    fn = next(f for f in demo.fns.values() if f.api_name == "generate_stream")
-    yields = list(fn.fn(target, draft, "", "auto", "cpu", "", CODE_PROMPT, False, 160, 0.0, 1.0, 0, 0,
-                        ui.TREE_MODE, 5, 4, 16, 4, True, True, True))
+    _, yields = _stream_every_poll(app, monkeypatch, 160)
     figures = [out[2:6] for out in yields[:-1]]
     assert len(figures) >= 4, "the run was too short to stream"
     for turn, (before, after) in enumerate(zip(figures, figures[1:])):
