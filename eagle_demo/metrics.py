@@ -8,6 +8,10 @@
   none at depth k+1, a pruned tree may have none under the accepted node).
 - tokens/s = tokens committed by rounds / decode wall time (prefill reported separately).
 - speedup = baseline decode time / EAGLE decode time for the same prompt and number of new tokens.
+
+Why a speedup is what it is (`breakdown`): tokens/s is tau / (mean round time) for EAGLE and 1 / (mean step
+time) for plain decoding, so speedup = tau / round cost, where round cost is a mean EAGLE round measured in
+plain decoding steps, split into draft + verify + host (+ loop time outside the three phases).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Iterable
 
 from .events import Event, Finish, Prefill, Round, RunStart, Step
 
-__all__ = ["RunStats", "summarize", "speedup", "DEFINITIONS"]
+__all__ = ["RunStats", "SpeedupBreakdown", "summarize", "speedup", "breakdown", "DEFINITIONS"]
 
 DEFINITIONS = {
     "round": "one draft + verify step (plain decoding: one target step)",
@@ -26,6 +30,8 @@ DEFINITIONS = {
                              "with a draft token at depth d to try",
     "tokens/s": "tokens produced after the prefill / decode wall time (prefill time shown separately)",
     "speedup": "baseline decode time / EAGLE decode time, same prompt, same new tokens, same process and device",
+    "round cost": "mean EAGLE round time / mean plain decoding step time, split into draft, verify and host; "
+                  "speedup = tau / round cost",
 }
 
 
@@ -114,3 +120,40 @@ def speedup(eagle: RunStats, baseline: RunStats) -> float:
     if baseline.tokens_per_second <= 0:
         return 0.0
     return eagle.tokens_per_second / baseline.tokens_per_second
+
+
+@dataclass(frozen=True)
+class SpeedupBreakdown:
+    """speedup = tau / round_cost. Costs are in plain decoding steps of the same target (1.0 = one step)."""
+
+    speedup: float
+    tau: float
+    round_cost: float  # mean EAGLE round time / mean baseline step time
+    draft: float  # the parts of round_cost
+    verify: float
+    host: float
+    other: float  # decode time outside the three measured phases (the loop itself, the consumer)
+    step_ms: float  # mean plain decoding step
+    round_ms: float  # mean EAGLE round
+
+    def line(self) -> str:
+        parts = f"draft {self.draft:.2f} + verify {self.verify:.2f} + host {self.host:.2f}"
+        if self.other >= 0.005:
+            parts += f" + other {self.other:.2f}"
+        return (f"{self.speedup:.2f}x = tau {self.tau:.2f} / round cost {self.round_cost:.2f} steps "
+                f"({parts}; one step = {self.step_ms:.2f} ms)")
+
+
+def breakdown(eagle: RunStats, baseline: RunStats) -> SpeedupBreakdown | None:
+    """Explain `speedup(eagle, baseline)` as tau / round cost; None when either run has no decode time."""
+    if not (eagle.rounds and baseline.rounds and eagle.decode_seconds > 0 and baseline.decode_seconds > 0):
+        return None
+    if eagle.tokens_per_second <= 0 or baseline.tokens_per_second <= 0:
+        return None
+    step = 1.0 / baseline.tokens_per_second  # seconds per committed token of plain decoding
+    round_seconds = eagle.tau / eagle.tokens_per_second  # = decode seconds / rounds
+    per_round = [x / eagle.rounds / step for x in (eagle.draft_seconds, eagle.verify_seconds, eagle.host_seconds)]
+    cost = round_seconds / step
+    return SpeedupBreakdown(speedup=eagle.tau / cost, tau=eagle.tau, round_cost=cost, draft=per_round[0],
+                            verify=per_round[1], host=per_round[2], other=max(cost - sum(per_round), 0.0),
+                            step_ms=1e3 * step, round_ms=1e3 * round_seconds)

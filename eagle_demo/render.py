@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 from .events import Event, Finish, Prefill, Round, RunStart, Step
-from .metrics import RunStats, speedup, summarize
+from .metrics import RunStats, breakdown, speedup, summarize
 
 __all__ = ["RunView", "Piece", "TextCache", "token_pieces", "group_ids", "token_html", "rejected_children",
            "stats_html", "summary", "identical_to_baseline", "tokens_time_figure", "accepted_length_figure",
@@ -297,6 +297,7 @@ def summary(eagle: RunView, baseline: RunView | None, greedy: bool, text: str = 
     """JSON-ready numbers of a run (the `generate` API's stats and the stats strip)."""
     e = eagle.stats()
     b = baseline.stats() if baseline is not None and baseline.done else None
+    why = breakdown(e, b) if b else None
     return {
         "text": text,
         "token_ids": list(eagle.token_ids),
@@ -307,6 +308,9 @@ def summary(eagle: RunView, baseline: RunView | None, greedy: bool, text: str = 
         "tokens_per_second": e.tokens_per_second,
         "baseline_tokens_per_second": b.tokens_per_second if b else None,
         "speedup": speedup(e, b) if b else None,
+        "round_cost": None if why is None else {
+            "steps": why.round_cost, "draft": why.draft, "verify": why.verify, "host": why.host, "other": why.other,
+            "step_ms": why.step_ms, "round_ms": why.round_ms, "line": why.line()},
         "identical_to_baseline": identical_to_baseline(eagle, baseline, greedy),
         "acceptance_by_depth": list(e.acceptance_by_depth),
         "prefill_seconds": e.prefill_seconds,
@@ -332,6 +336,8 @@ def stats_html(eagle: RunView | None, baseline: RunView | None, greedy: bool, st
         base = s["baseline_tokens_per_second"]
         cells.append(("baseline tok/s", "-" if base is None else f"{base:.1f}", ""))
         cells.append(("speedup", "-" if s["speedup"] is None else f"{s['speedup']:.2f}x", ""))
+        if s["round_cost"] is not None:
+            cells.append(("round cost", f"{s['round_cost']['steps']:.2f} steps", ""))
         cells += [("rounds", str(s["rounds"]), ""), ("new tokens", str(s["new_tokens"]), ""),
                   ("prefill", f"{1000 * s['prefill_seconds']:.0f} ms", "")]
         same = s["identical_to_baseline"]
@@ -344,6 +350,9 @@ def stats_html(eagle: RunView | None, baseline: RunView | None, greedy: bool, st
     body = "".join(f'<div class="stat {cls}"><span class="stat-label">{_escape(label)}</span>'
                    f'<span class="stat-value">{_escape(value)}</span></div>' for label, value, cls in cells)
     extra = f'<div class="stat-note">{_escape(note)}</div>' if note else ""
+    if eagle is not None and eagle.prefill is not None and s["round_cost"] is not None:
+        extra += (f'<div class="stat-why" title="speedup = tau / round cost; a round\'s cost is counted in plain '
+                  f'decoding steps of the same target">why: {_escape(s["round_cost"]["line"])}</div>')
     return (f'<div class="eagle-stats" data-state="{_escape(state)}"><div class="stat status">'
             f'<span class="stat-label">status</span><span class="stat-value">{_escape(status)}</span></div>'
             f"{body}{extra}</div>")

@@ -2,8 +2,8 @@
 
 import pytest
 
-from eagle_demo.events import DraftNode, Finish, Round, RunStart
-from eagle_demo.metrics import summarize
+from eagle_demo.events import DraftNode, Finish, Round, RunStart, Step
+from eagle_demo.metrics import breakdown, speedup, summarize
 
 
 def chain_round(index: int, k: int, accepted: int) -> Round:
@@ -38,3 +38,30 @@ def test_a_pruned_tree_without_a_child_under_the_accepted_node_is_not_a_rejectio
               total_new_tokens=3)
     stats = summarize([start(), r, Finish("length", (1, 5, 8), 3, 1, 0.1, 1.0)])
     assert stats.acceptance_by_depth == (1.0,)
+
+
+def timed_round(index: int, accepted: int, draft: float, verify: float, host: float, elapsed: float) -> Round:
+    r = chain_round(index, 3, accepted)
+    return Round(**{**r.__dict__, "draft_seconds": draft, "verify_seconds": verify, "host_seconds": host,
+                    "elapsed": elapsed})
+
+
+def test_breakdown_explains_the_speedup_as_tau_over_round_cost():
+    # EAGLE: 2 rounds committing 4 + 2 tokens in 0.030 s (draft 5 ms + verify 8 ms + host 1 ms each, 2 ms loop).
+    rounds = [timed_round(0, 3, 0.005, 0.008, 0.001, 0.015), timed_round(1, 1, 0.005, 0.008, 0.001, 0.030)]
+    eagle = summarize([start(), *rounds, Finish("length", tuple(range(7)), 7, 2, 0.01, 0.030)])
+    # plain decoding of the same 6 tokens: 6 steps in 0.060 s (10 ms a step)
+    steps = [Step(i, 5, 1.0, 0.01, 0.01 * (i + 1), i + 2) for i in range(6)]
+    base = summarize([RunStart("baseline", 3, 64, "", 0.0, "", "cpu", "float32"), *steps,
+                      Finish("length", tuple(range(7)), 7, 6, 0.01, 0.060)])
+    b = breakdown(eagle, base)
+    assert b.speedup == pytest.approx(speedup(eagle, base)) == pytest.approx(2.0)
+    assert b.tau == pytest.approx(3.0) and b.round_cost == pytest.approx(1.5)
+    assert (b.draft, b.verify, b.host, b.other) == pytest.approx((0.5, 0.8, 0.1, 0.1))
+    assert b.step_ms == pytest.approx(10.0) and b.round_ms == pytest.approx(15.0)
+    assert b.line().startswith("2.00x = tau 3.00 / round cost 1.50 steps (draft 0.50 + verify 0.80 + host 0.10")
+
+
+def test_breakdown_needs_both_runs():
+    empty = summarize([start(), Finish("stopped", (1,), 1, 0, 0.01, 0.0)])
+    assert breakdown(empty, empty) is None

@@ -160,11 +160,14 @@ def test_run_view_and_summary():
     s = render.summary(eagle, base, greedy=True, text="abc")
     assert s["identical_to_baseline"] is True and s["tau"] == 2.0 and s["rounds"] == 1
     assert s["speedup"] == pytest.approx((2 / 0.1) / (2 / 0.08))
+    assert s["speedup"] == pytest.approx(s["tau"] / s["round_cost"]["steps"])
+    assert s["round_cost"]["line"].startswith(f"{s['speedup']:.2f}x = tau 2.00 / round cost")
     json.dumps(s)
     other = render.RunView.of(baseline_events(ids=(10, 11, 12)))
     assert render.summary(eagle, other, greedy=True)["identical_to_baseline"] is False
     assert render.summary(eagle, base, greedy=False)["identical_to_baseline"] is None
     assert render.summary(eagle, None, greedy=True)["speedup"] is None
+    assert render.summary(eagle, None, greedy=True)["round_cost"] is None
 
 
 def test_stats_strip():
@@ -172,6 +175,8 @@ def test_stats_strip():
     done = render.stats_html(eagle, base, True, "done")
     assert 'data-state="done"' in done and "identical to baseline" in done and ">yes<" in done
     assert "2.00" in done  # tau
+    assert "round cost" in done and 'class="stat-why"' in done and "why: " in done
+    assert "stat-why" not in render.stats_html(eagle, None, True, "done")  # no race, nothing to explain
     bad = render.stats_html(eagle, render.RunView.of(baseline_events((10, 12, 12))), True, "done")
     assert ">NO<" in bad
     assert 'data-state="idle"' in render.stats_html(None, None, True, "idle")
