@@ -51,6 +51,7 @@ class PromptResult:
     verify_seconds: float
     host_seconds: float
     equal_to_baseline: bool | None  # None for sampled runs (equality is not expected)
+    round_cost: float = 0.0  # tau / speedup: a mean round's price in plain decoding steps
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class CategorySummary:
     baseline_tokens_per_second: float
     speedup: float
     all_equal: bool | None
+    round_cost: float = 0.0  # tau / speedup, in plain decoding steps (speedup = tau / round cost)
 
 
 @dataclass(frozen=True)
@@ -92,11 +94,12 @@ class BenchReport:
         return buf.getvalue()
 
     def table(self) -> str:
-        lines = [f"{'category':<14}{'prompts':>8}{'runs':>6}{'tau':>7}{'EAGLE tok/s':>13}{'base tok/s':>12}{'speedup':>9}{'equal':>7}"]
+        lines = [f"{'category':<14}{'prompts':>8}{'runs':>6}{'tau':>7}{'EAGLE tok/s':>13}{'base tok/s':>12}{'speedup':>9}"
+                 f"{'round cost':>12}{'equal':>7}"]
         for c in (*self.categories, self.overall):
             eq = "-" if c.all_equal is None else ("yes" if c.all_equal else "NO")
             lines.append(f"{c.category:<14}{c.prompts:>8}{c.runs:>6}{c.tau:>7.2f}{c.eagle_tokens_per_second:>13.1f}"
-                         f"{c.baseline_tokens_per_second:>12.1f}{c.speedup:>8.2f}x{eq:>7}")
+                         f"{c.baseline_tokens_per_second:>12.1f}{c.speedup:>8.2f}x{c.round_cost:>12.2f}{eq:>7}")
         return "\n".join(lines)
 
 
@@ -140,7 +143,12 @@ def _result(item: PromptItem, repeat: int, prompt_tokens: int, eagle: RunStats, 
         acceptance_by_depth=eagle.acceptance_by_depth, draft_seconds=eagle.draft_seconds,
         verify_seconds=eagle.verify_seconds, host_seconds=eagle.host_seconds,
         equal_to_baseline=(eagle.token_ids == base.token_ids) if greedy else None,
+        round_cost=_cost(eagle.tau, eagle.tokens_per_second / base.tokens_per_second if base.tokens_per_second else 0.0),
     )
+
+
+def _cost(tau: float, speedup: float) -> float:
+    return tau / speedup if speedup > 0 else 0.0
 
 
 def _summary(name: str, rows: list[PromptResult]) -> CategorySummary:
@@ -148,9 +156,10 @@ def _summary(name: str, rows: list[PromptResult]) -> CategorySummary:
     e = sum(r.eagle_tokens_per_second for r in rows) / n
     b = sum(r.baseline_tokens_per_second for r in rows) / n
     eq = [r.equal_to_baseline for r in rows if r.equal_to_baseline is not None]
-    return CategorySummary(category=name, prompts=len({r.id for r in rows}), runs=n, tau=sum(r.tau for r in rows) / n, eagle_tokens_per_second=e,
-                           baseline_tokens_per_second=b, speedup=e / b if b else 0.0,
-                           all_equal=all(eq) if eq else None)
+    tau, ratio = sum(r.tau for r in rows) / n, e / b if b else 0.0
+    return CategorySummary(category=name, prompts=len({r.id for r in rows}), runs=n, tau=tau, eagle_tokens_per_second=e,
+                           baseline_tokens_per_second=b, speedup=ratio, all_equal=all(eq) if eq else None,
+                           round_cost=_cost(tau, ratio))
 
 
 def run_bench(session: Session, items: list[PromptItem], run: RunConfig, repeats: int = 1, chat: bool = False,

@@ -637,7 +637,8 @@ def report_markdown(report) -> str:
 
 # ---- benchmark ---------------------------------------------------------------------------------------------------
 
-BENCH_COLUMNS = ["category", "prompts", "runs", "tau", "EAGLE tok/s", "baseline tok/s", "speedup", "identical"]
+BENCH_COLUMNS = ["category", "prompts", "runs", "tau", "EAGLE tok/s", "baseline tok/s", "speedup",
+                 "round cost (steps)", "identical"]
 
 
 def bench_rows(report):
@@ -648,7 +649,7 @@ def bench_rows(report):
     for c in (*report.categories, report.overall):
         same = "-" if c.all_equal is None else ("yes" if c.all_equal else "NO")
         rows.append([c.category, c.prompts, c.runs, round(c.tau, 2), round(c.eagle_tokens_per_second, 1),
-                     round(c.baseline_tokens_per_second, 1), round(c.speedup, 2), same])
+                     round(c.baseline_tokens_per_second, 1), round(c.speedup, 2), round(c.round_cost, 2), same])
     return pd.DataFrame(rows, columns=BENCH_COLUMNS)
 
 

@@ -30,9 +30,10 @@ def test_bench_cli_writes_json_and_csv(tmp_path):
     assert report["settings"]["draft_family"] == "eagle1" and report["machine"]["torch"]
     row = report["results"][0]
     for key in ("id", "category", "new_tokens", "rounds", "tau", "eagle_tokens_per_second",
-                "baseline_tokens_per_second", "speedup", "acceptance_by_depth", "equal_to_baseline"):
+                "baseline_tokens_per_second", "speedup", "acceptance_by_depth", "equal_to_baseline", "round_cost"):
         assert key in row
     assert all(r["equal_to_baseline"] for r in report["results"])
+    assert all(abs(r["tau"] / r["round_cost"] - r["speedup"]) < 1e-9 for r in report["results"])
     assert report["categories"][0]["category"] == "code"
     rows = list(csv.DictReader(out_csv.open()))
     assert len(rows) == 2 and rows[0]["equal_to_baseline"] == "True" and float(rows[0]["tau"]) >= 1.0
@@ -51,3 +52,4 @@ def test_summary_counts_prompts_and_runs_and_takes_the_ratio_of_means():
     assert (s.prompts, s.runs) == (2, 3)
     assert abs(s.speedup - 200.0 / (400.0 / 3)) < 1e-9  # Spec-Bench: mean EAGLE tok/s over mean baseline tok/s
     assert s.all_equal is True
+    assert abs(s.tau / s.round_cost - s.speedup) < 1e-9  # the table's round cost explains its speedup

@@ -91,6 +91,7 @@ def test_generate_shows_provenance_charts_and_tree(page):
     assert "draft p" in out.locator(".tok-accepted").first.get_attribute("title")
     stats = page.locator("#eagle-stats").inner_text()
     assert "IDENTICAL TO BASELINE" in stats.upper() and "yes" in stats
+    assert "why:" in stats and "round cost" in stats.lower()  # speedup = tau / round cost, spelled out
 
     assert page.locator(".js-plotly-plot").count() >= 5
     for plot in ("plot-time", "plot-accept", "plot-depth", "plot-split", "plot-tree"):
