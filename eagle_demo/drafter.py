@@ -66,7 +66,9 @@ class Drafter:
         for step in range(2, cfg.depth + 1):
             n = frontier.shape[0]
             block = torch.cat([parent_rows, torch.eye(n, dtype=torch.bool, device=dev)], 1)  # [n, added+n]
-            chain = n == 1 and bool(block.all())  # a single node whose tree keys are all its ancestors
+            # top-k 1: the single frontier node's tree keys are all its ancestors, so causal attention is the
+            # same; decided on the host (reading `block` would wait for the device every step)
+            chain = n == 1
             mask = None if chain else tree_attention_mask(self.length, block, self.dtype)  # [1, 1, n, P+added+n]
             positions = torch.full((n,), self.length + step - 2, device=dev)  # siblings share a position
             g = head(frontier_hidden, frontier_tokens, positions, self.cache, mask)  # [n, H]
