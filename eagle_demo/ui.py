@@ -558,7 +558,8 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
                 bench_repeats = gr.Slider(1, 5, value=1, step=1, label="repeats")
                 bench_max_new = gr.Slider(8, 512, value=64, step=8, label="max new tokens")
             bench_btn = gr.Button("Run benchmark", variant="primary", elem_id="bench-btn")
-            bench_table = gr.Dataframe(label="results by category", interactive=False, elem_id="bench-table")
+            bench_table = gr.Dataframe(label="results by category", interactive=False, elem_id="bench-table",
+                                       headers=render.BENCH_COLUMNS)
             bench_plot = gr.Plot(render.empty_figure("Speedup and tau by category", "run the benchmark"),
                                  label="speedup and tau")
             with gr.Row():
@@ -569,8 +570,10 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
             gr.Markdown("Serve the loaded pair with the current draft settings.")
             deploy_btn = gr.Button("Refresh commands", elem_id="deploy-btn")
             deploy_msg = gr.Markdown("Load a pair to see its commands.")
-            vllm_cmd = gr.Code(label="vLLM", language="shell", interactive=False, lines=2, wrap_lines=True)
-            sglang_cmd = gr.Code(label="SGLang", language="shell", interactive=False, lines=2, wrap_lines=True)
+            code = dict(language="shell", interactive=False, lines=2, max_lines=6, wrap_lines=True,
+                        value="# load a pair (Playground tab) to see this command")
+            vllm_cmd = gr.Code(label="vLLM", elem_id="vllm-cmd", **code)
+            sglang_cmd = gr.Code(label="SGLang", elem_id="sglang-cmd", **code)
             deploy_notes = gr.Markdown()
 
         # ---- handlers -------------------------------------------------------------------------------------
