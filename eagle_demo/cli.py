@@ -32,6 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--top-k", type=int, default=0, help="sampling top-k (0 = off)")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--mode", choices=["eagle", "baseline"], default="eagle")
+    g.add_argument("--race", action="store_true",
+                   help="then run plain decoding of the same prompt: speedup, identity (greedy) and why")
     _tree_args(g)
     g.add_argument("--ignore-eos", action="store_true")
     g.add_argument("--json", action="store_true", help="one JSON object per event and a final summary line")
@@ -132,7 +134,9 @@ def cmd_generate(args) -> int:
     out = sys.stdout
     text = TokenStreamDecoder(session.decode)
     finish = None
+    events = []
     for event in session.stream(prompt_ids, run, mode=args.mode):
+        events.append(event)
         if args.json:
             out.write(json.dumps(to_dict(event)) + "\n")
         else:
@@ -153,13 +157,33 @@ def cmd_generate(args) -> int:
         "finish_reason": finish.reason,
         "tokens_per_second": rounds_tokens / finish.decode_seconds if finish.decode_seconds > 0 else 0.0,
     }
+    race = _race(session, prompt_ids, run, events) if args.race and args.mode == "eagle" else None
+    if race:
+        summary.update(race)
     if args.json:
         out.write(json.dumps(summary) + "\n")
     else:
         out.write(text.flush() + "\n")
         sys.stderr.write(f"[{args.mode}] {finish.new_tokens} new tokens, {finish.rounds} rounds, tau {tau:.2f}, "
                          f"{summary['tokens_per_second']:.1f} tokens/s, prefill {finish.prefill_seconds:.3f}s\n")
+        if race:
+            same = {True: "yes", False: "NO", None: "not checked (sampling)"}[race["identical_to_baseline"]]
+            sys.stderr.write(f"[baseline] {race['baseline_tokens_per_second']:.1f} tokens/s; identical to baseline: "
+                             f"{same}\n[why] {race['why']}\n")
     return 0
+
+
+def _race(session, prompt_ids: list[int], run: RunConfig, events: list) -> dict:
+    """Plain decoding of the same prompt right after the EAGLE run: the page's race, for the terminal."""
+    from .metrics import breakdown, summarize
+
+    eagle, base = summarize(events), summarize(session.stream(prompt_ids, run, mode="baseline"))
+    why = breakdown(eagle, base)
+    complete = "stopped" not in (eagle.finish_reason, base.finish_reason)
+    return {"baseline_tokens_per_second": base.tokens_per_second,
+            "speedup": why.speedup if why else None, "round_cost": why.round_cost if why else None,
+            "identical_to_baseline": (eagle.token_ids == base.token_ids) if run.sampling.greedy and complete else None,
+            "why": why.line() if why else "no decode time to compare"}
 
 
 def cmd_inspect(args) -> int:

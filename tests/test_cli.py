@@ -102,3 +102,16 @@ def test_inspect_eagle3_names_the_convention(tmp_path):
     report = json.loads(cli("inspect", "--target", str(target), "--draft", str(draft), "--json").stdout)
     assert report["family"] == "eagle3" and report["feature_layers"] == [2, 4, 5]
     assert report["feature_convention"] == "specforge/sglang eagle_config ids +1"
+
+
+def test_generate_race_reports_speedup_identity_and_why(pair):
+    target, draft = pair
+    proc = cli("generate", "--target", target, "--draft", draft, "--prompt-ids", "1,5,9,13", "--max-new-tokens",
+               "16", "--ignore-eos", "--chain", "3", "--race", "--json")
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["identical_to_baseline"] is True and summary["baseline_tokens_per_second"] > 0
+    assert summary["speedup"] == pytest.approx(summary["tau"] / summary["round_cost"], rel=1e-3)
+    assert summary["why"].startswith(f"{summary['speedup']:.2f}x = tau ")
+    text = cli("generate", "--target", target, "--draft", draft, "--prompt-ids", "1,5,9,13", "--max-new-tokens",
+               "16", "--chain", "3", "--race", "--temperature", "0.8")
+    assert "[baseline]" in text.stderr and "not checked (sampling)" in text.stderr and "[why]" in text.stderr
