@@ -21,7 +21,8 @@ from .config import RunConfig
 from .metrics import RunStats, summarize
 from .session import ASSETS, Session
 
-__all__ = ["PromptItem", "PromptResult", "BenchReport", "load_suite", "run_bench", "run_bench_cli", "CATEGORIES"]
+__all__ = ["PromptItem", "PromptResult", "BenchReport", "load_suite", "run_bench", "compare_drafts", "draft_label",
+           "comparison_table", "comparison_csv", "run_bench_cli", "CATEGORIES"]
 
 DEFAULT_SUITE = ASSETS / "prompts" / "suite.jsonl"
 CATEGORIES = ("chat", "translation", "summarization", "qa", "math", "rag", "code")
@@ -195,6 +196,53 @@ def run_bench(session: Session, items: list[PromptItem], run: RunConfig, repeats
                        overall=_summary("overall", results))
 
 
+def draft_label(path_or_repo: str | None) -> str:
+    """A short name for a draft: its folder or repo name."""
+    text = (path_or_repo or "").rstrip("/\\")
+    return Path(text).name or text or "no draft"
+
+
+def compare_drafts(sessions: list[Session], items: list[PromptItem], run: RunConfig, repeats: int = 1,
+                   chat: bool = False, progress: Callable[[int, int, str], None] | None = None) -> list[BenchReport]:
+    """`run_bench` for each draft on one target (`Session.with_draft` shares the target): same prompts, same
+    settings, each draft against its own interleaved baseline, one report per draft in order."""
+    reports, total = [], len(sessions) * len(items) * repeats
+    for n, session in enumerate(sessions):
+        label = draft_label(session.pair.draft_path)
+        offset = n * len(items) * repeats
+
+        def step(done: int, _total: int, name: str, offset=offset, label=label) -> None:
+            if progress:
+                progress(offset + done, total, f"{label}: {name}")
+        reports.append(run_bench(session, items, run, repeats=repeats, chat=chat, progress=step, warmup=n == 0))
+    return reports
+
+
+def comparison_table(reports: list[BenchReport]) -> str:
+    """Overall figures of each draft, one line each (the per-category tables come from `table`)."""
+    lines = [f"{'draft':<28}{'family':>8}{'tau':>7}{'EAGLE tok/s':>13}{'base tok/s':>12}{'speedup':>9}"
+             f"{'round cost':>12}{'equal':>7}"]
+    for r in reports:
+        o = r.overall
+        eq = "-" if o.all_equal is None else ("yes" if o.all_equal else "NO")
+        lines.append(f"{draft_label(r.settings['draft']):<28}{r.settings['draft_family']:>8}{o.tau:>7.2f}"
+                     f"{o.eagle_tokens_per_second:>13.1f}{o.baseline_tokens_per_second:>12.1f}{o.speedup:>8.2f}x"
+                     f"{o.round_cost:>12.2f}{eq:>7}")
+    return "\n".join(lines)
+
+
+def comparison_csv(reports: list[BenchReport]) -> str:
+    """Every report's per-prompt rows, with the draft's name as the first column."""
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    for i, r in enumerate(reports):
+        rows = list(csv.reader(io.StringIO(r.to_csv())))
+        if i == 0:
+            writer.writerow(["draft", *rows[0]])
+        writer.writerows([draft_label(r.settings["draft"]), *row] for row in rows[1:])
+    return buf.getvalue()
+
+
 def run_bench_cli(args) -> int:
     import sys
 
@@ -216,6 +264,20 @@ def run_bench_cli(args) -> int:
         bar.update(1)
         bar.set_postfix_str(name)
 
+    if args.compare_draft:
+        sessions = [session] + [session.with_draft(d) for d in args.compare_draft]
+        bar.total = len(sessions) * len(items) * args.repeats
+        reports = compare_drafts(sessions, items, run, repeats=args.repeats, chat=chat, progress=progress)
+        bar.close()
+        for r in reports:
+            print(f"draft {r.settings['draft']} ({r.settings['draft_family']})\n{r.table()}\n")
+        print(comparison_table(reports))
+        if args.json_out:
+            data = {"drafts": [r.to_dict() for r in reports]}
+            Path(args.json_out).write_text(json.dumps(data, indent=2), encoding="utf-8")
+        if args.csv_out:
+            Path(args.csv_out).write_text(comparison_csv(reports), encoding="utf-8")
+        return 0
     report = run_bench(session, items, run, repeats=args.repeats, chat=chat, progress=progress)
     bar.close()
     print(report.table())

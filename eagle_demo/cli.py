@@ -51,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--limit", type=int, default=None, help="at most this many prompts")
     b.add_argument("--chat", choices=["auto", "on", "off"], default="auto")
     _tree_args(b)
+    b.add_argument("--compare-draft", nargs="+", default=None, metavar="DRAFT",
+                   help="also run these drafts on the same target (loaded once) and compare them")
     b.add_argument("--json", dest="json_out", default=None, help="write the JSON report here")
     b.add_argument("--csv", dest="csv_out", default=None, help="write the per-prompt CSV here")
 

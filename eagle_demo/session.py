@@ -85,6 +85,14 @@ class Session:
             raise PromptError("no draft is loaded; load a draft or use mode baseline")
         return self.eagle.generate(prompt_ids, run, stop)
 
+    def with_draft(self, draft: str, draft_revision: str | None = None, **kwargs) -> "Session":
+        """The same target with another draft, to compare heads: the target, its tokenizer and the baseline
+        engine are shared (no second copy of the target's weights)."""
+        from .checkpoints import attach_draft
+
+        pair = attach_draft(self.pair, draft, draft_revision=draft_revision, **kwargs)
+        return Session(pair=pair, eagle=SpeculativeEngine(pair.target, pair.head), baseline=self.baseline)
+
     def decode(self, ids) -> str:
         if self.tokenizer is None:
             return " ".join(str(i) for i in ids)

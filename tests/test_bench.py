@@ -39,6 +39,23 @@ def test_bench_cli_writes_json_and_csv(tmp_path):
     assert len(rows) == 2 and rows[0]["equal_to_baseline"] == "True" and float(rows[0]["tau"]) >= 1.0
 
 
+def test_bench_cli_compares_drafts_on_one_target(tmp_path):
+    out_json, out_csv = tmp_path / "cmp.json", tmp_path / "cmp.csv"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "eagle_demo", "bench", "--categories", "code", "--limit", "1",
+                           "--max-new-tokens", "16", "--chain", "3", "--compare-draft", "assets/tiny-eagle3",
+                           "--json", str(out_json), "--csv", str(out_csv)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    last = proc.stdout.strip().splitlines()[-2:]
+    assert last[0].startswith("tiny-eagle1") and last[1].startswith("tiny-eagle3")
+    reports = json.loads(out_json.read_text())["drafts"]
+    assert [r["settings"]["draft_family"] for r in reports] == ["eagle1", "eagle3"]
+    assert all(r["overall"]["all_equal"] is True for r in reports)
+    rows = list(csv.DictReader(out_csv.open()))
+    assert [r["draft"] for r in rows] == ["tiny-eagle1", "tiny-eagle3"] and rows[1]["category"] == "code"
+
+
 def _row(pid: str, repeat: int, eagle: float, base: float) -> PromptResult:
     return PromptResult(id=pid, category="code", repeat=repeat, prompt_tokens=5, new_tokens=10, rounds=4, tau=2.5,
                         eagle_tokens_per_second=eagle, baseline_tokens_per_second=base, speedup=eagle / base,

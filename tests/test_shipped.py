@@ -71,3 +71,21 @@ def test_chain_mode_is_lossless_with_eagle3(eagle3):
     ids = eagle3.encode(PROMPTS[0])
     run = RunConfig(max_new_tokens=48, tree=TreeConfig.chain(4))
     assert summarize(eagle3.stream(ids, run, "eagle")).token_ids == summarize(eagle3.stream(ids, run, "baseline")).token_ids
+
+
+def test_a_second_draft_shares_the_target_and_stays_lossless(eagle1, tmp_path):
+    from eagle_demo.checkpoints import IncompatiblePairError
+    from layouts import write_vicuna_eagle1
+
+    other = eagle1.with_draft(SHIPPED_EAGLE3)
+    assert other.pair.target is eagle1.pair.target and other.tokenizer is eagle1.tokenizer
+    assert other.baseline is eagle1.baseline and other.eagle is not eagle1.eagle
+    assert (other.report.family, other.report.draft) == ("eagle3", SHIPPED_EAGLE3)
+    assert other.report.shared_bytes > 0  # the target's embedding, not a copy
+    ids = eagle1.encode(PROMPTS[1])
+    run = RunConfig(max_new_tokens=40, tree=TREE)
+    base = summarize(eagle1.stream(ids, run, "baseline")).token_ids
+    assert summarize(other.stream(ids, run)).token_ids == base == summarize(eagle1.stream(ids, run)).token_ids
+    with pytest.raises(IncompatiblePairError) as err:  # a draft made for another target (hidden 64, not 192)
+        eagle1.with_draft(str(write_vicuna_eagle1(tmp_path / "vicuna")))
+    assert "\n" not in str(err.value)

@@ -5,10 +5,10 @@ target, adapt config and weights in memory, and report every adaptation.
     print(pair.report.summary())
 """
 
-from .api import LoadedPair, inspect_pair, load_pair
+from .api import LoadedPair, attach_draft, inspect_pair, load_pair
 from .errors import (CheckpointError, CorruptCheckpointError, IncompatiblePairError, NotAnEagleDraftError,
                      UnsupportedLayoutError)
 from .report import AdaptationReport
 
-__all__ = ["load_pair", "inspect_pair", "LoadedPair", "AdaptationReport", "CheckpointError",
+__all__ = ["load_pair", "inspect_pair", "attach_draft", "LoadedPair", "AdaptationReport", "CheckpointError",
            "CorruptCheckpointError", "IncompatiblePairError", "NotAnEagleDraftError", "UnsupportedLayoutError"]

@@ -16,7 +16,7 @@ from .detect import DraftSpec, detect_draft
 from .errors import CheckpointError, CorruptCheckpointError
 from .report import AdaptationReport
 
-__all__ = ["LoadedPair", "load_pair", "inspect_pair"]
+__all__ = ["LoadedPair", "load_pair", "inspect_pair", "attach_draft"]
 
 Progress = Callable[[str, float], None]
 
@@ -95,6 +95,25 @@ def load_pair(target: str, draft: str | None, *, revision: str | None = None, dr
     report = _report(target, draft, info, spec, plan, problem=None, model=model, result=result, warnings=warnings)
     return LoadedPair(target=model, tokenizer=tokenizer, head=result.head if result else None, report=report,
                       target_path=str(info.folder), draft_path=draft_path)
+
+
+def attach_draft(pair: LoadedPair, draft: str, *, draft_revision: str | None = None,
+                 max_download_bytes: int | None = None, progress: Progress | None = None) -> LoadedPair:
+    """Another draft on an already loaded target (to compare heads): the target's weights and tokenizer are
+    shared, not loaded again. Raises CheckpointError (one line) as load_pair does."""
+    say = progress or (lambda message, fraction: None)
+    info = read_target(Path(pair.target_path))
+    say("reading the draft", 0.1)
+    draft_path = hub.resolve(draft, draft_revision, "draft", max_download_bytes,
+                             lambda message, fraction: say(message, 0.1 + 0.5 * min(max(fraction, 0.0), 1.0)))
+    spec = detect_draft(Path(draft_path))
+    plan = plan_draft(spec, info)
+    say("building the draft", 0.7)
+    result = load_head(plan, pair.target)
+    say("ready", 1.0)
+    report = _report(pair.report.target, draft, info, spec, plan, problem=None, model=pair.target, result=result)
+    return LoadedPair(target=pair.target, tokenizer=pair.tokenizer, head=result.head, report=report,
+                      target_path=pair.target_path, draft_path=draft_path)
 
 
 def _report(target: str, draft: str | None, info: TargetInfo, spec: DraftSpec | None, plan: DraftPlan | None,
