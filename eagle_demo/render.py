@@ -22,7 +22,8 @@ from .metrics import RunStats, breakdown, speedup, summarize
 __all__ = ["RunView", "Piece", "TextCache", "token_pieces", "group_ids", "token_html", "rejected_children",
            "stats_html", "summary", "identical_to_baseline", "tokens_time_figure", "accepted_length_figure",
            "acceptance_depth_figure", "time_split_figure", "tree_figure", "empty_figure", "DEPTH_COLORS",
-           "MAX_STYLED_DEPTH", "report_markdown", "bench_rows", "bench_figure", "Figure"]
+           "MAX_STYLED_DEPTH", "report_markdown", "bench_rows", "bench_figure", "bench_compare_rows",
+           "bench_compare_figure", "Figure"]
 
 Decode = Callable[[Sequence[int]], str]
 
@@ -670,3 +671,37 @@ def bench_figure(report) -> Figure:
     return _figure(traces, "Speedup and tau by category", "category", "speedup vs plain decoding", height=340,
                    barmode="group", shapes=[line],
                    yaxis2={"title": {"text": "tau"}, "overlaying": "y", "side": "right", "rangemode": "tozero"})
+
+
+def bench_compare_rows(reports):
+    """Several drafts' bench reports (same target, same prompts) -> one DataFrame with a draft column."""
+    import pandas as pd
+
+    from .bench import draft_label
+
+    frames = []
+    for r in reports:
+        frame = bench_rows(r)
+        frame.insert(0, "draft", draft_label(r.settings["draft"]))
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True)
+
+
+def bench_compare_figure(reports) -> Figure:
+    """Speedup per category, one bar group per draft, tau in each bar's label."""
+    from .bench import draft_label
+
+    colors = (EAGLE_COLOR, TARGET_COLOR, DEPTH_COLORS[6], REJECTED_COLOR, DEPTH_COLORS[2], BASELINE_COLOR)
+    traces = []
+    for i, r in enumerate(reports):
+        cats = [*r.categories, r.overall]
+        label = f"{draft_label(r.settings['draft'])} ({r.settings['draft_family']})"
+        traces.append({"type": "bar", "x": [c.category for c in cats], "y": [c.speedup for c in cats], "name": label,
+                       "marker": {"color": colors[i % len(colors)]},
+                       "text": [f"{c.speedup:.2f}x<br>tau {c.tau:.2f}" for c in cats], "textposition": "outside",
+                       "cliponaxis": False,
+                       "hovertemplate": "%{x}: %{y:.2f}x<extra>" + _escape(label) + "</extra>"})
+    line = {"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
+            "line": {"dash": "dot", "color": BASELINE_COLOR}}
+    return _figure(traces, "Speedup by category, one bar per draft (tau in the labels)", "category",
+                   "speedup vs plain decoding", height=360, barmode="group", shapes=[line])

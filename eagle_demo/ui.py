@@ -557,6 +557,9 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
                 bench_categories = gr.CheckboxGroup(categories, value=categories[:2], label="categories")
                 bench_repeats = gr.Slider(1, 5, value=1, step=1, label="repeats")
                 bench_max_new = gr.Slider(8, 512, value=64, step=8, label="max new tokens")
+            bench_compare = gr.Textbox(label="compare with other drafts for this target (optional)", lines=2,
+                                       placeholder="repo ids or folders, one per line, e.g. assets/tiny-eagle3",
+                                       elem_id="bench-compare")
             bench_btn = gr.Button("Run benchmark", variant="primary", elem_id="bench-btn")
             bench_table = gr.Dataframe(label="results by category", interactive=False, elem_id="bench-table",
                                        headers=render.BENCH_COLUMNS)
@@ -726,27 +729,42 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
         @friendly
         def benchmark(target_text, draft_text, revision_text, dtype_name, device_name, draft_revision_text,
                       chosen, repeats, max_new_tokens, chat_on, mode_value, depth_value, topk_value, total_value,
-                      chain_value, progress=gr.Progress()):
+                      chain_value, compare_text="", progress=gr.Progress()):
             if not chosen:
                 raise ConfigError("pick at least one category")
+            others = [d for d in (_local_or_repo(x) for x in (compare_text or "").replace(",", "\n").splitlines()) if d]
             key = make_key(target_text, draft_text, revision_text, dtype_name, device_name, draft_revision_text)
+            if others and key.draft is None:
+                raise ConfigError("load a pair with a draft first; the drafts to compare run next to it")
             session = ensure(key, progress)
             tree = make_tree(mode_value, depth_value, topk_value, total_value, chain_value)
             run = RunConfig(max_new_tokens=int(max_new_tokens), tree=tree, sampling=SamplingConfig())
-            from .bench import load_suite, run_bench
+            from .bench import comparison_csv, compare_drafts, load_suite, run_bench
 
             items = load_suite(None, chosen)
 
             def step(done: int, total: int, name: str) -> None:
                 progress(done / total, desc=f"{name} ({done}/{total})")
 
-            report = in_worker(gpu(run_bench), session, items, run, repeats=int(repeats), chat=bool(chat_on),
-                               progress=step)
             folder = Path(tempfile.mkdtemp(prefix="eagle-bench-"))
-            (folder / "bench.csv").write_text(report.to_csv(), encoding="utf-8")
-            (folder / "bench.json").write_text(report.to_json(), encoding="utf-8")
-            return (render.bench_rows(report), render.bench_figure(report), str(folder / "bench.csv"),
-                    str(folder / "bench.json"))
+            if not others:
+                report = in_worker(gpu(run_bench), session, items, run, repeats=int(repeats), chat=bool(chat_on),
+                                   progress=step)
+                (folder / "bench.csv").write_text(report.to_csv(), encoding="utf-8")
+                (folder / "bench.json").write_text(report.to_json(), encoding="utf-8")
+                return (render.bench_rows(report), render.bench_figure(report), str(folder / "bench.csv"),
+                        str(folder / "bench.json"))
+            sessions = [session]
+            for n, draft in enumerate(others):  # each shares the loaded target; freed when this call returns
+                progress(0.0, desc=f"loading draft {n + 1} of {len(others)}: {draft}")
+                sessions.append(session.with_draft(draft))
+            reports = in_worker(gpu(compare_drafts), sessions, items, run, repeats=int(repeats), chat=bool(chat_on),
+                                progress=step)
+            (folder / "bench.csv").write_text(comparison_csv(reports), encoding="utf-8")
+            (folder / "bench.json").write_text(json.dumps({"drafts": [r.to_dict() for r in reports]}, indent=2),
+                                               encoding="utf-8")
+            return (render.bench_compare_rows(reports), render.bench_compare_figure(reports),
+                    str(folder / "bench.csv"), str(folder / "bench.json"))
 
         def deploy(key: PairKey | None, mode_value, depth_value, topk_value, total_value, chain_value):
             session = REGISTRY.get(key) if key is not None else None
@@ -812,7 +830,8 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
                              queue=False)
         round_slider.change(rerender_tree, [result_state, round_slider], fig_tree, api_visibility="private",
                             queue=False)
-        bench_btn.click(benchmark, [*panel, bench_categories, bench_repeats, bench_max_new, chat, *tree_inputs],
+        bench_btn.click(benchmark, [*panel, bench_categories, bench_repeats, bench_max_new, chat, *tree_inputs,
+                                    bench_compare],
                         [bench_table, bench_plot, bench_csv, bench_json], api_name="benchmark",
                         concurrency_limit=1, concurrency_id="model")
         deploy_btn.click(deploy, [pair_state, *tree_inputs], [deploy_msg, vllm_cmd, sglang_cmd, deploy_notes],

@@ -252,3 +252,29 @@ def test_report_markdown():
     md = render.report_markdown(report)
     assert "EAGLE-3 head" in md and "[3, 17, 30]" in md and "- lm_head kept" in md and "fp16 source" in md
     assert "2.00 MB own + 1.00 MB shared" in md
+
+
+def test_bench_tables_and_charts_are_valid_plotly():
+    import plotly.graph_objects as go
+
+    from eagle_demo.bench import BenchReport, PromptResult, _summary
+
+    def report(draft: str, family: str, eagle: float) -> BenchReport:
+        rows = [PromptResult(id=f"{c}-1", category=c, repeat=0, prompt_tokens=5, new_tokens=10, rounds=4, tau=2.5,
+                             eagle_tokens_per_second=eagle, baseline_tokens_per_second=100.0, speedup=eagle / 100,
+                             acceptance_by_depth=(0.5,), draft_seconds=0.0, verify_seconds=0.0, host_seconds=0.0,
+                             equal_to_baseline=True, round_cost=250 / eagle) for c in ("chat", "code")]
+        cats = tuple(_summary(c, [r for r in rows if r.category == c]) for c in ("chat", "code"))
+        return BenchReport(machine={}, settings={"draft": draft, "draft_family": family}, results=tuple(rows),
+                           categories=cats, overall=_summary("overall", rows))
+
+    one = report("/x/tiny-eagle1", "eagle1", 200.0)
+    assert list(render.bench_rows(one)["category"]) == ["chat", "code", "overall"]
+    go.Figure(render.bench_figure(one))
+    both = [one, report("org/EAGLE3-head", "eagle3", 150.0)]
+    table = render.bench_compare_rows(both)
+    assert list(table.columns) == ["draft", *render.BENCH_COLUMNS]
+    assert list(table["draft"]) == ["tiny-eagle1"] * 3 + ["EAGLE3-head"] * 3
+    fig = go.Figure(render.bench_compare_figure(both))
+    assert [t.name for t in fig.data] == ["tiny-eagle1 (eagle1)", "EAGLE3-head (eagle3)"]
+    assert list(fig.data[1].y) == pytest.approx([1.5, 1.5, 1.5])

@@ -240,7 +240,7 @@ def test_benchmark_endpoint_returns_table_and_downloads(app):
 
     client, target, draft = app
     table, _plot, csv_path, json_path = client.predict(
-        target, draft, "", "auto", "cpu", "", ["code"], 1, 16, False, CHAIN_MODE, 5, 4, 16, 3,
+        target, draft, "", "auto", "cpu", "", ["code"], 1, 16, False, CHAIN_MODE, 5, 4, 16, 3, "",
         api_name="/benchmark")
     report = json.loads(Path(json_path).read_text(encoding="utf-8"))
     assert report["settings"]["tree"] == "chain k=3" and report["overall"]["all_equal"] is True
@@ -249,6 +249,29 @@ def test_benchmark_endpoint_returns_table_and_downloads(app):
     assert Path(csv_path).read_text(encoding="utf-8").splitlines()[0].startswith("id,category,")
     rows = table["data"] if isinstance(table, dict) else table
     assert [r[0] for r in rows] == ["code", "overall"]
+
+
+def test_benchmark_compares_drafts_on_the_loaded_target(app):
+    from eagle_demo.session import SHIPPED_EAGLE3
+    from eagle_demo.ui import CHAIN_MODE
+
+    client, target, draft = app
+    if target != SHIPPED_TARGET:
+        pytest.skip("the second draft is the shipped EAGLE-3 head, made for the shipped target")
+    table, plot, csv_path, json_path = client.predict(
+        target, draft, "", "auto", "cpu", "", ["code"], 1, 16, False, CHAIN_MODE, 5, 4, 16, 3, SHIPPED_EAGLE3,
+        api_name="/benchmark")
+    reports = json.loads(Path(json_path).read_text(encoding="utf-8"))["drafts"]
+    assert [r["settings"]["draft_family"] for r in reports] == ["eagle1", "eagle3"]
+    assert all(r["overall"]["all_equal"] is True for r in reports)
+    rows = table["data"] if isinstance(table, dict) else table
+    assert [(r[0], r[1]) for r in rows] == [("tiny-eagle1", "code"), ("tiny-eagle1", "overall"),
+                                            ("tiny-eagle3", "code"), ("tiny-eagle3", "overall")]
+    assert Path(csv_path).read_text(encoding="utf-8").startswith("draft,id,category,")
+    with pytest.raises(Exception) as err:  # a draft made for another target: one line, and the app keeps serving
+        client.predict(target, draft, "", "auto", "cpu", "", ["code"], 1, 16, False, CHAIN_MODE, 5, 4, 16, 3,
+                       "/nonexistent/draft-folder", api_name="/benchmark")
+    assert "\n" not in str(err.value) and "draft" in str(err.value)
 
 
 def test_queue_polls_calmly():
