@@ -578,11 +578,45 @@ def tree_figure(rnd: Round, decode: Decode) -> Figure:
                        "hovertext": [f"target's own token ({kind}) · id {tok} · target p {_fmt(tp)}"],
                        "marker": {"color": TARGET_COLOR, "size": 16, "symbol": "star",
                                   "line": {"color": "#343a40", "width": 1}}})
+    mask = tree_mask_trace(rnd, decode)
+    traces.append(mask)
     depth = max((n.depth for n in nodes), default=0) + (1 if has_bonus else 0)
     leaves = max(1.0, -min(y for _, y in pos.values()) + 1)
     title = f"Round {rnd.index}: {len(rnd.accepted_path)} accepted of {len(nodes) - 1} drafted, +1 target token"
-    return _figure(traces, title, "depth", "", height=int(min(900, max(300, 28 * leaves + 90))), uirevision=None,
-                   xaxis={"range": [-0.4, depth + 1.2], "dtick": 1, "zeroline": False}, yaxis={"visible": False})
+    note = {"text": "one verify forward: row sees column (and the prefix)", "showarrow": False,
+            "xref": "x2 domain", "yref": "y2 domain", "x": 0.5, "y": 1.0, "yanchor": "bottom",
+            "font": {"size": 11, "color": "#495057"}}
+    return _figure(traces, title, "depth", "", height=int(min(900, max(340, 28 * leaves + 90))), uirevision=None,
+                   xaxis={"range": [-0.4, depth + 1.2], "dtick": 1, "zeroline": False, "domain": [0, 0.6]},
+                   yaxis={"visible": False},
+                   xaxis2={**_axis("key (node index)"), "domain": [0.7, 1.0], "anchor": "y2", "tickfont": {"size": 9},
+                           "showgrid": False, "tickmode": "array", "tickvals": mask["x"],
+                           "ticktext": [str(i) for i in range(len(nodes))], "tickangle": 0},
+                   yaxis2={**_axis(""), "domain": [0.0, 0.82], "anchor": "x2", "autorange": "reversed",
+                           "tickfont": {"size": 9}, "showgrid": False},
+                   annotations=[note])
+
+
+def tree_mask_trace(rnd: Round, decode: Decode) -> dict:
+    """The tree attention mask of a round's single target forward as a heatmap on axes x2/y2: row i (a query)
+    sees column j when j is i or an ancestor of i (and every row sees the whole prefix, not drawn). Cells on
+    the accepted path (root included) are green; other visible cells grey."""
+    nodes = rnd.nodes
+    on_path = {0, *rnd.accepted_path}
+    labels = [f"{i} {_visible(decode([n.token_id]))} +{n.depth}" for i, n in enumerate(nodes)]
+    z, hover = [], []
+    for i in range(len(nodes)):
+        seen, j = set(), i
+        while j >= 0:  # the node and its ancestors
+            seen.add(j)
+            j = nodes[j].parent
+        z.append([0 if j not in seen else (2 if i in on_path and j in on_path else 1) for j in range(len(nodes))])
+        hover.append([f"{labels[i]} {'sees' if j in seen else 'does not see'} {labels[j]}" for j in range(len(nodes))])
+    scale = [[0.0, "#ffffff"], [0.33, "#ffffff"], [0.34, "#ced4da"], [0.66, "#ced4da"], [0.67, EAGLE_COLOR],
+             [1.0, EAGLE_COLOR]]
+    return {"type": "heatmap", "name": "attention mask", "x": labels, "y": labels, "z": z, "zmin": 0, "zmax": 2,
+            "colorscale": scale, "showscale": False, "xaxis": "x2", "yaxis": "y2", "xgap": 1, "ygap": 1,
+            "hovertext": hover, "hoverinfo": "text"}
 
 
 # ---- the adaptation report ------------------------------------------------------------------------------------

@@ -540,7 +540,10 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
                     round_slider = gr.Slider(0, 1, value=0, step=1, label="round to inspect", elem_id="round-slider")
                     gr.Markdown("Green: the accepted path. Amber star: the target's own token. Red x: drafts the "
                                 "target checked and rejected. Grey: drafts under a rejected node (never reached). "
-                                "Labels: token and draft probability.")
+                                "Labels: token and draft probability.\n\nRight: the attention mask of the round's "
+                                "single target forward. Each drafted token (row) sees the prompt, itself and its "
+                                "ancestors (columns), so every path of the tree is checked at once; +d is its "
+                                "position after the prefix.")
                 with gr.Column(scale=4):
                     fig_tree = gr.Plot(render.empty_figure("Draft tree", "run a generation, then pick a round"),
                                        label="draft tree", elem_id="plot-tree")

@@ -278,3 +278,15 @@ def test_bench_tables_and_charts_are_valid_plotly():
     fig = go.Figure(render.bench_compare_figure(both))
     assert [t.name for t in fig.data] == ["tiny-eagle1 (eagle1)", "EAGLE3-head (eagle3)"]
     assert list(fig.data[1].y) == pytest.approx([1.5, 1.5, 1.5])
+
+
+def test_tree_figure_draws_the_verify_forwards_attention_mask():
+    fig = render.tree_figure(make_round(), decode)
+    mask = trace(fig, "attention mask")
+    z = mask["z"]  # row = query node, column = key node; 2 = both on the accepted path, 1 = visible, 0 = hidden
+    assert [row[0] for row in z] == [2, 2, 1, 1, 1, 1]  # every node sees the root
+    assert z[3] == [1, 1, 0, 1, 0, 0]  # a child of a sees the root, a and itself, not its sibling
+    assert z[5] == [1, 0, 1, 0, 0, 1]  # the node under b sees the root, b and itself
+    assert z[1] == [2, 2, 0, 0, 0, 0]  # the accepted a
+    assert all(z[i][i] for i in range(len(z))) and mask["x"] == mask["y"] and mask["x"][1].endswith("+1")
+    assert (mask["xaxis"], mask["yaxis"]) == ("x2", "y2")
