@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections import Counter
 import json
 import platform
 import time
@@ -18,13 +19,14 @@ from typing import Callable, Iterable
 import torch
 
 from .config import RunConfig
-from .metrics import RunStats, summarize
+from .metrics import RunStats, misses, summarize
 from .session import ASSETS, Session
 
 __all__ = ["PromptItem", "PromptResult", "BenchReport", "load_suite", "run_bench", "compare_drafts", "draft_label",
            "comparison_table", "comparison_csv", "run_bench_cli", "CATEGORIES"]
 
 DEFAULT_SUITE = ASSETS / "prompts" / "suite.jsonl"
+TOP_MISSES = 20  # (draft's favourite, target's token) pairs kept in a report, most frequent first
 CATEGORIES = ("chat", "translation", "summarization", "qa", "math", "rag", "code")
 
 
@@ -93,6 +95,14 @@ class BenchReport:
             row["acceptance_by_depth"] = " ".join(f"{a:.3f}" for a in r.acceptance_by_depth)
             writer.writerow(row)
         return buf.getvalue()
+
+    def misses_line(self, limit: int = 8) -> str:
+        """The most frequent misses, e.g. "' the' -> ' a' x5"."""
+        top = self.extra.get("top_misses", [])[:limit]
+        if not top:
+            return "the draft missed nowhere (no round stopped under a drafted child)"
+        return "most frequent misses (draft's guess -> target's token): " + ", ".join(
+            f"{m['draft']!r} -> {m['target']!r} x{m['count']}" for m in top)
 
     def table(self) -> str:
         lines = [f"{'category':<14}{'prompts':>8}{'runs':>6}{'tau':>7}{'EAGLE tok/s':>13}{'base tok/s':>12}{'speedup':>9}"
@@ -175,11 +185,14 @@ def run_bench(session: Session, items: list[PromptItem], run: RunConfig, repeats
         for mode in ("baseline", "eagle"):
             list(session.stream(encoded[0], short, mode))
     results = []
+    missed: Counter[tuple[int, int]] = Counter()
     total, done = len(items) * repeats, 0
     for repeat in range(repeats):
         for item, ids in zip(items, encoded):
             order = ("baseline", "eagle") if (repeat + done) % 2 == 0 else ("eagle", "baseline")
-            stats = {mode: summarize(session.stream(ids, run, mode)) for mode in order}
+            events = {mode: list(session.stream(ids, run, mode)) for mode in order}
+            stats = {mode: summarize(events[mode]) for mode in order}
+            missed.update(misses(events["eagle"]))
             results.append(_result(item, repeat, len(ids), stats["eagle"], stats["baseline"], run.sampling.greedy))
             done += 1
             if progress:
@@ -192,8 +205,10 @@ def run_bench(session: Session, items: list[PromptItem], run: RunConfig, repeats
                 "target": session.pair.target_path, "draft": session.pair.draft_path,
                 "draft_family": session.pair.head.family if session.pair.head else "",
                 "device": str(session.pair.target.device), "dtype": str(session.pair.target.dtype)}
+    top = [{"draft_id": d, "target_id": t, "draft": session.decode([d]), "target": session.decode([t]), "count": n}
+           for (d, t), n in missed.most_common(TOP_MISSES)]
     return BenchReport(machine=machine_info(), settings=settings, results=tuple(results), categories=tuple(cats),
-                       overall=_summary("overall", results))
+                       overall=_summary("overall", results), extra={"top_misses": top})
 
 
 def draft_label(path_or_repo: str | None) -> str:
@@ -270,7 +285,7 @@ def run_bench_cli(args) -> int:
         reports = compare_drafts(sessions, items, run, repeats=args.repeats, chat=chat, progress=progress)
         bar.close()
         for r in reports:
-            print(f"draft {r.settings['draft']} ({r.settings['draft_family']})\n{r.table()}\n")
+            print(f"draft {r.settings['draft']} ({r.settings['draft_family']})\n{r.table()}\n{r.misses_line()}\n")
         print(comparison_table(reports))
         if args.json_out:
             data = {"drafts": [r.to_dict() for r in reports]}
@@ -281,6 +296,7 @@ def run_bench_cli(args) -> int:
     report = run_bench(session, items, run, repeats=args.repeats, chat=chat, progress=progress)
     bar.close()
     print(report.table())
+    print(report.misses_line())
     if args.json_out:
         Path(args.json_out).write_text(report.to_json(), encoding="utf-8")
     if args.csv_out:

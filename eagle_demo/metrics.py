@@ -16,12 +16,13 @@ plain decoding steps, split into draft + verify + host (+ loop time outside the 
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable
 
 from .events import Event, Finish, Prefill, Round, RunStart, Step
 
-__all__ = ["RunStats", "SpeedupBreakdown", "summarize", "speedup", "breakdown", "DEFINITIONS"]
+__all__ = ["RunStats", "SpeedupBreakdown", "summarize", "speedup", "breakdown", "misses", "DEFINITIONS"]
 
 DEFINITIONS = {
     "round": "one draft + verify step (plain decoding: one target step)",
@@ -97,6 +98,20 @@ def summarize(events: Iterable[Event]) -> RunStats:
         accepted_per_round=tuple(accepted), draft_seconds=draft, verify_seconds=verify, host_seconds=host,
         token_ids=tuple(token_ids), finish_reason=reason,
     )
+
+
+def misses(events: Iterable[Event]) -> Counter[tuple[int, int]]:
+    """Where the draft missed: at each round whose path stopped at a node with drafted children, (the draft's
+    favourite child token, the token the target produced there instead), counted over the run."""
+    out: Counter[tuple[int, int]] = Counter()
+    for e in events:
+        if not isinstance(e, Round) or len(e.committed_ids) <= len(e.accepted_ids):
+            continue  # not a Round, or its bonus token was cut (EOS or max new tokens inside the block)
+        stop = e.accepted_path[-1] if e.accepted_path else 0
+        children = [n for n in e.nodes if n.parent == stop]
+        if children:
+            out[(max(children, key=lambda n: n.draft_prob).token_id, e.bonus_id)] += 1
+    return out
 
 
 def _offered_depth(r: Round) -> int:

@@ -23,7 +23,7 @@ __all__ = ["RunView", "Piece", "TextCache", "token_pieces", "group_ids", "token_
            "stats_html", "summary", "identical_to_baseline", "tokens_time_figure", "accepted_length_figure",
            "acceptance_depth_figure", "time_split_figure", "tree_figure", "empty_figure", "DEPTH_COLORS",
            "MAX_STYLED_DEPTH", "report_markdown", "bench_rows", "bench_figure", "bench_compare_rows",
-           "bench_compare_figure", "Figure"]
+           "bench_compare_figure", "bench_misses_rows", "MISSES_COLUMNS", "Figure"]
 
 Decode = Callable[[Sequence[int]], str]
 
@@ -739,3 +739,17 @@ def bench_compare_figure(reports) -> Figure:
             "line": {"dash": "dot", "color": BASELINE_COLOR}}
     return _figure(traces, "Speedup by category, one bar per draft (tau in the labels)", "category",
                    "speedup vs plain decoding", height=360, barmode="group", shapes=[line])
+
+
+MISSES_COLUMNS = ["draft", "the draft guessed", "the target said", "times"]
+
+
+def bench_misses_rows(reports):
+    """Where each draft missed most over a benchmark: its favourite token against the target's token."""
+    import pandas as pd
+
+    from .bench import draft_label
+
+    rows = [[draft_label(r.settings["draft"]), repr(m["draft"]), repr(m["target"]), m["count"]]
+            for r in reports for m in r.extra.get("top_misses", [])[:10]]
+    return pd.DataFrame(rows, columns=MISSES_COLUMNS)

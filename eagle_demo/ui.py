@@ -568,6 +568,9 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
                                        headers=render.BENCH_COLUMNS)
             bench_plot = gr.Plot(render.empty_figure("Speedup and tau by category", "run the benchmark"),
                                  label="speedup and tau")
+            bench_misses = gr.Dataframe(label="where the draft missed most (its favourite token where the target "
+                                              "said another)", interactive=False, elem_id="bench-misses",
+                                        headers=render.MISSES_COLUMNS)
             with gr.Row():
                 bench_csv = gr.File(label="per-prompt CSV")
                 bench_json = gr.File(label="full report JSON")
@@ -755,8 +758,8 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
                                    progress=step)
                 (folder / "bench.csv").write_text(report.to_csv(), encoding="utf-8")
                 (folder / "bench.json").write_text(report.to_json(), encoding="utf-8")
-                return (render.bench_rows(report), render.bench_figure(report), str(folder / "bench.csv"),
-                        str(folder / "bench.json"))
+                return (render.bench_rows(report), render.bench_figure(report), render.bench_misses_rows([report]),
+                        str(folder / "bench.csv"), str(folder / "bench.json"))
             sessions = [session]
             for n, draft in enumerate(others):  # each shares the loaded target; freed when this call returns
                 progress(0.0, desc=f"loading draft {n + 1} of {len(others)}: {draft}")
@@ -767,7 +770,7 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
             (folder / "bench.json").write_text(json.dumps({"drafts": [r.to_dict() for r in reports]}, indent=2),
                                                encoding="utf-8")
             return (render.bench_compare_rows(reports), render.bench_compare_figure(reports),
-                    str(folder / "bench.csv"), str(folder / "bench.json"))
+                    render.bench_misses_rows(reports), str(folder / "bench.csv"), str(folder / "bench.json"))
 
         def deploy(key: PairKey | None, mode_value, depth_value, topk_value, total_value, chain_value):
             session = REGISTRY.get(key) if key is not None else None
@@ -835,7 +838,7 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
                             queue=False)
         bench_btn.click(benchmark, [*panel, bench_categories, bench_repeats, bench_max_new, chat, *tree_inputs,
                                     bench_compare],
-                        [bench_table, bench_plot, bench_csv, bench_json], api_name="benchmark",
+                        [bench_table, bench_plot, bench_misses, bench_csv, bench_json], api_name="benchmark",
                         concurrency_limit=1, concurrency_id="model")
         deploy_btn.click(deploy, [pair_state, *tree_inputs], [deploy_msg, vllm_cmd, sglang_cmd, deploy_notes],
                          api_visibility="private", queue=False)

@@ -35,6 +35,9 @@ def test_bench_cli_writes_json_and_csv(tmp_path):
     assert all(r["equal_to_baseline"] for r in report["results"])
     assert all(abs(r["tau"] / r["round_cost"] - r["speedup"]) < 1e-9 for r in report["results"])
     assert report["categories"][0]["category"] == "code"
+    assert "most frequent misses" in proc.stdout or "missed nowhere" in proc.stdout
+    for m in report["extra"]["top_misses"]:
+        assert set(m) == {"draft_id", "target_id", "draft", "target", "count"} and m["draft_id"] != m["target_id"]
     rows = list(csv.DictReader(out_csv.open()))
     assert len(rows) == 2 and rows[0]["equal_to_baseline"] == "True" and float(rows[0]["tau"]) >= 1.0
 

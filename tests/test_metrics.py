@@ -3,7 +3,7 @@
 import pytest
 
 from eagle_demo.events import DraftNode, Finish, Round, RunStart, Step
-from eagle_demo.metrics import breakdown, speedup, summarize
+from eagle_demo.metrics import breakdown, misses, speedup, summarize
 
 
 def chain_round(index: int, k: int, accepted: int) -> Round:
@@ -65,3 +65,17 @@ def test_breakdown_explains_the_speedup_as_tau_over_round_cost():
 def test_breakdown_needs_both_runs():
     empty = summarize([start(), Finish("stopped", (1,), 1, 0, 0.01, 0.0)])
     assert breakdown(empty, empty) is None
+
+
+def test_misses_pair_the_drafts_favourite_with_the_targets_token():
+    # chain k=2 accepting 2, 2, 1, 0: the full acceptances have no drafted child left to miss
+    rounds = [chain_round(i, 2, a) for i, a in enumerate([2, 2, 1, 0])]
+    assert misses(rounds) == {(12, 99): 1, (11, 99): 1}  # depth 2 after accepting one; depth 1 after none
+    # a tree: root -> a (0.6), b (0.3); neither accepted: the favourite a is the miss
+    nodes = (DraftNode(1, -1, 0, 1.0, 1.0), DraftNode(5, 0, 1, 0.6, 0.6), DraftNode(6, 0, 1, 0.3, 0.3))
+    r = Round(index=0, nodes=nodes, accepted_path=(), accepted_ids=(), bonus_id=8, committed_ids=(8,),
+              target_probs=(1.0,), draft_seconds=0.0, verify_seconds=0.0, host_seconds=0.0, elapsed=1.0,
+              total_new_tokens=2)
+    assert misses([r, r]) == {(5, 8): 2}
+    cut = Round(**{**r.__dict__, "committed_ids": ()})  # max new tokens reached before the bonus
+    assert misses([cut]) == {}

@@ -239,7 +239,7 @@ def test_benchmark_endpoint_returns_table_and_downloads(app):
     from eagle_demo.ui import CHAIN_MODE
 
     client, target, draft = app
-    table, _plot, csv_path, json_path = client.predict(
+    table, _plot, missed, csv_path, json_path = client.predict(
         target, draft, "", "auto", "cpu", "", ["code"], 1, 16, False, CHAIN_MODE, 5, 4, 16, 3, "",
         api_name="/benchmark")
     report = json.loads(Path(json_path).read_text(encoding="utf-8"))
@@ -249,6 +249,9 @@ def test_benchmark_endpoint_returns_table_and_downloads(app):
     assert Path(csv_path).read_text(encoding="utf-8").splitlines()[0].startswith("id,category,")
     rows = table["data"] if isinstance(table, dict) else table
     assert [r[0] for r in rows] == ["code", "overall"]
+    top = report["extra"]["top_misses"]
+    missed_rows = missed["data"] if isinstance(missed, dict) else missed
+    assert len(missed_rows) == min(10, len(top)) and all(r[3] >= 1 for r in missed_rows)
 
 
 def test_benchmark_compares_drafts_on_the_loaded_target(app):
@@ -258,7 +261,7 @@ def test_benchmark_compares_drafts_on_the_loaded_target(app):
     client, target, draft = app
     if target != SHIPPED_TARGET:
         pytest.skip("the second draft is the shipped EAGLE-3 head, made for the shipped target")
-    table, plot, csv_path, json_path = client.predict(
+    table, plot, _missed, csv_path, json_path = client.predict(
         target, draft, "", "auto", "cpu", "", ["code"], 1, 16, False, CHAIN_MODE, 5, 4, 16, 3, SHIPPED_EAGLE3,
         api_name="/benchmark")
     reports = json.loads(Path(json_path).read_text(encoding="utf-8"))["drafts"]
