@@ -410,9 +410,32 @@ def _best_round(view: render.RunView) -> int:
     return max(view.rounds, key=lambda r: (len(r.accepted_path), -r.index)).index
 
 
+HOW_A_ROUND_WORKS = """
+**How one round works** (and where the page shows it)
+
+1. **Draft.** The EAGLE head reads the target's features at the last committed position (EAGLE-3 fuses three of
+   the target's layers) together with the token that followed, and proposes next tokens. EAGLE-2 grows a tree:
+   each step expands the `top-k` most probable nodes (`depth` steps), then keeps the `total tokens - 1` nodes with
+   the highest path probability. A chain is the tree with top-k 1.
+2. **Verify.** The target runs once over the whole tree. Each drafted token sees the prompt, its ancestors and
+   itself, nothing else (the mask beside the draft tree), at position prompt + depth, so every path is checked
+   in that one forward.
+3. **Accept.** From the root down, the target's own choice at a node (its argmax, or its sample when sampling)
+   is looked for among the node's children; a match is accepted (green tokens, darker = deeper) and the walk
+   goes on from it.
+4. **Bonus.** Where the walk stops, the target's own choice there is committed as well (amber): a correction
+   when drafts were rejected (struck-through red), a free extra token when the whole path was accepted.
+5. **Commit.** Accepted tokens and the bonus join the output; the target's KV cache keeps the accepted path and
+   drops the rest; the draft reads the new features. tau counts the tokens a round commits.
+
+Every committed token is the target's own choice at its position, which is why greedy output equals plain
+decoding token for token and sampled output keeps the target's distribution.
+"""
+
+
 def _definitions_markdown() -> str:
     rows = "\n".join(f"- **{name}**: {text}" for name, text in DEFINITIONS.items())
-    return f"{rows}\n{NUMBERS_NOTE}"
+    return f"{HOW_A_ROUND_WORKS}\n**What the numbers mean**\n\n{rows}\n{NUMBERS_NOTE}"
 
 
 # Gradio's queue loop wakes every 1 ms while it has nothing to start, and its progress loop every 10 ms; each
@@ -550,7 +573,7 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
             with gr.Accordion("Plain text and raw stats", open=False):
                 text_out = gr.Textbox(label="text", lines=6, buttons=["copy"], elem_id="text-out")
                 stats_json = gr.JSON(label="stats")
-            with gr.Accordion("About the numbers", open=False, elem_id="about-numbers"):
+            with gr.Accordion("How a round works, and what the numbers mean", open=False, elem_id="about-numbers"):
                 gr.Markdown(_definitions_markdown())
 
         with gr.Tab("Benchmark", id="benchmark"):

@@ -328,3 +328,13 @@ def test_streamed_charts_redraw_in_rotation(app, monkeypatch):
     for turn, (before, after) in enumerate(zip(figures, figures[1:])):
         changed = [i for i in range(4) if after[i] is not before[i]]
         assert changed == [ui.CHART_TURNS[turn % len(ui.CHART_TURNS)]], (turn, changed)
+
+
+def test_the_page_explains_a_round_and_defines_every_number():
+    from eagle_demo.metrics import DEFINITIONS
+    from eagle_demo.ui import _definitions_markdown
+
+    md = _definitions_markdown()
+    assert all(f"**{name}**" in md for name in DEFINITIONS)
+    assert [md.index(f"**{step}.**") for step in ("Draft", "Verify", "Accept", "Bonus", "Commit")] == \
+        sorted(md.index(f"**{step}.**") for step in ("Draft", "Verify", "Accept", "Bonus", "Commit"))
