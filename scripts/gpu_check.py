@@ -1,6 +1,6 @@
 """One prepared run of the CUDA path, for a machine with a GPU (measurements, not tests).
 
-Sections, in order of importance; each prints its figures and adds them to the JSON report as soon as it
+Sections (cuda-tests first: tests/test_cuda.py under pytest), in order of importance; each prints its figures and adds them to the JSON report as soon as it
 ends, and a section that fails is recorded and the next one runs:
 
 1. shipped-fp32: the shipped pair on CUDA in fp32, whole prompt suite, baseline and EAGLE interleaved
@@ -176,15 +176,19 @@ def economics_8b() -> dict:
                         ("gpu-eagle2 60/6/10", TREE_PRESETS["gpu-eagle2"])):
         run = RunConfig(max_new_tokens=16 if SMOKE else 96, ignore_eos=True, tree=tree)
         summarize(eagle.generate(prompt, RunConfig(max_new_tokens=8, ignore_eos=True, tree=tree)))  # warm-up
-        s = summarize(eagle.generate(prompt, run))
-        r = max(s.rounds, 1)
-        split = {"draft_ms": 1e3 * s.draft_seconds / r, "verify_ms": 1e3 * s.verify_seconds / r,
-                 "host_ms": 1e3 * s.host_seconds / r}
-        split["round_ms"] = 1e3 * s.decode_seconds / r
-        out[f"round {label}"] = {k: round(v, 3) for k, v in split.items()} | {"tau_random_head": round(s.tau, 3)}
+        tries = []
+        for _ in range(3):  # the first H200 host scattered round times 3x between runs: keep every try
+            s = summarize(eagle.generate(prompt, run))
+            r = max(s.rounds, 1)
+            tries.append({"draft_ms": 1e3 * s.draft_seconds / r, "verify_ms": 1e3 * s.verify_seconds / r,
+                          "host_ms": 1e3 * s.host_seconds / r, "round_ms": 1e3 * s.decode_seconds / r})
+        split = min(tries, key=lambda t: t["round_ms"])
+        out[f"round {label}"] = {k: round(v, 3) for k, v in split.items()} | {
+            "tau_random_head": round(s.tau, 3), "round_ms_tries": [round(t["round_ms"], 2) for t in tries]}
         log(f"  8B round {label}: {out[f'round {label}']}")
     summarize(base.generate(prompt, RunConfig(max_new_tokens=8, ignore_eos=True)))
-    b = summarize(base.generate(prompt, RunConfig(max_new_tokens=96, ignore_eos=True)))
+    b = min((summarize(base.generate(prompt, RunConfig(max_new_tokens=16 if SMOKE else 96, ignore_eos=True)))
+             for _ in range(3)), key=lambda x: x.decode_seconds / max(x.rounds, 1))
     step_ms = 1e3 * b.decode_seconds / max(b.rounds, 1)
     out["baseline_step_ms"] = round(step_ms, 3)
     out["baseline_tok_s"] = round(b.tokens_per_second, 1)
@@ -278,6 +282,17 @@ def overhead() -> dict:
     return out
 
 
+def cuda_tests() -> dict:
+    """tests/test_cuda.py (greedy and seeded sampling on CUDA) under pytest, in a child process."""
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_cuda.py"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:]
+    log(f"  pytest tests/test_cuda.py: exit {proc.returncode}, {tail}")
+    return {"exit": proc.returncode, "summary": tail}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="gpu_check.json")
@@ -298,6 +313,7 @@ def main() -> int:
     gpu_shapes = {"chain k=7": TreeConfig.chain(7), "gpu-eagle2": TREE_PRESETS["gpu-eagle2"],
                   "gpu-eagle3": TREE_PRESETS["gpu-eagle3"]}
     sections = [
+        ("cuda-tests", cuda_tests),
         ("shipped-fp32", lambda: shipped("float32", 2 if SMOKE else args.limit or None, gpu_shapes)),
         ("economics-8b", economics_8b),
         ("shipped-bf16", lambda: shipped("bfloat16", 2 if SMOKE else 8, {"chain k=7": TreeConfig.chain(7),
