@@ -165,7 +165,10 @@ def test_run_view_and_summary():
     json.dumps(s)
     other = render.RunView.of(baseline_events(ids=(10, 11, 12)))
     assert render.summary(eagle, other, greedy=True)["identical_to_baseline"] is False
-    assert render.summary(eagle, base, greedy=False)["identical_to_baseline"] is None
+    assert render.summary(eagle, base, greedy=False)["identical_to_baseline"] is True  # seeded, float32
+    half = render.RunView.of([RunStart("eagle", 4, 16, "tree", 0.7, "eagle1", "cuda", "bfloat16"), *eagle_events()[1:]])
+    assert render.summary(half, base, greedy=False)["identical_to_baseline"] is None  # bf16 draws may flip
+    assert render.summary(half, base, greedy=True)["identical_to_baseline"] is True
     assert render.summary(eagle, None, greedy=True)["speedup"] is None
     assert render.summary(eagle, None, greedy=True)["round_cost"] is None
 
@@ -179,6 +182,7 @@ def test_stats_strip():
     assert "stat-why" not in render.stats_html(eagle, None, True, "done")  # no race, nothing to explain
     bad = render.stats_html(eagle, render.RunView.of(baseline_events((10, 12, 12))), True, "done")
     assert ">NO<" in bad
+    assert "same as seeded baseline" in render.stats_html(eagle, base, False, "done")
     assert 'data-state="idle"' in render.stats_html(None, None, True, "idle")
 
 

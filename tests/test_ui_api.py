@@ -147,6 +147,13 @@ def test_generate_chain_sampled_without_race(app):
     assert stats["new_tokens"] >= 1
 
 
+def test_sampled_race_in_float32_equals_the_seeded_baseline(app):
+    client, _, _ = app
+    text, stats = client.predict(CODE_PROMPT, 40, 0.8, 0.95, 0, 11, "tree", 5, 4, 16, 3, True,
+                                 api_name="/generate")
+    assert stats["dtype"] == "float32" and stats["identical_to_baseline"] is True and stats["speedup"] > 0
+
+
 def test_errors_are_one_line_and_the_app_keeps_serving(app, tmp_path):
     from gradio_client.exceptions import AppError
 
