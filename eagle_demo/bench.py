@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import csv
 import io
-from collections import Counter
 import json
 import platform
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
@@ -229,7 +229,7 @@ def compare_drafts(sessions: list[Session], items: list[PromptItem], run: RunCon
         def step(done: int, _total: int, name: str, offset=offset, label=label) -> None:
             if progress:
                 progress(offset + done, total, f"{label}: {name}")
-        reports.append(run_bench(session, items, run, repeats=repeats, chat=chat, progress=step, warmup=n == 0))
+        reports.append(run_bench(session, items, run, repeats=repeats, chat=chat, progress=step))  # each warms up
     return reports
 
 
