@@ -1,5 +1,6 @@
-"""Pick a tree shape for this device: run candidate trees on a few suite prompts and print tau and the
-measured speedup against plain decoding (interleaved, same process). A measurement, not a test.
+"""Pick a tree shape for this device: run candidate trees on a few suite prompts and print tau, the measured
+speedup against plain decoding (interleaved, same process) and the round cost in plain decoding steps
+(speedup = tau / round cost: a bigger tree raises tau and the cost together). A measurement, not a test.
 
     python scripts/tune_tree.py [--target T --draft D] [--max-new-tokens 128] [--categories code]
 """
@@ -32,10 +33,11 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     session = load_session(args.target, args.draft)
     items = load_suite(None, args.categories)[:args.limit]
-    print(f"{'tree':<40}{'tau':>7}{'speedup':>9}")
+    print(f"{'tree':<40}{'tau':>7}{'speedup':>9}{'round cost':>12}")
     for tree in CANDIDATES:
         report = run_bench(session, items, RunConfig(max_new_tokens=args.max_new_tokens, tree=tree))
-        print(f"{tree.label():<40}{report.overall.tau:>7.2f}{report.overall.speedup:>8.2f}x", flush=True)
+        o = report.overall
+        print(f"{tree.label():<40}{o.tau:>7.2f}{o.speedup:>8.2f}x{o.round_cost:>12.2f}", flush=True)
     return 0
 
 
