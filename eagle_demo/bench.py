@@ -12,18 +12,18 @@ import json
 import platform
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable
 
 import torch
 
-from .config import RunConfig
+from .config import RunConfig, SamplingConfig
 from .metrics import RunStats, misses, summarize
 from .session import ASSETS, Session
 
 __all__ = ["PromptItem", "PromptResult", "BenchReport", "load_suite", "run_bench", "compare_drafts", "draft_label",
-           "comparison_table", "comparison_csv", "run_bench_cli", "CATEGORIES"]
+           "comparison_table", "comparison_csv", "sweep_temperatures", "report_label", "run_bench_cli", "CATEGORIES"]
 
 DEFAULT_SUITE = ASSETS / "prompts" / "suite.jsonl"
 TOP_MISSES = 20  # (draft's favourite, target's token) pairs kept in a report, most frequent first
@@ -53,7 +53,7 @@ class PromptResult:
     draft_seconds: float
     verify_seconds: float
     host_seconds: float
-    equal_to_baseline: bool | None  # None for sampled runs (equality is not expected)
+    equal_to_baseline: bool | None  # greedy, or sampled in float32 (seeded baseline); None for sampled bf16/fp16
     round_cost: float = 0.0  # tau / speedup: a mean round's price in plain decoding steps
 
 
@@ -145,7 +145,7 @@ def machine_info() -> dict:
 
 
 def _result(item: PromptItem, repeat: int, prompt_tokens: int, eagle: RunStats, base: RunStats,
-            greedy: bool) -> PromptResult:
+            check: bool) -> PromptResult:
     return PromptResult(
         id=item.id, category=item.category, repeat=repeat, prompt_tokens=prompt_tokens,
         new_tokens=eagle.new_tokens, rounds=eagle.rounds, tau=eagle.tau,
@@ -153,7 +153,7 @@ def _result(item: PromptItem, repeat: int, prompt_tokens: int, eagle: RunStats, 
         speedup=eagle.tokens_per_second / base.tokens_per_second if base.tokens_per_second else 0.0,
         acceptance_by_depth=eagle.acceptance_by_depth, draft_seconds=eagle.draft_seconds,
         verify_seconds=eagle.verify_seconds, host_seconds=eagle.host_seconds,
-        equal_to_baseline=(eagle.token_ids == base.token_ids) if greedy else None,
+        equal_to_baseline=(eagle.token_ids == base.token_ids) if check else None,
         round_cost=_cost(eagle.tau, eagle.tokens_per_second / base.tokens_per_second if base.tokens_per_second else 0.0),
     )
 
@@ -185,6 +185,8 @@ def run_bench(session: Session, items: list[PromptItem], run: RunConfig, repeats
         for mode in ("baseline", "eagle"):
             list(session.stream(encoded[0], short, mode))
     results = []
+    # sampled runs share the seeded sampler, so in float32 EAGLE must reproduce the seeded baseline too
+    check = run.sampling.greedy or session.pair.target.dtype == torch.float32
     missed: Counter[tuple[int, int]] = Counter()
     total, done = len(items) * repeats, 0
     for repeat in range(repeats):
@@ -193,7 +195,7 @@ def run_bench(session: Session, items: list[PromptItem], run: RunConfig, repeats
             events = {mode: list(session.stream(ids, run, mode)) for mode in order}
             stats = {mode: summarize(events[mode]) for mode in order}
             missed.update(misses(events["eagle"]))
-            results.append(_result(item, repeat, len(ids), stats["eagle"], stats["baseline"], run.sampling.greedy))
+            results.append(_result(item, repeat, len(ids), stats["eagle"], stats["baseline"], check))
             done += 1
             if progress:
                 progress(done, total, item.id)
@@ -233,28 +235,53 @@ def compare_drafts(sessions: list[Session], items: list[PromptItem], run: RunCon
     return reports
 
 
-def comparison_table(reports: list[BenchReport]) -> str:
-    """Overall figures of each draft, one line each (the per-category tables come from `table`)."""
-    lines = [f"{'draft':<28}{'family':>8}{'tau':>7}{'EAGLE tok/s':>13}{'base tok/s':>12}{'speedup':>9}"
+def sweep_temperatures(session: Session, items: list[PromptItem], run: RunConfig, temperatures: list[float],
+                       repeats: int = 1, chat: bool = False,
+                       progress: Callable[[int, int, str], None] | None = None) -> list[BenchReport]:
+    """`run_bench` at each temperature (the run's top-p, top-k and seed kept; 0 = greedy): how acceptance and
+    speedup fall as sampling gets hotter. One report per temperature, in order."""
+    reports, total = [], len(temperatures) * len(items) * repeats
+    for n, t in enumerate(temperatures):
+        s = run.sampling
+        hot = replace(run, sampling=SamplingConfig(temperature=float(t), top_p=s.top_p, top_k=s.top_k, seed=s.seed))
+        offset = n * len(items) * repeats
+
+        def step(done: int, _total: int, name: str, offset=offset, t=t) -> None:
+            if progress:
+                progress(offset + done, total, f"T={t:g}: {name}")
+        reports.append(run_bench(session, items, hot, repeats=repeats, chat=chat, progress=step))
+    return reports
+
+
+def report_label(report: BenchReport, by: str) -> str:
+    """What tells reports apart in a comparison: the draft's name, or the sampling temperature."""
+    if by == "temperature":
+        return f"{report.settings['temperature']:g}"
+    return draft_label(report.settings["draft"])
+
+
+def comparison_table(reports: list[BenchReport], by: str = "draft") -> str:
+    """Overall figures of each report, one line each (the per-category tables come from `table`)."""
+    lines = [f"{by:<28}{'family':>8}{'tau':>7}{'EAGLE tok/s':>13}{'base tok/s':>12}{'speedup':>9}"
              f"{'round cost':>12}{'equal':>7}"]
     for r in reports:
         o = r.overall
         eq = "-" if o.all_equal is None else ("yes" if o.all_equal else "NO")
-        lines.append(f"{draft_label(r.settings['draft']):<28}{r.settings['draft_family']:>8}{o.tau:>7.2f}"
+        lines.append(f"{report_label(r, by):<28}{r.settings['draft_family']:>8}{o.tau:>7.2f}"
                      f"{o.eagle_tokens_per_second:>13.1f}{o.baseline_tokens_per_second:>12.1f}{o.speedup:>8.2f}x"
                      f"{o.round_cost:>12.2f}{eq:>7}")
     return "\n".join(lines)
 
 
-def comparison_csv(reports: list[BenchReport]) -> str:
-    """Every report's per-prompt rows, with the draft's name as the first column."""
+def comparison_csv(reports: list[BenchReport], by: str = "draft") -> str:
+    """Every report's per-prompt rows, with what tells them apart (draft name or temperature) first."""
     buf = io.StringIO()
     writer = csv.writer(buf)
     for i, r in enumerate(reports):
         rows = list(csv.reader(io.StringIO(r.to_csv())))
         if i == 0:
-            writer.writerow(["draft", *rows[0]])
-        writer.writerows([draft_label(r.settings["draft"]), *row] for row in rows[1:])
+            writer.writerow([by, *rows[0]])
+        writer.writerows([report_label(r, by), *row] for row in rows[1:])
     return buf.getvalue()
 
 
@@ -264,8 +291,12 @@ def run_bench_cli(args) -> int:
     from tqdm import tqdm
 
     from .cli import _load, tree_from_args
-    from .config import SamplingConfig
+    from .config import ConfigError
 
+    if args.compare_draft and args.temperatures:
+        raise ConfigError("compare drafts or sweep temperatures, one at a time")
+    for t in args.temperatures or ():
+        SamplingConfig(temperature=t)  # out-of-range values fail before anything loads
     session = _load(args)
     items = load_suite(args.suite, args.categories)
     if args.limit:
@@ -279,19 +310,26 @@ def run_bench_cli(args) -> int:
         bar.update(1)
         bar.set_postfix_str(name)
 
-    if args.compare_draft:
-        sessions = [session] + [session.with_draft(d) for d in args.compare_draft]
-        bar.total = len(sessions) * len(items) * args.repeats
-        reports = compare_drafts(sessions, items, run, repeats=args.repeats, chat=chat, progress=progress)
+    if args.compare_draft or args.temperatures:
+        if args.compare_draft:
+            by, sessions = "draft", [session] + [session.with_draft(d) for d in args.compare_draft]
+            bar.total = len(sessions) * len(items) * args.repeats
+            reports = compare_drafts(sessions, items, run, repeats=args.repeats, chat=chat, progress=progress)
+        else:
+            by = "temperature"
+            bar.total = len(args.temperatures) * len(items) * args.repeats
+            reports = sweep_temperatures(session, items, run, args.temperatures, repeats=args.repeats, chat=chat,
+                                         progress=progress)
         bar.close()
         for r in reports:
-            print(f"draft {r.settings['draft']} ({r.settings['draft_family']})\n{r.table()}\n{r.misses_line()}\n")
-        print(comparison_table(reports))
+            print(f"{by} {report_label(r, by)} ({r.settings['draft_family']}, {r.settings['tree']})\n{r.table()}\n"
+                  f"{r.misses_line()}\n")
+        print(comparison_table(reports, by))
         if args.json_out:
-            data = {"drafts": [r.to_dict() for r in reports]}
+            data = {"drafts" if by == "draft" else "temperatures": [r.to_dict() for r in reports]}
             Path(args.json_out).write_text(json.dumps(data, indent=2), encoding="utf-8")
         if args.csv_out:
-            Path(args.csv_out).write_text(comparison_csv(reports), encoding="utf-8")
+            Path(args.csv_out).write_text(comparison_csv(reports, by), encoding="utf-8")
         return 0
     report = run_bench(session, items, run, repeats=args.repeats, chat=chat, progress=progress)
     bar.close()

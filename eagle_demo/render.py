@@ -23,7 +23,7 @@ __all__ = ["RunView", "Piece", "TextCache", "token_pieces", "group_ids", "token_
            "stats_html", "summary", "identical_to_baseline", "tokens_time_figure", "accepted_length_figure",
            "acceptance_depth_figure", "time_split_figure", "tree_figure", "empty_figure", "DEPTH_COLORS",
            "MAX_STYLED_DEPTH", "report_markdown", "bench_rows", "bench_figure", "bench_compare_rows",
-           "bench_compare_figure", "bench_misses_rows", "MISSES_COLUMNS", "Figure"]
+           "bench_compare_figure", "bench_misses_rows", "bench_sweep_figure", "MISSES_COLUMNS", "Figure"]
 
 Decode = Callable[[Sequence[int]], str]
 
@@ -715,16 +715,17 @@ def bench_figure(report) -> Figure:
                    yaxis2={"title": {"text": "tau"}, "overlaying": "y", "side": "right", "rangemode": "tozero"})
 
 
-def bench_compare_rows(reports):
-    """Several drafts' bench reports (same target, same prompts) -> one DataFrame with a draft column."""
+def bench_compare_rows(reports, by: str = "draft"):
+    """Several bench reports (drafts on one target, or one draft at several temperatures) -> one DataFrame
+    whose first column tells them apart."""
     import pandas as pd
 
-    from .bench import draft_label
+    from .bench import report_label
 
     frames = []
     for r in reports:
         frame = bench_rows(r)
-        frame.insert(0, "draft", draft_label(r.settings["draft"]))
+        frame.insert(0, by, report_label(r, by))
         frames.append(frame)
     return pd.concat(frames, ignore_index=True)
 
@@ -749,15 +750,31 @@ def bench_compare_figure(reports) -> Figure:
                    "speedup vs plain decoding", height=360, barmode="group", shapes=[line])
 
 
-MISSES_COLUMNS = ["draft", "the draft guessed", "the target said", "times"]
+MISSES_COLUMNS = ["the draft guessed", "the target said", "times"]
 
 
-def bench_misses_rows(reports):
+def bench_misses_rows(reports, by: str = "draft"):
     """Where each draft missed most over a benchmark: its favourite token against the target's token."""
     import pandas as pd
 
-    from .bench import draft_label
+    from .bench import report_label
 
-    rows = [[draft_label(r.settings["draft"]), repr(m["draft"]), repr(m["target"]), m["count"]]
+    rows = [[report_label(r, by), repr(m["draft"]), repr(m["target"]), m["count"]]
             for r in reports for m in r.extra.get("top_misses", [])[:10]]
-    return pd.DataFrame(rows, columns=MISSES_COLUMNS)
+    return pd.DataFrame(rows, columns=[by, *MISSES_COLUMNS])
+
+
+def bench_sweep_figure(reports) -> Figure:
+    """Overall speedup (left axis) and tau (right axis) against the sampling temperature."""
+    temps = [r.settings["temperature"] for r in reports]
+    traces = [{"type": "scatter", "mode": "lines+markers+text", "x": temps, "y": [r.overall.speedup for r in reports],
+               "name": "speedup (x)", "line": {"color": EAGLE_COLOR}, "text": [f"{r.overall.speedup:.2f}x" for r in reports],
+               "textposition": "top center", "cliponaxis": False},
+              {"type": "scatter", "mode": "lines+markers", "x": temps, "y": [r.overall.tau for r in reports],
+               "name": "tau (tokens per round)", "yaxis": "y2", "line": {"color": TARGET_COLOR, "dash": "dash"}}]
+    line = {"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
+            "line": {"dash": "dot", "color": BASELINE_COLOR}}
+    return _figure(traces, "Speedup and tau against sampling temperature (all categories)", "temperature",
+                   "speedup vs plain decoding", height=340, shapes=[line],
+                   yaxis={"rangemode": "tozero"},
+                   yaxis2={"title": {"text": "tau"}, "overlaying": "y", "side": "right", "rangemode": "tozero"})

@@ -434,6 +434,18 @@ decoding token for token and sampled output keeps the target's distribution.
 """
 
 
+def _temperatures(text: str | None) -> list[float]:
+    """"0, 0.7 1.0" -> [0.0, 0.7, 1.0]; each checked against the sampling range."""
+    parts = (text or "").replace(",", " ").split()
+    try:
+        temps = [float(p) for p in parts]
+    except ValueError:
+        raise ConfigError(f"temperatures must be numbers like 0, 0.7, 1.0; got {text.strip()!r}") from None
+    for t in temps:
+        SamplingConfig(temperature=t)
+    return temps
+
+
 def _definitions_markdown() -> str:
     rows = "\n".join(f"- **{name}**: {text}" for name, text in DEFINITIONS.items())
     return f"{HOW_A_ROUND_WORKS}\n**What the numbers mean**\n\n{rows}\n{NUMBERS_NOTE}"
@@ -584,9 +596,13 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
                 bench_categories = gr.CheckboxGroup(categories, value=categories[:2], label="categories")
                 bench_repeats = gr.Slider(1, 5, value=1, step=1, label="repeats")
                 bench_max_new = gr.Slider(8, 512, value=64, step=8, label="max new tokens")
-            bench_compare = gr.Textbox(label="compare with other drafts for this target (optional)", lines=2,
-                                       placeholder="repo ids or folders, one per line, e.g. assets/tiny-eagle3",
-                                       elem_id="bench-compare")
+            with gr.Row():
+                bench_compare = gr.Textbox(label="compare with other drafts for this target (optional)", lines=2,
+                                           placeholder="repo ids or folders, one per line, e.g. assets/tiny-eagle3",
+                                           elem_id="bench-compare")
+                bench_temps = gr.Textbox(label="or sweep sampling temperatures (optional)", lines=2,
+                                         placeholder="e.g. 0, 0.7, 1.0 (0 = greedy; top-p, top-k and seed from "
+                                                     "the Playground's sampling settings)", elem_id="bench-temps")
             bench_btn = gr.Button("Run benchmark", variant="primary", elem_id="bench-btn")
             bench_table = gr.Dataframe(label="results by category", interactive=False, elem_id="bench-table",
                                        headers=render.BENCH_COLUMNS)
@@ -594,7 +610,7 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
                                  label="speedup and tau")
             bench_misses = gr.Dataframe(label="where the draft missed most (its favourite token where the target "
                                               "said another)", interactive=False, elem_id="bench-misses",
-                                        headers=render.MISSES_COLUMNS)
+                                        headers=["draft", *render.MISSES_COLUMNS])
             with gr.Row():
                 bench_csv = gr.File(label="per-prompt CSV")
                 bench_json = gr.File(label="full report JSON")
@@ -759,17 +775,22 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
         @friendly
         def benchmark(target_text, draft_text, revision_text, dtype_name, device_name, draft_revision_text,
                       chosen, repeats, max_new_tokens, chat_on, mode_value, depth_value, topk_value, total_value,
-                      chain_value, compare_text="", progress=gr.Progress()):
+                      chain_value, compare_text="", temps_text="", top_p_value=1.0, top_k_value=0, seed_value=0,
+                      progress=gr.Progress()):
             if not chosen:
                 raise ConfigError("pick at least one category")
             others = [d for d in (_local_or_repo(x) for x in (compare_text or "").replace(",", "\n").splitlines()) if d]
+            temps = _temperatures(temps_text)
+            if others and temps:
+                raise ConfigError("compare drafts or sweep temperatures, one at a time; clear one of the two boxes")
             key = make_key(target_text, draft_text, revision_text, dtype_name, device_name, draft_revision_text)
             if others and key.draft is None:
                 raise ConfigError("load a pair with a draft first; the drafts to compare run next to it")
             session = ensure(key, progress)
             tree = make_tree(mode_value, depth_value, topk_value, total_value, chain_value)
-            run = RunConfig(max_new_tokens=int(max_new_tokens), tree=tree, sampling=SamplingConfig())
-            from .bench import comparison_csv, compare_drafts, load_suite, run_bench
+            sampling = SamplingConfig(top_p=float(top_p_value), top_k=int(top_k_value), seed=int(seed_value))
+            run = RunConfig(max_new_tokens=int(max_new_tokens), tree=tree, sampling=sampling)
+            from .bench import comparison_csv, compare_drafts, load_suite, run_bench, sweep_temperatures
 
             items = load_suite(None, chosen)
 
@@ -777,6 +798,15 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
                 progress(done / total, desc=f"{name} ({done}/{total})")
 
             folder = Path(tempfile.mkdtemp(prefix="eagle-bench-"))
+            if temps:
+                reports = in_worker(gpu(sweep_temperatures), session, items, run, temps, repeats=int(repeats),
+                                    chat=bool(chat_on), progress=step)
+                (folder / "bench.csv").write_text(comparison_csv(reports, "temperature"), encoding="utf-8")
+                (folder / "bench.json").write_text(json.dumps({"temperatures": [r.to_dict() for r in reports]},
+                                                              indent=2), encoding="utf-8")
+                return (render.bench_compare_rows(reports, "temperature"), render.bench_sweep_figure(reports),
+                        render.bench_misses_rows(reports, "temperature"), str(folder / "bench.csv"),
+                        str(folder / "bench.json"))
             if not others:
                 report = in_worker(gpu(run_bench), session, items, run, repeats=int(repeats), chat=bool(chat_on),
                                    progress=step)
@@ -861,7 +891,7 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
         round_slider.change(rerender_tree, [result_state, round_slider], fig_tree, api_visibility="private",
                             queue=False)
         bench_btn.click(benchmark, [*panel, bench_categories, bench_repeats, bench_max_new, chat, *tree_inputs,
-                                    bench_compare],
+                                    bench_compare, bench_temps, top_p, top_k, seed],
                         [bench_table, bench_plot, bench_misses, bench_csv, bench_json], api_name="benchmark",
                         concurrency_limit=1, concurrency_id="model")
         deploy_btn.click(deploy, [pair_state, *tree_inputs], [deploy_msg, vllm_cmd, sglang_cmd, deploy_notes],

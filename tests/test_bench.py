@@ -59,6 +59,22 @@ def test_bench_cli_compares_drafts_on_one_target(tmp_path):
     assert [r["draft"] for r in rows] == ["tiny-eagle1", "tiny-eagle3"] and rows[1]["category"] == "code"
 
 
+def test_bench_cli_sweeps_temperatures(tmp_path):
+    out_json = tmp_path / "sweep.json"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "eagle_demo", "bench", "--categories", "code", "--limit", "1",
+                           "--max-new-tokens", "16", "--chain", "3", "--temperatures", "0", "0.8",
+                           "--json", str(out_json)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    reports = json.loads(out_json.read_text())["temperatures"]
+    assert [r["settings"]["temperature"] for r in reports] == [0.0, 0.8]
+    assert all(r["results"][0]["equal_to_baseline"] is True for r in reports)  # float32: seeded baseline too
+    assert proc.stdout.strip().splitlines()[-1].startswith("0.8")
+    both = subprocess.run([sys.executable, "-m", "eagle_demo", "bench", "--temperatures", "0", "--compare-draft",
+                           "assets/tiny-eagle3"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert both.returncode == 2 and "one at a time" in both.stderr
+
+
 def _row(pid: str, repeat: int, eagle: float, base: float) -> PromptResult:
     return PromptResult(id=pid, category="code", repeat=repeat, prompt_tokens=5, new_tokens=10, rounds=4, tau=2.5,
                         eagle_tokens_per_second=eagle, baseline_tokens_per_second=base, speedup=eagle / base,

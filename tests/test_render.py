@@ -282,6 +282,14 @@ def test_bench_tables_and_charts_are_valid_plotly():
     fig = go.Figure(render.bench_compare_figure(both))
     assert [t.name for t in fig.data] == ["tiny-eagle1 (eagle1)", "EAGLE3-head (eagle3)"]
     assert list(fig.data[1].y) == pytest.approx([1.5, 1.5, 1.5])
+    hot = BenchReport(machine={}, settings={**one.settings, "temperature": 1.0}, results=one.results,
+                      categories=one.categories, overall=one.overall)
+    cold = BenchReport(machine={}, settings={**one.settings, "temperature": 0.0}, results=one.results,
+                       categories=one.categories, overall=one.overall)
+    sweep = go.Figure(render.bench_sweep_figure([cold, hot]))
+    assert list(sweep.data[0].x) == [0.0, 1.0] and sweep.data[1].yaxis == "y2"
+    assert list(render.bench_compare_rows([cold, hot], "temperature")["temperature"]) == ["0"] * 3 + ["1"] * 3
+    assert list(render.bench_misses_rows([cold], "temperature").columns) == ["temperature", *render.MISSES_COLUMNS]
 
 
 def test_tree_figure_draws_the_verify_forwards_attention_mask():

@@ -247,7 +247,7 @@ def test_benchmark_endpoint_returns_table_and_downloads(app):
 
     client, target, draft = app
     table, _plot, missed, csv_path, json_path = client.predict(
-        target, draft, "", "auto", "cpu", "", ["code"], 1, 16, False, CHAIN_MODE, 5, 4, 16, 3, "",
+        target, draft, "", "auto", "cpu", "", ["code"], 1, 16, False, CHAIN_MODE, 5, 4, 16, 3, "", "", 1.0, 0, 0,
         api_name="/benchmark")
     report = json.loads(Path(json_path).read_text(encoding="utf-8"))
     assert report["settings"]["tree"] == "chain k=3" and report["overall"]["all_equal"] is True
@@ -269,8 +269,8 @@ def test_benchmark_compares_drafts_on_the_loaded_target(app):
     if target != SHIPPED_TARGET:
         pytest.skip("the second draft is the shipped EAGLE-3 head, made for the shipped target")
     table, plot, _missed, csv_path, json_path = client.predict(
-        target, draft, "", "auto", "cpu", "", ["code"], 1, 16, False, CHAIN_MODE, 5, 4, 16, 3, SHIPPED_EAGLE3,
-        api_name="/benchmark")
+        target, draft, "", "auto", "cpu", "", ["code"], 1, 16, False, CHAIN_MODE, 5, 4, 16, 3, SHIPPED_EAGLE3, "",
+        1.0, 0, 0, api_name="/benchmark")
     reports = json.loads(Path(json_path).read_text(encoding="utf-8"))["drafts"]
     assert [r["settings"]["draft_family"] for r in reports] == ["eagle1", "eagle3"]
     assert all(r["overall"]["all_equal"] is True for r in reports)
@@ -280,8 +280,27 @@ def test_benchmark_compares_drafts_on_the_loaded_target(app):
     assert Path(csv_path).read_text(encoding="utf-8").startswith("draft,id,category,")
     with pytest.raises(Exception) as err:  # a draft made for another target: one line, and the app keeps serving
         client.predict(target, draft, "", "auto", "cpu", "", ["code"], 1, 16, False, CHAIN_MODE, 5, 4, 16, 3,
-                       "/nonexistent/draft-folder", api_name="/benchmark")
+                       "/nonexistent/draft-folder", "", 1.0, 0, 0, api_name="/benchmark")
     assert "\n" not in str(err.value) and "draft" in str(err.value)
+
+
+def test_benchmark_sweeps_temperatures(app):
+    from eagle_demo.ui import CHAIN_MODE
+
+    client, target, draft = app
+    table, _plot, _missed, _csv, json_path = client.predict(
+        target, draft, "", "auto", "cpu", "", ["code"], 1, 16, False, CHAIN_MODE, 5, 4, 16, 3, "", "0, 1.0",
+        0.95, 0, 5, api_name="/benchmark")
+    reports = json.loads(Path(json_path).read_text(encoding="utf-8"))["temperatures"]
+    assert [r["settings"]["temperature"] for r in reports] == [0.0, 1.0] and reports[1]["settings"]["top_p"] == 0.95
+    assert all(r["overall"]["all_equal"] is True for r in reports)  # float32: greedy, and the seeded baseline
+    rows = table["data"] if isinstance(table, dict) else table
+    assert [r[0] for r in rows] == ["0", "0", "1", "1"]
+    for bad, fragment in (("0, warm", "temperatures must be numbers"), ("20", "out of range")):
+        with pytest.raises(Exception) as err:
+            client.predict(target, draft, "", "auto", "cpu", "", ["code"], 1, 16, False, CHAIN_MODE, 5, 4, 16, 3,
+                           "", bad, 1.0, 0, 0, api_name="/benchmark")
+        assert fragment in str(err.value)
 
 
 def test_queue_polls_calmly():
