@@ -590,8 +590,9 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
                 gr.Markdown(_definitions_markdown())
 
         with gr.Tab("Benchmark", id="benchmark"):
-            gr.Markdown("Baseline and EAGLE on each prompt of the suite, interleaved, greedy, with the loaded pair "
-                        "and the draft settings of the Playground tab. Speedup = ratio of mean tokens/s.")
+            gr.Markdown("Baseline and EAGLE on each prompt of the suite, interleaved, with the loaded pair and the "
+                        "draft settings of the Playground tab; greedy unless you sweep temperatures. Speedup = ratio "
+                        "of mean tokens/s; round cost = tau / speedup, a round's price in plain decoding steps.")
             with gr.Row():
                 bench_categories = gr.CheckboxGroup(categories, value=categories[:2], label="categories")
                 bench_repeats = gr.Slider(1, 5, value=1, step=1, label="repeats")
