@@ -135,6 +135,9 @@ def cmd_generate(args) -> int:
         prompt_ids = session.encode(args.prompt, chat=args.chat)
     run = RunConfig(max_new_tokens=args.max_new_tokens, ignore_eos=args.ignore_eos,
                     tree=tree_from_args(args, session.pair.target.device.type), sampling=sampling)
+    note = session.context_note(len(prompt_ids), run) if args.mode == "eagle" else ""
+    if note:
+        sys.stderr.write(f"[note] {note}\n")
     out = sys.stdout
     text = TokenStreamDecoder(session.decode)
     finish = None

@@ -74,6 +74,16 @@ class Session:
         if bad:
             raise PromptError(f"token id {bad[0]} is outside the target vocabulary 0..{vocab - 1}")
 
+    def context_note(self, prompt_tokens: int, run: RunConfig) -> str:
+        """A one-line note when a run reaches past the draft's own configured context (the adapter raises it to
+        the target's so the draft keeps running): acceptance may fall there, the output stays the target's."""
+        limit = getattr(self.report, "draft_context", None) if self.eagle is not None else None
+        reach = prompt_tokens + run.max_new_tokens
+        if not limit or reach <= limit:
+            return ""
+        return (f"this run can reach position {reach}, past the {limit} positions the draft is configured for: "
+                "acceptance may fall there (the output stays exactly the target's)")
+
     def stream(self, prompt_ids: list[int], run: RunConfig, mode: str = "eagle",
                stop: threading.Event | None = None) -> Iterator[Event]:
         self.check_length(prompt_ids, run)

@@ -196,8 +196,9 @@ REGISTRY = Registry()
 class LiveRun:
     """Events of one EAGLE run (and its baseline race), filled by a worker thread."""
 
-    def __init__(self, key: PairKey, race: bool, greedy: bool):
+    def __init__(self, key: PairKey, race: bool, greedy: bool, note: str = ""):
         self.key, self.race, self.greedy = key, race, greedy
+        self.note = note  # shown under the stats (e.g. a run that reaches past the draft's context)
         self.eagle = render.RunView()
         self.baseline = render.RunView() if race else None
         self.phase = "eagle"
@@ -265,10 +266,10 @@ _RUNS: list[LiveRun] = []  # runs whose worker may still be going
 _RUNS_LOCK = threading.Lock()
 
 
-def start_run(key: PairKey, prompt_ids: list[int], run: RunConfig, race: bool) -> LiveRun:
+def start_run(key: PairKey, prompt_ids: list[int], run: RunConfig, race: bool, note: str = "") -> LiveRun:
     """Start the worker. Model events run one at a time, so a run still going here was abandoned (its page
     was cancelled or closed): it is told to stop, and ends at its next round instead of holding the engine."""
-    live = LiveRun(key, race, run.sampling.greedy)
+    live = LiveRun(key, race, run.sampling.greedy, note)
     with _RUNS_LOCK:
         for old in _RUNS:
             old.stop.set()
@@ -669,6 +670,7 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
             eagle, baseline, phase = live.snapshot()
             state = live.state if final else ("baseline" if phase == "baseline" else "running")
             note = "stopped: the engine finished its current round and ended cleanly" if state == "stopped" else ""
+            note = "; ".join(n for n in (note, live.note) if n)
             report_out = list(report) if report else [gr.skip()] * 4
             stats_view = render.stats_html(eagle, baseline, live.greedy, state, note)
             if not final:
@@ -720,7 +722,7 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
             run = make_run(max_new_tokens, temp, top_p_value, top_k_value, seed_value, tree, ignore_eos_on)
             ids = session.encode(prompt_text, chat=bool(chat_on))
             session.check_length(ids, run)
-            live = start_run(key, ids, run, bool(race_on))
+            live = start_run(key, ids, run, bool(race_on), session.context_note(len(ids), run))
             hash_ = request.session_hash if request is not None else None
             _LAST_RUNS.put(hash_, live)
             _CLIENT_PAIRS.put(hash_, key)
@@ -861,13 +863,13 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
             run = make_run(max_new_tokens, temperature, top_p, top_k, seed, tree, ignore_eos)
             ids = session.encode(prompt, chat=bool(chat))
             session.check_length(ids, run)
-            live = start_run(key, ids, run, bool(race))
+            live = start_run(key, ids, run, bool(race), session.context_note(len(ids), run))
             live.done.wait()
             if live.error:
                 raise gr.Error(live.error, print_exception=False)
             eagle, baseline, _ = live.snapshot()
             text = session.decode(list(eagle.token_ids))
-            return text, render.summary(eagle, baseline, live.greedy, text)
+            return text, {**render.summary(eagle, baseline, live.greedy, text), "notes": [live.note] if live.note else []}
 
         # ---- wiring -----------------------------------------------------------------------------------------
 

@@ -626,3 +626,27 @@ def test_bad_dtype_is_a_checkpoint_error(root, target):
 def test_missing_local_folder(root):
     with pytest.raises(CheckpointError, match="no such folder: ./does-not-exist"):
         load_pair("./does-not-exist", None)
+
+
+def test_a_run_past_the_drafts_own_context_gets_a_note(tmp_path):
+    """The adapter raises a draft's max positions to the target's so it keeps running; a run that goes past
+    what the draft was configured for gets a one-line note (CLI, API, page), not a refusal."""
+    import subprocess
+    import sys
+
+    from eagle_demo.config import RunConfig
+    from eagle_demo.session import load_session
+    from layouts import eagle1_weights, llama_config, write_raw_eagle1, write_target
+
+    tgt = write_target(tmp_path / "target", layers=2)  # 512 positions
+    draft = write_raw_eagle1(tmp_path / "draft", eagle1_weights(), llama_config(max_position_embeddings=128))
+    s = load_session(str(tgt), str(draft), device="cpu", dtype="float32")
+    assert (s.report.draft_context, s.report.max_position_embeddings) == (128, 512)
+    assert s.context_note(100, RunConfig(max_new_tokens=28)) == ""
+    note = s.context_note(100, RunConfig(max_new_tokens=64))
+    assert "position 164" in note and "128 positions" in note and "\n" not in note
+    proc = subprocess.run([sys.executable, "-m", "eagle_demo", "generate", "--target", str(tgt), "--draft",
+                           str(draft), "--prompt-ids", ",".join(["5"] * 100), "--max-new-tokens", "40",
+                           "--ignore-eos"], capture_output=True, text=True, timeout=300,
+                          cwd=str(Path(__file__).resolve().parent.parent))
+    assert proc.returncode == 0 and "[note] this run can reach position 140" in proc.stderr

@@ -364,3 +364,23 @@ def test_the_page_explains_a_round_and_defines_every_number():
     assert all(f"**{name}**" in md for name in DEFINITIONS)
     assert [md.index(f"**{step}.**") for step in ("Draft", "Verify", "Accept", "Bonus", "Commit")] == \
         sorted(md.index(f"**{step}.**") for step in ("Draft", "Verify", "Accept", "Bonus", "Commit"))
+
+
+def test_a_run_past_the_drafts_context_carries_a_note(app, tmp_path):
+    from gradio_client import Client
+
+    from eagle_demo.ui import REGISTRY, make_key
+    from layouts import eagle1_weights, llama_config, write_raw_eagle1, write_target
+
+    client, target, draft = app
+    short = Client(client.src, verbose=False)  # its own session: the pair it loads is its own
+    tgt = write_target(tmp_path / "target", layers=2, tokenizer=96)  # 512 positions
+    drf = write_raw_eagle1(tmp_path / "draft", eagle1_weights(), llama_config(max_position_embeddings=128))
+    try:
+        short.predict(str(tgt), str(drf), "", "auto", "cpu", api_name="/load")
+        _, stats = short.predict("t5 " * 100, 40, api_name="/generate")
+        assert len(stats["notes"]) == 1 and "past the 128 positions" in stats["notes"][0]
+        _, stats = short.predict("t5 t6", 8, api_name="/generate")
+        assert stats["notes"] == []
+    finally:
+        REGISTRY.load(make_key(target, draft, "", "auto", "cpu"))  # the module's pair again, for later tests

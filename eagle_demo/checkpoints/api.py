@@ -152,6 +152,7 @@ def _report(target: str, draft: str | None, info: TargetInfo, spec: DraftSpec | 
         rope_theta=spec.rope.get("rope_theta") if eagle else None,
         rope_type=spec.rope.get("rope_type") if eagle else None,
         max_position_embeddings=(plan.max_positions if plan else spec.max_positions) if eagle else None,
+        draft_context=spec.max_positions if eagle else None,
         norm_before_residual=spec.norm_before_residual if spec.family == "eagle3" else None,
         source_dtype=spec.source_dtype,
         adaptations=tuple(dict.fromkeys(notes)), ignored_keys=tuple(ignored or spec.ignored),

@@ -43,6 +43,7 @@ class AdaptationReport:
     rope_theta: float | None = None
     rope_type: str | None = None
     max_position_embeddings: int | None = None
+    draft_context: int | None = None  # the draft config's own max_position_embeddings, before any raise
     norm_before_residual: bool | None = None
     source_dtype: str | None = None
     dtype: str | None = None
