@@ -791,8 +791,7 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
                 raise ConfigError("load a pair with a draft first; the drafts to compare run next to it")
             session = ensure(key, progress)
             tree = make_tree(mode_value, depth_value, topk_value, total_value, chain_value)
-            sampling = SamplingConfig(top_p=float(top_p_value), top_k=int(top_k_value), seed=int(seed_value))
-            run = RunConfig(max_new_tokens=int(max_new_tokens), tree=tree, sampling=sampling)
+            run = make_run(max_new_tokens, 0.0, top_p_value, top_k_value, seed_value, tree)  # sweeps set temperature
             from .bench import comparison_csv, compare_drafts, load_suite, run_bench, sweep_temperatures
 
             items = load_suite(None, chosen)
