@@ -1,4 +1,4 @@
-"""python -m eagle_demo {generate, inspect, bench, export}
+"""python -m eagle_demo {generate, inspect, bench, export, doctor}
 
 Errors exit with code 2 and one line on stderr, never a traceback.
 """
@@ -57,6 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run the suite at each sampling temperature (0 = greedy) and compare: acceptance falls as T rises")
     b.add_argument("--json", dest="json_out", default=None, help="write the JSON report here")
     b.add_argument("--csv", dest="csv_out", default=None, help="write the per-prompt CSV here")
+
+    d = sub.add_parser("doctor", help="check this environment: versions, devices, the shipped pair end to end")
+    d.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    d.add_argument("--no-model", action="store_true", help="skip loading the shipped pair")
 
     e = sub.add_parser("export", help="command lines (and adapted drafts) for vLLM or SGLang")
     _pair_args(e)
@@ -220,7 +224,14 @@ def cmd_export(args) -> int:
     return run_export_cli(args)
 
 
-COMMANDS = {"generate": cmd_generate, "inspect": cmd_inspect, "bench": cmd_bench, "export": cmd_export}
+def cmd_doctor(args) -> int:
+    from .doctor import run_doctor_cli
+
+    return run_doctor_cli(args)
+
+
+COMMANDS = {"generate": cmd_generate, "inspect": cmd_inspect, "bench": cmd_bench, "export": cmd_export,
+            "doctor": cmd_doctor}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

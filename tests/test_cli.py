@@ -115,3 +115,21 @@ def test_generate_race_reports_speedup_identity_and_why(pair):
     text = cli("generate", "--target", target, "--draft", draft, "--prompt-ids", "1,5,9,13", "--max-new-tokens",
                "16", "--chain", "3", "--race", "--temperature", "0.8")
     assert "[baseline]" in text.stderr and "not checked (sampling)" in text.stderr and "[why]" in text.stderr
+
+
+def test_doctor_checks_versions_devices_and_the_shipped_pair(tmp_path):
+    from eagle_demo.doctor import pinned, version_checks
+
+    proc = cli("doctor", "--device", "cpu")
+    lines = proc.stdout.strip().splitlines()
+    assert proc.returncode == 0 and all(line.split()[0] in ("ok", "warn") for line in lines)
+    assert any(line.startswith("ok    lossless: greedy EAGLE equals plain decoding") for line in lines)
+    assert any(line.startswith(("ok    torch:", "warn  torch:")) for line in lines)
+    req = tmp_path / "requirements.txt"
+    req.write_text("torch==0.0.1\nno-such-package-here==1.0  # comment\n-r other.txt\n", encoding="utf-8")
+    assert pinned(req) == {"torch": "0.0.1", "no-such-package-here": "1.0"}
+    checks = {c.name: c for c in version_checks(pinned(req))}
+    assert checks["torch"].status == "warn" and "pinned 0.0.1" in checks["torch"].detail
+    assert checks["no-such-package-here"].status == "FAIL" and "pip install" in checks["no-such-package-here"].detail
+    bad = cli("doctor", "--device", "nonsense", check=False)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
