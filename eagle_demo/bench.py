@@ -23,7 +23,7 @@ from .metrics import RunStats, misses, summarize
 from .session import ASSETS, Session
 
 __all__ = ["PromptItem", "PromptResult", "BenchReport", "load_suite", "run_bench", "compare_drafts", "draft_label",
-           "comparison_table", "comparison_csv", "sweep_temperatures", "report_label", "run_bench_cli", "CATEGORIES"]
+           "comparison_table", "comparison_csv", "comparison_json", "sweep_temperatures", "report_label", "run_bench_cli", "CATEGORIES"]
 
 DEFAULT_SUITE = ASSETS / "prompts" / "suite.jsonl"
 TOP_MISSES = 20  # (draft's favourite, target's token) pairs kept in a report, most frequent first
@@ -146,15 +146,14 @@ def machine_info() -> dict:
 
 def _result(item: PromptItem, repeat: int, prompt_tokens: int, eagle: RunStats, base: RunStats,
             check: bool) -> PromptResult:
+    ratio = eagle.tokens_per_second / base.tokens_per_second if base.tokens_per_second else 0.0
     return PromptResult(
         id=item.id, category=item.category, repeat=repeat, prompt_tokens=prompt_tokens,
         new_tokens=eagle.new_tokens, rounds=eagle.rounds, tau=eagle.tau,
         eagle_tokens_per_second=eagle.tokens_per_second, baseline_tokens_per_second=base.tokens_per_second,
-        speedup=eagle.tokens_per_second / base.tokens_per_second if base.tokens_per_second else 0.0,
-        acceptance_by_depth=eagle.acceptance_by_depth, draft_seconds=eagle.draft_seconds,
+        speedup=ratio, acceptance_by_depth=eagle.acceptance_by_depth, draft_seconds=eagle.draft_seconds,
         verify_seconds=eagle.verify_seconds, host_seconds=eagle.host_seconds,
-        equal_to_baseline=(eagle.token_ids == base.token_ids) if check else None,
-        round_cost=_cost(eagle.tau, eagle.tokens_per_second / base.tokens_per_second if base.tokens_per_second else 0.0),
+        equal_to_baseline=(eagle.token_ids == base.token_ids) if check else None, round_cost=_cost(eagle.tau, ratio),
     )
 
 
@@ -219,20 +218,24 @@ def draft_label(path_or_repo: str | None) -> str:
     return Path(text).name or text or "no draft"
 
 
+def _series(jobs: list[tuple[Session, RunConfig, str]], items: list[PromptItem], repeats: int, chat: bool,
+            progress: Callable[[int, int, str], None] | None) -> list[BenchReport]:
+    """`run_bench` for each (session, run, label), one report each, progress counted over all of them."""
+    reports, per_job = [], len(items) * repeats
+    for n, (session, run, label) in enumerate(jobs):
+        def step(done: int, _total: int, name: str, offset=n * per_job, label=label) -> None:
+            if progress:
+                progress(offset + done, len(jobs) * per_job, f"{label}: {name}")
+        reports.append(run_bench(session, items, run, repeats=repeats, chat=chat, progress=step))  # each warms up
+    return reports
+
+
 def compare_drafts(sessions: list[Session], items: list[PromptItem], run: RunConfig, repeats: int = 1,
                    chat: bool = False, progress: Callable[[int, int, str], None] | None = None) -> list[BenchReport]:
     """`run_bench` for each draft on one target (`Session.with_draft` shares the target): same prompts, same
     settings, each draft against its own interleaved baseline, one report per draft in order."""
-    reports, total = [], len(sessions) * len(items) * repeats
-    for n, session in enumerate(sessions):
-        label = draft_label(session.pair.draft_path)
-        offset = n * len(items) * repeats
-
-        def step(done: int, _total: int, name: str, offset=offset, label=label) -> None:
-            if progress:
-                progress(offset + done, total, f"{label}: {name}")
-        reports.append(run_bench(session, items, run, repeats=repeats, chat=chat, progress=step))  # each warms up
-    return reports
+    jobs = [(session, run, draft_label(session.pair.draft_path)) for session in sessions]
+    return _series(jobs, items, repeats, chat, progress)
 
 
 def sweep_temperatures(session: Session, items: list[PromptItem], run: RunConfig, temperatures: list[float],
@@ -240,17 +243,9 @@ def sweep_temperatures(session: Session, items: list[PromptItem], run: RunConfig
                        progress: Callable[[int, int, str], None] | None = None) -> list[BenchReport]:
     """`run_bench` at each temperature (the run's top-p, top-k and seed kept; 0 = greedy): how acceptance and
     speedup fall as sampling gets hotter. One report per temperature, in order."""
-    reports, total = [], len(temperatures) * len(items) * repeats
-    for n, t in enumerate(temperatures):
-        s = run.sampling
-        hot = replace(run, sampling=SamplingConfig(temperature=float(t), top_p=s.top_p, top_k=s.top_k, seed=s.seed))
-        offset = n * len(items) * repeats
-
-        def step(done: int, _total: int, name: str, offset=offset, t=t) -> None:
-            if progress:
-                progress(offset + done, total, f"T={t:g}: {name}")
-        reports.append(run_bench(session, items, hot, repeats=repeats, chat=chat, progress=step))
-    return reports
+    s = run.sampling
+    jobs = [(session, replace(run, sampling=replace(s, temperature=float(t))), f"T={t:g}") for t in temperatures]
+    return _series(jobs, items, repeats, chat, progress)
 
 
 def report_label(report: BenchReport, by: str) -> str:
@@ -283,6 +278,11 @@ def comparison_csv(reports: list[BenchReport], by: str = "draft") -> str:
             writer.writerow([by, *rows[0]])
         writer.writerows([report_label(r, by), *row] for row in rows[1:])
     return buf.getvalue()
+
+
+def comparison_json(reports: list[BenchReport], by: str = "draft") -> str:
+    """{"drafts": [report, ...]} or {"temperatures": [report, ...]}."""
+    return json.dumps({by + "s": [r.to_dict() for r in reports]}, indent=2)
 
 
 def run_bench_cli(args) -> int:
@@ -326,8 +326,7 @@ def run_bench_cli(args) -> int:
                   f"{r.misses_line()}\n")
         print(comparison_table(reports, by))
         if args.json_out:
-            data = {"drafts" if by == "draft" else "temperatures": [r.to_dict() for r in reports]}
-            Path(args.json_out).write_text(json.dumps(data, indent=2), encoding="utf-8")
+            Path(args.json_out).write_text(comparison_json(reports, by), encoding="utf-8")
         if args.csv_out:
             Path(args.csv_out).write_text(comparison_csv(reports, by), encoding="utf-8")
         return 0

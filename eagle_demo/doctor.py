@@ -91,7 +91,8 @@ def shipped_pair_check(device: str = "auto", new_tokens: int = 32) -> list[Check
         out.append(Check("lossless", "ok", f"greedy EAGLE equals plain decoding over {new_tokens} tokens "
                                            f"(tau {eagle.tau:.2f})"))
     else:
-        first = next(i for i, (a, b) in enumerate(zip(eagle.token_ids, base.token_ids)) if a != b)
+        first = next((i for i, (a, b) in enumerate(zip(eagle.token_ids, base.token_ids)) if a != b),
+                     min(len(eagle.token_ids), len(base.token_ids)))  # or where the shorter one ended
         out.append(Check("lossless", "FAIL", f"greedy EAGLE differs from plain decoding at new token {first}; "
                                              "report this with the versions above"))
     return out

@@ -684,6 +684,11 @@ BENCH_COLUMNS = ["category", "prompts", "runs", "tau", "EAGLE tok/s", "baseline 
                  "round cost (steps)", "identical"]
 
 
+# speedup 1.0 (plain decoding) across a bench chart
+PLAIN_DECODING_LINE = {"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
+                       "line": {"dash": "dot", "color": BASELINE_COLOR}}
+
+
 def bench_rows(report):
     """bench.BenchReport -> a pandas DataFrame, one row per category plus the overall row."""
     import pandas as pd
@@ -708,10 +713,8 @@ def bench_figure(report) -> Figure:
          "yaxis": "y2", "marker": {"color": TARGET_COLOR}, "text": [f"{c.tau:.2f}" for c in cats],
          "textposition": "outside", "cliponaxis": False},
     ]
-    line = {"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
-            "line": {"dash": "dot", "color": BASELINE_COLOR}}
     return _figure(traces, "Speedup and tau by category", "category", "speedup vs plain decoding", height=340,
-                   barmode="group", shapes=[line],
+                   barmode="group", shapes=[PLAIN_DECODING_LINE],
                    yaxis2={"title": {"text": "tau"}, "overlaying": "y", "side": "right", "rangemode": "tozero"})
 
 
@@ -744,10 +747,8 @@ def bench_compare_figure(reports) -> Figure:
                        "text": [f"{c.speedup:.2f}x<br>tau {c.tau:.2f}" for c in cats], "textposition": "outside",
                        "cliponaxis": False,
                        "hovertemplate": "%{x}: %{y:.2f}x<extra>" + _escape(label) + "</extra>"})
-    line = {"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
-            "line": {"dash": "dot", "color": BASELINE_COLOR}}
     return _figure(traces, "Speedup by category, one bar per draft (tau in the labels)", "category",
-                   "speedup vs plain decoding", height=360, barmode="group", shapes=[line])
+                   "speedup vs plain decoding", height=360, barmode="group", shapes=[PLAIN_DECODING_LINE])
 
 
 MISSES_COLUMNS = ["the draft guessed", "the target said", "times"]
@@ -772,9 +773,7 @@ def bench_sweep_figure(reports) -> Figure:
                "textposition": "top center", "cliponaxis": False},
               {"type": "scatter", "mode": "lines+markers", "x": temps, "y": [r.overall.tau for r in reports],
                "name": "tau (tokens per round)", "yaxis": "y2", "line": {"color": TARGET_COLOR, "dash": "dash"}}]
-    line = {"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
-            "line": {"dash": "dot", "color": BASELINE_COLOR}}
     return _figure(traces, "Speedup and tau against sampling temperature (all categories)", "temperature",
-                   "speedup vs plain decoding", height=340, shapes=[line],
+                   "speedup vs plain decoding", height=340, shapes=[PLAIN_DECODING_LINE],
                    yaxis={"rangemode": "tozero"},
                    yaxis2={"title": {"text": "tau"}, "overlaying": "y", "side": "right", "rangemode": "tozero"})

@@ -77,7 +77,7 @@ class Session:
     def context_note(self, prompt_tokens: int, run: RunConfig) -> str:
         """A one-line note when a run reaches past the draft's own configured context (the adapter raises it to
         the target's so the draft keeps running): acceptance may fall there, the output stays the target's."""
-        limit = getattr(self.report, "draft_context", None) if self.eagle is not None else None
+        limit = self.report.draft_context if self.eagle is not None else None
         reach = prompt_tokens + run.max_new_tokens
         if not limit or reach <= limit:
             return ""

@@ -447,6 +447,14 @@ def _temperatures(text: str | None) -> list[float]:
     return temps
 
 
+def _bench_outputs(table, figure, misses, csv_text: str, json_text: str) -> tuple:
+    """The Benchmark event's outputs, the CSV and JSON written to a fresh folder for download."""
+    folder = Path(tempfile.mkdtemp(prefix="eagle-bench-"))
+    (folder / "bench.csv").write_text(csv_text, encoding="utf-8")
+    (folder / "bench.json").write_text(json_text, encoding="utf-8")
+    return table, figure, misses, str(folder / "bench.csv"), str(folder / "bench.json")
+
+
 def _definitions_markdown() -> str:
     rows = "\n".join(f"- **{name}**: {text}" for name, text in DEFINITIONS.items())
     return f"{HOW_A_ROUND_WORKS}\n**What the numbers mean**\n\n{rows}\n{NUMBERS_NOTE}"
@@ -792,41 +800,32 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
             session = ensure(key, progress)
             tree = make_tree(mode_value, depth_value, topk_value, total_value, chain_value)
             run = make_run(max_new_tokens, 0.0, top_p_value, top_k_value, seed_value, tree)  # sweeps set temperature
-            from .bench import comparison_csv, compare_drafts, load_suite, run_bench, sweep_temperatures
+            from .bench import comparison_csv, comparison_json, compare_drafts, load_suite, run_bench, sweep_temperatures
 
             items = load_suite(None, chosen)
 
             def step(done: int, total: int, name: str) -> None:
                 progress(done / total, desc=f"{name} ({done}/{total})")
 
-            folder = Path(tempfile.mkdtemp(prefix="eagle-bench-"))
-            if temps:
-                reports = in_worker(gpu(sweep_temperatures), session, items, run, temps, repeats=int(repeats),
-                                    chat=bool(chat_on), progress=step)
-                (folder / "bench.csv").write_text(comparison_csv(reports, "temperature"), encoding="utf-8")
-                (folder / "bench.json").write_text(json.dumps({"temperatures": [r.to_dict() for r in reports]},
-                                                              indent=2), encoding="utf-8")
-                return (render.bench_compare_rows(reports, "temperature"), render.bench_sweep_figure(reports),
-                        render.bench_misses_rows(reports, "temperature"), str(folder / "bench.csv"),
-                        str(folder / "bench.json"))
-            if not others:
+            if not others and not temps:
                 report = in_worker(gpu(run_bench), session, items, run, repeats=int(repeats), chat=bool(chat_on),
                                    progress=step)
-                (folder / "bench.csv").write_text(report.to_csv(), encoding="utf-8")
-                (folder / "bench.json").write_text(report.to_json(), encoding="utf-8")
-                return (render.bench_rows(report), render.bench_figure(report), render.bench_misses_rows([report]),
-                        str(folder / "bench.csv"), str(folder / "bench.json"))
-            sessions = [session]
-            for n, draft in enumerate(others):  # each shares the loaded target; freed when this call returns
-                progress(0.0, desc=f"loading draft {n + 1} of {len(others)}: {draft}")
-                sessions.append(session.with_draft(draft))
-            reports = in_worker(gpu(compare_drafts), sessions, items, run, repeats=int(repeats), chat=bool(chat_on),
-                                progress=step)
-            (folder / "bench.csv").write_text(comparison_csv(reports), encoding="utf-8")
-            (folder / "bench.json").write_text(json.dumps({"drafts": [r.to_dict() for r in reports]}, indent=2),
-                                               encoding="utf-8")
-            return (render.bench_compare_rows(reports), render.bench_compare_figure(reports),
-                    render.bench_misses_rows(reports), str(folder / "bench.csv"), str(folder / "bench.json"))
+                return _bench_outputs(render.bench_rows(report), render.bench_figure(report),
+                                      render.bench_misses_rows([report]), report.to_csv(), report.to_json())
+            if temps:
+                by, figure = "temperature", render.bench_sweep_figure
+                reports = in_worker(gpu(sweep_temperatures), session, items, run, temps, repeats=int(repeats),
+                                    chat=bool(chat_on), progress=step)
+            else:
+                by, figure, sessions = "draft", render.bench_compare_figure, [session]
+                for n, draft in enumerate(others):  # each shares the loaded target; freed when this call returns
+                    progress(0.0, desc=f"loading draft {n + 1} of {len(others)}: {draft}")
+                    sessions.append(session.with_draft(draft))
+                reports = in_worker(gpu(compare_drafts), sessions, items, run, repeats=int(repeats),
+                                    chat=bool(chat_on), progress=step)
+            return _bench_outputs(render.bench_compare_rows(reports, by), figure(reports),
+                                  render.bench_misses_rows(reports, by), comparison_csv(reports, by),
+                                  comparison_json(reports, by))
 
         def deploy(key: PairKey | None, mode_value, depth_value, topk_value, total_value, chain_value):
             session = REGISTRY.get(key) if key is not None else None
