@@ -3,7 +3,7 @@
 Greedy: at each node the target's token is the argmax; descend into the child carrying it.
 Sampling: at each node draw the target's token from the processed distribution with the position-keyed
 sampler; descend if a child carries it, else it is the bonus (correction). Drafts are point masses, so
-this "sample and match" rule emits exactly the target's distribution (algorithms.md 4.3).
+this "sample and match" rule emits exactly the target's distribution (tests/test_sampling.py checks it).
 """
 
 from __future__ import annotations

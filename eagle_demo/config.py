@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["TreeConfig", "SamplingConfig", "RunConfig", "TREE_PRESETS", "ConfigError"]
+__all__ = ["TreeConfig", "SamplingConfig", "RunConfig", "TREE_PRESETS", "ConfigError", "default_preset", "default_tree",
+           "tree_from"]
 
 
 class ConfigError(ValueError):
@@ -121,3 +122,33 @@ TREE_PRESETS: dict[str, TreeConfig] = {
     "gpu-eagle2": TreeConfig(depth=6, top_k=10, total_tokens=60),
     "gpu-eagle3": TreeConfig(depth=8, top_k=10, total_tokens=60),
 }
+
+
+def default_preset(device: str, family: str = "") -> str:
+    """The name of the tree preset a pair starts with: "cpu" on a CPU (any family), else the GPU preset of the
+    draft's family. device: "cpu", "cuda", "cuda:1" (or a torch.device)."""
+    if str(device).split(":")[0] == "cpu":
+        return "cpu"
+    return "gpu-eagle3" if family == "eagle3" else "gpu-eagle2"
+
+
+def default_tree(device: str, family: str = "") -> TreeConfig:
+    """The one default draft tree of every entry point (page, /generate, command line) for a device and a draft
+    family. Today it is a preset per (device, family); a measured choice can replace it here."""
+    return TREE_PRESETS[default_preset(device, family)]
+
+
+def tree_from(base: TreeConfig, depth: int | None = None, top_k: int | None = None, total_tokens: int | None = None,
+              chain: int | None = None, mode: str = "auto") -> TreeConfig:
+    """A tree from optional settings over `base` (usually `default_tree`): mode "chain" is a chain of `chain`
+    tokens, "tree" the given tree settings; "auto" is a chain when `chain` is given, else `base` with whichever
+    tree settings are given. Unset settings come from `base`."""
+    if mode not in ("auto", "tree", "chain"):
+        raise ConfigError(f"draft_mode must be 'auto', 'tree' or 'chain', got {mode!r}")
+    if mode == "chain" or (mode == "auto" and chain is not None):
+        return TreeConfig.chain(int(chain) if chain is not None else base.depth)
+    if mode == "auto" and depth is None and top_k is None and total_tokens is None:
+        return base
+    return TreeConfig(depth=int(depth) if depth is not None else base.depth,
+                      top_k=int(top_k) if top_k is not None else base.top_k,
+                      total_tokens=int(total_tokens) if total_tokens is not None else base.total_tokens)

@@ -21,6 +21,7 @@ from huggingface_hub.utils import validate_repo_id
 
 from .checkpoints.errors import CheckpointError
 from .checkpoints.files import read_json
+from .errors import brief as _short
 
 __all__ = ["resolve", "select_files", "default_max_bytes", "is_offline"]
 
@@ -212,8 +213,3 @@ def _is_network_error(exc: BaseException) -> bool:
         return True
     return any(cls.__module__.split(".")[0] in ("httpx", "httpx2", "httpcore", "requests", "urllib3")
                for cls in type(exc).__mro__)
-
-
-def _short(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text[:140] + ("..." if len(text) > 140 else "")

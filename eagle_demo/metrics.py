@@ -1,4 +1,4 @@
-"""Pure reducers over an engine's event stream (DESIGN.md section 5).
+"""Pure reducers over an engine's event stream, and `RunView`, one run's events kept as they arrive.
 
 - round: one draft + verify step (a baseline decode step counts as a round of length 1).
 - tau (mean accepted length) = tokens committed by rounds / rounds, the bonus token included;
@@ -22,7 +22,8 @@ from typing import Iterable
 
 from .events import Event, Finish, Prefill, Round, RunStart, Step
 
-__all__ = ["RunStats", "SpeedupBreakdown", "summarize", "speedup", "breakdown", "misses", "DEFINITIONS"]
+__all__ = ["RunStats", "SpeedupBreakdown", "RaceResult", "RunView", "summarize", "speedup", "breakdown", "race",
+           "verdict", "misses", "DEFINITIONS"]
 
 DEFINITIONS = {
     "round": "one draft + verify step (plain decoding: one target step)",
@@ -172,3 +173,123 @@ def breakdown(eagle: RunStats, baseline: RunStats) -> SpeedupBreakdown | None:
     return SpeedupBreakdown(speedup=eagle.tau / cost, tau=eagle.tau, round_cost=cost, draft=per_round[0],
                             verify=per_round[1], host=per_round[2], other=max(cost - sum(per_round), 0.0),
                             step_ms=1e3 * step, round_ms=1e3 * round_seconds)
+
+
+def verdict(same: bool | None, unchecked: str = "-") -> str:
+    """The yes/no cell of an identity check: "yes", "NO", or `unchecked` when the check does not apply."""
+    return unchecked if same is None else ("yes" if same else "NO")
+
+
+@dataclass(frozen=True)
+class RaceResult:
+    """EAGLE against plain decoding of the same prompt in the same process (the page's race, `generate --race`,
+    each benchmark prompt)."""
+
+    baseline_tokens_per_second: float | None  # None: no finished baseline
+    speedup: float | None
+    why: SpeedupBreakdown | None  # speedup = tau / round cost; None without decode time on both sides
+    identical_to_baseline: bool | None  # None where the check does not apply (see `race`)
+
+    @property
+    def round_cost(self) -> float | None:
+        return self.why.round_cost if self.why else None
+
+    def why_line(self) -> str:
+        return self.why.line() if self.why else "no decode time to compare"
+
+    def to_dict(self, detail: bool = True) -> dict:
+        """JSON-ready. detail: `round_cost` as its parts (the API's stats); else the cost in steps and the `why`
+        line (the command line's summary)."""
+        out = {"baseline_tokens_per_second": self.baseline_tokens_per_second, "speedup": self.speedup}
+        w = self.why
+        if detail:
+            out["round_cost"] = None if w is None else {
+                "steps": w.round_cost, "draft": w.draft, "verify": w.verify, "host": w.host, "other": w.other,
+                "step_ms": w.step_ms, "round_ms": w.round_ms, "line": w.line()}
+        else:
+            out["round_cost"] = self.round_cost
+        out["identical_to_baseline"] = self.identical_to_baseline
+        if not detail:
+            out["why"] = self.why_line()
+        return out
+
+
+def race(eagle: RunStats, baseline: RunStats | None, greedy: bool, dtype: str) -> RaceResult:
+    """Compare an EAGLE run with plain decoding of the same prompt. The token ids are compared when both runs
+    finished (not stopped) and the run is greedy, or sampled in float32: both engines draw position i's random
+    number from the seed, so a lossless verifier gives the seeded baseline's text. In bf16/fp16 the tree forward's
+    rounding can flip a draw now and then, which says nothing about the distribution, so it is not checked there.
+    dtype: "float32", "torch.float32", ... (the run's dtype)."""
+    if baseline is None or not baseline.finish_reason:
+        return RaceResult(None, None, None, None)
+    finished = bool(eagle.finish_reason) and "stopped" not in (eagle.finish_reason, baseline.finish_reason)
+    checked = finished and (greedy or str(dtype).removeprefix("torch.") == "float32")
+    return RaceResult(baseline.tokens_per_second, speedup(eagle, baseline), breakdown(eagle, baseline),
+                      (eagle.token_ids == baseline.token_ids) if checked else None)
+
+
+class RunView:
+    """The events of one run, kept as they arrive (plain values; cheap to copy and to keep in gr.State)."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.start: RunStart | None = None
+        self.prefill: Prefill | None = None
+        self.rounds: list[Round] = []
+        self.steps: list[Step] = []
+        self.finish: Finish | None = None
+
+    def add(self, event: Event) -> None:
+        self.events.append(event)
+        if isinstance(event, RunStart):
+            self.start = event
+        elif isinstance(event, Prefill):
+            self.prefill = event
+        elif isinstance(event, Round):
+            self.rounds.append(event)
+        elif isinstance(event, Step):
+            self.steps.append(event)
+        elif isinstance(event, Finish):
+            self.finish = event
+
+    @classmethod
+    def of(cls, events: Iterable[Event]) -> "RunView":
+        view = cls()
+        for e in events:
+            view.add(e)
+        return view
+
+    def snapshot(self) -> "RunView":
+        """A copy that later `add` calls do not change (the lists are copied, the events are frozen)."""
+        return RunView.of(list(self.events))
+
+    @property
+    def mode(self) -> str:
+        return self.start.mode if self.start else ""
+
+    @property
+    def done(self) -> bool:
+        return self.finish is not None
+
+    @property
+    def token_ids(self) -> tuple[int, ...]:
+        if self.finish is not None:
+            return self.finish.token_ids
+        ids = [self.prefill.token_id] if self.prefill else []
+        for r in self.rounds:
+            ids.extend(r.committed_ids)
+        ids.extend(s.token_id for s in self.steps)
+        return tuple(ids)
+
+    def stats(self) -> RunStats:
+        return summarize(self.events)
+
+    def curve(self) -> tuple[list[float], list[int]]:
+        """(decode seconds, new tokens) after the prefill and after every round or step."""
+        if self.prefill is None:
+            return [], []
+        xs, ys = [0.0], [1]
+        for e in self.rounds or self.steps:
+            xs.append(e.elapsed)
+            ys.append(e.total_new_tokens)
+        return xs, ys

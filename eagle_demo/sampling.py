@@ -4,7 +4,7 @@ Order: temperature -> top-k -> top-p -> softmax. Greedy is argmax of the raw log
 
 Sampling uses a *position-keyed* inverse-CDF sampler: the uniform for the i-th new token is fixed by
 (seed, i). Because EAGLE drafts are point masses, "sample from p at the node and descend into the child
-carrying that token" is an exact verifier (algorithms.md 4.3), and with this sampler the EAGLE engine
+carrying that token" is an exact verifier (the README's "What lossless means"), and with this sampler the EAGLE engine
 reproduces the seeded baseline token for token (up to logit numerics).
 """
 

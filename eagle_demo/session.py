@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
+
+import torch
 
 from .config import RunConfig
 from .engine import BaselineEngine, SpeculativeEngine
 from .events import Event
+from .paths import ASSETS
+
+if TYPE_CHECKING:
+    from .checkpoints import AdaptationReport, LoadedPair
 
 __all__ = ["Session", "load_session", "ASSETS", "SHIPPED_TARGET", "SHIPPED_EAGLE1", "SHIPPED_EAGLE3",
            "TokenStreamDecoder", "PromptError"]
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
 SHIPPED_TARGET = str(ASSETS / "tiny-target")
 SHIPPED_EAGLE1 = str(ASSETS / "tiny-eagle1")
 SHIPPED_EAGLE3 = str(ASSETS / "tiny-eagle3")
@@ -27,7 +31,7 @@ class PromptError(ValueError):
 
 @dataclass
 class Session:
-    pair: object  # checkpoints.LoadedPair
+    pair: LoadedPair
     eagle: SpeculativeEngine | None
     baseline: BaselineEngine
 
@@ -36,8 +40,25 @@ class Session:
         return self.pair.tokenizer
 
     @property
-    def report(self):
+    def report(self) -> AdaptationReport:
         return self.pair.report
+
+    @property
+    def device(self) -> torch.device:
+        return self.pair.target.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.pair.target.dtype
+
+    @property
+    def family(self) -> str:
+        """The draft's family ("eagle1", "eagle3"), "" without a draft."""
+        return self.pair.head.family if self.pair.head is not None else ""
+
+    @property
+    def has_chat_template(self) -> bool:
+        return bool(getattr(self.tokenizer, "chat_template", None))
 
     def context_limit(self) -> int:
         cfg = self.pair.target.config.get_text_config()

@@ -1,7 +1,7 @@
 """Write every public EAGLE checkpoint layout to disk from random tensors (tests only, no network).
 
 Targets are `tests.fixtures.tiny_target` models saved with `save_pretrained`. Drafts are written the way
-each producer writes them (see /work/shared/reference/checkpoint-formats.md): raw yuhuili EAGLE-1 .bin
+each producer writes them (the README's "Supported draft layouts"): raw yuhuili EAGLE-1 .bin
 files with bare Llama/Qwen2 configs, vLLM-converted safetensors with a wrapped config, speculators
 configs with `transformer_layer_config`, EAGLE-3 in the official / SpecForge / AngelSlim / speculators
 flavours. Weight builders return canonical names (our heads' names) so the same tensors can be written

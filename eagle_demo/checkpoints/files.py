@@ -17,6 +17,7 @@ from typing import Iterable
 import torch
 from safetensors import safe_open
 
+from ..errors import brief as _short
 from .errors import CheckpointError, CorruptCheckpointError
 
 __all__ = ["TensorInfo", "WeightFiles", "read_json", "read_config", "scan_weights", "safe_child",
@@ -82,11 +83,6 @@ class WeightFiles:
                 for key in keys:
                     out[key] = state[key]
         return out
-
-
-def _short(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text[:160] + ("..." if len(text) > 160 else "")
 
 
 def safe_child(folder: Path, name: str) -> Path:

@@ -72,36 +72,59 @@ class AdaptationReport:
         return json.dumps(self.to_dict(), indent=indent)
 
     def summary(self) -> str:
-        """A few readable lines for the CLI and the UI."""
-        lines = [f"target: {self.target} ({self.target_model_type}, {self.target_layers} layers, hidden "
-                 f"{self.target_hidden}, vocab {self.target_vocab})"]
+        """The report as plain text (the command line's `inspect`): `to_markdown` without its markup."""
+        return self.to_markdown().replace("**", "").replace("`", "")
+
+    def to_markdown(self) -> str:
+        """What was detected, adapted, ignored and warned, as markdown (the page's report). The one rendering."""
+        lines = [f"**Target** {_code(self.target)}: {self.target_model_type}, {self.target_layers} layers, hidden "
+                 f"{self.target_hidden}, vocab {self.target_vocab}" + (f" ({self.dtype} on {self.device})" if self.dtype
+                                                                     else "")]
         if self.draft is None:
-            lines.append("draft: none (plain decoding only)")
+            lines.append("**Draft**: none, plain decoding only")
         else:
-            shape = ""
-            if self.draft_hidden:
-                shape = (f", hidden {self.draft_hidden}, {self.draft_layers} layer(s), heads {self.num_heads}/"
-                         f"{self.num_kv_heads} x {self.head_dim}")
-            lines.append(f"draft: {self.draft} -> {self.family} ({self.source_layout}{shape})")
-            if self.family == "eagle3":
-                lines.append(f"features: hidden_states {list(self.feature_layers or ())} "
-                             f"({self.feature_convention}); draft vocab {self.draft_vocab}")
-            if self.family in ("eagle1", "eagle3") and self.dtype:
-                lines.append(f"draft weights {_size(self.draft_param_bytes)} own + {_size(self.shared_bytes)} shared "
-                             f"with the target ({self.dtype} on {self.device})")
-            elif self.draft_param_bytes:
-                lines.append(f"draft files hold {_size(self.draft_param_bytes)} of tensors ({self.source_dtype})")
-        lines.extend(f"- {a}" for a in self.adaptations)
+            lines += self._draft_lines()
+        if self.adaptations:
+            lines.append("\n**Adaptations**")
+            lines += [f"- {a}" for a in self.adaptations]
         if self.ignored_keys:
-            shown = ", ".join(self.ignored_keys[:6]) + (" ..." if len(self.ignored_keys) > 6 else "")
-            lines.append(f"ignored keys ({len(self.ignored_keys)}): {shown}")
-        lines.extend(f"warning: {w}" for w in self.warnings)
+            shown = ", ".join(_code(k) for k in self.ignored_keys[:8]) + (" ..." if len(self.ignored_keys) > 8 else "")
+            lines.append(f"\n**Ignored keys** ({len(self.ignored_keys)}): {shown}")
+        if self.warnings:
+            lines.append("\n**Warnings**")
+            lines += [f"- ⚠ {w}" for w in self.warnings]
         if self.problem:
-            lines.append(f"cannot load: {self.problem}")
+            lines.append(f"\n**Cannot load**: {self.problem}")
         return "\n".join(lines)
 
+    def _draft_lines(self) -> list[str]:
+        name = {"eagle1": "EAGLE-1/2 head", "eagle3": "EAGLE-3 head"}.get(self.family, self.family)
+        lines = [f"**Draft** {_code(self.draft)}: **{name}**, {self.family} ({_code(self.source_layout)} layout)"]
+        if self.draft_hidden:
+            lines.append(f"- shape: hidden {self.draft_hidden}, {self.draft_layers} layer(s), heads {self.num_heads}/"
+                         f"{self.num_kv_heads} x {self.head_dim}, draft vocab {self.draft_vocab}")
+        if self.family == "eagle3":
+            convention = self.feature_convention or "default"
+            lines.append(f"- features: `hidden_states` {list(self.feature_layers or ())} ({convention})")
+        elif self.family == "eagle1":
+            lines.append("- features: the target's last hidden state after its final norm")
+        if self.embedding or self.lm_head:
+            lines.append(f"- embedding: {self.embedding or '-'}; lm_head: {self.lm_head or '-'}")
+        if self.dtype or self.shared_bytes:
+            lines.append(f"- weights: {human_bytes(self.draft_param_bytes)} own + {human_bytes(self.shared_bytes)} "
+                         "shared with the target")
+        elif self.draft_param_bytes:
+            lines.append(f"- weights: the draft's files hold {human_bytes(self.draft_param_bytes)} of tensors "
+                         f"({self.source_dtype})")
+        return lines
 
-def _size(n: int) -> str:
+
+def _code(text) -> str:
+    """Inline markdown code span (backticks inside are replaced, not escaped)."""
+    return "`" + str(text).replace("`", "'") + "`"
+
+
+def human_bytes(n: int) -> str:
     for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if n >= scale:
             return f"{n / scale:.2f} {unit}"

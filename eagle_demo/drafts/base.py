@@ -32,6 +32,9 @@ class DraftHead(nn.Module):
 
     family: str = ""
     feature_layers: tuple[int, ...] | None = None  # None: post-norm last hidden state
+    # set by each head: the target's embedding (not registered) and, when the checkpoint brings one, its own
+    shared_embed: Shared | None
+    embed_tokens: nn.Embedding | None
 
     def __init__(self, config: LlamaConfig):
         super().__init__()
@@ -43,7 +46,9 @@ class DraftHead(nn.Module):
         return self.rotary_emb(hidden[None], positions[None])  # cos, sin [1, n, hd]
 
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
+        """Token embeddings: the draft's own table when its checkpoint brings one, else the target's (shared)."""
+        table = self.embed_tokens if self.embed_tokens is not None else self.shared_embed
+        return table(tokens)  # [n, H]
 
     def topk(self, g: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
         raise NotImplementedError

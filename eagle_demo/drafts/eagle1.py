@@ -28,10 +28,6 @@ class Eagle1Head(DraftHead):
         self.shared_embed = Shared(embed_tokens) if embed_tokens is not None else None
         self.embed_tokens: nn.Embedding | None = None  # set when the checkpoint brings its own
 
-    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
-        table = self.embed_tokens if self.embed_tokens is not None else self.shared_embed
-        return table(tokens)  # [n, H]
-
     def forward(self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, cache,
                 mask: torch.Tensor | None, from_target: bool = False) -> torch.Tensor:
         """hidden [n, F] or batched [b, n, F] (training), tokens [n] or [b, n] -> g [n, H] or [b, n, H]."""
