@@ -1,7 +1,7 @@
 """Serve the loaded pair at scale: exact vLLM and SGLang command lines, and, where an engine cannot load
 the draft as published, an adapted copy of it with a README of what changed.
 
-Engine facts used here (sources in shared/reference/checkpoint-formats.md):
+Engine facts used here (the upstream issue and PR numbers are the sources):
 - vLLM wants `--speculative-config` JSON with an explicit `method` (eagle | eagle3) since PR #21737;
   its V1 EAGLE-1 module has no fc bias and silently drops `fc.bias` (PRs #22323/#22558 closed), and has
   no EAGLE-1 Qwen2 class upstream; a draft `max_position_embeddings` of 2048 crashes prompts longer than
@@ -26,7 +26,7 @@ from safetensors.torch import save_file
 from .config import TreeConfig
 from .checkpoints.files import read_config, scan_weights
 
-__all__ = ["Plan", "plan_for", "deployment_commands", "write_adapted_copy", "run_export_cli"]
+__all__ = ["Plan", "plan_for", "deployment_commands", "write_adapted_copy"]
 
 SGLANG_ARCH = {("eagle1", "llama"): "LlamaForCausalLMEagle", ("eagle1", "qwen2"): "Qwen2ForCausalLMEagle",
                ("eagle3", "llama"): "LlamaForCausalLMEagle3"}
@@ -159,29 +159,3 @@ def write_adapted_copy(plan: Plan, report, out_dir: str | Path) -> Path:
     readme += ["", "## Command", "", "```", plan.command.replace("<ADAPTED_DRAFT_DIR>", str(out)), "```", ""]
     (out / "README.md").write_text("\n".join(readme))
     return out
-
-
-def run_export_cli(args) -> int:
-    from .checkpoints import CheckpointError, inspect_pair
-    from .cli import pair_from_args, tree_from_args
-
-    target, draft = pair_from_args(args)
-    report = inspect_pair(target, draft, revision=args.revision, draft_revision=args.draft_revision)
-    if report.problem:
-        raise CheckpointError(report.problem)
-    tree = tree_from_args(args, "cuda")
-    plan = plan_for(args.engine, target, draft, report, tree)
-    command = plan.command
-    if plan.needs_copy:
-        if args.out:
-            out = write_adapted_copy(plan, report, args.out)
-            command = command.replace("<ADAPTED_DRAFT_DIR>", shlex.quote(str(out)))
-            print(f"# adapted draft written to {out} (see its README.md)")
-        else:
-            print(f"# {args.engine} cannot load this draft as published; pass --out DIR for an adapted copy:")
-        for c in plan.changes:
-            print(f"#   - {c}")
-    for n in plan.notes:
-        print(f"# note: {n}")
-    print(command)
-    return 0

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["Check", "run_checks", "run_doctor_cli"]
+from .errors import one_line
+from .paths import REQUIREMENTS
 
-REQUIREMENTS = Path(__file__).resolve().parent.parent / "requirements.txt"
-
+__all__ = ["Check", "run_checks", "pinned", "version_checks"]
 
 @dataclass(frozen=True)
 class Check:
@@ -79,13 +79,13 @@ def shipped_pair_check(device: str = "auto", new_tokens: int = 32) -> list[Check
     try:
         session = load_session(device=device, dtype="float32")
     except Exception as exc:  # reported as a failed check, one line
-        return [Check("shipped pair", "FAIL", f"does not load: {str(exc).splitlines()[0] if str(exc) else exc!r}")]
+        return [Check("shipped pair", "FAIL", f"does not load: {one_line(exc)}")]
     loaded = time.perf_counter() - t
     ids = session.encode('def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n')
     run = RunConfig(max_new_tokens=new_tokens, ignore_eos=True, tree=TreeConfig.chain(5))
     eagle = summarize(session.stream(ids, run, "eagle"))
     base = summarize(session.stream(ids, run, "baseline"))
-    out = [Check("shipped pair", "ok", f"loaded in {loaded:.1f} s on {session.pair.target.device} "
+    out = [Check("shipped pair", "ok", f"loaded in {loaded:.1f} s on {session.device} "
                                        f"({session.report.family}, layout {session.report.source_layout})")]
     if eagle.token_ids == base.token_ids:
         out.append(Check("lossless", "ok", f"greedy EAGLE equals plain decoding over {new_tokens} tokens "
@@ -104,15 +104,3 @@ def run_checks(device: str = "auto", model: bool = True) -> list[Check]:
     if model:
         checks += shipped_pair_check(device)
     return checks
-
-
-def run_doctor_cli(args) -> int:
-    """Print one line per check; exit 1 when any check failed (0 with warnings only)."""
-    from .devices import resolve_device
-
-    resolve_device(args.device)  # an impossible device is an error (exit 2), not a failed check
-    failed = False
-    for check in run_checks(args.device, model=not args.no_model):
-        print(check.line(), flush=True)
-        failed |= check.status == "FAIL"
-    return 1 if failed else 0

@@ -1,0 +1,162 @@
+"""Benchmark results as plain values: per-prompt rows, category summaries, the report and its text/CSV/JSON forms.
+No torch here, so the page can draw reports without loading model code (`bench` runs them).
+
+Speedup follows Spec-Bench: the ratio of mean tokens/s over prompts (per category and overall).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .metrics import verdict
+
+__all__ = ["PromptItem", "PromptResult", "CategorySummary", "BenchReport", "CATEGORIES", "draft_label",
+           "report_label", "comparison_table", "comparison_csv", "comparison_json"]
+
+CATEGORIES = ("chat", "translation", "summarization", "qa", "math", "rag", "code")
+
+
+@dataclass(frozen=True)
+class PromptItem:
+    id: str
+    category: str
+    prompt: str
+
+
+@dataclass(frozen=True)
+class PromptResult:
+    id: str
+    category: str
+    repeat: int
+    prompt_tokens: int
+    new_tokens: int
+    rounds: int
+    tau: float
+    eagle_tokens_per_second: float
+    baseline_tokens_per_second: float
+    speedup: float
+    acceptance_by_depth: tuple[float, ...]
+    draft_seconds: float
+    verify_seconds: float
+    host_seconds: float
+    equal_to_baseline: bool | None  # greedy, or sampled in float32 (seeded baseline); None for sampled bf16/fp16
+    round_cost: float = 0.0  # tau / speedup: a mean round's price in plain decoding steps
+
+
+@dataclass(frozen=True)
+class CategorySummary:
+    category: str
+    prompts: int  # distinct prompts
+    runs: int  # prompts x repeats: the rows averaged
+    tau: float
+    eagle_tokens_per_second: float
+    baseline_tokens_per_second: float
+    speedup: float
+    all_equal: bool | None
+    round_cost: float = 0.0  # tau / speedup, in plain decoding steps (speedup = tau / round cost)
+
+
+@dataclass(frozen=True)
+class BenchReport:
+    machine: dict
+    settings: dict
+    results: tuple[PromptResult, ...]
+    categories: tuple[CategorySummary, ...]
+    overall: CategorySummary
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def to_csv(self) -> str:
+        buf = io.StringIO()
+        names = list(PromptResult.__dataclass_fields__)
+        writer = csv.DictWriter(buf, fieldnames=names)
+        writer.writeheader()
+        for r in self.results:
+            row = asdict(r)
+            row["acceptance_by_depth"] = " ".join(f"{a:.3f}" for a in r.acceptance_by_depth)
+            writer.writerow(row)
+        return buf.getvalue()
+
+    def misses_line(self, limit: int = 8) -> str:
+        """The most frequent misses, e.g. "' the' -> ' a' x5"."""
+        top = self.extra.get("top_misses", [])[:limit]
+        if not top:
+            return "the draft missed nowhere (no round stopped under a drafted child)"
+        return "most frequent misses (draft's guess -> target's token): " + ", ".join(
+            f"{m['draft']!r} -> {m['target']!r} x{m['count']}" for m in top)
+
+    def table(self) -> str:
+        lines = [f"{'category':<14}{'prompts':>8}{'runs':>6}{'tau':>7}{'EAGLE tok/s':>13}{'base tok/s':>12}{'speedup':>9}"
+                 f"{'round cost':>12}{'equal':>7}"]
+        for c in (*self.categories, self.overall):
+            eq = verdict(c.all_equal)
+            lines.append(f"{c.category:<14}{c.prompts:>8}{c.runs:>6}{c.tau:>7.2f}{c.eagle_tokens_per_second:>13.1f}"
+                         f"{c.baseline_tokens_per_second:>12.1f}{c.speedup:>8.2f}x{c.round_cost:>12.2f}{eq:>7}")
+        return "\n".join(lines)
+
+
+def _cost(tau: float, speedup: float) -> float:
+    return tau / speedup if speedup > 0 else 0.0
+
+
+def _summary(name: str, rows: list[PromptResult]) -> CategorySummary:
+    n = len(rows)
+    e = sum(r.eagle_tokens_per_second for r in rows) / n
+    b = sum(r.baseline_tokens_per_second for r in rows) / n
+    eq = [r.equal_to_baseline for r in rows if r.equal_to_baseline is not None]
+    tau, ratio = sum(r.tau for r in rows) / n, e / b if b else 0.0
+    return CategorySummary(category=name, prompts=len({r.id for r in rows}), runs=n, tau=tau, eagle_tokens_per_second=e,
+                           baseline_tokens_per_second=b, speedup=ratio, all_equal=all(eq) if eq else None,
+                           round_cost=_cost(tau, ratio))
+
+
+def draft_label(path_or_repo: str | None) -> str:
+    """A short name for a draft: its folder or repo name."""
+    text = (path_or_repo or "").rstrip("/\\")
+    return Path(text).name or text or "no draft"
+
+
+def report_label(report: BenchReport, by: str) -> str:
+    """What tells reports apart in a comparison: the draft's name, or the sampling temperature."""
+    if by == "temperature":
+        return f"{report.settings['temperature']:g}"
+    return draft_label(report.settings["draft"])
+
+
+def comparison_table(reports: list[BenchReport], by: str = "draft") -> str:
+    """Overall figures of each report, one line each (the per-category tables come from `table`)."""
+    lines = [f"{by:<28}{'family':>8}{'tau':>7}{'EAGLE tok/s':>13}{'base tok/s':>12}{'speedup':>9}"
+             f"{'round cost':>12}{'equal':>7}"]
+    for r in reports:
+        o = r.overall
+        eq = verdict(o.all_equal)
+        lines.append(f"{report_label(r, by):<28}{r.settings['draft_family']:>8}{o.tau:>7.2f}"
+                     f"{o.eagle_tokens_per_second:>13.1f}{o.baseline_tokens_per_second:>12.1f}{o.speedup:>8.2f}x"
+                     f"{o.round_cost:>12.2f}{eq:>7}")
+    return "\n".join(lines)
+
+
+def comparison_csv(reports: list[BenchReport], by: str = "draft") -> str:
+    """Every report's per-prompt rows, with what tells them apart (draft name or temperature) first."""
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    for i, r in enumerate(reports):
+        rows = list(csv.reader(io.StringIO(r.to_csv())))
+        if i == 0:
+            writer.writerow([by, *rows[0]])
+        writer.writerows([report_label(r, by), *row] for row in rows[1:])
+    return buf.getvalue()
+
+
+def comparison_json(reports: list[BenchReport], by: str = "draft") -> str:
+    """{"drafts": [report, ...]} or {"temperatures": [report, ...]}."""
+    return json.dumps({by + "s": [r.to_dict() for r in reports]}, indent=2)

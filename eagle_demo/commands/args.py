@@ -1,0 +1,53 @@
+"""Arguments shared by the subcommands: the pair to load and the draft tree."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..config import ConfigError, TreeConfig, default_tree, tree_from
+
+__all__ = ["add_pair_args", "add_tree_args", "tree_from_args", "pair_from_args", "load_from_args"]
+
+
+def add_pair_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--target", default=None, help="repo id or folder (default: the shipped tiny target)")
+    p.add_argument("--draft", default=None, help="repo id or folder (default: the shipped EAGLE-1 head)")
+    p.add_argument("--revision", default=None, help="target revision")
+    p.add_argument("--draft-revision", default=None)
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
+    p.add_argument("--threads", type=int, default=0,
+                   help="torch CPU threads (0 = automatic: 1 for a model under 50 M parameters on CPU, "
+                        "torch's default otherwise)")
+
+
+def add_tree_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--depth", type=int, default=None, help="longest drafted path (draft forwards per round)")
+    p.add_argument("--draft-top-k", type=int, default=None, help="children per expanded node")
+    p.add_argument("--total-tokens", type=int, default=None, help="tokens verified per round, root included")
+    p.add_argument("--chain", type=int, default=None, help="draft a single chain of K tokens instead of a tree")
+
+
+def tree_from_args(args: argparse.Namespace, device: str = "cpu", family: str = "") -> TreeConfig:
+    """The tree flags over `config.default_tree(device, family)`, the default of every entry point."""
+    return tree_from(default_tree(device, family), args.depth, args.draft_top_k, args.total_tokens, args.chain)
+
+
+def pair_from_args(args: argparse.Namespace) -> tuple[str, str]:
+    """(target, draft) for commands that need both; the shipped pair when neither is given."""
+    from ..session import SHIPPED_EAGLE1, SHIPPED_TARGET
+
+    target = args.target or SHIPPED_TARGET
+    draft = args.draft or (SHIPPED_EAGLE1 if target == SHIPPED_TARGET else None)
+    if draft is None:
+        raise ConfigError("--draft is required when --target is given")
+    return target, draft
+
+
+def load_from_args(args: argparse.Namespace, need_draft: bool = True):
+    """The session the pair flags name (`--draft` unset: the shipped head for the shipped target)."""
+    from ..session import load_session
+
+    draft = (args.draft if args.draft is not None else "default") if need_draft else None
+    return load_session(args.target, draft, revision=args.revision, draft_revision=args.draft_revision,
+                        dtype=args.dtype, device=args.device, threads=getattr(args, "threads", 0))

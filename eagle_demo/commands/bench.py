@@ -1,0 +1,84 @@
+"""`python -m eagle_demo bench`: EAGLE against plain decoding on a prompt suite; or several drafts for one target,
+or several sampling temperatures, compared on the same prompts."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..config import ConfigError, RunConfig, SamplingConfig
+from .args import add_pair_args, add_tree_args, load_from_args, tree_from_args
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub) -> None:
+    b = sub.add_parser("bench", help="benchmark EAGLE against plain decoding on a prompt suite")
+    add_pair_args(b)
+    b.add_argument("--suite", default=None, help="JSONL prompt suite (default: the shipped suite)")
+    b.add_argument("--categories", nargs="*", default=None)
+    b.add_argument("--max-new-tokens", type=int, default=128)
+    b.add_argument("--repeats", type=int, default=1)
+    b.add_argument("--limit", type=int, default=None, help="at most this many prompts")
+    b.add_argument("--chat", choices=["auto", "on", "off"], default="auto")
+    add_tree_args(b)
+    b.add_argument("--compare-draft", nargs="+", default=None, metavar="DRAFT",
+                   help="also run these drafts on the same target (loaded once) and compare them")
+    b.add_argument("--temperatures", nargs="+", type=float, default=None, metavar="T",
+                   help="run the suite at each sampling temperature (0 = greedy) and compare: acceptance falls as T rises")
+    b.add_argument("--json", dest="json_out", default=None, help="write the JSON report here")
+    b.add_argument("--csv", dest="csv_out", default=None, help="write the per-prompt CSV here")
+
+
+def run(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from ..bench import (comparison_csv, comparison_json, comparison_table, compare_drafts, load_suite, report_label,
+                         run_bench, sweep_temperatures)
+
+    if args.compare_draft and args.temperatures:
+        raise ConfigError("compare drafts or sweep temperatures, one at a time")
+    for t in args.temperatures or ():
+        SamplingConfig(temperature=t)  # out-of-range values fail before anything loads
+    session = load_from_args(args)
+    items = load_suite(args.suite, args.categories)[:args.limit or None]
+    chat = {"on": True, "off": False}.get(args.chat, session.has_chat_template)
+    run_config = RunConfig(max_new_tokens=args.max_new_tokens, ignore_eos=False, sampling=SamplingConfig(),
+                           tree=tree_from_args(args, session.device.type, session.family))
+    series = len(args.compare_draft or ()) + 1 if args.compare_draft else len(args.temperatures or ()) or 1
+    bar = tqdm(total=series * len(items) * args.repeats, desc="bench", unit="prompt", file=sys.stderr)
+
+    def progress(done, total, name):
+        bar.update(1)
+        bar.set_postfix_str(name)
+
+    options = dict(repeats=args.repeats, chat=chat, progress=progress)
+    if not args.compare_draft and not args.temperatures:
+        report = run_bench(session, items, run_config, **options)
+        bar.close()
+        print(report.table())
+        print(report.misses_line())
+        _write(args, report.to_json(), report.to_csv())
+        return 0
+    if args.compare_draft:
+        by = "draft"
+        reports = compare_drafts([session] + [session.with_draft(d) for d in args.compare_draft], items, run_config,
+                                 **options)
+    else:
+        by = "temperature"
+        reports = sweep_temperatures(session, items, run_config, args.temperatures, **options)
+    bar.close()
+    for r in reports:
+        print(f"{by} {report_label(r, by)} ({r.settings['draft_family']}, {r.settings['tree']})\n{r.table()}\n"
+              f"{r.misses_line()}\n")
+    print(comparison_table(reports, by))
+    _write(args, comparison_json(reports, by), comparison_csv(reports, by))
+    return 0
+
+
+def _write(args: argparse.Namespace, json_text: str, csv_text: str) -> None:
+    if args.json_out:
+        Path(args.json_out).write_text(json_text, encoding="utf-8")
+    if args.csv_out:
+        Path(args.csv_out).write_text(csv_text, encoding="utf-8")

@@ -1,0 +1,45 @@
+"""`python -m eagle_demo export`: the vLLM or SGLang command line for a pair, and an adapted copy of the draft
+where that engine cannot load it as published."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+
+from .args import add_pair_args, add_tree_args, pair_from_args, tree_from_args
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub) -> None:
+    e = sub.add_parser("export", help="command lines (and adapted drafts) for vLLM or SGLang")
+    add_pair_args(e)
+    e.add_argument("--engine", choices=["vllm", "sglang"], required=True)
+    e.add_argument("--out", default=None, help="folder for an adapted copy of the draft when one is needed")
+    add_tree_args(e)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..checkpoints import CheckpointError, inspect_pair
+    from ..deploy import plan_for, write_adapted_copy
+
+    target, draft = pair_from_args(args)
+    report = inspect_pair(target, draft, revision=args.revision, draft_revision=args.draft_revision)
+    if report.problem:
+        raise CheckpointError(report.problem)
+    tree = tree_from_args(args, "cuda", report.family)  # the serving engines run on GPUs
+    plan = plan_for(args.engine, target, draft, report, tree)
+    command = plan.command
+    if plan.needs_copy:
+        if args.out:
+            out = write_adapted_copy(plan, report, args.out)
+            command = command.replace("<ADAPTED_DRAFT_DIR>", shlex.quote(str(out)))
+            print(f"# adapted draft written to {out} (see its README.md)")
+        else:
+            print(f"# {args.engine} cannot load this draft as published; pass --out DIR for an adapted copy:")
+        for c in plan.changes:
+            print(f"#   - {c}")
+    for n in plan.notes:
+        print(f"# note: {n}")
+    print(command)
+    return 0

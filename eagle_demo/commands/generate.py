@@ -1,0 +1,102 @@
+"""`python -m eagle_demo generate`: stream a generation to the terminal (text, or one JSON object per event), then
+a summary; `--race` then runs plain decoding of the same prompt, as the page does."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..config import ConfigError, RunConfig, SamplingConfig
+from ..events import Finish, Prefill, Round, Step, to_dict
+from ..metrics import RaceResult, race, summarize, verdict
+from .args import add_pair_args, add_tree_args, load_from_args, tree_from_args
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub) -> None:
+    g = sub.add_parser("generate", help="generate text with EAGLE or plain decoding")
+    add_pair_args(g)
+    src = g.add_mutually_exclusive_group(required=True)
+    src.add_argument("--prompt", help="prompt text")
+    src.add_argument("--prompt-ids", help="comma-separated token ids, e.g. 1,2,3")
+    g.add_argument("--chat", action="store_true", help="apply the tokenizer's chat template")
+    g.add_argument("--max-new-tokens", type=int, default=128)
+    g.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    g.add_argument("--top-p", type=float, default=1.0)
+    g.add_argument("--top-k", type=int, default=0, help="sampling top-k (0 = off)")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--mode", choices=["eagle", "baseline"], default="eagle")
+    g.add_argument("--race", action="store_true",
+                   help="then run plain decoding of the same prompt: speedup, identity (greedy) and why")
+    add_tree_args(g)
+    g.add_argument("--ignore-eos", action="store_true")
+    g.add_argument("--json", action="store_true", help="one JSON object per event and a final summary line")
+
+
+def _prompt_ids(args: argparse.Namespace) -> list[int] | None:
+    if args.prompt_ids is not None:
+        try:
+            return [int(x) for x in args.prompt_ids.split(",") if x.strip()]
+        except ValueError:
+            raise ConfigError(f"--prompt-ids must be comma-separated integers, got '{args.prompt_ids}'")
+    if not args.prompt.strip():
+        raise ConfigError("the prompt is empty; pass some text with --prompt")
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..session import TokenStreamDecoder
+
+    prompt_ids = _prompt_ids(args)
+    sampling = SamplingConfig(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed)
+    tree_from_args(args)  # settings are checked before anything is loaded
+    session = load_from_args(args, need_draft=args.mode == "eagle")
+    if prompt_ids is None:
+        prompt_ids = session.encode(args.prompt, chat=args.chat)
+    run_config = RunConfig(max_new_tokens=args.max_new_tokens, ignore_eos=args.ignore_eos, sampling=sampling,
+                           tree=tree_from_args(args, session.device.type, session.family))
+    note = session.context_note(len(prompt_ids), run_config) if args.mode == "eagle" else ""
+    if note:
+        sys.stderr.write(f"[note] {note}\n")
+    out, text, events = sys.stdout, TokenStreamDecoder(session.decode), []
+    for event in session.stream(prompt_ids, run_config, mode=args.mode):
+        events.append(event)
+        if args.json:
+            out.write(json.dumps(to_dict(event)) + "\n")
+        else:
+            ids = (event.token_id,) if isinstance(event, (Prefill, Step)) else \
+                event.committed_ids if isinstance(event, Round) else ()
+            if ids:
+                out.write(text.push(ids))
+        out.flush()
+    finish, stats = next(e for e in reversed(events) if isinstance(e, Finish)), summarize(events)
+    summary = {
+        "event": "summary", "token_ids": list(finish.token_ids), "text": session.decode(finish.token_ids),
+        "new_tokens": finish.new_tokens, "rounds": finish.rounds, "tau": round(stats.tau, 4),
+        "decode_seconds": finish.decode_seconds, "prefill_seconds": finish.prefill_seconds, "mode": args.mode,
+        "draft_family": session.family if args.mode == "eagle" else "", "finish_reason": finish.reason,
+        "tokens_per_second": stats.tokens_per_second,
+    }
+    result = None
+    if args.race and args.mode == "eagle":  # the page's race: plain decoding of the same prompt right after
+        result = race(stats, summarize(session.stream(prompt_ids, run_config, mode="baseline")), sampling.greedy,
+                      str(session.dtype))
+        summary.update(result.to_dict(detail=False))
+    if args.json:
+        out.write(json.dumps(summary) + "\n")
+    else:
+        out.write(text.flush() + "\n")
+        sys.stderr.write(f"[{args.mode}] {finish.new_tokens} new tokens, {finish.rounds} rounds, tau {stats.tau:.2f}, "
+                         f"{stats.tokens_per_second:.1f} tokens/s, prefill {finish.prefill_seconds:.3f}s\n")
+        if result is not None:
+            _race_lines(result, sampling.greedy)
+    return 0
+
+
+def _race_lines(result: RaceResult, greedy: bool) -> None:
+    label = "identical to baseline" if greedy else "same as seeded baseline"
+    same = verdict(result.identical_to_baseline, "not checked (sampling in bfloat16/float16)")
+    sys.stderr.write(f"[baseline] {result.baseline_tokens_per_second:.1f} tokens/s; {label}: {same}\n"
+                     f"[why] {result.why_line()}\n")
