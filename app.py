@@ -8,7 +8,7 @@ import os
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
-from eagle_demo.ui import build_app, launch_options  # noqa: E402
+from eagle_demo.app import build_app, launch_options  # noqa: E402
 
 demo = build_app()
 

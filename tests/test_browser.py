@@ -32,7 +32,7 @@ TREE_TITLE = "() => { const el = document.querySelector('#plot-tree .js-plotly-p
 def app_url(tmp_path_factory):
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
-    from eagle_demo.ui import REGISTRY
+    from eagle_demo.app import REGISTRY
 
     pair = demo_pair(tmp_path_factory.mktemp("pair"))
     demo, url = launch(*pair)

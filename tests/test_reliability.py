@@ -80,7 +80,7 @@ BAD_GENERATE = [
 def served():
     from gradio_client import Client
 
-    from eagle_demo.ui import REGISTRY
+    from eagle_demo.app import REGISTRY
 
     demo, url = launch(SHIPPED_TARGET, SHIPPED_EAGLE1)
     client = Client(url, verbose=False)

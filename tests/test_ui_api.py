@@ -91,7 +91,7 @@ def free_port() -> int:
 
 def launch(target: str, draft: str):
     """build_app on a free localhost port; returns (demo, url)."""
-    from eagle_demo.ui import build_app, launch_options
+    from eagle_demo.app import build_app, launch_options
 
     demo = build_app(target, draft)
     port = free_port()
@@ -104,7 +104,7 @@ def launch(target: str, draft: str):
 def app(tmp_path_factory):
     from gradio_client import Client
 
-    from eagle_demo.ui import REGISTRY
+    from eagle_demo.app import REGISTRY
 
     target, draft = demo_pair(tmp_path_factory.mktemp("pair"))
     demo, url = launch(target, draft)
@@ -174,7 +174,7 @@ def test_errors_are_one_line_and_the_app_keeps_serving(app, tmp_path):
 
 
 def test_streaming_endpoint_loads_lazily_and_renders_spans(app):
-    from eagle_demo.ui import REGISTRY, TREE_MODE
+    from eagle_demo.app import REGISTRY, TREE_MODE
 
     client, target, draft = app
     REGISTRY.clear()  # the page's Generate loads the pair itself
@@ -203,7 +203,7 @@ def test_loading_another_pair_frees_the_first(app, tmp_path):
     import gc
     import weakref
 
-    from eagle_demo.ui import REGISTRY, make_key
+    from eagle_demo.app import REGISTRY, make_key
 
     _, target, draft = app
     first = make_key(target, draft, "", "auto", "cpu")
@@ -223,7 +223,7 @@ def test_first_generate_applies_the_chat_default_of_the_pair(app, tmp_path):
     chat template, and the prompt then goes through the template."""
     import shutil
 
-    from eagle_demo.ui import REGISTRY, TREE_MODE
+    from eagle_demo.app import REGISTRY, TREE_MODE
 
     client, target, draft = app
     chat_target = tmp_path / "chat-target"
@@ -243,7 +243,7 @@ def test_first_generate_applies_the_chat_default_of_the_pair(app, tmp_path):
 
 
 def test_benchmark_endpoint_returns_table_and_downloads(app):
-    from eagle_demo.ui import CHAIN_MODE
+    from eagle_demo.app import CHAIN_MODE
 
     client, target, draft = app
     table, _plot, missed, csv_path, json_path = client.predict(
@@ -263,7 +263,7 @@ def test_benchmark_endpoint_returns_table_and_downloads(app):
 
 def test_benchmark_compares_drafts_on_the_loaded_target(app):
     from eagle_demo.session import SHIPPED_EAGLE3
-    from eagle_demo.ui import CHAIN_MODE
+    from eagle_demo.app import CHAIN_MODE
 
     client, target, draft = app
     if target != SHIPPED_TARGET:
@@ -285,7 +285,7 @@ def test_benchmark_compares_drafts_on_the_loaded_target(app):
 
 
 def test_benchmark_sweeps_temperatures(app):
-    from eagle_demo.ui import CHAIN_MODE
+    from eagle_demo.app import CHAIN_MODE
 
     client, target, draft = app
     table, _plot, _missed, _csv, json_path = client.predict(
@@ -305,7 +305,7 @@ def test_benchmark_sweeps_temperatures(app):
 
 def test_queue_polls_calmly():
     """build_app slows Gradio's idle queue polling (each wake takes the GIL from the engine's thread)."""
-    from eagle_demo import ui
+    from eagle_demo import app as ui
 
     demo = ui.build_app()
     assert demo._queue.sleep_when_free == ui.QUEUE_POLL_SECONDS
@@ -315,11 +315,12 @@ def test_queue_polls_calmly():
 def _stream_every_poll(app, monkeypatch, max_new_tokens: int):
     """The Generate event's function and everything it yields for a raced greedy run, with the redraw and
     chart intervals at zero so every poll that finds new events redraws."""
-    from eagle_demo import ui
+    from eagle_demo import app as ui
+    from eagle_demo.app import stream
 
     _, target, draft = app
-    monkeypatch.setattr(ui, "UPDATE_SECONDS", 0.0)
-    monkeypatch.setattr(ui, "CHART_SECONDS", 0.0)
+    monkeypatch.setattr(stream, "UPDATE_SECONDS", 0.0)
+    monkeypatch.setattr(stream, "CHART_SECONDS", 0.0)
     ui.REGISTRY.load(ui.make_key(target, draft, "", "auto", "cpu"))
     demo = ui.build_app(target, draft)
     fn = next(f for f in demo.fns.values() if f.api_name == "generate_stream")
@@ -346,7 +347,7 @@ def test_streaming_redraws_send_values_not_skips(app, monkeypatch):
 def test_streamed_charts_redraw_in_rotation(app, monkeypatch):
     """After the first streamed redraw (which replaces all four charts), each redraw rebuilds exactly one chart,
     in the order CHART_TURNS gives (the race every other turn); the others are sent as the same figure."""
-    from eagle_demo import ui
+    from eagle_demo import app as ui
 
     _, yields = _stream_every_poll(app, monkeypatch, 160)
     figures = [out[2:6] for out in yields[:-1]]
@@ -358,7 +359,7 @@ def test_streamed_charts_redraw_in_rotation(app, monkeypatch):
 
 def test_the_page_explains_a_round_and_defines_every_number():
     from eagle_demo.metrics import DEFINITIONS
-    from eagle_demo.ui import _definitions_markdown
+    from eagle_demo.app import definitions_markdown as _definitions_markdown
 
     md = _definitions_markdown()
     assert all(f"**{name}**" in md for name in DEFINITIONS)
@@ -369,7 +370,7 @@ def test_the_page_explains_a_round_and_defines_every_number():
 def test_a_run_past_the_drafts_context_carries_a_note(app, tmp_path):
     from gradio_client import Client
 
-    from eagle_demo.ui import REGISTRY, make_key
+    from eagle_demo.app import REGISTRY, make_key
     from layouts import eagle1_weights, llama_config, write_raw_eagle1, write_target
 
     client, target, draft = app

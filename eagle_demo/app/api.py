@@ -1,0 +1,47 @@
+"""`/generate`: a plain function for code (text and stats, no rendering). See docs/api.md. `/load`,
+`/generate_stream` and `/benchmark` are the page's own events (playground, bench_tab)."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from ..config import default_tree, tree_from
+from ..view.stats import summary
+from .forms import friendly, make_run
+from .state import REGISTRY, ensure, start_run
+
+__all__ = ["generate", "request_tree", "register_api"]
+
+
+def generate(prompt: str, max_new_tokens: int = 64, temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0,
+             seed: int = 0, draft_mode: str = "auto", depth: int | None = None, draft_top_k: int | None = None,
+             total_tokens: int | None = None, chain_k: int | None = None, race: bool = True, chat: bool = False,
+             ignore_eos: bool = False, request: gr.Request = None) -> tuple[str, dict]:
+    """Generate with EAGLE on the pair this client loaded (/load), else the last loaded pair, else the
+    app's default pair. draft_mode: "auto" (the page's default tree for the pair's device and draft, changed by
+    whichever tree settings are given), "tree" or "chain". Returns (text, stats)."""
+    key = REGISTRY.for_client(request.session_hash if request is not None else None)
+    session = ensure(key)
+    tree = request_tree(session.device.type, session.family, draft_mode, depth, draft_top_k, total_tokens, chain_k)
+    run = make_run(max_new_tokens, temperature, top_p, top_k, seed, tree, ignore_eos)
+    ids = session.encode(prompt, chat=bool(chat))
+    session.check_length(ids, run)
+    live = start_run(key, ids, run, bool(race), session.context_note(len(ids), run))
+    live.done.wait()
+    if live.error:
+        raise gr.Error(live.error, print_exception=False)
+    eagle, baseline, _ = live.snapshot()
+    text = session.decode(list(eagle.token_ids))
+    return text, {**summary(eagle, baseline, live.greedy, text), "notes": [live.note] if live.note else []}
+
+
+def request_tree(device: str, family: str, draft_mode: str = "auto", depth: int | None = None,
+                 draft_top_k: int | None = None, total_tokens: int | None = None, chain_k: int | None = None):
+    """/generate's tree: `config.default_tree` of the pair (as the page and the command line), changed by the
+    settings given."""
+    return tree_from(default_tree(device, family), depth, draft_top_k, total_tokens, chain_k, draft_mode)
+
+
+def register_api() -> None:
+    """Inside a gr.Blocks: the named `/generate` endpoint (one model event at a time, like the page's)."""
+    gr.api(friendly(generate), api_name="generate", concurrency_limit=1, concurrency_id="model")

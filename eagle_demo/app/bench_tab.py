@@ -1,0 +1,129 @@
+"""The Benchmark tab (`/benchmark`): the loaded pair on the shipped suite with the Playground's draft settings;
+optionally other drafts for the same target, or a sweep of sampling temperatures."""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import gradio as gr
+
+from ..config import ConfigError
+from ..spaces_compat import gpu
+from ..view.bench_view import (BENCH_COLUMNS, MISSES_COLUMNS, bench_compare_figure, bench_compare_rows, bench_figure,
+                               bench_misses_rows, bench_rows, bench_sweep_figure)
+from ..view.charts import empty_figure
+from .forms import BenchForm, handler, progress_fn, temperatures
+from .playground import Playground
+from .state import ensure, in_worker, local_or_repo, suite_prompts
+
+__all__ = ["BenchTab", "BenchOutputs", "build_bench_tab", "wire_bench_tab", "benchmark"]
+
+
+class BenchOutputs(NamedTuple):
+    """The Benchmark event's outputs, in order (values, or the components that show them)."""
+
+    table: Any
+    plot: Any
+    misses: Any
+    csv: str
+    json: str
+
+    @classmethod
+    def write(cls, table, figure, misses, csv_text: str, json_text: str) -> "BenchOutputs":
+        """The CSV and JSON written to a fresh folder for download."""
+        folder = Path(tempfile.mkdtemp(prefix="eagle-bench-"))
+        (folder / "bench.csv").write_text(csv_text, encoding="utf-8")
+        (folder / "bench.json").write_text(json_text, encoding="utf-8")
+        return cls(table, figure, misses, str(folder / "bench.csv"), str(folder / "bench.json"))
+
+
+@dataclasses.dataclass
+class BenchTab:
+    categories: Any
+    repeats: Any
+    max_new: Any
+    compare: Any
+    temps: Any
+    button: Any
+    out: BenchOutputs  # of components
+
+
+def build_bench_tab() -> BenchTab:
+    _, categories = suite_prompts()
+    with gr.Tab("Benchmark", id="benchmark"):
+        gr.Markdown("Baseline and EAGLE on each prompt of the suite, interleaved, with the loaded pair and the "
+                    "draft settings of the Playground tab; greedy unless you sweep temperatures. Speedup = ratio "
+                    "of mean tokens/s; round cost = tau / speedup, a round's price in plain decoding steps.")
+        with gr.Row():
+            chosen = gr.CheckboxGroup(categories, value=categories[:2], label="categories")
+            repeats = gr.Slider(1, 5, value=1, step=1, label="repeats")
+            max_new = gr.Slider(8, 512, value=64, step=8, label="max new tokens")
+        with gr.Row():
+            compare = gr.Textbox(label="compare with other drafts for this target (optional)", lines=2,
+                                 placeholder="repo ids or folders, one per line, e.g. assets/tiny-eagle3",
+                                 elem_id="bench-compare")
+            temps = gr.Textbox(label="or sweep sampling temperatures (optional)", lines=2,
+                               placeholder="e.g. 0, 0.7, 1.0 (0 = greedy; top-p, top-k and seed from "
+                                           "the Playground's sampling settings)", elem_id="bench-temps")
+        button = gr.Button("Run benchmark", variant="primary", elem_id="bench-btn")
+        table = gr.Dataframe(label="results by category", interactive=False, elem_id="bench-table",
+                             headers=BENCH_COLUMNS)
+        plot = gr.Plot(empty_figure("Speedup and tau by category", "run the benchmark"), label="speedup and tau")
+        misses = gr.Dataframe(label="where the draft missed most (its favourite token where the target "
+                                    "said another)", interactive=False, elem_id="bench-misses",
+                              headers=["draft", *MISSES_COLUMNS])
+        with gr.Row():
+            csv = gr.File(label="per-prompt CSV")
+            json = gr.File(label="full report JSON")
+    return BenchTab(chosen, repeats, max_new, compare, temps, button, BenchOutputs(table, plot, misses, csv, json))
+
+
+def benchmark(form: BenchForm, request: gr.Request | None, progress) -> BenchOutputs:
+    if not form.chosen:
+        raise ConfigError("pick at least one category")
+    others = [d for d in (local_or_repo(x) for x in (form.compare_text or "").replace(",", "\n").splitlines()) if d]
+    temps = temperatures(form.temps_text)
+    if others and temps:
+        raise ConfigError("compare drafts or sweep temperatures, one at a time; clear one of the two boxes")
+    key = form.key()
+    if others and key.draft is None:
+        raise ConfigError("load a pair with a draft first; the drafts to compare run next to it")
+    session = ensure(key, progress_fn(progress))
+    run = form.run()  # sweeps set the temperature
+    from ..bench import comparison_csv, comparison_json, compare_drafts, load_suite, run_bench, sweep_temperatures
+
+    items = load_suite(None, form.chosen)
+    options = dict(repeats=int(form.repeats), chat=bool(form.chat_on), progress=_steps(progress))
+    if not others and not temps:
+        report = in_worker(gpu(run_bench), session, items, run, **options)
+        return BenchOutputs.write(bench_rows(report), bench_figure(report), bench_misses_rows([report]),
+                                  report.to_csv(), report.to_json())
+    if temps:
+        by, figure = "temperature", bench_sweep_figure
+        reports = in_worker(gpu(sweep_temperatures), session, items, run, temps, **options)
+    else:
+        by, figure, sessions = "draft", bench_compare_figure, [session]
+        for n, draft in enumerate(others):  # each shares the loaded target; freed when this call returns
+            if progress is not None:
+                progress(0.0, desc=f"loading draft {n + 1} of {len(others)}: {draft}")
+            sessions.append(session.with_draft(draft))
+        reports = in_worker(gpu(compare_drafts), sessions, items, run, **options)
+    return BenchOutputs.write(bench_compare_rows(reports, by), figure(reports), bench_misses_rows(reports, by),
+                              comparison_csv(reports, by), comparison_json(reports, by))
+
+
+def _steps(progress):
+    def step(done: int, total: int, name: str) -> None:
+        if progress is not None:
+            progress(done / total, desc=f"{name} ({done}/{total})")
+    return step
+
+
+def wire_bench_tab(tab: BenchTab, pg: Playground) -> None:
+    inputs = [*pg.panel, tab.categories, tab.repeats, tab.max_new, pg.out.chat, *pg.tree_inputs, tab.compare, tab.temps,
+              pg.top_p, pg.top_k, pg.seed]  # BenchForm's fields, in order
+    tab.button.click(handler(BenchForm, benchmark), inputs, list(tab.out),
+                     api_name="benchmark", concurrency_limit=1, concurrency_id="model")

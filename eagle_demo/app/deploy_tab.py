@@ -1,0 +1,67 @@
+"""The Deploy tab: vLLM and SGLang command lines for the loaded pair with the current draft settings."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import gradio as gr
+
+from ..errors import one_line
+from .forms import make_tree
+from .playground import Playground
+from .state import REGISTRY, PairKey
+
+__all__ = ["DeployTab", "DeployOutputs", "build_deploy_tab", "wire_deploy_tab", "deploy"]
+
+
+class DeployOutputs(NamedTuple):
+    """The Deploy event's outputs, in order (values, or the components that show them)."""
+
+    message: Any
+    vllm: Any = ""
+    sglang: Any = ""
+    notes: Any = ""
+
+
+@dataclasses.dataclass
+class DeployTab:
+    button: Any
+    out: DeployOutputs  # of components
+
+
+def build_deploy_tab() -> DeployTab:
+    with gr.Tab("Deploy", id="deploy"):
+        gr.Markdown("Serve the loaded pair with the current draft settings.")
+        button = gr.Button("Refresh commands", elem_id="deploy-btn")
+        message = gr.Markdown("Load a pair to see its commands.")
+        code = dict(language="shell", interactive=False, lines=2, max_lines=6, wrap_lines=True,
+                    value="# load a pair (Playground tab) to see this command")
+        vllm = gr.Code(label="vLLM", elem_id="vllm-cmd", **code)
+        sglang = gr.Code(label="SGLang", elem_id="sglang-cmd", **code)
+        notes = gr.Markdown()
+    return DeployTab(button, DeployOutputs(message, vllm, sglang, notes))
+
+
+def deploy(key: PairKey | None, mode_value, depth_value, topk_value, total_value, chain_value) -> DeployOutputs:
+    session = REGISTRY.get(key) if key is not None else None
+    if session is None:
+        return DeployOutputs("Load a pair to see its commands.")
+    try:
+        from ..deploy import deployment_commands
+    except ImportError:
+        return DeployOutputs("Deployment commands are not available in this version (eagle_demo.deploy is missing).")
+    try:
+        tree = make_tree(mode_value, depth_value, topk_value, total_value, chain_value)
+        out = deployment_commands(key.target, key.draft, session.report, tree)
+    except Exception as exc:
+        return DeployOutputs(f"Cannot build commands: {one_line(exc)}")
+    return DeployOutputs(f"Commands for **{key.label()}**, draft settings: {tree.label()}.", out.get("vllm", ""),
+                         out.get("sglang", ""), out.get("notes", ""))
+
+
+def wire_deploy_tab(tab: DeployTab, pg: Playground, after_load) -> None:
+    """Refresh on the button and after every Load (`after_load`: the Load event's last step)."""
+    outputs = list(tab.out)
+    after_load.then(deploy, [pg.out.pair_state, *pg.tree_inputs], outputs, api_visibility="private")
+    tab.button.click(deploy, [pg.out.pair_state, *pg.tree_inputs], outputs, api_visibility="private", queue=False)

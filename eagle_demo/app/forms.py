@@ -1,0 +1,201 @@
+"""What the page's events read: one frozen dataclass per event form (its fields are the event's inputs, in order,
+and keep the API's parameter names), the settings built from them, and `handler`, which turns a function of a form
+into a Gradio event function whose errors reach the page as one line."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import inspect
+import logging
+from typing import Any, Callable
+
+import gradio as gr
+
+from ..config import TREE_PRESETS, ConfigError, RunConfig, SamplingConfig, TreeConfig
+from ..errors import one_line
+from .state import PairKey, make_key
+
+__all__ = ["TREE_MODE", "CHAIN_MODE", "PairForm", "GenerateForm", "BenchForm", "make_tree", "make_run",
+           "tree_values", "temperatures", "handler", "friendly", "progress_fn"]
+
+log = logging.getLogger(__name__)
+
+TREE_MODE, CHAIN_MODE = "dynamic tree", "chain"
+
+
+def make_tree(mode: str, depth, draft_top_k, total_tokens, chain_k) -> TreeConfig:
+    if mode == CHAIN_MODE:
+        return TreeConfig.chain(int(chain_k))
+    return TreeConfig(depth=int(depth), top_k=int(draft_top_k), total_tokens=int(total_tokens))
+
+
+def make_run(max_new_tokens, temperature, top_p, top_k, seed, tree: TreeConfig, ignore_eos: bool = False) -> RunConfig:
+    sampling = SamplingConfig(temperature=float(temperature), top_p=float(top_p), top_k=int(top_k or 0),
+                              seed=int(seed or 0))
+    return RunConfig(max_new_tokens=int(max_new_tokens), ignore_eos=bool(ignore_eos), tree=tree, sampling=sampling)
+
+
+def tree_values(name: str) -> tuple[str, int, int, int, int]:
+    """A tree preset as the page's five draft settings (mode, depth, draft top-k, total tokens, chain k)."""
+    t = TREE_PRESETS[name]
+    if t.is_chain:
+        return CHAIN_MODE, t.depth, t.top_k, t.total_tokens, t.depth
+    return TREE_MODE, t.depth, t.top_k, t.total_tokens, 4
+
+
+def temperatures(text: str | None) -> list[float]:
+    """"0, 0.7 1.0" -> [0.0, 0.7, 1.0]; each checked against the sampling range."""
+    parts = (text or "").replace(",", " ").split()
+    try:
+        temps = [float(p) for p in parts]
+    except ValueError:
+        raise ConfigError(f"temperatures must be numbers like 0, 0.7, 1.0; got {text.strip()!r}") from None
+    for t in temps:
+        SamplingConfig(temperature=t)
+    return temps
+
+
+# ---- the forms: field names are the API's parameter names ----------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class PairForm:
+    """The model panel's six fields: the Load event's form."""
+
+    target_text: str
+    draft_text: str
+    revision_text: str
+    dtype_name: str
+    device_name: str
+    draft_revision_text: str
+
+    def key(self) -> PairKey:
+        return make_key(self.target_text, self.draft_text, self.revision_text, self.dtype_name, self.device_name,
+                        self.draft_revision_text)
+
+
+class _Tree:
+    """Reads the Draft panel's five fields."""
+
+    mode_value: str
+    depth_value: int
+    topk_value: int
+    total_value: int
+    chain_value: int
+
+    def tree(self) -> TreeConfig:
+        return make_tree(self.mode_value, self.depth_value, self.topk_value, self.total_value, self.chain_value)
+
+
+@dataclasses.dataclass(frozen=True)
+class GenerateForm(PairForm, _Tree):
+    prompt_text: str
+    chat_on: bool
+    max_new_tokens: int
+    temp: float
+    top_p_value: float
+    top_k_value: int
+    seed_value: int
+    mode_value: str
+    depth_value: int
+    topk_value: int
+    total_value: int
+    chain_value: int
+    race_on: bool
+    show: bool
+    ignore_eos_on: bool
+
+    def run(self) -> RunConfig:
+        return make_run(self.max_new_tokens, self.temp, self.top_p_value, self.top_k_value, self.seed_value,
+                        self.tree(), self.ignore_eos_on)
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchForm(PairForm, _Tree):
+    chosen: list
+    repeats: int
+    max_new_tokens: int
+    chat_on: bool
+    mode_value: str
+    depth_value: int
+    topk_value: int
+    total_value: int
+    chain_value: int
+    compare_text: str = ""
+    temps_text: str = ""
+    top_p_value: float = 1.0
+    top_k_value: int = 0
+    seed_value: int = 0
+
+    def run(self) -> RunConfig:
+        """Greedy (a temperature sweep sets each temperature) with the form's top-p, top-k and seed."""
+        return make_run(self.max_new_tokens, 0.0, self.top_p_value, self.top_k_value, self.seed_value, self.tree())
+
+
+# ---- event functions ----------------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _one_line_errors():
+    try:
+        yield
+    except gr.Error:
+        raise
+    except Exception as exc:
+        log.info("request failed: %s", exc, exc_info=not isinstance(exc, ValueError))
+        raise gr.Error(one_line(exc), print_exception=False) from None
+
+
+def friendly(fn: Callable) -> Callable:
+    """Turn any exception into a one-line gr.Error (no traceback on the page); the app keeps serving."""
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def gen(*args, **kwargs):
+            with _one_line_errors():
+                yield from fn(*args, **kwargs)
+        return gen
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        with _one_line_errors():
+            return fn(*args, **kwargs)
+    return call
+
+
+def progress_fn(progress) -> Callable[[str, float], None]:
+    """(stage, fraction) -> the page's progress bar (nothing without one)."""
+    def say(stage: str, fraction: float) -> None:
+        if progress is not None:
+            progress(min(max(float(fraction), 0.0), 1.0), desc=stage)
+    return say
+
+
+def handler(form: type, fn: Callable[..., Any]) -> Callable:
+    """An event function for Gradio from `fn(form, request, progress)`: its parameters are the form's fields in
+    order (so the event's inputs and the API's parameter names follow the form), then `request` and `progress`,
+    which Gradio fills in. Errors become one-line gr.Errors."""
+    fields = dataclasses.fields(form)
+    params = [inspect.Parameter(f.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                default=inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default)
+              for f in fields]
+    params += [inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
+                                 annotation=gr.Request),
+               inspect.Parameter("progress", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=gr.Progress())]
+    signature = inspect.Signature(params)
+
+    def call(args: tuple, kwargs: dict) -> tuple:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        values = bound.arguments
+        return form(*(values[f.name] for f in fields)), values["request"], values["progress"]
+
+    if inspect.isgeneratorfunction(fn):
+        def event(*args, **kwargs):
+            yield from fn(*call(args, kwargs))
+    else:
+        def event(*args, **kwargs):
+            return fn(*call(args, kwargs))
+    event.__name__, event.__qualname__, event.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
+    event.__signature__ = signature
+    event.__annotations__ = {"request": gr.Request}
+    return friendly(event)

@@ -1,0 +1,302 @@
+"""The Playground tab: the model panel, the prompt and draft settings, the token view, the live charts and the
+draft tree; Load and the presets; the wiring of Generate and Stop (their functions are in `stream`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import gradio as gr
+
+from ..config import TREE_PRESETS, default_preset
+from ..metrics import DEFINITIONS, RunView
+from ..view.charts import empty_figure
+from ..view.stats import stats_html
+from ..view.tokens import token_html
+from .forms import CHAIN_MODE, TREE_MODE, GenerateForm, PairForm, friendly, handler, progress_fn, tree_values
+from .state import CLIENT_PAIRS, REGISTRY, PairKey, local_or_repo, suite_prompts
+from .stream import GenerateOutputs, generate_ui, rerender_tokens, rerender_tree, stop_ui
+
+__all__ = ["Playground", "build_playground", "wire_playground", "PRESETS", "CUSTOM", "definitions_markdown"]
+
+PRESETS: dict[str, tuple[str, str]] = {
+    "tiny (shipped) + EAGLE-1 head": ("assets/tiny-target", "assets/tiny-eagle1"),
+    "tiny (shipped) + EAGLE-3 head": ("assets/tiny-target", "assets/tiny-eagle3"),
+    "Llama-3.1-8B-Instruct + EAGLE-3": ("meta-llama/Llama-3.1-8B-Instruct", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"),
+    "Llama-3-8B-Instruct + EAGLE": ("meta-llama/Meta-Llama-3-8B-Instruct", "yuhuili/EAGLE-LLaMA3-Instruct-8B"),
+    "Vicuna-7B-v1.3 + EAGLE": ("lmsys/vicuna-7b-v1.3", "yuhuili/EAGLE-Vicuna-7B-v1.3"),
+    "Qwen2-7B-Instruct + EAGLE": ("Qwen/Qwen2-7B-Instruct", "yuhuili/EAGLE-Qwen2-7B-Instruct"),
+    "Qwen3-8B + EAGLE-3 (AngelSlim)": ("Qwen/Qwen3-8B", "AngelSlim/Qwen3-8B_eagle3"),
+    "Vicuna-13B-v1.3 + EAGLE-3": ("lmsys/vicuna-13b-v1.3", "yuhuili/EAGLE3-Vicuna1.3-13B"),
+}
+CUSTOM = "custom"
+CUSTOM = "custom"
+DTYPES = ["auto", "float32", "bfloat16", "float16"]
+DEVICES = ["auto", "cpu", "cuda"]
+NUMBERS_NOTE = """
+- Every time is measured in this process, on this device, with a device sync around each phase; the baseline
+  is plain decoding of the same target through the same logits pipeline, run right after EAGLE.
+- Greedy EAGLE is lossless: the token ids equal the baseline's ("identical to baseline"). In bfloat16/float16
+  the two computations can round differently at near-ties and drift apart; float32 does not.
+- Sampling (temperature > 0) keeps the target's distribution exactly. Both engines draw the random number of
+  each output position from the seed, so the same seed gives the same text; the page checks it ("same as
+  seeded baseline") in float32. In bfloat16/float16 a draw near a boundary of the cumulative probabilities can
+  flip, so there it is not checked; the distribution is the target's either way.
+- On a CPU with a tiny model, per-call overhead dominates; speedups on a GPU with a 7-8B target differ.
+"""
+
+
+HOW_A_ROUND_WORKS = """
+**How one round works** (and where the page shows it)
+
+1. **Draft.** The EAGLE head reads the target's features at the last committed position (EAGLE-3 fuses three of
+   the target's layers) together with the token that followed, and proposes next tokens. EAGLE-2 grows a tree:
+   each step expands the `top-k` most probable nodes (`depth` steps), then keeps the `total tokens - 1` nodes with
+   the highest path probability. A chain is the tree with top-k 1.
+2. **Verify.** The target runs once over the whole tree. Each drafted token sees the prompt, its ancestors and
+   itself, nothing else (the mask beside the draft tree), at position prompt + depth, so every path is checked
+   in that one forward.
+3. **Accept.** From the root down, the target's own choice at a node (its argmax, or its sample when sampling)
+   is looked for among the node's children; a match is accepted (green tokens, darker = deeper) and the walk
+   goes on from it.
+4. **Bonus.** Where the walk stops, the target's own choice there is committed as well (amber): a correction
+   when drafts were rejected (struck-through red), a free extra token when the whole path was accepted.
+5. **Commit.** Accepted tokens and the bonus join the output; the target's KV cache keeps the accepted path and
+   drops the rest; the draft reads the new features. tau counts the tokens a round commits.
+
+Every committed token is the target's own choice at its position, which is why greedy output equals plain
+decoding token for token and sampled output keeps the target's distribution.
+"""
+
+
+LEGEND = ('<div class="eagle-legend"><span class="legend-item"><span class="legend-swatch d1"></span>'
+          '<span class="legend-swatch d2"></span><span class="legend-swatch d4"></span>'
+          '<span class="legend-swatch d6"></span><span class="legend-swatch d8"></span> accepted draft token '
+          '(darker = deeper in the tree)</span><span class="legend-item"><span class="legend-swatch target">'
+          '</span> the target\'s own token (bonus or correction; also the first token after the prompt)</span>'
+          '<span class="legend-item"><span class="legend-swatch rejected">x</span> rejected draft token</span>'
+          '<span class="legend-item">hover a token for its round, depth and probabilities</span></div>')
+
+
+
+def definitions_markdown() -> str:
+    rows = "\n".join(f"- **{name}**: {text}" for name, text in DEFINITIONS.items())
+    return f"{HOW_A_ROUND_WORKS}\n**What the numbers mean**\n\n{rows}\n{NUMBERS_NOTE}"
+
+
+@dataclasses.dataclass
+class Playground:
+    """The tab's components; `out` holds the Generate event's outputs (a `GenerateOutputs` of components)."""
+
+    preset: Any
+    target: Any
+    draft: Any
+    revision: Any
+    draft_revision: Any
+    dtype: Any
+    device: Any
+    load_btn: Any
+    prompt: Any
+    race: Any
+    show_rejected: Any
+    ignore_eos: Any
+    max_new: Any
+    generate_btn: Any
+    stop_btn: Any
+    tree_preset: Any
+    mode: Any
+    depth: Any
+    draft_top_k: Any
+    total_tokens: Any
+    chain_k: Any
+    temperature: Any
+    top_p: Any
+    top_k: Any
+    seed: Any
+    out: GenerateOutputs
+
+    @property
+    def panel(self) -> list:
+        """The model panel, in `forms.PairForm`'s order."""
+        return [self.target, self.draft, self.revision, self.dtype, self.device, self.draft_revision]
+
+    @property
+    def tree_inputs(self) -> list:
+        """The draft settings, in `forms._Tree`'s order."""
+        return [self.mode, self.depth, self.draft_top_k, self.total_tokens, self.chain_k]
+
+    def generate_inputs(self) -> list:
+        """`GenerateForm`'s fields, in order."""
+        return [*self.panel, self.prompt, self.out.chat, self.max_new, self.temperature, self.top_p, self.top_k,
+                self.seed, *self.tree_inputs, self.race, self.show_rejected, self.ignore_eos]
+
+
+def default_pair(target: str | None, draft: str | None) -> tuple[str, str | None, str]:
+    """(target, draft, preset name) the page starts with: a preset's own spelling when the pair is a preset."""
+    if target is None:
+        target, draft = PRESETS["tiny (shipped) + EAGLE-1 head"]
+    same = (local_or_repo(target), local_or_repo(draft))
+    name = next((name for name, (t, d) in PRESETS.items() if (local_or_repo(t), local_or_repo(d)) == same), CUSTOM)
+    if name != CUSTOM:  # show a preset's own spelling (assets/tiny-target, not an absolute path)
+        target, draft = PRESETS[name]
+    return target, draft, name
+
+
+def build_playground(default_target: str | None, default_draft: str | None, device_type: str) -> Playground:
+    """The tab's layout (inside a gr.Blocks). Loads no model."""
+    target, draft, preset = default_pair(default_target, default_draft)
+    parts: dict[str, Any] = {"pair_state": gr.State(None), "result_state": gr.State(None)}
+    with gr.Tab("Playground", id="playground"):
+        parts.update(_model_panel(target, draft, preset))
+        with gr.Row():
+            with gr.Column(scale=3):
+                parts.update(_prompt_column())
+            with gr.Column(scale=2):
+                parts.update(_settings_column(default_preset(device_type)))
+        parts.update(_run_views())
+    out = GenerateOutputs(**{name: parts.pop(name) for name in GenerateOutputs._fields})
+    return Playground(**parts, out=out)
+
+
+def _model_panel(default_target: str, default_draft: str | None, default_name: str) -> dict[str, Any]:
+    with gr.Accordion("Model", open=True, elem_id="model-panel"):
+        with gr.Row():
+            preset = gr.Dropdown([*PRESETS, CUSTOM], value=default_name, label="preset", scale=2)
+            target = gr.Textbox(default_target, label="target (repo id or folder)", scale=3, elem_id="target-box")
+            draft = gr.Textbox(default_draft or "", label="EAGLE draft (repo id or folder)", scale=3,
+                               elem_id="draft-box")
+        with gr.Row():
+            revision = gr.Textbox("", label="target revision", placeholder="main", scale=1)
+            draft_revision = gr.Textbox("", label="draft revision", placeholder="main", scale=1)
+            dtype = gr.Dropdown(DTYPES, value="auto", label="dtype", scale=1)
+            device = gr.Dropdown(DEVICES, value="auto", label="device", scale=1)
+            load_btn = gr.Button("Load", variant="secondary", scale=1, elem_id="load-btn")
+        report_md = gr.Markdown("No pair loaded yet: it loads on **Load** or on the first **Generate**.",
+                                elem_id="report")
+        with gr.Accordion("Adaptation report (JSON)", open=False):
+            report_json = gr.JSON(label="report")
+    return dict(preset=preset, target=target, draft=draft, revision=revision, draft_revision=draft_revision,
+                dtype=dtype, device=device, load_btn=load_btn, report_md=report_md, report_json=report_json)
+
+
+def _prompt_column() -> dict[str, Any]:
+    code_prompts, _ = suite_prompts()
+    prompt = gr.Textbox(label="prompt", lines=5, elem_id="prompt-box", value=code_prompts[0] if code_prompts else "")
+    if code_prompts:
+        gr.Examples([[p] for p in code_prompts], inputs=[prompt], label="code prompts")
+    with gr.Row():
+        race = gr.Checkbox(True, label="race the baseline", elem_id="race-box")
+        show_rejected = gr.Checkbox(True, label="show rejected drafts", elem_id="rejected-box")
+        chat = gr.Checkbox(False, label="chat template", elem_id="chat-box")
+        ignore_eos = gr.Checkbox(False, label="ignore EOS", elem_id="ignore-eos-box")
+    max_new = gr.Slider(1, 8192, value=128, step=1, label="max new tokens", elem_id="max-new")
+    with gr.Row():
+        generate_btn = gr.Button("Generate", variant="primary", elem_id="generate-btn")
+        stop_btn = gr.Button("Stop", variant="stop", elem_id="stop-btn")
+    return dict(prompt=prompt, race=race, show_rejected=show_rejected, chat=chat, ignore_eos=ignore_eos,
+                max_new=max_new, generate_btn=generate_btn, stop_btn=stop_btn)
+
+
+def _settings_column(tree_default: str) -> dict[str, Any]:
+    mode0, depth0, topk0, total0, chain0 = tree_values(tree_default)
+    with gr.Accordion("Draft", open=True):
+        tree_preset = gr.Dropdown(list(TREE_PRESETS), value=tree_default, label="tree preset")
+        mode = gr.Radio([TREE_MODE, CHAIN_MODE], value=mode0, label="draft mode")
+        with gr.Row():
+            depth = gr.Slider(1, 16, value=depth0, step=1, label="depth")
+            draft_top_k = gr.Slider(1, 16, value=topk0, step=1, label="draft top-k")
+        with gr.Row():
+            total_tokens = gr.Slider(2, 128, value=total0, step=1, label="total tokens")
+            chain_k = gr.Slider(1, 16, value=chain0, step=1, label="chain k")
+    with gr.Accordion("Sampling", open=False):
+        temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="temperature (0 = greedy)")
+        top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p")
+        with gr.Row():
+            top_k = gr.Number(0, precision=0, minimum=0, label="top-k (0 = off)")
+            seed = gr.Number(0, precision=0, minimum=0, label="seed")
+    return dict(tree_preset=tree_preset, mode=mode, depth=depth, draft_top_k=draft_top_k, total_tokens=total_tokens,
+                chain_k=chain_k, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed)
+
+
+def _run_views() -> dict[str, Any]:
+    empty_tokens = token_html(RunView(), lambda ids: "", placeholder="The output appears here, one colored span "
+                              "per token.")
+    stats = gr.HTML(stats_html(None, None, True, "idle"), elem_id="eagle-stats", js_on_load=None)
+    gr.HTML(LEGEND, js_on_load=None)
+    tokens = gr.HTML(empty_tokens, elem_id="eagle-output", js_on_load=None, padding=True)
+    with gr.Row():
+        fig_time = gr.Plot(empty_figure("Tokens vs decode time"), label="tokens vs time", elem_id="plot-time")
+        fig_accept = gr.Plot(empty_figure("Accepted length per round"), label="accepted length", elem_id="plot-accept")
+    with gr.Row():
+        fig_depth = gr.Plot(empty_figure("Acceptance rate by depth"), label="acceptance by depth", elem_id="plot-depth")
+        fig_split = gr.Plot(empty_figure("Time per round"), label="time split", elem_id="plot-split")
+    with gr.Row():
+        with gr.Column(scale=1, min_width=200):
+            round_slider = gr.Slider(0, 1, value=0, step=1, label="round to inspect", elem_id="round-slider")
+            gr.Markdown("Green: the accepted path. Amber star: the target's own token. Red x: drafts the target "
+                        "checked and rejected. Grey: drafts under a rejected node (never reached). Labels: token and "
+                        "draft probability.\n\nRight: the attention mask of the round's single target forward. Each "
+                        "drafted token (row) sees the prompt, itself and its ancestors (columns), so every path of the "
+                        "tree is checked at once; +d is its position after the prefix.")
+        with gr.Column(scale=4):
+            fig_tree = gr.Plot(empty_figure("Draft tree", "run a generation, then pick a round"), label="draft tree",
+                               elem_id="plot-tree")
+    with gr.Accordion("Plain text and raw stats", open=False):
+        text_out = gr.Textbox(label="text", lines=6, buttons=["copy"], elem_id="text-out")
+        stats_json = gr.JSON(label="stats")
+    with gr.Accordion("How a round works, and what the numbers mean", open=False, elem_id="about-numbers"):
+        gr.Markdown(definitions_markdown())
+    return dict(stats=stats, tokens=tokens, fig_time=fig_time, fig_accept=fig_accept, fig_depth=fig_depth,
+                fig_split=fig_split, round_slider=round_slider, fig_tree=fig_tree, text_out=text_out,
+                stats_json=stats_json)
+
+
+# ---- handlers ---------------------------------------------------------------------------------------------------
+
+def load(form: PairForm, request: gr.Request | None, progress):
+    key = form.key()
+    session = REGISTRY.load(key, progress_fn(progress))
+    CLIENT_PAIRS.put(request.session_hash if request is not None else None, key)
+    return session.report.to_markdown(), session.report.to_dict(), key
+
+
+def after_load(key: PairKey | None):
+    """The loaded pair's chat default and its tree preset (device and family)."""
+    session = REGISTRY.get(key) if key is not None else None
+    if session is None:
+        return (gr.skip(),) * 7
+    has_template = session.has_chat_template
+    name = default_preset(session.device.type, session.family)
+    return (gr.update(value=has_template, interactive=has_template), name, *tree_values(name))
+
+
+def apply_preset(name: str):
+    if name not in PRESETS:
+        return gr.skip(), gr.skip()
+    return PRESETS[name]
+
+
+def apply_tree_preset(name: str):
+    return tree_values(name) if name in TREE_PRESETS else (gr.skip(),) * 5
+
+
+def wire_playground(pg: Playground):
+    """Presets, Load (`/load`), Generate (`/generate_stream`), Stop and the redraws. Returns the Load event, which
+    the Deploy tab follows."""
+    pg.preset.change(apply_preset, pg.preset, [pg.target, pg.draft], api_visibility="private", queue=False)
+    pg.tree_preset.change(apply_tree_preset, pg.tree_preset, pg.tree_inputs, api_visibility="private", queue=False)
+    load_event = pg.load_btn.click(handler(PairForm, load), pg.panel, [pg.out.report_md, pg.out.report_json, pg.out.pair_state],
+                                   api_name="load", concurrency_limit=1, concurrency_id="model")
+    gen_outputs = list(pg.out)
+    gen_event = pg.generate_btn.click(
+        handler(GenerateForm, generate_ui), pg.generate_inputs(), gen_outputs,
+        api_name="generate_stream", api_visibility="undocumented", concurrency_limit=1, concurrency_id="model",
+        show_progress="hidden", show_progress_on=pg.out.result_state)
+    pg.stop_btn.click(friendly(stop_ui), [pg.show_rejected], gen_outputs, cancels=[gen_event], queue=False,
+                      api_visibility="private")
+    pg.show_rejected.change(rerender_tokens, [pg.out.result_state, pg.show_rejected], pg.out.tokens, api_visibility="private",
+                            queue=False)
+    pg.out.round_slider.change(rerender_tree, [pg.out.result_state, pg.out.round_slider], pg.out.fig_tree, api_visibility="private",
+                           queue=False)
+    return load_event.success(after_load, pg.out.pair_state, [pg.out.chat, pg.tree_preset, *pg.tree_inputs],
+                              api_visibility="private")

@@ -1,0 +1,301 @@
+"""Page state, no Gradio: the loaded pairs (a registry keyed by PairKey), one run's live events, and which pair and
+run each page or API client has.
+
+- Models live in a registry keyed by PairKey, loaded lazily (first Generate) or by Load, so browsers using the same
+  pair share one loaded model; the engines' locks and a concurrency limit of 1 on every model event keep runs on it
+  one at a time. Loading another pair frees the previous one.
+- A generation runs in a worker thread that records events into a LiveRun; the page's generator reads a snapshot
+  now and then and renders it, so drawing never pauses the engine's clock.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import gc
+import json
+import logging
+import os
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from ..config import ConfigError, RunConfig
+from ..errors import one_line
+from ..metrics import RunView
+from ..paths import ROOT, SUITE
+from ..spaces_compat import gpu
+from ..view.tokens import TextCache
+
+if TYPE_CHECKING:
+    from ..session import Session
+
+__all__ = ["PairKey", "make_key", "local_or_repo", "Registry", "REGISTRY", "LiveRun", "start_run", "stream_pair",
+           "in_worker", "PerPage", "LAST_RUNS", "CLIENT_PAIRS", "ensure", "decoder", "best_round", "suite_prompts"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PairKey:
+    target: str
+    draft: str | None
+    revision: str | None = None
+    draft_revision: str | None = None
+    dtype: str = "auto"
+    device: str = "auto"
+
+    def label(self) -> str:
+        return f"{self.target} + {self.draft or 'no draft'}"
+
+
+def local_or_repo(text: str | None) -> str | None:
+    """A local folder as an absolute path (one key per folder, however it is typed; paths relative to the
+    repository, like assets/tiny-target, work from any working directory); anything else unchanged."""
+    text = (text or "").strip()
+    if not text:
+        return None
+    for path in (Path(text).expanduser(), ROOT / text):
+        if path.exists():
+            return str(path.resolve())
+    return text
+
+
+def make_key(target: str, draft: str | None, revision: str | None = None, dtype: str = "auto",
+             device: str = "auto", draft_revision: str | None = None) -> PairKey:
+    target_path = local_or_repo(target)
+    if target_path is None:
+        raise ConfigError("the target is empty; pick a preset or type a repo id or folder")
+    return PairKey(target_path, local_or_repo(draft), (revision or "").strip() or None,
+                   (draft_revision or "").strip() or None, dtype or "auto", device or "auto")
+
+
+class Registry:
+    """Loaded sessions by key; keeps at most `capacity` (a Space has memory for one real pair).
+
+    Loads run one at a time (`_loading`); lookups only take the short `_lock`, so pages that redraw or stop
+    are never held up by a long download."""
+
+    def __init__(self, capacity: int = 1):
+        self.capacity = capacity
+        self._sessions: OrderedDict[PairKey, Session] = OrderedDict()
+        self._lock = threading.Lock()
+        self._loading = threading.Lock()
+        self.fallback: PairKey | None = None  # the page's default pair: /generate loads it when nothing is loaded
+
+    def get(self, key: PairKey) -> Session | None:
+        with self._lock:
+            return self._sessions.get(key)
+
+    def current(self) -> PairKey | None:
+        with self._lock:
+            return next(reversed(self._sessions), None)
+
+    def for_client(self, session_hash: str | None) -> PairKey:
+        """The pair a client's request runs on: the one it used last, else the last loaded, else the default."""
+        key = CLIENT_PAIRS.get(session_hash) or self.current() or self.fallback
+        if key is None:
+            raise ConfigError("no pair is loaded; load one with /load first")
+        return key
+
+    def load(self, key: PairKey, progress: Callable[[str, float], None] | None = None) -> Session:
+        from ..checkpoints import CheckpointError, inspect_pair
+        from ..session import load_session
+
+        with self._loading:
+            with self._lock:
+                if key in self._sessions:
+                    self._sessions.move_to_end(key)
+                    return self._sessions[key]
+            say = progress or (lambda stage, fraction: None)
+            say("checking the pair", 0.0)
+            report = inspect_pair(key.target, key.draft, key.revision, key.draft_revision)  # fails before freeing
+            if report.problem:
+                raise CheckpointError(report.problem)
+            self._evict(self.capacity - 1)
+            session = load_session(key.target, key.draft, revision=key.revision, draft_revision=key.draft_revision,
+                                   dtype=key.dtype, device=key.device, progress=say,
+                                   threads=int(os.environ.get("EAGLE_DEMO_THREADS", "0") or 0))
+            with self._lock:
+                self._sessions[key] = session
+            return session
+
+    def _evict(self, keep: int) -> None:
+        """Drop all but the `keep` most recent sessions and hand their memory back."""
+        with self._lock:
+            dropped = []
+            while len(self._sessions) > max(keep, 0):
+                dropped.append(self._sessions.popitem(last=False)[1])
+        if not dropped:
+            return
+        del dropped  # a run still streaming keeps its session alive until it ends
+        gc.collect()
+        import torch  # only to return cached GPU memory
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+    def clear(self) -> None:
+        with self._loading:
+            self._evict(0)
+
+
+REGISTRY = Registry()
+
+
+# ---- one run --------------------------------------------------------------------------------------------
+
+class LiveRun:
+    """Events of one EAGLE run (and its baseline race), filled by a worker thread."""
+
+    def __init__(self, key: PairKey, race: bool, greedy: bool, note: str = ""):
+        self.key, self.race, self.greedy = key, race, greedy
+        self.note = note  # shown under the stats (e.g. a run that reaches past the draft's context)
+        self.eagle = RunView()
+        self.baseline = RunView() if race else None
+        self.phase = "eagle"
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.done = threading.Event()
+        self.error: str | None = None
+
+    def add(self, phase: str, event) -> None:
+        with self.lock:
+            self.phase = phase
+            (self.eagle if phase == "eagle" else self.baseline).add(event)
+
+    def count(self) -> int:
+        """Events received so far (both runs)."""
+        with self.lock:
+            return len(self.eagle.events) + (len(self.baseline.events) if self.baseline else 0)
+
+    def snapshot(self) -> tuple[RunView, RunView | None, str]:
+        with self.lock:
+            return self.eagle.snapshot(), (self.baseline.snapshot() if self.baseline else None), self.phase
+
+    @property
+    def state(self) -> str:
+        if not self.done.is_set():
+            return "baseline" if self.phase == "baseline" else "running"
+        views = [self.eagle] + ([self.baseline] if self.baseline is not None else [])
+        return "stopped" if any(v.finish is None or v.finish.reason == "stopped" for v in views) else "done"
+
+
+@gpu
+def stream_pair(key: PairKey, prompt_ids: list[int], run: RunConfig, race: bool, stop: threading.Event):
+    """EAGLE, then (when racing) plain decoding of the same prompt, sequentially in this worker.
+    Yields (phase, event); this is the function ZeroGPU runs on a GPU."""
+    session = REGISTRY.get(key)
+    if session is None:
+        raise RuntimeError("the model was unloaded by another load; press Generate again")
+    for event in session.stream(prompt_ids, run, "eagle", stop):
+        yield "eagle", event
+    if race and not stop.is_set():
+        for event in session.stream(prompt_ids, run, "baseline", stop):
+            yield "baseline", event
+
+
+def in_worker(fn: Callable, *args, **kwargs):
+    """Run fn in a fresh thread (with this request's context) and return its result or raise its error.
+    Generation and benchmarks both run in fresh threads so their timings are measured the same way."""
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["result"] = fn(*args, **kwargs)
+        except BaseException as exc:  # re-raised in the caller
+            box["error"] = exc
+
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(work,), name="eagle-bench", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
+
+
+RUNS: list[LiveRun] = []  # runs whose worker may still be going
+RUNS_LOCK = threading.Lock()
+
+
+def start_run(key: PairKey, prompt_ids: list[int], run: RunConfig, race: bool, note: str = "") -> LiveRun:
+    """Start the worker. Model events run one at a time, so a run still going here was abandoned (its page
+    was cancelled or closed): it is told to stop, and ends at its next round instead of holding the engine."""
+    live = LiveRun(key, race, run.sampling.greedy, note)
+    with RUNS_LOCK:
+        for old in RUNS:
+            old.stop.set()
+        RUNS[:] = [r for r in RUNS if not r.done.is_set()] + [live]
+
+    def work() -> None:
+        try:
+            for phase, event in stream_pair(key, prompt_ids, run, race, live.stop):
+                live.add(phase, event)
+        except Exception as exc:  # reported to the page as one line; the traceback goes to the log
+            log.exception("generation failed")
+            live.error = one_line(exc)
+        finally:
+            live.done.set()
+
+    ctx = contextvars.copy_context()  # keeps the request context (ZeroGPU reads it)
+    threading.Thread(target=ctx.run, args=(work,), name="eagle-run", daemon=True).start()
+    return live
+
+
+class PerPage:
+    """session hash -> value, keeping the most recent `capacity` pages (the pair a page or API client loaded,
+    the LiveRun its Stop button ends)."""
+
+    def __init__(self, capacity: int = 512):
+        self.capacity = capacity
+        self._items: OrderedDict[str, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def put(self, session_hash: str | None, value: Any) -> None:
+        if not session_hash:
+            return
+        with self._lock:
+            self._items[session_hash] = value
+            self._items.move_to_end(session_hash)
+            while len(self._items) > self.capacity:
+                self._items.popitem(last=False)
+
+    def get(self, session_hash: str | None) -> Any:
+        with self._lock:
+            return self._items.get(session_hash) if session_hash else None
+
+
+LAST_RUNS = PerPage()  # session hash -> LiveRun
+CLIENT_PAIRS = PerPage()  # session hash -> the PairKey that page or API client used last
+
+
+def ensure(key: PairKey, say: Callable[[str, float], None] | None = None) -> Session:
+    """The loaded session of `key`, loading it (and freeing another) when it is not loaded."""
+    session = REGISTRY.get(key)
+    return session if session is not None else REGISTRY.load(key, say)
+
+
+def decoder(key: PairKey | None) -> TextCache:
+    """Memoized decoding with the pair's tokenizer (token ids in brackets when the pair is gone)."""
+    session = REGISTRY.get(key) if key is not None else None
+    if session is None:
+        return TextCache(lambda ids: "".join(f"⟨{i}⟩" for i in ids))
+    return TextCache(session.decode)
+
+
+def best_round(view: RunView) -> int:
+    """The round to show first: the one with the longest accepted path (the first such)."""
+    if not view.rounds:
+        return 0
+    return max(view.rounds, key=lambda r: (len(r.accepted_path), -r.index)).index
+
+
+def suite_prompts() -> tuple[list[str], list[str]]:
+    """(code prompts for the examples, categories) of the shipped suite, read without importing the engine."""
+    try:
+        rows = [json.loads(line) for line in SUITE.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except (OSError, ValueError):
+        return [], []
+    categories = list(dict.fromkeys(str(r.get("category", "")) for r in rows))
+    return [str(r["prompt"]) for r in rows if r.get("category") == "code" and "prompt" in r], categories

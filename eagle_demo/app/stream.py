@@ -1,0 +1,187 @@
+"""The Playground's Generate event (`/generate_stream`), its Stop, and the redraws of a finished run.
+
+While a run streams, the token view and stats redraw at most every UPDATE_SECONDS, and one chart (in turn) every
+CHART_SECONDS (everything at the end). Gradio's page rebuilds a Plot from scratch on every change and plotly draws
+it twice (~0.1-0.2 s of a slow core each), so the live charts are the page's main cost: four at once came in
+bursts, and with the charts off the page kept 0.97 of the engine's speed against 0.88 with one chart a second.
+CHART_TURNS is the rotation: the race (tokens vs time) every other turn, each of the other three every sixth.
+Measured with scripts/ui_overhead.py: see the README's "The page".
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, NamedTuple
+
+import gradio as gr
+
+from ..metrics import RunView
+from ..view.charts import acceptance_depth_figure, accepted_length_figure, empty_figure, time_split_figure, \
+    tokens_time_figure
+from ..view.stats import stats_html, summary
+from ..view.tokens import TextCache, token_html
+from ..view.tree_chart import tree_figure
+from .forms import GenerateForm, progress_fn
+from .state import CLIENT_PAIRS, LAST_RUNS, REGISTRY, LiveRun, best_round, decoder, ensure, start_run
+
+__all__ = ["GenerateOutputs", "generate_ui", "stop_ui", "rerender_tokens", "rerender_tree", "UPDATE_SECONDS",
+           "CHART_SECONDS", "CHART_TURNS"]
+
+UPDATE_SECONDS = 0.5
+CHART_SECONDS = 1.5
+CHART_TURNS = (0, 1, 0, 2, 0, 3)  # indices into (tokens vs time, accepted length, acceptance by depth, time split)
+POLL_SECONDS = 0.05  # how often the page's generator looks at the run between redraws
+STOP_SETTLE_SECONDS = 0.5
+STREAM_TAIL = 400  # tokens shown while streaming (the whole output at the end)
+TREE_PENDING = empty_figure("Draft tree", "the rounds' trees appear when the run ends")
+
+
+class GenerateOutputs(NamedTuple):
+    """Every output of the Generate (and Stop) event, in the order the event lists them. The page's components
+    carry the same names (`playground.Playground`), so the event's output list is built from these fields."""
+
+    tokens: Any
+    stats: Any
+    fig_time: Any
+    fig_accept: Any
+    fig_depth: Any
+    fig_split: Any
+    round_slider: Any
+    fig_tree: Any
+    text_out: Any
+    stats_json: Any
+    result_state: Any
+    report_md: Any
+    report_json: Any
+    pair_state: Any
+    chat: Any
+
+    @classmethod
+    def skip(cls) -> "GenerateOutputs":
+        return cls(*(gr.skip(),) * len(cls._fields))
+
+
+class PairOutputs(NamedTuple):
+    """The pair outputs a Generate sends with its first redraw (the report of the pair that runs)."""
+
+    report_md: Any
+    report_json: Any
+    pair_state: Any
+    chat: Any
+
+
+def _figures(eagle: RunView, baseline: RunView | None) -> tuple:
+    """Builders of the four live charts, in CHART_TURNS' numbering."""
+    return (lambda: tokens_time_figure(eagle, baseline), lambda: accepted_length_figure(eagle),
+            lambda: acceptance_depth_figure(eagle), lambda: time_split_figure(eagle))
+
+
+def outputs_for(live: LiveRun, decode, show: bool, final: bool, report: PairOutputs | None = None,
+                charts: bool = True, sent: dict | None = None) -> GenerateOutputs:
+    """Every output of the Generate event. While streaming (`sent` given), an output that should not
+    change is sent again with the value it had, never as gr.skip(): Gradio diffs each streamed output
+    against the last one sent (an equal value costs nothing), but a skip is an update that rebuilds the
+    component on the server each time (for a Plot ~5 ms, a dozen of them per redraw)."""
+    eagle, baseline, phase = live.snapshot()
+    state = live.state if final else ("baseline" if phase == "baseline" else "running")
+    note = "stopped: the engine finished its current round and ended cleanly" if state == "stopped" else ""
+    note = "; ".join(n for n in (note, live.note) if n)
+    pair = report or PairOutputs(*(gr.skip(),) * 4)
+    stats_view = stats_html(eagle, baseline, live.greedy, state, note)
+    if not final:
+        if sent.get("eagle_events") != len(eagle.events):  # EAGLE's view moved (not during the baseline)
+            sent["tokens"] = token_html(eagle, decode, show, tail=STREAM_TAIL)  # the tail: redraws
+            sent["eagle_events"] = len(eagle.events)  # stay small
+        builders = _figures(eagle, baseline)
+        if "figures" not in sent:  # the run's first redraw replaces the last run's charts at once
+            sent["figures"], sent["turn"] = [build() for build in builders], 0
+        elif charts:  # then one chart per turn: the page redraws a Plot from scratch on every change
+            turn = CHART_TURNS[sent["turn"] % len(CHART_TURNS)]
+            sent["figures"][turn], sent["turn"] = builders[turn](), sent["turn"] + 1
+        # slider and gr.State outputs stay skips: a slider value would fire its change event, and
+        # gr.State outputs are never sent to the page
+        return GenerateOutputs(sent["tokens"], stats_view, *sent["figures"], gr.skip(), TREE_PENDING, "", None,
+                               gr.skip(), *pair)
+    figures = [build() for build in _figures(eagle, baseline)]
+    pick = best_round(eagle)
+    slider = gr.update(minimum=0, maximum=max(1, len(eagle.rounds) - 1), value=pick)
+    tree = tree_figure(eagle.rounds[pick], decode) if eagle.rounds else \
+        empty_figure("Draft tree", "no rounds in this run")
+    text = decode(list(eagle.token_ids)) if eagle.token_ids else ""
+    stats_value = summary(eagle, baseline, live.greedy, text)
+    result = {"key": live.key, "eagle": list(eagle.events),
+              "baseline": list(baseline.events) if baseline else None, "greedy": live.greedy}
+    return GenerateOutputs(token_html(eagle, decode, show), stats_view, *figures, slider, tree, text, stats_value,
+                           result, *pair)
+
+
+def generate_ui(form: GenerateForm, request: gr.Request | None, progress):
+    key = form.key()
+    was_loaded = REGISTRY.get(key) is not None
+    session = ensure(key, progress_fn(progress))
+    chat_on = form.chat_on
+    report_value = session.report.to_dict()  # the report of the pair that runs, on the page as it streams
+    loaded = PairOutputs(session.report.to_markdown(), report_value, gr.skip(), bool(chat_on))
+    if not was_loaded:  # this Generate loaded the pair: the chat default Load would have set applies
+        chat_on = session.has_chat_template
+        first = PairOutputs(loaded.report_md, report_value, key, gr.update(value=chat_on, interactive=chat_on))
+        loaded = loaded._replace(chat=chat_on)
+    else:
+        first = loaded
+    run = form.run()
+    ids = session.encode(form.prompt_text, chat=bool(chat_on))
+    session.check_length(ids, run)
+    live = start_run(key, ids, run, bool(form.race_on), session.context_note(len(ids), run))
+    hash_ = request.session_hash if request is not None else None
+    LAST_RUNS.put(hash_, live)
+    CLIENT_PAIRS.put(hash_, key)
+    decode, show = TextCache(session.decode), form.show
+    try:
+        seen, drawn_at, charts_at, sent = -1, time.monotonic(), 0.0, {}
+        while not live.done.wait(POLL_SECONDS):  # short waits: a cancel or the end is seen at once
+            now = time.monotonic()
+            if now - drawn_at < UPDATE_SECONDS or live.stop.is_set():  # Stop draws the final state
+                continue
+            count = live.count()
+            if count == seen:
+                continue
+            charts = now - charts_at >= CHART_SECONDS
+            yield outputs_for(live, decode, show, False, first if seen < 0 else loaded, charts, sent)
+            seen, drawn_at, charts_at = count, now, (now if charts else charts_at)
+        if live.error:
+            raise gr.Error(live.error, print_exception=False)
+        yield outputs_for(live, decode, show, True, first if seen < 0 else loaded)
+    finally:
+        if not live.done.is_set():  # cancelled or the page went away: end the engine cleanly
+            live.stop.set()
+
+
+def stop_ui(show, request: gr.Request = None):
+    hash_ = request.session_hash if request is not None else None
+    live = LAST_RUNS.get(hash_)
+    if live is None:
+        return GenerateOutputs.skip()
+    live.stop.set()
+    live.done.wait(timeout=30)
+    time.sleep(STOP_SETTLE_SECONDS)  # let a redraw already on its way land before this final one
+    if LAST_RUNS.get(hash_) is not live:  # Generate was pressed again meanwhile:
+        return GenerateOutputs.skip()  # the newer run owns the page
+    session = REGISTRY.get(live.key)
+    decode = TextCache(session.decode) if session else decoder(None)
+    return outputs_for(live, decode, show, True)
+
+
+def rerender_tokens(result, show):
+    if not result:
+        return gr.skip()
+    return token_html(RunView.of(result["eagle"]), decoder(result["key"]), show)
+
+
+def rerender_tree(result, index):
+    if not result:
+        return gr.skip()
+    view = RunView.of(result["eagle"])
+    if not view.rounds:
+        return empty_figure("Draft tree", "no rounds in this run")
+    i = min(max(int(index or 0), 0), len(view.rounds) - 1)
+    return tree_figure(view.rounds[i], decoder(result["key"]))

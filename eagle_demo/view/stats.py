@@ -1,0 +1,62 @@
+"""A run's numbers: the JSON-ready summary (the `/generate` API's stats) and the page's stats strip."""
+
+from __future__ import annotations
+
+from ..metrics import RunView, race, verdict
+from .tokens import escape
+
+__all__ = ["summary", "run_race", "stats_html"]
+
+
+def run_race(eagle: RunView, baseline: RunView | None, greedy: bool):
+    """`metrics.race` of the two views (the baseline counts once it has finished)."""
+    base = baseline.stats() if baseline is not None and baseline.done else None
+    return race(eagle.stats(), base, greedy, eagle.start.dtype if eagle.start else "")
+
+
+def summary(eagle: RunView, baseline: RunView | None, greedy: bool, text: str = "") -> dict:
+    """JSON-ready numbers of a run (the `generate` API's stats and the stats strip)."""
+    e, start = eagle.stats(), eagle.start
+    return {
+        "text": text, "token_ids": list(eagle.token_ids), "prompt_tokens": start.prompt_tokens if start else 0,
+        "new_tokens": len(eagle.token_ids), "rounds": e.rounds, "tau": e.tau, "tokens_per_second": e.tokens_per_second,
+        **run_race(eagle, baseline, greedy).to_dict(),
+        "acceptance_by_depth": list(e.acceptance_by_depth), "prefill_seconds": e.prefill_seconds,
+        "decode_seconds": e.decode_seconds, "draft_seconds": e.draft_seconds, "verify_seconds": e.verify_seconds,
+        "host_seconds": e.host_seconds, "finish_reason": e.finish_reason, "tree": start.tree if start else "",
+        "draft_family": start.draft_family if start else "", "device": start.device if start else "",
+        "dtype": start.dtype if start else "",
+    }
+
+
+def stats_html(eagle: RunView | None, baseline: RunView | None, greedy: bool, state: str,
+               note: str = "") -> str:
+    """The stats strip. state: idle | running | baseline | done | stopped (kept in data-state)."""
+    cells: list[tuple[str, str, str]] = []  # (label, value, extra class)
+    if eagle is not None and eagle.prefill is not None:
+        s = summary(eagle, baseline, greedy)
+        cells += [("tau", f"{s['tau']:.2f}", ""), ("EAGLE tok/s", f"{s['tokens_per_second']:.1f}", "")]
+        base = s["baseline_tokens_per_second"]
+        cells.append(("baseline tok/s", "-" if base is None else f"{base:.1f}", ""))
+        cells.append(("speedup", "-" if s["speedup"] is None else f"{s['speedup']:.2f}x", ""))
+        if s["round_cost"] is not None:
+            cells.append(("round cost", f"{s['round_cost']['steps']:.2f} steps", ""))
+        cells += [("rounds", str(s["rounds"]), ""), ("new tokens", str(s["new_tokens"]), ""),
+                  ("prefill", f"{1000 * s['prefill_seconds']:.0f} ms", "")]
+        same = s["identical_to_baseline"]
+        if same is not None:
+            label = "identical to baseline" if greedy else "same as seeded baseline"
+            cells.append((label, verdict(same), "ok" if same else "bad"))
+        if s["finish_reason"]:
+            cells.append(("finish", s["finish_reason"], ""))
+    status = {"idle": "ready", "running": "generating...", "baseline": "racing the baseline...",
+              "done": "done", "stopped": "stopped"}.get(state, state)
+    body = "".join(f'<div class="stat {cls}"><span class="stat-label">{escape(label)}</span>'
+                   f'<span class="stat-value">{escape(value)}</span></div>' for label, value, cls in cells)
+    extra = f'<div class="stat-note">{escape(note)}</div>' if note else ""
+    if eagle is not None and eagle.prefill is not None and s["round_cost"] is not None:
+        extra += (f'<div class="stat-why" title="speedup = tau / round cost; a round\'s cost is counted in plain '
+                  f'decoding steps of the same target">why: {escape(s["round_cost"]["line"])}</div>')
+    return (f'<div class="eagle-stats" data-state="{escape(state)}"><div class="stat status">'
+            f'<span class="stat-label">status</span><span class="stat-value">{escape(status)}</span></div>'
+            f"{body}{extra}</div>")
