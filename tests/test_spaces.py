@@ -62,7 +62,6 @@ def test_app_imports_without_loading_a_model():
     gc.collect()  # modules left over by earlier tests must not be freed between the two counts
     before = sum(isinstance(o, nn.Module) for o in gc.get_objects())
     sys.modules.pop("app", None)
-    sys.path.insert(0, str(ROOT))
     importlib.import_module("app")
     gc.collect()
     after = sum(isinstance(o, nn.Module) for o in gc.get_objects())

@@ -1,0 +1,83 @@
+"""One default draft tree: the page, `/generate` and the command line start from `config.default_tree`."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from eagle_demo.config import TREE_PRESETS, TreeConfig, default_preset, default_tree, tree_from
+
+ROOT = Path(__file__).resolve().parent.parent
+CASES = list(itertools.product(["cpu", "cuda", "cuda:1"], ["eagle1", "eagle3", ""]))
+
+
+def test_default_tree_is_the_cpu_chain_on_cpu_and_the_family_preset_on_gpu():
+    assert default_tree("cpu", "eagle3") == TREE_PRESETS["cpu"] == TreeConfig.chain(7)
+    assert default_tree("cuda", "eagle1") == TREE_PRESETS["gpu-eagle2"]
+    assert default_tree("cuda:0", "eagle3") == TREE_PRESETS["gpu-eagle3"] != TREE_PRESETS["gpu-eagle2"]
+
+
+@pytest.mark.parametrize("device,family", CASES)
+def test_page_api_and_command_line_defaults_agree(device, family):
+    from eagle_demo.app.api import request_tree
+    from eagle_demo.app.forms import make_tree, tree_values
+    from eagle_demo.commands.cli import build_parser
+    from eagle_demo.commands.args import tree_from_args
+
+    want = default_tree(device, family)
+    page = make_tree(*tree_values(default_preset(device, family)))  # the Draft panel after Load
+    api = request_tree(device, family)  # /generate without tree settings
+    cli = tree_from_args(build_parser().parse_args(["generate", "--prompt", "x"]), device, family)
+    assert page == api == cli == want
+
+
+def test_tree_settings_change_the_default():
+    base = default_tree("cuda", "eagle1")
+    assert tree_from(base, depth=3) == TreeConfig(depth=3, top_k=base.top_k, total_tokens=base.total_tokens)
+    assert tree_from(base, chain=4) == TreeConfig.chain(4)
+    assert tree_from(base, 5, 4, 16, 3, mode="tree") == TreeConfig(5, 4, 16)
+    assert tree_from(base, 5, 4, 16, 3, mode="chain") == TreeConfig.chain(3)
+    with pytest.raises(ValueError, match="depth"):
+        tree_from(base, depth=0)
+
+
+def test_the_page_starts_with_the_default_tree_of_this_machine():
+    from gradio.components import Dropdown, Radio, Slider
+
+    from eagle_demo.app import build_app
+    from eagle_demo.app.forms import make_tree
+    from eagle_demo.devices import resolve_device
+
+    demo = build_app()
+    by_label = {b.label: b for b in demo.blocks.values() if isinstance(b, (Dropdown, Radio, Slider))}
+    assert by_label["tree preset"].value == default_preset(resolve_device("auto").type)
+    shown = make_tree(*(by_label[name].value for name in ("draft mode", "depth", "draft top-k", "total tokens",
+                                                           "chain k")))
+    assert shown == default_tree(resolve_device("auto").type, "")
+
+
+def test_generate_endpoint_and_command_line_run_the_default_tree():
+    """End to end on the shipped pair (CPU, EAGLE-1 head): the tree each run reports is the default tree's."""
+    from eagle_demo.app import REGISTRY, build_app
+    from eagle_demo.app.api import generate
+
+    want = default_tree("cpu", "eagle1").label()
+    build_app()  # sets the default pair /generate falls back to
+    REGISTRY.clear()
+    try:
+        _, stats = generate("def add(a, b):", 8, race=False)
+    finally:
+        REGISTRY.clear()
+    assert stats["tree"] == want and stats["device"] == "cpu"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "eagle_demo", "generate", "--prompt-ids", "1,2,3", "--max-new-tokens",
+                           "4", "--device", "cpu", "--json"], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+    start = json.loads(proc.stdout.splitlines()[0])
+    assert proc.returncode == 0 and start["event"] == "runstart" and start["tree"] == want
