@@ -58,7 +58,6 @@ UPDATE_SECONDS = 0.5
 CHART_SECONDS = 1.5
 CHART_TURNS = (0, 1, 0, 2, 0, 3)  # indices into (tokens vs time, accepted length, acceptance by depth, time split)
 POLL_SECONDS = 0.05  # how often the page's generator looks at the run between redraws
-STOP_SETTLE_SECONDS = 0.5
 STREAM_TAIL = 400  # tokens shown while streaming (the whole output at the end)
 TREE_PENDING = render.empty_figure("Draft tree", "the rounds' trees appear when the run ends")
 
@@ -312,9 +311,26 @@ class _PerPage:
         with self._lock:
             return self._items.get(session_hash) if session_hash else None
 
+    def pop(self, session_hash: str | None) -> Any:
+        with self._lock:
+            return self._items.pop(session_hash, None) if session_hash else None
+
 
 _LAST_RUNS = _PerPage()  # session hash -> LiveRun
 _CLIENT_PAIRS = _PerPage()  # session hash -> the PairKey that page or API client used last
+_PENDING = _PerPage()  # session hash -> GenerateRequest of the Generate click waiting for its turn in the queue
+_BENCH_STOPS = _PerPage()  # session hash -> threading.Event of that page's running benchmark
+
+
+class GenerateRequest:
+    """One Generate click, noted before it joins the queue, so that a Stop pressed while it waits ends it."""
+
+    def __init__(self):
+        self.stopped = threading.Event()
+
+
+class BenchmarkStopped(RuntimeError):
+    """Raised from a benchmark's progress callback when its page pressed Stop."""
 
 
 # ---- helpers -----------------------------------------------------------------------------------------------
@@ -603,7 +619,8 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
                         "draft settings of the Playground tab; greedy unless you sweep temperatures. Speedup = ratio "
                         "of mean tokens/s; round cost = tau / speedup, a round's price in plain decoding steps.")
             with gr.Row():
-                bench_categories = gr.CheckboxGroup(categories, value=categories[:2], label="categories")
+                bench_categories = gr.CheckboxGroup(categories, value=categories[:2], label="categories",
+                                                    elem_id="bench-categories")
                 bench_repeats = gr.Slider(1, 5, value=1, step=1, label="repeats")
                 bench_max_new = gr.Slider(8, 512, value=64, step=8, label="max new tokens")
             with gr.Row():
@@ -613,7 +630,9 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
                 bench_temps = gr.Textbox(label="or sweep sampling temperatures (optional)", lines=2,
                                          placeholder="e.g. 0, 0.7, 1.0 (0 = greedy; top-p, top-k and seed from "
                                                      "the Playground's sampling settings)", elem_id="bench-temps")
-            bench_btn = gr.Button("Run benchmark", variant="primary", elem_id="bench-btn")
+            with gr.Row():
+                bench_btn = gr.Button("Run benchmark", variant="primary", elem_id="bench-btn")
+                bench_stop_btn = gr.Button("Stop", variant="stop", elem_id="bench-stop-btn")
             bench_table = gr.Dataframe(label="results by category", interactive=False, elem_id="bench-table",
                                        headers=render.BENCH_COLUMNS)
             bench_plot = gr.Plot(render.empty_figure("Speedup and tau by category", "run the benchmark"),
@@ -730,8 +749,14 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
             run = make_run(max_new_tokens, temp, top_p_value, top_k_value, seed_value, tree, ignore_eos_on)
             ids = session.encode(prompt_text, chat=bool(chat_on))
             session.check_length(ids, run)
-            live = start_run(key, ids, run, bool(race_on), session.context_note(len(ids), run))
             hash_ = request.session_hash if request is not None else None
+            pending = _PENDING.pop(hash_)
+            if pending is not None and pending.stopped.is_set():  # Stop was pressed while this waited its turn
+                live = LiveRun(key, bool(race_on), run.sampling.greedy, "stopped before it started")
+                live.done.set()
+                yield outputs_for(live, render.TextCache(session.decode), show, True, first)
+                return
+            live = start_run(key, ids, run, bool(race_on), session.context_note(len(ids), run))
             _LAST_RUNS.put(hash_, live)
             _CLIENT_PAIRS.put(hash_, key)
             decode = render.TextCache(session.decode)
@@ -754,20 +779,26 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
                 if not live.done.is_set():  # cancelled or the page went away: end the engine cleanly
                     live.stop.set()
 
-        @friendly
-        def stop_ui(show, request: gr.Request = None):
+        def note_generate(request: gr.Request = None):
+            """Runs (unqueued) before each Generate joins the queue: a Stop that comes while it waits ends it."""
+            _PENDING.put(request.session_hash if request is not None else None, GenerateRequest())
+
+        def stop_ui(request: gr.Request = None):
+            """Tell this page's run to stop, and nothing else. The Generate event itself sees the stop, lets the
+            engine finish its round, draws the final state and ends normally. Stop deliberately does not use
+            Gradio's `cancels=`: the page's cancel finishes asynchronously and then clears whatever submission
+            the Generate button has at that moment, so a Generate pressed before the cancel came back lost
+            its run's output (the page stayed at 'stopped'; tests/test_browser.py flaked on this)."""
             hash_ = request.session_hash if request is not None else None
+            pending = _PENDING.get(hash_)
+            if pending is not None:
+                pending.stopped.set()
             live = _LAST_RUNS.get(hash_)
-            if live is None:
-                return (gr.skip(),) * len(gen_outputs)
-            live.stop.set()
-            live.done.wait(timeout=30)
-            time.sleep(STOP_SETTLE_SECONDS)  # let a redraw already on its way land before this final one
-            if _LAST_RUNS.get(hash_) is not live:  # Generate was pressed again meanwhile:
-                return (gr.skip(),) * len(gen_outputs)  # the newer run owns the page
-            session = REGISTRY.get(live.key)
-            decode = render.TextCache(session.decode) if session else _decoder(None)
-            return outputs_for(live, decode, show, True)
+            if live is not None:
+                live.stop.set()
+            bench_stop = _BENCH_STOPS.get(hash_)
+            if bench_stop is not None:
+                bench_stop.set()
 
         def rerender_tokens(result, show):
             if not result:
@@ -787,7 +818,7 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
         def benchmark(target_text, draft_text, revision_text, dtype_name, device_name, draft_revision_text,
                       chosen, repeats, max_new_tokens, chat_on, mode_value, depth_value, topk_value, total_value,
                       chain_value, compare_text="", temps_text="", top_p_value=1.0, top_k_value=0, seed_value=0,
-                      progress=gr.Progress()):
+                      request: gr.Request = None, progress=gr.Progress()):
             if not chosen:
                 raise ConfigError("pick at least one category")
             others = [d for d in (_local_or_repo(x) for x in (compare_text or "").replace(",", "\n").splitlines()) if d]
@@ -803,8 +834,13 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
             from .bench import comparison_csv, comparison_json, compare_drafts, load_suite, run_bench, sweep_temperatures
 
             items = load_suite(None, chosen)
+            stop = threading.Event()  # this page's Stop sets it; the benchmark ends after the prompt it is on
+            _BENCH_STOPS.put(request.session_hash if request is not None else None, stop)
 
             def step(done: int, total: int, name: str) -> None:
+                if stop.is_set():
+                    raise BenchmarkStopped(f"benchmark stopped after {done} of {total} runs; press Run benchmark "
+                                           "to start again")
                 progress(done / total, desc=f"{name} ({done}/{total})")
 
             if not others and not temps:
@@ -880,13 +916,13 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
         load_event.success(after_load, pair_state, [chat, tree_preset, *tree_inputs], api_visibility="private") \
             .then(deploy, [pair_state, *tree_inputs], [deploy_msg, vllm_cmd, sglang_cmd, deploy_notes],
                   api_visibility="private")
-        gen_event = generate_btn.click(
+        gen_event = generate_btn.click(note_generate, None, None, queue=False, api_visibility="private").then(
             generate_ui, [*panel, prompt, chat, max_new, temperature, top_p, top_k, seed, *tree_inputs, race,
                           show_rejected, ignore_eos], gen_outputs,
             api_name="generate_stream", api_visibility="undocumented", concurrency_limit=1, concurrency_id="model",
             show_progress="hidden", show_progress_on=result_state)
-        stop_btn.click(stop_ui, [show_rejected], gen_outputs, cancels=[gen_event], queue=False,
-                       api_visibility="private")
+        stop_btn.click(stop_ui, None, None, queue=False, api_visibility="private")
+        bench_stop_btn.click(stop_ui, None, None, queue=False, api_visibility="private")
         show_rejected.change(rerender_tokens, [result_state, show_rejected], tokens, api_visibility="private",
                              queue=False)
         round_slider.change(rerender_tree, [result_state, round_slider], fig_tree, api_visibility="private",
