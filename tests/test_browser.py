@@ -135,3 +135,71 @@ def test_stop_then_generate_again(page, app_url):
     stats = page.locator("#eagle-stats").inner_text()
     assert "yes" in stats  # identical to baseline
     assert page.locator("#eagle-output .tok-prefill").count() == 1
+
+
+def _generate(page, max_new: int, ignore_eos: bool) -> None:
+    set_number(page, "max-new", max_new)
+    box = page.locator("#ignore-eos-box input")
+    box.check() if ignore_eos else box.uncheck()
+    page.click("#generate-btn")
+
+
+def _short_run_is_identical(page) -> None:
+    wait_state(page, "done")
+    stats = page.locator("#eagle-stats").inner_text()
+    assert "yes" in stats  # identical to baseline
+    assert page.locator("#eagle-output .tok-prefill").count() == 1
+
+
+@pytest.mark.parametrize("phase", ["running", "baseline"])
+def test_stop_then_generate_twenty_cycles(page, app_url, phase):
+    """Generate (long) -> Stop (in EAGLE's phase, or in the race's baseline phase) -> Generate (short) -> done,
+    20 times on one page; every short run is complete and identical to its baseline."""
+    page.locator("#prompt-box textarea").fill(CODE_PROMPT)
+    long = long_run(app_url[1]) if phase == "running" else 400  # EAGLE ends quickly, the baseline takes seconds
+    for cycle in range(20):
+        _generate(page, long, ignore_eos=True)
+        wait_state(page, phase)
+        page.click("#stop-btn")
+        wait_state(page, "stopped")
+        _generate(page, 24, ignore_eos=False)
+        _short_run_is_identical(page)
+
+
+def test_stop_in_one_tab_never_ends_another_tabs_run(browser, app_url):
+    first, second = (browser.new_page(viewport={"width": 1400, "height": 1000}) for _ in range(2))
+    try:
+        for page in (first, second):
+            page.set_default_timeout(TIMEOUT_MS)
+            page.goto(app_url[0], wait_until="domcontentloaded")
+            page.wait_for_selector("#generate-btn")
+            page.locator("#prompt-box textarea").fill(CODE_PROMPT)
+        _generate(first, long_run(app_url[1]), ignore_eos=True)
+        wait_state(first, "running")
+        _generate(second, 24, ignore_eos=False)  # waits in the queue behind the first tab's run
+        second.click("#stop-btn")  # ends the second tab's waiting Generate, not the first tab's run
+        first.wait_for_timeout(1500)
+        assert first.locator('#eagle-stats [data-state="running"]').count() == 1
+        first.click("#stop-btn")
+        wait_state(first, "stopped")
+        wait_state(second, "stopped")
+        assert "stopped before it started" in second.locator("#eagle-stats").inner_text()
+        _generate(second, 24, ignore_eos=False)  # and the second tab still works
+        _short_run_is_identical(second)
+    finally:
+        first.close()
+        second.close()
+
+
+def test_benchmark_stop_ends_the_benchmark_and_the_page_keeps_serving(page):
+    page.get_by_role("tab", name="Benchmark").click()
+    for box in page.locator("#bench-categories input[type=checkbox]").all():
+        box.check()
+    page.click("#bench-btn")
+    page.wait_for_timeout(1500)
+    page.click("#bench-stop-btn")
+    page.wait_for_selector(":text('benchmark stopped after')")
+    page.get_by_role("tab", name="Playground").click()
+    page.locator("#prompt-box textarea").fill(CODE_PROMPT)
+    _generate(page, 24, ignore_eos=False)
+    _short_run_is_identical(page)

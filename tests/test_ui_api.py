@@ -385,3 +385,30 @@ def test_a_run_past_the_drafts_context_carries_a_note(app, tmp_path):
         assert stats["notes"] == []
     finally:
         REGISTRY.load(make_key(target, draft, "", "auto", "cpu"))  # the module's pair again, for later tests
+
+
+def test_a_cancelled_stream_frees_the_engine_for_the_next_request(app):
+    """A streamed /generate_stream job cancelled mid-run ends its engine run; /generate then runs in normal time."""
+    import time
+
+    from eagle_demo.app import TREE_MODE
+    from eagle_demo.app.state import RUNS as _RUNS
+
+    client, target, draft = app
+    start = time.monotonic()
+    reference = client.predict(CODE_PROMPT, 24, api_name="/generate")
+    normal = time.monotonic() - start
+    job = client.submit(target, draft, "", "auto", "cpu", "", CODE_PROMPT, False, 1800, 0.0, 1.0, 0, 0,
+                        TREE_MODE, 5, 4, 16, 4, True, True, True, api_name="/generate_stream")
+    deadline = time.monotonic() + 60
+    while not job.outputs() and time.monotonic() < deadline:  # mid-run: the first redraw has streamed
+        time.sleep(0.05)
+    running = [r for r in _RUNS if not r.done.is_set()]
+    assert running, "the streamed run never started or already ended"
+    job.cancel()
+    assert running[-1].done.wait(30), "the cancelled run kept the engine"
+    assert running[-1].state == "stopped"
+    start = time.monotonic()
+    text, stats = client.predict(CODE_PROMPT, 24, api_name="/generate")
+    assert time.monotonic() - start < max(10.0, 5 * normal)
+    assert stats["identical_to_baseline"] is True and stats["token_ids"] == reference[1]["token_ids"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -17,7 +18,8 @@ from ..view.bench_view import (BENCH_COLUMNS, MISSES_COLUMNS, bench_compare_figu
 from ..view.charts import empty_figure
 from .forms import BenchForm, handler, progress_fn, temperatures
 from .playground import Playground
-from .state import ensure, in_worker, local_or_repo, suite_prompts
+from .state import BENCH_STOPS, BenchmarkStopped, ensure, in_worker, local_or_repo, suite_prompts
+from .stream import stop_ui
 
 __all__ = ["BenchTab", "BenchOutputs", "build_bench_tab", "wire_bench_tab", "benchmark"]
 
@@ -48,6 +50,7 @@ class BenchTab:
     compare: Any
     temps: Any
     button: Any
+    stop: Any
     out: BenchOutputs  # of components
 
 
@@ -58,7 +61,7 @@ def build_bench_tab() -> BenchTab:
                     "draft settings of the Playground tab; greedy unless you sweep temperatures. Speedup = ratio "
                     "of mean tokens/s; round cost = tau / speedup, a round's price in plain decoding steps.")
         with gr.Row():
-            chosen = gr.CheckboxGroup(categories, value=categories[:2], label="categories")
+            chosen = gr.CheckboxGroup(categories, value=categories[:2], label="categories", elem_id="bench-categories")
             repeats = gr.Slider(1, 5, value=1, step=1, label="repeats")
             max_new = gr.Slider(8, 512, value=64, step=8, label="max new tokens")
         with gr.Row():
@@ -68,7 +71,9 @@ def build_bench_tab() -> BenchTab:
             temps = gr.Textbox(label="or sweep sampling temperatures (optional)", lines=2,
                                placeholder="e.g. 0, 0.7, 1.0 (0 = greedy; top-p, top-k and seed from "
                                            "the Playground's sampling settings)", elem_id="bench-temps")
-        button = gr.Button("Run benchmark", variant="primary", elem_id="bench-btn")
+        with gr.Row():
+            button = gr.Button("Run benchmark", variant="primary", elem_id="bench-btn")
+            stop = gr.Button("Stop", variant="stop", elem_id="bench-stop-btn")
         table = gr.Dataframe(label="results by category", interactive=False, elem_id="bench-table",
                              headers=BENCH_COLUMNS)
         plot = gr.Plot(empty_figure("Speedup and tau by category", "run the benchmark"), label="speedup and tau")
@@ -78,7 +83,8 @@ def build_bench_tab() -> BenchTab:
         with gr.Row():
             csv = gr.File(label="per-prompt CSV")
             json = gr.File(label="full report JSON")
-    return BenchTab(chosen, repeats, max_new, compare, temps, button, BenchOutputs(table, plot, misses, csv, json))
+    return BenchTab(chosen, repeats, max_new, compare, temps, button, stop,
+                    BenchOutputs(table, plot, misses, csv, json))
 
 
 def benchmark(form: BenchForm, request: gr.Request | None, progress) -> BenchOutputs:
@@ -96,7 +102,9 @@ def benchmark(form: BenchForm, request: gr.Request | None, progress) -> BenchOut
     from ..bench import comparison_csv, comparison_json, compare_drafts, load_suite, run_bench, sweep_temperatures
 
     items = load_suite(None, form.chosen)
-    options = dict(repeats=int(form.repeats), chat=bool(form.chat_on), progress=_steps(progress))
+    stop = threading.Event()  # this page's Stop sets it; the benchmark ends after the prompt it is on
+    BENCH_STOPS.put(request.session_hash if request is not None else None, stop)
+    options = dict(repeats=int(form.repeats), chat=bool(form.chat_on), progress=_steps(progress, stop))
     if not others and not temps:
         report = in_worker(gpu(run_bench), session, items, run, **options)
         return BenchOutputs.write(bench_rows(report), bench_figure(report), bench_misses_rows([report]),
@@ -115,8 +123,11 @@ def benchmark(form: BenchForm, request: gr.Request | None, progress) -> BenchOut
                               comparison_csv(reports, by), comparison_json(reports, by))
 
 
-def _steps(progress):
+def _steps(progress, stop: threading.Event):
     def step(done: int, total: int, name: str) -> None:
+        if stop.is_set():
+            raise BenchmarkStopped(f"benchmark stopped after {done} of {total} runs; press Run benchmark "
+                                   "to start again")
         if progress is not None:
             progress(done / total, desc=f"{name} ({done}/{total})")
     return step
@@ -127,3 +138,4 @@ def wire_bench_tab(tab: BenchTab, pg: Playground) -> None:
               pg.top_p, pg.top_k, pg.seed]  # BenchForm's fields, in order
     tab.button.click(handler(BenchForm, benchmark), inputs, list(tab.out),
                      api_name="benchmark", concurrency_limit=1, concurrency_id="model")
+    tab.stop.click(stop_ui, None, None, queue=False, api_visibility="private")  # the Playground's Stop

@@ -13,9 +13,9 @@ from ..metrics import DEFINITIONS, RunView
 from ..view.charts import empty_figure
 from ..view.stats import stats_html
 from ..view.tokens import token_html
-from .forms import CHAIN_MODE, TREE_MODE, GenerateForm, PairForm, friendly, handler, progress_fn, tree_values
+from .forms import CHAIN_MODE, TREE_MODE, GenerateForm, PairForm, handler, progress_fn, tree_values
 from .state import CLIENT_PAIRS, REGISTRY, PairKey, local_or_repo, suite_prompts
-from .stream import GenerateOutputs, generate_ui, rerender_tokens, rerender_tree, stop_ui
+from .stream import GenerateOutputs, generate_ui, note_generate, rerender_tokens, rerender_tree, stop_ui
 
 __all__ = ["Playground", "build_playground", "wire_playground", "PRESETS", "CUSTOM", "definitions_markdown"]
 
@@ -287,13 +287,11 @@ def wire_playground(pg: Playground):
     pg.tree_preset.change(apply_tree_preset, pg.tree_preset, pg.tree_inputs, api_visibility="private", queue=False)
     load_event = pg.load_btn.click(handler(PairForm, load), pg.panel, [pg.out.report_md, pg.out.report_json, pg.out.pair_state],
                                    api_name="load", concurrency_limit=1, concurrency_id="model")
-    gen_outputs = list(pg.out)
-    gen_event = pg.generate_btn.click(
-        handler(GenerateForm, generate_ui), pg.generate_inputs(), gen_outputs,
+    pg.generate_btn.click(note_generate, None, None, queue=False, api_visibility="private").then(
+        handler(GenerateForm, generate_ui), pg.generate_inputs(), list(pg.out),
         api_name="generate_stream", api_visibility="undocumented", concurrency_limit=1, concurrency_id="model",
         show_progress="hidden", show_progress_on=pg.out.result_state)
-    pg.stop_btn.click(friendly(stop_ui), [pg.show_rejected], gen_outputs, cancels=[gen_event], queue=False,
-                      api_visibility="private")
+    pg.stop_btn.click(stop_ui, None, None, queue=False, api_visibility="private")
     pg.show_rejected.change(rerender_tokens, [pg.out.result_state, pg.show_rejected], pg.out.tokens, api_visibility="private",
                             queue=False)
     pg.out.round_slider.change(rerender_tree, [pg.out.result_state, pg.out.round_slider], pg.out.fig_tree, api_visibility="private",

@@ -32,7 +32,8 @@ if TYPE_CHECKING:
     from ..session import Session
 
 __all__ = ["PairKey", "make_key", "local_or_repo", "Registry", "REGISTRY", "LiveRun", "start_run", "stream_pair",
-           "in_worker", "PerPage", "LAST_RUNS", "CLIENT_PAIRS", "ensure", "decoder", "best_round", "suite_prompts"]
+           "in_worker", "PerPage", "LAST_RUNS", "CLIENT_PAIRS", "PENDING", "BENCH_STOPS", "GenerateRequest",
+           "BenchmarkStopped", "ensure", "decoder", "best_round", "suite_prompts"]
 
 log = logging.getLogger(__name__)
 
@@ -265,9 +266,26 @@ class PerPage:
         with self._lock:
             return self._items.get(session_hash) if session_hash else None
 
+    def pop(self, session_hash: str | None) -> Any:
+        with self._lock:
+            return self._items.pop(session_hash, None) if session_hash else None
+
 
 LAST_RUNS = PerPage()  # session hash -> LiveRun
 CLIENT_PAIRS = PerPage()  # session hash -> the PairKey that page or API client used last
+PENDING = PerPage()  # session hash -> GenerateRequest of the Generate click waiting for its turn in the queue
+BENCH_STOPS = PerPage()  # session hash -> threading.Event of that page's running benchmark
+
+
+class GenerateRequest:
+    """One Generate click, noted before it joins the queue, so that a Stop pressed while it waits ends it."""
+
+    def __init__(self):
+        self.stopped = threading.Event()
+
+
+class BenchmarkStopped(RuntimeError):
+    """Raised from a benchmark's progress callback when its page pressed Stop."""
 
 
 def ensure(key: PairKey, say: Callable[[str, float], None] | None = None) -> Session:

@@ -1,4 +1,5 @@
-"""The Playground's Generate event (`/generate_stream`), its Stop, and the redraws of a finished run.
+"""The Playground's Generate event (`/generate_stream`), its Stop (shared by the Benchmark tab), and the redraws
+of a finished run.
 
 While a run streams, the token view and stats redraw at most every UPDATE_SECONDS, and one chart (in turn) every
 CHART_SECONDS (everything at the end). Gradio's page rebuilds a Plot from scratch on every change and plotly draws
@@ -22,16 +23,16 @@ from ..view.stats import stats_html, summary
 from ..view.tokens import TextCache, token_html
 from ..view.tree_chart import tree_figure
 from .forms import GenerateForm, progress_fn
-from .state import CLIENT_PAIRS, LAST_RUNS, REGISTRY, LiveRun, best_round, decoder, ensure, start_run
+from .state import (BENCH_STOPS, CLIENT_PAIRS, LAST_RUNS, PENDING, REGISTRY, GenerateRequest, LiveRun, best_round,
+                    decoder, ensure, start_run)
 
-__all__ = ["GenerateOutputs", "generate_ui", "stop_ui", "rerender_tokens", "rerender_tree", "UPDATE_SECONDS",
+__all__ = ["GenerateOutputs", "generate_ui", "note_generate", "stop_ui", "rerender_tokens", "rerender_tree", "UPDATE_SECONDS",
            "CHART_SECONDS", "CHART_TURNS"]
 
 UPDATE_SECONDS = 0.5
 CHART_SECONDS = 1.5
 CHART_TURNS = (0, 1, 0, 2, 0, 3)  # indices into (tokens vs time, accepted length, acceptance by depth, time split)
 POLL_SECONDS = 0.05  # how often the page's generator looks at the run between redraws
-STOP_SETTLE_SECONDS = 0.5
 STREAM_TAIL = 400  # tokens shown while streaming (the whole output at the end)
 TREE_PENDING = empty_figure("Draft tree", "the rounds' trees appear when the run ends")
 
@@ -131,8 +132,14 @@ def generate_ui(form: GenerateForm, request: gr.Request | None, progress):
     run = form.run()
     ids = session.encode(form.prompt_text, chat=bool(chat_on))
     session.check_length(ids, run)
-    live = start_run(key, ids, run, bool(form.race_on), session.context_note(len(ids), run))
     hash_ = request.session_hash if request is not None else None
+    pending = PENDING.pop(hash_)
+    if pending is not None and pending.stopped.is_set():  # Stop was pressed while this waited its turn
+        live = LiveRun(key, bool(form.race_on), run.sampling.greedy, "stopped before it started")
+        live.done.set()
+        yield outputs_for(live, TextCache(session.decode), form.show, True, first)
+        return
+    live = start_run(key, ids, run, bool(form.race_on), session.context_note(len(ids), run))
     LAST_RUNS.put(hash_, live)
     CLIENT_PAIRS.put(hash_, key)
     decode, show = TextCache(session.decode), form.show
@@ -156,19 +163,27 @@ def generate_ui(form: GenerateForm, request: gr.Request | None, progress):
             live.stop.set()
 
 
-def stop_ui(show, request: gr.Request = None):
+def note_generate(request: gr.Request = None):
+    """Runs (unqueued) before each Generate joins the queue: a Stop that comes while it waits ends it."""
+    PENDING.put(request.session_hash if request is not None else None, GenerateRequest())
+
+
+def stop_ui(request: gr.Request = None):
+    """Tell this page's run to stop, and nothing else. The Generate event itself sees the stop, lets the
+    engine finish its round, draws the final state and ends normally. Stop deliberately does not use
+    Gradio's `cancels=`: the page's cancel finishes asynchronously and then clears whatever submission
+    the Generate button has at that moment, so a Generate pressed before the cancel came back lost
+    its run's output (the page stayed at 'stopped'; tests/test_browser.py flaked on this)."""
     hash_ = request.session_hash if request is not None else None
+    pending = PENDING.get(hash_)
+    if pending is not None:
+        pending.stopped.set()
     live = LAST_RUNS.get(hash_)
-    if live is None:
-        return GenerateOutputs.skip()
-    live.stop.set()
-    live.done.wait(timeout=30)
-    time.sleep(STOP_SETTLE_SECONDS)  # let a redraw already on its way land before this final one
-    if LAST_RUNS.get(hash_) is not live:  # Generate was pressed again meanwhile:
-        return GenerateOutputs.skip()  # the newer run owns the page
-    session = REGISTRY.get(live.key)
-    decode = TextCache(session.decode) if session else decoder(None)
-    return outputs_for(live, decode, show, True)
+    if live is not None:
+        live.stop.set()
+    bench_stop = BENCH_STOPS.get(hash_)
+    if bench_stop is not None:
+        bench_stop.set()
 
 
 def rerender_tokens(result, show):
