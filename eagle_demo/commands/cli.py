@@ -14,7 +14,7 @@ from . import bench, doctor, export, generate, inspect
 
 __all__ = ["main", "build_parser", "user_errors"]
 
-SUBCOMMANDS = {"generate": generate, "inspect": inspect, "bench": bench, "export": export, "doctor": doctor}
+SUBCOMMANDS = {"generate": generate, "inspect": inspect, "bench": bench, "doctor": doctor, "export": export}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,4 +1,4 @@
-"""Run state and reports -> HTML, markdown-free text and plotly figures. No model code and no Gradio here:
+"""Run state and reports -> HTML and plotly figures. No model code and no Gradio here:
 everything is a pure function of engine events (`eagle_demo.events`, collected in `metrics.RunView`), benchmark
 reports, and a `decode(ids) -> str` callable.
 
