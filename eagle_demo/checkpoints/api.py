@@ -128,7 +128,7 @@ def _report(target: str, draft: str | None, info: TargetInfo, spec: DraftSpec | 
         return AdaptationReport(draft_path=None, family="none", source_layout="", **base,
                                 warnings=tuple(warnings or ()))
     notes = list(spec.notes) + (plan.notes if plan else []) + (result.notes if result else [])
-    eagle = spec.family in ("eagle1", "eagle3")
+    eagle = spec.family in ("eagle1", "eagle3", "mtp")
     if result is not None:
         draft_bytes, shared_bytes, embedding = result.draft_bytes, result.shared_bytes, result.embedding
         ignored = result.ignored

@@ -14,8 +14,11 @@ from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
 from ..devices import DeviceError, resolve_device, resolve_dtype
 from ..drafts import DraftHead, Eagle1Head, Eagle3Head, Shared
+from ..drafts.eagle3x import Eagle3xHead
+from ..drafts.hass import HassHead
 from .adapt import DraftPlan, TargetInfo
 from .errors import CheckpointError, CorruptCheckpointError, UnsupportedLayoutError
+from .mtp import load_mtp_head, make_mtp_head, mtp_key_plan
 
 __all__ = ["make_head", "key_plan", "load_target", "load_tokenizer", "load_head", "HeadResult"]
 
@@ -27,18 +30,28 @@ def make_head(plan: DraftPlan, lm_head: nn.Module | None, embed: nn.Module | Non
               own_embedding: bool) -> DraftHead:
     """The head for `plan` on the meta device, shaped exactly like the checkpoint (biases included)."""
     spec, config = plan.spec, plan.config
+    if spec.family == "mtp":
+        return make_mtp_head(plan, lm_head, embed, own_embedding)
     try:
         with torch.device("meta"):
-            if spec.family == "eagle1":
-                head: DraftHead = Eagle1Head(config, lm_head=lm_head, embed_tokens=embed, fc_bias=spec.fc_bias,
-                                             qkv_bias=spec.qkv_bias, num_layers=spec.num_layers)
+            if spec.family == "eagle1" and (spec.hass_norms or spec.layer0_input_norm):
+                head: DraftHead = HassHead(config, lm_head, embed, norms=spec.hass_norms,
+                                           layer0_input_norm=spec.layer0_input_norm, fc_bias=spec.fc_bias,
+                                           qkv_bias=spec.qkv_bias, num_layers=spec.num_layers)
+            elif spec.family == "eagle1":
+                head = Eagle1Head(config, lm_head=lm_head, embed_tokens=embed, fc_bias=spec.fc_bias,
+                                  qkv_bias=spec.qkv_bias, num_layers=spec.num_layers)
+            elif _is_variant(spec):
+                head = Eagle3xHead(config, plan.target_feature_width, plan.draft_vocab, embed, plan.feature_layers,
+                                   norm_before_residual=spec.norm_before_residual, num_layers=spec.num_layers,
+                                   fc_norms=spec.fc_norms, input_norm=spec.input_norm, norm_output=spec.norm_output)
             else:
                 head = Eagle3Head(config, target_hidden_size=plan.target_feature_width,
                                   draft_vocab_size=plan.draft_vocab, embed_tokens=embed,
                                   feature_layers=plan.feature_layers, norm_before_residual=spec.norm_before_residual)
-                if plan.lm_head == "target":
-                    del head.lm_head  # replace the draft's own (absent) head by the target's, shared
-                    head.lm_head = Shared(lm_head)
+            if spec.family == "eagle3" and plan.lm_head == "target":
+                del head.lm_head  # replace the draft's own (absent) head by the target's, shared
+                head.lm_head = Shared(lm_head)
             _match_biases(head, spec.names)
             if own_embedding:
                 head.embed_tokens = nn.Embedding(plan.target.vocab, spec.hidden)
@@ -47,6 +60,10 @@ def make_head(plan: DraftPlan, lm_head: nn.Module | None, embed: nn.Module | Non
             f"the draft in {spec.folder} could not be built ({' '.join(str(exc).split())[:160]}); its settings "
             f"(e.g. rope type {spec.rope.get('rope_type')}) are not supported here, pick another draft") from exc
     return head
+
+
+def _is_variant(spec) -> bool:
+    return spec.num_layers > 1 or bool(spec.fc_norms) or spec.input_norm or spec.norm_output or not spec.use_aux
 
 
 def _match_biases(head: nn.Module, names: dict[str, str]) -> None:
@@ -69,6 +86,8 @@ def key_plan(head: DraftHead, plan: DraftPlan) -> tuple[dict[str, str], list[str
     Missing required keys and shape mismatches raise CorruptCheckpointError naming the key.
     """
     spec = plan.spec
+    if spec.family == "mtp":
+        return mtp_key_plan(head, plan)
     expected = {k: tuple(v.shape) for k, v in head.state_dict().items()}
     missing = [k for k in expected if k not in spec.names and k not in _HANDLED]
     if missing:
@@ -178,6 +197,8 @@ class HeadResult:
 @torch.no_grad()
 def load_head(plan: DraftPlan, target: PreTrainedModel) -> HeadResult:
     spec = plan.spec
+    if spec.family == "mtp":
+        return load_mtp_head(plan, target, HeadResult)
     lm_head, embed = target.get_output_embeddings(), target.get_input_embeddings()
     device, dtype = lm_head.weight.device, lm_head.weight.dtype
     notes: list[str] = []

@@ -12,7 +12,7 @@ __all__ = ["AdaptationReport"]
 class AdaptationReport:
     """One loaded or inspected (target, draft) pair.
 
-    family: eagle1 | eagle3 | medusa | causal_lm | unknown, or "none" when no draft was given.
+    family: eagle1 | eagle3 | mtp | medusa | causal_lm | unknown, or "none" when no draft was given.
     feature_layers: HF `hidden_states` indices fed to an EAGLE-3 draft (None: EAGLE-1's post-norm last state).
     problem: the one-line reason load_pair refuses this pair (inspect only; None when it loads).
     """
@@ -86,7 +86,7 @@ class AdaptationReport:
             if self.family == "eagle3":
                 lines.append(f"features: hidden_states {list(self.feature_layers or ())} "
                              f"({self.feature_convention}); draft vocab {self.draft_vocab}")
-            if self.family in ("eagle1", "eagle3") and self.dtype:
+            if self.family in ("eagle1", "eagle3", "mtp") and self.dtype:
                 lines.append(f"draft weights {_size(self.draft_param_bytes)} own + {_size(self.shared_bytes)} shared "
                              f"with the target ({self.dtype} on {self.device})")
             elif self.draft_param_bytes:

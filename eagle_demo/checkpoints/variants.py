@@ -1,0 +1,94 @@
+"""Detection of the EAGLE variants published in 2025-2026 (see docs/checkpoint-formats.md, "Newer layouts").
+
+HASS-style EAGLE-1 (extra norms), EAGLE-3.1 (fc_norm, norm_output), NVIDIA Eagle3 (norm_before_fc with
+input_norm, use_aux_hidden_state false) and multi-layer EAGLE-3. Shapes come from the weights; a config
+flag only decides what the weights cannot show (norm_output).
+"""
+
+from __future__ import annotations
+
+import re
+
+from .errors import CorruptCheckpointError
+from .spec import DraftSpec
+
+__all__ = ["read_hass", "read_eagle3_variants", "count_extra_layers"]
+
+# stored norm name -> where it sits (speculators EagleSpeculator, vLLM eagle.py add_para_norm)
+HASS_ROLES = {
+    "embed_layernorm.weight": "embed_norm", "embedding_layernorm.weight": "embed_norm",
+    "post_embedding_layernorm.weight": "embed_norm", "enorm.weight": "embed_norm",
+    "hidden_layernorm.weight": "hidden_norm", "hidden_states_layernorm.weight": "hidden_norm",
+    "hnorm.weight": "hidden_norm",
+    "lm_head_layernorm.weight": "lm_head_norm", "pre_lm_head_layernorm.weight": "lm_head_norm",
+}
+_WHERE = {"embed_norm": "on the embedding before fc", "hidden_norm": "on the feature before fc",
+          "lm_head_norm": "before the lm_head only"}
+_LAYER = re.compile(r"^layers\.(\d+)\.")
+
+
+def read_hass(spec: DraftSpec, top: dict, layer: dict) -> None:
+    """Map HASS extra norms to the head's canonical names; notes say where each one is applied."""
+    found = [(stored, HASS_ROLES[stored]) for stored in HASS_ROLES if stored in spec.names]
+    roles = []
+    for stored, role in found:
+        if role in roles:
+            raise CorruptCheckpointError(f"draft in {spec.folder} has two norms for the same place ({stored}); the "
+                                         "checkpoint is inconsistent")
+        roles.append(role)
+        spec.names[f"{role}.weight"] = spec.names.pop(stored)
+        spec.notes.append(f"HASS norm {stored.removesuffix('.weight')} applied {_WHERE[role]}")
+    if not found:
+        if top.get("layernorms") or layer.get("add_para_norm"):
+            spec.notes.append("config asks for extra norms but the weights have none; run as plain EAGLE-1")
+        return
+    spec.notes.append(f"extra norms found ({', '.join(s for s, _ in found)}), HASS-style")
+    spec.hass_norms = tuple(roles)
+    spec.layer0_input_norm = "layers.0.input_layernorm.weight" in spec.names
+    if spec.layer0_input_norm:
+        spec.notes.append("layers.0.input_layernorm kept (HASS drafts keep layer 0's input norm)")
+
+
+def count_extra_layers(spec: DraftSpec) -> int:
+    """Layers after the first (`layers.1..n-1` once layer 0 is named midlayer); numbering checked."""
+    indices = sorted({int(m.group(1)) for k in spec.names if (m := _LAYER.match(k))})
+    if indices and indices != list(range(1, len(indices) + 1)):
+        raise CorruptCheckpointError(f"EAGLE-3 draft layers in {spec.folder} are numbered 0 and {indices}, not 0..n-1; "
+                                     "the checkpoint is incomplete")
+    return len(indices)
+
+
+def read_eagle3_variants(spec: DraftSpec, top: dict, layer: dict, eagle_config: dict) -> None:
+    """fc_norm / input_norm / norm_output / unfused input; after fc, hidden and feature ids are known."""
+    fc_norms = sorted(k for k in spec.names if k.startswith("fc_norm."))
+    if fc_norms:
+        spec.fc_norms = len(fc_norms)
+        widths = {spec.shape(k)[0] for k in fc_norms}
+        if len(widths) != 1 or spec.fc_norms * widths.pop() != spec.fc_in:
+            raise CorruptCheckpointError(f"EAGLE-3.1 fc_norm weights in {spec.folder} do not split the fc input "
+                                         f"{spec.fc_in} into {spec.fc_norms} equal parts; the checkpoint is inconsistent")
+        spec.notes.append(f"EAGLE-3.1 fc_norm: {spec.fc_norms} per-feature RMSNorms before fc")
+    if "input_norm.weight" in spec.names:
+        width = spec.shape("input_norm.weight")[0]
+        if width != spec.fc_in:
+            raise CorruptCheckpointError(f"draft input_norm has {width} entries but the fc reads {spec.fc_in}; the "
+                                         "checkpoint is inconsistent")
+        spec.input_norm = True
+        spec.notes.append("norm_before_fc: input_norm over the concatenated features before fc (NVIDIA Eagle3)")
+    elif top.get("norm_before_fc") or layer.get("norm_before_fc"):
+        spec.notes.append("config says norm_before_fc but the weights have no input_norm; built without")
+    flag = top.get("norm_output", layer.get("norm_output"))
+    if flag is not None:
+        spec.norm_output = bool(flag)
+        spec.notes.append(f"norm_output {str(spec.norm_output).lower()} (draft config"
+                          f"{'; EAGLE-3.1: the normed state is fed back' if spec.norm_output else ''})")
+    if eagle_config.get("use_aux_hidden_state") is False or "fc.weight" not in spec.names:
+        spec.use_aux = False
+        spec.fc_in = spec.feature_width = spec.hidden
+        why = "use_aux_hidden_state false" if eagle_config.get("use_aux_hidden_state") is False else "no fc weight"
+        spec.notes.append(f"{why}: the target's post-norm last hidden state goes in unfused (fc not used)")
+        if "fc.weight" in spec.names:
+            spec.ignored.append(spec.names.pop("fc.weight"))
+        if spec.fc_norms or spec.input_norm:
+            raise CorruptCheckpointError(f"draft in {spec.folder} has fc norms but no feature fusion; the checkpoint "
+                                         "is inconsistent")
