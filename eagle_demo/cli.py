@@ -41,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     i = sub.add_parser("inspect", help="detect and report how a draft adapts to a target (no full load)")
     _pair_args(i)
     i.add_argument("--json", action="store_true")
+    i.add_argument("--probe", action="store_true", help="also load the pair and measure tau with the declared "
+                   "conventions and the alternatives the checkpoint leaves open (3 prompts x 32 tokens)")
 
     b = sub.add_parser("bench", help="benchmark EAGLE against plain decoding on a prompt suite")
     _pair_args(b)
@@ -201,6 +203,8 @@ def cmd_inspect(args) -> int:
     from .checkpoints import inspect_pair
 
     target, draft = pair_from_args(args)
+    if args.probe and draft is not None:
+        from .probe import probe_report as inspect_pair
     report = inspect_pair(target, draft, revision=args.revision, draft_revision=args.draft_revision)
     if args.json:
         print(report.to_json())

@@ -230,7 +230,7 @@ def load_head(plan: DraftPlan, target: PreTrainedModel) -> HeadResult:
     state = {}
     for key in head.state_dict():
         if key == "d2t":
-            state[key] = _d2t(plan, tensors, needed)
+            state[key] = _d2t(plan, tensors, needed, notes)
         elif key == "embed_tokens.weight":
             state[key] = embed_source
         else:
@@ -250,7 +250,7 @@ def load_head(plan: DraftPlan, target: PreTrainedModel) -> HeadResult:
     return HeadResult(head, notes, ignored, "own" if own_embedding else "shared", draft_bytes, _bytes(shared))
 
 
-def _d2t(plan: DraftPlan, tensors: dict[str, torch.Tensor], needed: dict[str, str]) -> torch.Tensor:
+def _d2t(plan: DraftPlan, tensors: dict[str, torch.Tensor], needed: dict[str, str], notes: list[str]) -> torch.Tensor:
     vd, v = plan.draft_vocab, plan.target.vocab
     if plan.d2t == "identity":
         return torch.zeros(vd, dtype=torch.long)
@@ -263,6 +263,11 @@ def _d2t(plan: DraftPlan, tensors: dict[str, torch.Tensor], needed: dict[str, st
     d2t = tensors[needed["d2t"]].long().flatten()
     ids = torch.arange(vd) + d2t
     if bool((ids < 0).any()) or bool((ids >= v).any()):
+        # d2t written as absolute target ids (verl-SpeCo #67, SpecForge #534): as offsets they leave the vocab,
+        # as ids they are valid and strictly increasing, so read them as ids
+        if bool((d2t >= 0).all()) and bool((d2t < v).all()) and bool((d2t[1:] > d2t[:-1]).all()):
+            notes.append("d2t read as absolute target ids (as offsets they point past the target vocab)")
+            return d2t - torch.arange(vd)
         raise CorruptCheckpointError(f"draft d2t maps draft ids outside the target vocab 0..{v - 1}; pick a draft made "
                                      "for this target's tokenizer")
     return d2t

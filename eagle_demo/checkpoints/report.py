@@ -54,6 +54,7 @@ class AdaptationReport:
     draft_param_bytes: int = 0
     shared_bytes: int = 0
     problem: str | None = None
+    probe: dict | None = None  # eagle_demo.probe: {"tau", "used", "declared", "alternatives": [...]}
 
     @property
     def loadable(self) -> bool:
@@ -96,6 +97,8 @@ class AdaptationReport:
             shown = ", ".join(self.ignored_keys[:6]) + (" ..." if len(self.ignored_keys) > 6 else "")
             lines.append(f"ignored keys ({len(self.ignored_keys)}): {shown}")
         lines.extend(f"warning: {w}" for w in self.warnings)
+        if self.probe is not None:
+            lines.append(f"probe: tau {self.probe['tau']:.2f} with {self.probe['used']}")
         if self.problem:
             lines.append(f"cannot load: {self.problem}")
         return "\n".join(lines)

@@ -12,7 +12,21 @@ import re
 from .errors import CorruptCheckpointError
 from .spec import DraftSpec
 
-__all__ = ["read_hass", "read_eagle3_variants", "count_extra_layers"]
+__all__ = ["read_hass", "read_eagle3_variants", "count_extra_layers", "declared_family"]
+
+_EAGLE1_ARCHS = ("LlamaForCausalLMEagle", "Qwen2ForCausalLMEagle", "EagleSpeculator", "EAGLEModel",
+                 "EagleLlamaForCausalLM")
+
+
+def declared_family(config: dict) -> str | None:
+    """"eagle1" / "eagle3" as the draft's config states it (None when it states neither)."""
+    archs = [str(a) for a in config.get("architectures") or []]
+    kind = str(config.get("speculators_model_type") or "")
+    if kind == "eagle" or config.get("model_type") == "eagle" or any(a in _EAGLE1_ARCHS for a in archs):
+        return "eagle1"
+    if kind == "eagle3" or any("Eagle3" in a for a in archs):
+        return "eagle3"
+    return None
 
 # stored norm name -> where it sits (speculators EagleSpeculator, vLLM eagle.py add_para_norm)
 HASS_ROLES = {
@@ -60,6 +74,9 @@ def count_extra_layers(spec: DraftSpec) -> int:
 
 def read_eagle3_variants(spec: DraftSpec, top: dict, layer: dict, eagle_config: dict) -> None:
     """fc_norm / input_norm / norm_output / unfused input; after fc, hidden and feature ids are known."""
+    if declared_family(spec.config) == "eagle1":
+        spec.notes.append("config declares EAGLE-1 but the weights are EAGLE-3; loaded as EAGLE-3 (an EAGLE-1 loop "
+                          "would feed it the unfused last hidden state, SGLang #21272)")
     fc_norms = sorted(k for k in spec.names if k.startswith("fc_norm."))
     if fc_norms:
         spec.fc_norms = len(fc_norms)
