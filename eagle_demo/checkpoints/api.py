@@ -133,7 +133,9 @@ def _report(target: str, draft: str | None, info: TargetInfo, spec: DraftSpec | 
         draft_bytes, shared_bytes, embedding = result.draft_bytes, result.shared_bytes, result.embedding
         ignored = result.ignored
     else:
-        draft_bytes = sum(t.nbytes() for t in spec.weights.tensors.values()) if spec.weights else 0
+        counted = ([spec.weights.tensors[n] for n in spec.names.values()] if spec.family == "mtp" else
+                   list(spec.weights.tensors.values())) if spec.weights else []  # MTP: its layer, not the target
+        draft_bytes = sum(t.nbytes() for t in counted)
         shared_bytes, embedding = 0, None
         if plan is not None:
             embedding = {"shared": "shared", "own": "own", "compare": "own (shared if equal to the target's)"}[
