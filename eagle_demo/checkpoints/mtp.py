@@ -67,7 +67,9 @@ def read_mtp(spec: DraftSpec, found: tuple[str, str, int | None]) -> DraftSpec:
         if stored.startswith(block_prefix) and stored not in own:
             mapped["block." + stored[len(block_prefix):]] = stored
     spec.names = mapped
-    spec.ignored = sorted(set(names) - set(mapped.values()))
+    # unmapped MTP tensors (further MTP layers) are reported; the target's own weights are not "ignored"
+    spec.ignored = sorted(k for k in set(names) - set(mapped.values())
+                          if (m := _DS.match(k)) and int(m.group(2)) != index or k.startswith(prefix))
     fc = spec.shape("fc.weight")
     if fc is None or len(fc) != 2 or fc[1] != 2 * fc[0]:
         raise CorruptCheckpointError(f"MTP fc/eh_proj in {spec.folder} is {list(fc or ())}, expected [H, 2H]; the "

@@ -81,8 +81,9 @@ class AdaptationReport:
         else:
             shape = ""
             if self.draft_hidden:
-                shape = (f", hidden {self.draft_hidden}, {self.draft_layers} layer(s), heads {self.num_heads}/"
-                         f"{self.num_kv_heads} x {self.head_dim}")
+                shape = f", hidden {self.draft_hidden}, {self.draft_layers} layer(s)"
+                if self.num_heads:
+                    shape += f", heads {self.num_heads}/{self.num_kv_heads} x {self.head_dim}"
             lines.append(f"draft: {self.draft} -> {self.family} ({self.source_layout}{shape})")
             if self.family == "eagle3":
                 lines.append(f"features: hidden_states {list(self.feature_layers or ())} "
