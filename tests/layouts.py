@@ -422,6 +422,32 @@ def _random_state(module) -> dict[str, torch.Tensor]:
     return out
 
 
+def glm_target(folder: Path, layers: int = 3, seed: int = 33):
+    """A tiny GLM-4.5 (glm4_moe: GQA attention with partial RoPE, MoE from layer 1) saved with save_pretrained."""
+    from transformers import AutoModelForCausalLM, Glm4MoeConfig
+    torch.manual_seed(seed)
+    cfg = Glm4MoeConfig(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=128, moe_intermediate_size=32,
+                        num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                        n_routed_experts=4, n_shared_experts=1, num_experts_per_tok=2, first_k_dense_replace=1,
+                        n_group=1, topk_group=1, max_position_embeddings=512, bos_token_id=1, eos_token_id=2,
+                        pad_token_id=0, tie_word_embeddings=False, num_nextn_predict_layers=1,
+                        partial_rotary_factor=0.5)
+    model = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa", dtype=torch.float32)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 2:
+                p.mul_(3.0)
+    model.save_pretrained(folder)
+    return model.eval()
+
+
+def write_glm_mtp_target(folder: Path) -> Path:
+    """GLM-4.5-style target carrying its MTP layer (the DeepSeek-V3 key layout, `model.layers.{L}.*`)."""
+    model = glm_target(folder)
+    _with_extra_tensors(folder, deepseek_mtp_weights(model, seed=34))
+    return folder
+
+
 def deepseek_mtp_weights(model, seed: int = 31, head: bool = True, embed: bool = True) -> dict[str, torch.Tensor]:
     """The MTP layer of a DeepSeek-V3 checkpoint (`model.layers.{L}.*`, experts stored one by one) from a fresh
     decoder layer of the target's own class."""

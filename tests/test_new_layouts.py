@@ -13,9 +13,9 @@ from eagle_demo.checkpoints import LoadedPair, UnsupportedLayoutError, inspect_p
 from eagle_demo.config import RunConfig, TreeConfig
 from eagle_demo.engine import SpeculativeEngine
 from eagle_demo.events import Finish
-from layouts import (VOCAB, eagle3_weights, write_deepseek_mtp_target, write_eagle31, write_hass_eagle1,
-                     write_mla_eagle3, write_multilayer_eagle3, write_nvidia_eagle3, write_qwen_mtp_target,
-                     write_speculators_hass, write_target)
+from layouts import (VOCAB, eagle3_weights, write_deepseek_mtp_target, write_eagle31, write_glm_mtp_target,
+                     write_hass_eagle1, write_mla_eagle3, write_multilayer_eagle3, write_nvidia_eagle3,
+                     write_qwen_mtp_target, write_speculators_hass, write_target)
 
 torch.set_num_threads(1)
 PROMPT = [1, 5, 9, 13, 4, 7, 22, 30]
@@ -82,6 +82,8 @@ NEW = [  # id, writer(folder, root) -> (target, draft), family, layout, notes th
     ("deepseek-mtp-beside", _mtp_beside("deepseek"), "mtp", "deepseek-mtp", []),
     ("deepseek-mtp-headless", _in_target(lambda f: write_deepseek_mtp_target(f, head=False, embed=False)), "mtp",
      "deepseek-mtp", ["lm_head shared from target (the MTP layer has none)", "embedding shared from target"]),
+    ("glm-mtp", _in_target(write_glm_mtp_target), "mtp", "deepseek-mtp",
+     ["decoder block built as Glm4MoeDecoderLayer (layer index 3), norms Glm4MoeRMSNorm, RoPE Glm4MoeRotaryEmbedding"]),
     ("qwen-mtp", _in_target(write_qwen_mtp_target), "mtp", "qwen3next-mtp",
      ["decoder block built as Qwen3DecoderLayer (layer index 4), norms Qwen3RMSNorm, RoPE Qwen3RotaryEmbedding"]),
     ("qwen-mtp-beside", _mtp_beside("qwen"), "mtp", "qwen3next-mtp", []),

@@ -120,6 +120,8 @@ def plan_mtp(plan, spec: DraftSpec, target) -> None:
                                     f"{target.num_layers} layers; the checkpoint and config.json disagree")
     config = copy.deepcopy(text)
     config._attn_implementation = "sdpa"
+    if hasattr(config, "_experts_implementation"):
+        config._experts_implementation = "eager"  # the block stands alone, outside the model that would set it
     if kinds:
         config.layer_types = kinds + ["full_attention"] * (index + 1 - len(kinds))
     config.num_hidden_layers = max(int(config.num_hidden_layers), index + 1)
