@@ -21,7 +21,6 @@ import json
 from pathlib import Path
 
 import torch
-from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
 from .checkpoints import LoadedPair, load_pair
 from .checkpoints.detect import DraftSpec, detect_draft
@@ -178,7 +177,7 @@ def _apply(head, snap: dict, conv: dict, stored_d2t: torch.Tensor | None) -> Non
     if "rope_theta" in conv and conv["rope_theta"] != snap["rotary_emb"].config.rope_parameters["rope_theta"]:
         config = copy.deepcopy(snap["rotary_emb"].config)
         config.rope_parameters = dict(config.rope_parameters, rope_theta=conv["rope_theta"])
-        head.rotary_emb = LlamaRotaryEmbedding(config=config).to(device)
+        head.rotary_emb = type(snap["rotary_emb"])(config=config).to(device)
 
 
 @torch.inference_mode()

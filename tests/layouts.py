@@ -357,13 +357,25 @@ def write_nvidia_eagle3(folder: Path, version: str = "v3", ids=(1, 3, 4), seed: 
     return folder
 
 
-def write_mla_eagle3(folder: Path) -> Path:
-    """Kimi-style MLA EAGLE-3 (Eagle3DeepseekV2ForCausalLM) without an lm_head: recognized, refused."""
-    sd = {k: v for k, v in eagle3_weights(seed=23).items() if "q_proj" not in k and "k_proj" not in k
-          and "v_proj" not in k and k != "lm_head.weight"}
-    sd["midlayer.self_attn.kv_a_proj_with_mqa.weight"] = _rand(24, 2 * HIDDEN)
-    sd["midlayer.self_attn.q_a_proj.weight"] = _rand(32, 2 * HIDDEN)
-    write_json(folder, eagle3_config(architectures=["Eagle3DeepseekV2ForCausalLM"]))
+MLA_DRAFT = {"architectures": ["Eagle3DeepseekV2ForCausalLM"], "model_type": "deepseek_v3", "hidden_size": HIDDEN,
+             "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 4, "q_lora_rank": 32,
+             "kv_lora_rank": 16, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 16, "num_hidden_layers": 1,
+             "rms_norm_eps": 1e-6, "vocab_size": VOCAB, "draft_vocab_size": VOCAB, "rope_theta": 10000.0,
+             "max_position_embeddings": 512, "torch_dtype": "bfloat16"}
+
+
+def write_mla_eagle3(folder: Path, seed: int = 23) -> Path:
+    """Kimi-style MLA EAGLE-3 (`Eagle3DeepseekV2ForCausalLM`, vLLM deepseek_eagle3.py) without an lm_head: MLA
+    projections reading the 2H concat, dense MLP, full draft vocabulary (so the target's lm_head serves)."""
+    from transformers import DeepseekV3Config
+    from eagle_demo.drafts.eagle3_mla import MlaEagle3Layer
+    torch.manual_seed(seed)
+    cfg = {k: v for k, v in MLA_DRAFT.items() if k not in ("architectures", "model_type", "draft_vocab_size")}
+    with torch.device("meta"):
+        layer = MlaEagle3Layer(DeepseekV3Config(**cfg))
+    sd = {"midlayer." + k: v for k, v in _random_state(layer).items()}
+    sd.update({"fc.weight": _rand(HIDDEN, 3 * HIDDEN, scale=0.1), "norm.weight": _norm(HIDDEN)})
+    write_json(folder, MLA_DRAFT)
     write_safetensors(folder, sd)
     return folder
 

@@ -13,7 +13,7 @@ from eagle_demo.checkpoints import LoadedPair, UnsupportedLayoutError, inspect_p
 from eagle_demo.config import RunConfig, TreeConfig
 from eagle_demo.engine import SpeculativeEngine
 from eagle_demo.events import Finish
-from layouts import (VOCAB, eagle3_weights, write_deepseek_mtp_target, write_eagle31, write_glm_mtp_target,
+from layouts import (VOCAB, deepseek_target, eagle3_weights, write_deepseek_mtp_target, write_eagle31, write_glm_mtp_target,
                      write_hass_eagle1, write_mla_eagle3, write_multilayer_eagle3, write_nvidia_eagle3,
                      write_qwen_mtp_target, write_speculators_hass, write_target)
 
@@ -46,6 +46,15 @@ def _in_target(writer):
     return write
 
 
+def _on_deepseek(writer):
+    def write(folder: Path, root: Path) -> tuple[Path, Path]:
+        target = root / "deepseek6"
+        if not target.exists():
+            deepseek_target(target, layers=6)
+        return target, writer(folder)
+    return write
+
+
 def _on_llama8(writer):
     def write(folder: Path, root: Path) -> tuple[Path, Path]:
         target = root / "llama8"
@@ -70,6 +79,9 @@ NEW = [  # id, writer(folder, root) -> (target, draft), family, layout, notes th
      ["norm_before_fc: input_norm over the concatenated features before fc (NVIDIA Eagle3)"]),
     ("nvidia-v2", _on_llama8(lambda f: write_nvidia_eagle3(f, "v2")), "eagle3", "specforge-eagle3",
      ["use_aux_hidden_state false: the target's post-norm last hidden state goes in unfused (fc not used)",
+      "lm_head shared from target (draft has none; full vocabulary)"]),
+    ("mla-eagle3", _on_deepseek(write_mla_eagle3), "eagle3", "mla-eagle3",
+     ["MLA attention in the draft layer (kv_lora_rank 16, q_lora_rank 32, rope 8, nope 8, v 16); dense MLP",
       "lm_head shared from target (draft has none; full vocabulary)"]),
     ("hass", _on_llama8(write_hass_eagle1), "eagle1", "hass-eagle1",
      ["HASS norm embed_layernorm applied on the embedding before fc",
@@ -147,10 +159,15 @@ def test_mtp_head_uses_the_target_family_block(pairs):
     assert headless.lm_head.module is pairs("deepseek-mtp-headless").target.get_output_embeddings()
 
 
-def test_mla_eagle3_is_refused_in_one_line(tmp_path):
+def test_multi_layer_mla_eagle3_is_refused_in_one_line(tmp_path):
+    from layouts import write_safetensors
+    from safetensors.torch import load_file
     target = write_target(tmp_path / "t", "llama", layers=8)
     draft = write_mla_eagle3(tmp_path / "mla")
-    with pytest.raises(UnsupportedLayoutError, match="uses MLA attention") as info:
+    sd = load_file(str(draft / "model.safetensors"))
+    sd.update({"layers.1." + k[len("midlayer."):]: v.clone() for k, v in sd.items() if k.startswith("midlayer.")})
+    write_safetensors(draft, sd)
+    with pytest.raises(UnsupportedLayoutError, match="only single-layer MLA drafts") as info:
         load_pair(str(target), str(draft), device="cpu")
     assert "\n" not in str(info.value)
     assert inspect_pair(str(target), str(draft)).problem == str(info.value)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from transformers import AutoConfig, LlamaConfig, PretrainedConfig
+from transformers import AutoConfig, DeepseekV3Config, LlamaConfig, PretrainedConfig
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
 from .detect import DraftSpec
@@ -196,7 +196,7 @@ def plan_draft(spec: DraftSpec, target: TargetInfo) -> DraftPlan:
         plan.max_positions = target.max_positions
         plan.notes.append(f"max_position_embeddings raised {spec.max_positions} -> {target.max_positions} "
                           "(target context)")
-    plan.config = _llama_config(spec, plan)
+    plan.config = _mla_config(spec, plan) if spec.mla else _llama_config(spec, plan)
     return plan
 
 
@@ -296,5 +296,17 @@ def _llama_config(spec: DraftSpec, plan: DraftPlan) -> LlamaConfig:
         rope_parameters=dict(spec.rope), max_position_embeddings=plan.max_positions,
         attention_bias=spec.qkv_bias if spec.family == "eagle3" else spec.o_bias, mlp_bias=spec.mlp_bias,
         tie_word_embeddings=False, pad_token_id=None, bos_token_id=None, eos_token_id=None)
+    config._attn_implementation = "sdpa"
+    return config
+
+
+def _mla_config(spec: DraftSpec, plan: DraftPlan) -> DeepseekV3Config:
+    """DeepSeek-V3 config of an MLA EAGLE-3 draft layer (dense MLP; RoPE as its config states it)."""
+    config = DeepseekV3Config(
+        vocab_size=plan.target.vocab, hidden_size=spec.hidden, intermediate_size=spec.intermediate,
+        num_hidden_layers=1, num_attention_heads=spec.num_heads, num_key_value_heads=spec.num_heads,
+        rms_norm_eps=spec.rms_norm_eps, hidden_act=spec.hidden_act, rope_parameters=dict(spec.rope),
+        max_position_embeddings=plan.max_positions, attention_bias=spec.qkv_bias, tie_word_embeddings=False,
+        first_k_dense_replace=1, pad_token_id=None, bos_token_id=None, eos_token_id=None, **spec.mla)
     config._attn_implementation = "sdpa"
     return config

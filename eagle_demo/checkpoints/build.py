@@ -10,10 +10,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
-from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
 from ..devices import DeviceError, resolve_device, resolve_dtype
 from ..drafts import DraftHead, Eagle1Head, Eagle3Head, Shared
+from ..drafts.eagle3_mla import MlaEagle3Head
 from ..drafts.eagle3x import Eagle3xHead
 from ..drafts.hass import HassHead
 from .adapt import DraftPlan, TargetInfo
@@ -41,6 +41,10 @@ def make_head(plan: DraftPlan, lm_head: nn.Module | None, embed: nn.Module | Non
             elif spec.family == "eagle1":
                 head = Eagle1Head(config, lm_head=lm_head, embed_tokens=embed, fc_bias=spec.fc_bias,
                                   qkv_bias=spec.qkv_bias, num_layers=spec.num_layers)
+            elif spec.mla:
+                head = MlaEagle3Head(config, plan.target_feature_width, plan.draft_vocab, embed, plan.feature_layers,
+                                     norm_before_residual=spec.norm_before_residual, fc_norms=spec.fc_norms,
+                                     input_norm=spec.input_norm, norm_output=spec.norm_output)
             elif _is_variant(spec):
                 head = Eagle3xHead(config, plan.target_feature_width, plan.draft_vocab, embed, plan.feature_layers,
                                    norm_before_residual=spec.norm_before_residual, num_layers=spec.num_layers,
@@ -236,7 +240,7 @@ def load_head(plan: DraftPlan, target: PreTrainedModel) -> HeadResult:
         else:
             state[key] = tensors[needed[key]]
     head.load_state_dict(state, strict=True)
-    head.rotary_emb = LlamaRotaryEmbedding(config=plan.config).to(device)  # real fp32 inv_freq (not meta, not cast)
+    head.rotary_emb = type(head.rotary_emb)(config=plan.config).to(device)  # real fp32 inv_freq (not meta, not cast)
     head.eval().requires_grad_(False)
     if spec.source_dtype != str(dtype).replace("torch.", ""):
         notes.append(f"weights cast {spec.source_dtype} -> {str(dtype).replace('torch.', '')}")

@@ -95,6 +95,8 @@ def _layout_name(family: str, cfg: dict, top: dict, hint: str, speculators: bool
         if any(n in names for n in HASS_NORMS):
             return "hass-eagle1"
         return "yuhuili-eagle1"
+    if "midlayer.self_attn.kv_a_proj_with_mqa.weight" in names:
+        return "mla-eagle3"
     if speculators:
         return "speculators-eagle3"
     if hint == "vllm":

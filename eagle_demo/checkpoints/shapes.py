@@ -11,7 +11,7 @@ import re
 
 from .errors import CheckpointError, CorruptCheckpointError
 from .spec import DraftSpec, as_int
-from .variants import count_extra_layers, read_eagle3_variants, read_hass
+from .variants import count_extra_layers, read_eagle3_variants, read_hass, read_mla
 
 __all__ = ["read_common", "read_eagle1", "read_eagle3"]
 
@@ -196,7 +196,8 @@ def read_eagle3(spec: DraftSpec, top: dict, layer: dict, speculators: bool) -> N
     if spec.fc_bias:
         spec.notes.append("fc bias found in weights, kept (EAGLE-3 fc usually has none)")
     spec.num_layers = 1 + count_extra_layers(spec)
-    for i in range(1, spec.num_layers):
+    mla = "midlayer.self_attn.kv_a_proj_with_mqa.weight" in spec.names
+    for i in range(1, 1 if mla else spec.num_layers):  # MLA layers are read (and multi-layer refused) below
         q = _require(spec, f"layers.{i}.self_attn.q_proj.weight")
         if q[1] != hidden:
             raise CorruptCheckpointError(f"EAGLE-3 draft layers.{i}.self_attn.q_proj.weight is {list(q)}; layers after "
@@ -204,13 +205,10 @@ def read_eagle3(spec: DraftSpec, top: dict, layer: dict, speculators: bool) -> N
     if spec.num_layers > 1:
         spec.notes.append(f"multi-layer EAGLE-3: {spec.num_layers} decoder layers (layer 0 reads the 2H concat, "
                           "later layers H)")
-    if "midlayer.self_attn.kv_a_proj_with_mqa.weight" in spec.names:
-        spec.unsupported = (f"the EAGLE-3 draft in {spec.folder} uses MLA attention (DeepSeek/Kimi style, e.g. "
-                            "Eagle3DeepseekV2ForCausalLM), which this playground does not build; serve it with SGLang "
-                            "or vLLM, or pick a Llama-style EAGLE-3 draft")
-        spec.notes.append("MLA attention in the draft layer (kv_a_proj_with_mqa)")
-        return
-    _layer_common(spec, "midlayer.", layer, 2 * hidden)
+    if mla:
+        read_mla(spec, layer)
+    else:
+        _layer_common(spec, "midlayer.", layer, 2 * hidden)
     if spec.config_layers is not None and spec.config_layers != spec.num_layers:
         plural = "layer" if spec.num_layers == 1 else "layers"
         spec.notes.append(f"config says num_hidden_layers {spec.config_layers}, weights hold {spec.num_layers} "

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import re
 
-from .errors import CorruptCheckpointError
-from .spec import DraftSpec
+from .errors import CheckpointError, CorruptCheckpointError
+from .spec import DraftSpec, as_int
 
-__all__ = ["read_hass", "read_eagle3_variants", "count_extra_layers", "declared_family"]
+__all__ = ["read_hass", "read_eagle3_variants", "read_mla", "count_extra_layers", "declared_family"]
 
 _EAGLE1_ARCHS = ("LlamaForCausalLMEagle", "Qwen2ForCausalLMEagle", "EagleSpeculator", "EAGLEModel",
                  "EagleLlamaForCausalLM")
@@ -109,3 +109,36 @@ def read_eagle3_variants(spec: DraftSpec, top: dict, layer: dict, eagle_config: 
         if spec.fc_norms or spec.input_norm:
             raise CorruptCheckpointError(f"draft in {spec.folder} has fc norms but no feature fusion; the checkpoint "
                                          "is inconsistent")
+
+
+def read_mla(spec: DraftSpec, layer: dict) -> None:
+    """MLA attention in the EAGLE-3 layer (vLLM deepseek_eagle3.py): ranks and head dims from the weights, the
+    head count from the config (kv_b_proj rows = heads x (nope + v), o_proj columns = heads x v)."""
+    p, two_h = "midlayer.self_attn.", 2 * spec.hidden
+    kv_a, norm = spec.shape(p + "kv_a_proj_with_mqa.weight"), spec.shape(p + "kv_a_layernorm.weight")
+    kv_b, o_proj = spec.shape(p + "kv_b_proj.weight"), spec.shape(p + "o_proj.weight")
+    q_a, q = spec.shape(p + "q_a_proj.weight"), spec.shape(p + "q_proj.weight") or spec.shape(p + "q_b_proj.weight")
+    heads = as_int(layer.get("num_attention_heads"))
+    if None in (norm, kv_b, o_proj, q) or not heads:
+        raise CheckpointError(f"the MLA EAGLE-3 draft in {spec.folder} lacks kv_a_layernorm/kv_b_proj/o_proj/q weights "
+                              "or num_attention_heads in its config; the checkpoint is incomplete")
+    if kv_a[1] != two_h or (q_a if q_a is not None else q)[1] != two_h:
+        raise CorruptCheckpointError(f"MLA EAGLE-3 draft projections in {spec.folder} do not read the 2H concat "
+                                     f"({two_h}); the checkpoint is inconsistent")
+    kv_rank = norm[0]
+    v_dim = o_proj[1] // heads
+    mla = {"kv_lora_rank": kv_rank, "qk_rope_head_dim": kv_a[0] - kv_rank, "v_head_dim": v_dim,
+           "qk_nope_head_dim": kv_b[0] // heads - v_dim, "q_lora_rank": q_a[0] if q_a is not None else None}
+    if q[0] != heads * (mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]) or kv_b[0] % heads or o_proj[1] % heads:
+        raise CorruptCheckpointError(f"MLA EAGLE-3 draft in {spec.folder}: q/kv_b/o shapes do not agree with "
+                                     f"{heads} heads; the checkpoint is inconsistent")
+    spec.mla = mla
+    spec.num_heads = spec.num_kv_heads = heads
+    spec.head_dim = mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]
+    gate = spec.shape("midlayer.mlp.gate_proj.weight")
+    spec.intermediate = gate[0] if gate else (as_int(layer.get("intermediate_size")) or 0)
+    spec.notes.append(f"MLA attention in the draft layer (kv_lora_rank {kv_rank}, q_lora_rank {mla['q_lora_rank']}, "
+                      f"rope {mla['qk_rope_head_dim']}, nope {mla['qk_nope_head_dim']}, v {v_dim}); dense MLP")
+    if spec.num_layers > 1:
+        spec.unsupported = (f"the MLA EAGLE-3 draft in {spec.folder} has {spec.num_layers} layers; only single-layer "
+                            "MLA drafts are built here, serve it with vLLM")
