@@ -94,24 +94,32 @@ def _alternatives(pair: LoadedPair, spec: DraftSpec, head, declared: dict, store
         if conv != declared and conv not in out:
             out.append(conv)
 
-    if head.family == "eagle3" and not isinstance(head.fc, Unfused):
+    fused = _fused_fc(head)
+    if fused is not None:
         layers = pair.report.target_layers
         rules = [(2, layers // 2, layers - 3), (1, layers // 2 - 1, layers - 4)]  # vLLM default; its ids taken -1
         if spec.feature_ids:
             rules += [tuple(spec.feature_ids), tuple(i + 1 for i in spec.feature_ids)]
         for ids in rules:
-            if len(ids) * pair.report.target_hidden == head.fc.in_features and all(0 <= i <= layers for i in ids):
+            if len(ids) * pair.report.target_hidden == fused.in_features and all(0 <= i <= layers for i in ids):
                 add(feature_layers=list(ids))
+    if head.family == "eagle3":
         if stored_d2t is not None:
             other = "absolute" if declared["d2t"] == "offsets" else "offsets"
             if _valid_reading(stored_d2t, pair.report.target_vocab, other):
                 add(d2t=other)
-    if head.family == "eagle3":
         add(norm_before_residual=not declared["norm_before_residual"])
     target_theta = _target_theta(pair)
     if "rope_theta" in declared and target_theta is not None and target_theta != declared["rope_theta"]:
         add(rope_theta=target_theta)
     return out
+
+
+def _fused_fc(head):
+    """The head's fusion layer: its fc, or the fc weights an unfused draft kept aside; None otherwise."""
+    if head.family != "eagle3":
+        return None
+    return getattr(head, "spare_fc", None) if isinstance(head.fc, Unfused) else head.fc
 
 
 def _valid_reading(stored: torch.Tensor, vocab: int, reading: str) -> bool:
@@ -167,6 +175,8 @@ def _apply(head, snap: dict, conv: dict, stored_d2t: torch.Tensor | None) -> Non
                     setattr(head, name, None)
             head.feature_layers = None
         elif conv["feature_layers"] is not None:
+            if isinstance(head.fc, Unfused) and getattr(head, "spare_fc", None) is not None:
+                head.fc = head.spare_fc  # the fused reading of a draft declared unfused
             head.feature_layers = tuple(conv["feature_layers"])
     if stored_d2t is not None and "d2t" in conv:
         vd = stored_d2t.shape[0]

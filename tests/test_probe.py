@@ -93,6 +93,17 @@ def test_eagle3_draft_described_as_eagle1_is_fixed(tmp_path, shipped_tau):
     lossless(pair)
 
 
+def test_fused_draft_shipped_as_unfused_is_fixed(tmp_path, shipped_tau):
+    """Trained on fused aux states, shipped with NVIDIA v2's `use_aux_hidden_state: false` (vLLM #40656)."""
+    folder = shipped_copy(tmp_path / "said-unfused", eagle_config={"use_aux_hidden_state": False})
+    pair = probe_pair(load_pair(str(TARGET), str(folder), dtype="float32", device="cpu"))
+    probe = pair.report.probe
+    assert probe["declared"]["feature_layers"] is None and check_rule(probe)
+    assert probe["used"]["feature_layers"] in ([2, 8, 13], [1, 7, 12]) and probe["tau"] >= 0.95 * shipped_tau
+    assert any("fc weights kept aside" in a for a in pair.report.adaptations)
+    lossless(pair)
+
+
 def test_d2t_trained_as_ids_but_read_as_offsets_is_fixed(tmp_path):
     folder = shipped_copy(tmp_path / "d2t-ids", sd_change=absolute_d2t)
     pair = probe_pair(load_pair(str(TARGET), str(folder), dtype="float32", device="cpu"))

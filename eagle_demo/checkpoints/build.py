@@ -48,7 +48,8 @@ def make_head(plan: DraftPlan, lm_head: nn.Module | None, embed: nn.Module | Non
             elif _is_variant(spec):
                 head = Eagle3xHead(config, plan.target_feature_width, plan.draft_vocab, embed, plan.feature_layers,
                                    norm_before_residual=spec.norm_before_residual, num_layers=spec.num_layers,
-                                   fc_norms=spec.fc_norms, input_norm=spec.input_norm, norm_output=spec.norm_output)
+                                   fc_norms=spec.fc_norms, input_norm=spec.input_norm, norm_output=spec.norm_output,
+                                   spare_fc_in=spec.spare_fc_in)
             else:
                 head = Eagle3Head(config, target_hidden_size=plan.target_feature_width,
                                   draft_vocab_size=plan.draft_vocab, embed_tokens=embed,

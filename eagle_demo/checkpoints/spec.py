@@ -58,6 +58,7 @@ class DraftSpec:
     input_norm: bool = False  # NVIDIA norm_before_fc: one RMSNorm over the concatenated features
     norm_output: bool = False  # EAGLE-3.1: the final norm's output is fed back and read by the lm_head
     use_aux: bool = True  # False: no fc, the target's last hidden state goes in unfused (NVIDIA v2)
+    spare_fc_in: int = 0  # use_aux false with fc weights present: their input width (kept for the probe)
     hass_norms: tuple[str, ...] = ()  # HASS extra norms present: embed_norm / hidden_norm / lm_head_norm
     layer0_input_norm: bool = False  # HASS: layer 0 keeps its input norm
     mla: dict = field(default_factory=dict)  # MLA draft layer: q_lora_rank, kv_lora_rank, qk_* / v_head_dim

@@ -104,8 +104,10 @@ def read_eagle3_variants(spec: DraftSpec, top: dict, layer: dict, eagle_config: 
         spec.fc_in = spec.feature_width = spec.hidden
         why = "use_aux_hidden_state false" if eagle_config.get("use_aux_hidden_state") is False else "no fc weight"
         spec.notes.append(f"{why}: the target's post-norm last hidden state goes in unfused (fc not used)")
-        if "fc.weight" in spec.names:
-            spec.ignored.append(spec.names.pop("fc.weight"))
+        if "fc.weight" in spec.names:  # kept aside (not run): `eagle_demo.probe` measures the fused reading too
+            spec.spare_fc_in = spec.shape("fc.weight")[1]
+            spec.names["spare_fc.weight"] = spec.names.pop("fc.weight")
+            spec.notes.append("fc weights kept aside, unused unless the probe finds the fused reading clearly better")
         if spec.fc_norms or spec.input_norm:
             raise CorruptCheckpointError(f"draft in {spec.folder} has fc norms but no feature fusion; the checkpoint "
                                          "is inconsistent")

@@ -39,8 +39,9 @@ class Eagle3xHead(Eagle3Head):
     def __init__(self, config: LlamaConfig, target_hidden_size: int, draft_vocab_size: int,
                  embed_tokens: nn.Module | None, feature_layers: tuple[int, ...] | None, *,
                  norm_before_residual: bool = False, num_layers: int = 1, fc_norms: int = 0,
-                 input_norm: bool = False, norm_output: bool = False):
-        """feature_layers None: no fusion (the target's post-norm last hidden state, width H, goes in as is)."""
+                 input_norm: bool = False, norm_output: bool = False, spare_fc_in: int = 0):
+        """feature_layers None: no fusion (the target's post-norm last hidden state, width H, goes in as is).
+        spare_fc_in: an unfused draft whose file still has fc weights keeps them here, unused (the probe may try them)."""
         super().__init__(config, target_hidden_size, draft_vocab_size, embed_tokens, feature_layers or (),
                          norm_before_residual)
         h, eps = self.hidden_size, config.rms_norm_eps
@@ -52,6 +53,7 @@ class Eagle3xHead(Eagle3Head):
         self.input_norm = LlamaRMSNorm(width, eps=eps) if input_norm else None
         self.layers = nn.ModuleDict({str(i): LlamaDecoderLayer(config, layer_idx=i) for i in range(1, num_layers)})
         self.norm_output = norm_output
+        self.spare_fc = nn.Linear(spare_fc_in, h, bias=False) if spare_fc_in else None
 
     def fuse(self, features: torch.Tensor) -> torch.Tensor:
         """[(b,) n, F] target features -> [(b,) n, H]."""
