@@ -175,7 +175,7 @@ def test_multi_layer_mla_eagle3_is_refused_in_one_line(tmp_path):
 
 def test_linear_attention_target_refuses_mtp(tmp_path):
     from transformers import Qwen3NextConfig
-    from layouts import write_json, write_safetensors
+    from layouts import write_safetensors
     target = tmp_path / "qwen3next"
     cfg = Qwen3NextConfig(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=4, num_attention_heads=4,
                           num_key_value_heads=2, intermediate_size=128)
