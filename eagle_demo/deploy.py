@@ -1,11 +1,13 @@
-"""Serve the loaded pair at scale: exact vLLM and SGLang command lines, and, where an engine cannot load
-the draft as published, an adapted copy of it with a README of what changed.
+"""Serve the loaded pair at scale: exact vLLM and SGLang command lines. Each plan separates "loads as
+published" from "an adapted copy is required / recommended because ...", and can write that copy with a
+README of what changed.
 
-Engine facts used here (the upstream issue and PR numbers are the sources):
-- vLLM wants `--speculative-config` JSON with an explicit `method` (eagle | eagle3) since PR #21737;
+Engine facts used here (sources in docs/checkpoint-formats.md):
+- vLLM wants `--speculative-config` JSON with an explicit `method` (eagle | eagle3 | mtp) since PR #21737;
   its V1 EAGLE-1 module has no fc bias and silently drops `fc.bias` (PRs #22323/#22558 closed), and has
-  no EAGLE-1 Qwen2 class upstream; a draft `max_position_embeddings` of 2048 crashes prompts longer than
-  that (issue #48894, fixed by raising it, PR #49343).
+  no EAGLE-1 Qwen2 class upstream; a draft `max_position_embeddings` of 2048 crashed prompts longer than
+  that (issue #48894) until vLLM raised it to the target's itself (PR #49343, merged), so
+  yuhuili/EAGLE3-LLaMA3.1-Instruct-8B loads as published (the PR's own test uses it).
 - SGLang needs the draft's `architectures` to name its Eagle class (LlamaForCausalLMEagle,
   LlamaForCausalLMEagle3, Qwen2ForCausalLMEagle); its EAGLE-1 fc always has a bias, left at random
   init when the file has none (sglang issue #5773); `tie_word_embeddings: true` in an EAGLE-3 draft
@@ -34,6 +36,10 @@ SGLANG_ARCH = {("eagle1", "llama"): "LlamaForCausalLMEagle", ("eagle1", "qwen2")
 
 @dataclass
 class Plan:
+    """How one engine serves the pair. `required` lists what the engine cannot do with the draft as published
+    (the copy is needed); `recommended` what an adapted copy would still improve (the published draft loads).
+    `changes` is every change an adapted copy would carry (required first)."""
+
     engine: str
     command: str
     config_changes: dict = field(default_factory=dict)  # key -> new value (None = delete)
@@ -41,10 +47,20 @@ class Plan:
     changes: list[str] = field(default_factory=list)  # human sentences for the README of the copy
     notes: list[str] = field(default_factory=list)  # warnings that no copy can fix
     unwrap_config: bool = False
+    required: list[str] = field(default_factory=list)
+    recommended: list[str] = field(default_factory=list)
 
     @property
     def needs_copy(self) -> bool:
-        return bool(self.config_changes or self.add_zero_fc_bias or self.unwrap_config)
+        return bool(self.required)
+
+    @property
+    def loads_as_published(self) -> bool:
+        return not self.required
+
+    def change(self, sentence: str, required: bool) -> None:
+        (self.required if required else self.recommended).append(sentence)
+        self.changes.append(sentence)
 
 
 def _draft_config(report) -> tuple[dict, bool]:
@@ -60,54 +76,114 @@ def _target_context(report) -> int:
 
 
 def plan_for(engine: str, target: str, draft: str, report, tree: TreeConfig) -> Plan:
-    if report.family not in ("eagle1", "eagle3"):
-        raise ValueError(f"the draft is a {report.family} checkpoint; only EAGLE-1/2 and EAGLE-3 drafts can be exported")
-    cfg, wrapped = _draft_config(report)
-    eagle3 = report.family == "eagle3"
-    ctx = _target_context(report)
-    draft_ctx = int(cfg.get("max_position_embeddings") or 0)
-    draft_arg = "<ADAPTED_DRAFT_DIR>"
+    if report.family not in ("eagle1", "eagle3", "mtp"):
+        raise ValueError(f"the draft is a {report.family} checkpoint; only EAGLE-1/2, EAGLE-3 and MTP drafts can be "
+                         "exported")
     plan = Plan(engine=engine, command="")
-    if ctx and draft_ctx and draft_ctx < ctx:
-        plan.config_changes["max_position_embeddings"] = ctx
-        plan.changes.append(f"max_position_embeddings {draft_ctx} -> {ctx} (the target's context), so prompts "
-                            f"longer than {draft_ctx} tokens do not overrun the draft's RoPE table")
-    if report.source_layout.startswith("speculators") and engine == "sglang":
-        plan.notes.append("speculators-format drafts are read natively by vLLM; SGLang has no loader for them")
+    if report.family == "mtp":
+        return _plan_mtp(plan, target, draft, report, tree)
+    cfg, wrapped = _draft_config(report)
+    _shared_changes(plan, engine, cfg, report)
     if engine == "vllm":
-        if report.fc_bias and not eagle3:
-            plan.notes.append("vLLM's EAGLE-1 module has no fc bias and drops `fc.bias` from this draft; expect "
-                              "lower acceptance than here (no file change can fix it; SGLang keeps the bias)")
-        if report.qkv_bias and not eagle3:
-            plan.notes.append("upstream vLLM has no EAGLE-1 class with q/k/v biases (Qwen2 drafts); use SGLang")
-        spec = {"method": "eagle3" if eagle3 else "eagle", "model": draft_arg if plan.needs_copy else draft,
-                "num_speculative_tokens": tree.depth}
-        plan.command = (f"vllm serve {shlex.quote(target)} --speculative-config "
-                        f"{shlex.quote(json.dumps(spec))}")
+        _plan_vllm(plan, target, draft, report, tree)
     else:
-        arch = SGLANG_ARCH[(report.family, "qwen2" if (report.qkv_bias and not eagle3) else "llama")]
-        if wrapped:
-            plan.unwrap_config = True
-            plan.changes.append('config unwrapped from vLLM\'s {"model_type": "eagle", "model": {...}} to the inner config')
-        if (cfg.get("architectures") or [None])[0] != arch:
-            plan.config_changes["architectures"] = [arch]
-            plan.changes.append(f"architectures {cfg.get('architectures')} -> ['{arch}'] (SGLang picks its draft class by name)")
-        if not eagle3 and not report.fc_bias:
-            plan.add_zero_fc_bias = True
-            plan.changes.append("added fc.bias = zeros: SGLang's EAGLE-1 fc always has a bias and would leave it "
-                                "at random init for a draft that has none")
-        if eagle3 and cfg.get("tie_word_embeddings"):
-            plan.config_changes["tie_word_embeddings"] = False
-            plan.changes.append("tie_word_embeddings true -> false: the draft's own lm_head must not be aliased to "
-                                "the embedding")
-        dtype = " --dtype bfloat16" if report.target_model_type == "qwen2" else ""  # fp16 overflows on Qwen2
-        topk = 1 if tree.is_chain else tree.top_k
-        tokens = tree.depth + 1 if tree.is_chain else tree.total_tokens
-        plan.command = (f"python -m sglang.launch_server --model-path {shlex.quote(target)} "
-                        f"--speculative-algorithm {'EAGLE3' if eagle3 else 'EAGLE'} "
-                        f"--speculative-draft-model-path {shlex.quote(draft_arg if plan.needs_copy else draft)} "
-                        f"--speculative-num-steps {tree.depth} --speculative-eagle-topk {topk} "
-                        f"--speculative-num-draft-tokens {tokens}{dtype}")
+        _plan_sglang(plan, target, draft, report, tree, cfg, wrapped)
+    return plan
+
+
+def _shared_changes(plan: Plan, engine: str, cfg: dict, report) -> None:
+    ctx, draft_ctx = _target_context(report), int(cfg.get("max_position_embeddings") or 0)
+    if ctx and draft_ctx and draft_ctx < ctx:
+        # vLLM raises the draft's value itself since PR #49343 (issue #48894: yuhuili/EAGLE3-LLaMA3.1-Instruct-8B
+        # ships 2048 and crashed longer prompts before); SGLang sizes the draft's RoPE from its config (#3574)
+        plan.config_changes["max_position_embeddings"] = ctx
+        why = ("only vLLM releases before PR #49343 crash past it" if engine == "vllm" else
+               "SGLang sizes the draft's RoPE table from it and fails past it (sglang #3574)")
+        plan.change(f"max_position_embeddings {draft_ctx} -> {ctx} (the target's context): {why}", required=False)
+    layers = cfg.get("num_hidden_layers")
+    if report.family == "eagle3" and layers is not None and int(layers) != (report.draft_layers or 1):
+        # vLLM llama_eagle3.py builds range(config.num_hidden_layers) layers (multi-layer, PR #26164); SGLang
+        # trusts the config too (sglang #33966, yuhuili/EAGLE3-Vicuna1.3-13B declares 40 for 1 layer)
+        plan.config_changes["num_hidden_layers"] = report.draft_layers or 1
+        plan.change(f"num_hidden_layers {layers} -> {report.draft_layers or 1} (the layers in the weights): the engines "
+                    "build as many layers as the config says, so extra ones stay random or real ones fail to load",
+                    required=True)
+    if report.source_layout == "hass-eagle1":
+        plan.notes.append("HASS extra norms: vLLM reads them only in the speculators format (embedding_layernorm / "
+                          "pre_lm_head_layernorm with `layernorms: true`, llama_eagle.py); SGLang has no loader for "
+                          "them (PR #4595 closed unmerged); convert with vllm-project/speculators first")
+
+
+def _plan_vllm(plan: Plan, target: str, draft: str, report, tree: TreeConfig) -> None:
+    # vLLM: `method` is explicit since PR #21737; eagle3 covers EAGLE-3.1 fc_norm (PR #42764), norm_output
+    # (PR #46488), multi-layer drafts (PR #26164) and NVIDIA use_aux_hidden_state false (#40656), all read from
+    # the published config (llama_eagle3.py). Published example: yuhuili/EAGLE3-LLaMA3.1-Instruct-8B.
+    eagle3 = report.family == "eagle3"
+    if report.fc_bias and not eagle3:
+        plan.notes.append("vLLM's EAGLE-1 module has no fc bias and drops `fc.bias` from this draft; expect "
+                          "lower acceptance than here (no file change can fix it; SGLang keeps the bias)")
+    if report.qkv_bias and not eagle3:
+        plan.notes.append("upstream vLLM has no EAGLE-1 class with q/k/v biases (Qwen2 drafts); use SGLang")
+    spec = {"method": "eagle3" if eagle3 else "eagle", "model": "<ADAPTED_DRAFT_DIR>" if plan.needs_copy else draft,
+            "num_speculative_tokens": tree.depth}
+    plan.command = f"vllm serve {shlex.quote(target)} --speculative-config {shlex.quote(json.dumps(spec))}"
+
+
+def _plan_sglang(plan: Plan, target: str, draft: str, report, tree: TreeConfig, cfg: dict, wrapped: bool) -> None:
+    # SGLang picks the draft class from `architectures` (model_config.py maps only MTP targets to their NextN
+    # classes; mapping plain Llama EAGLE configs is the open PR #33966), so a mismatched name is required.
+    eagle3 = report.family == "eagle3"
+    if report.source_layout.startswith("speculators"):
+        plan.notes.append("speculators-format drafts are read natively by vLLM; SGLang has no loader for them")
+    arch = SGLANG_ARCH[(report.family, "qwen2" if (report.qkv_bias and not eagle3) else "llama")]
+    if wrapped:
+        plan.unwrap_config = True
+        plan.change('config unwrapped from vLLM\'s {"model_type": "eagle", "model": {...}} to the inner config',
+                    required=True)
+    if (cfg.get("architectures") or [None])[0] != arch:
+        plan.config_changes["architectures"] = [arch]
+        plan.change(f"architectures {cfg.get('architectures')} -> ['{arch}'] (SGLang picks its draft class by name)",
+                    required=True)
+    if not eagle3 and not report.fc_bias:
+        plan.add_zero_fc_bias = True
+        plan.change("added fc.bias = zeros: SGLang's EAGLE-1 fc always has a bias and would leave it at random init "
+                    "for a draft that has none (sglang #5773)", required=True)
+    if eagle3 and cfg.get("tie_word_embeddings"):
+        plan.config_changes["tie_word_embeddings"] = False
+        plan.change("tie_word_embeddings true -> false: the draft's own lm_head must not be aliased to the embedding",
+                    required=True)
+    dtype = " --dtype bfloat16" if report.target_model_type == "qwen2" else ""  # fp16 overflows on Qwen2
+    plan.command = (f"python -m sglang.launch_server --model-path {shlex.quote(target)} "
+                    f"--speculative-algorithm {'EAGLE3' if eagle3 else 'EAGLE'} "
+                    f"--speculative-draft-model-path {shlex.quote('<ADAPTED_DRAFT_DIR>' if plan.needs_copy else draft)} "
+                    f"{_sglang_tree(tree)}{dtype}")
+
+
+def _sglang_tree(tree: TreeConfig) -> str:
+    topk = 1 if tree.is_chain else tree.top_k
+    tokens = tree.depth + 1 if tree.is_chain else tree.total_tokens
+    return f"--speculative-num-steps {tree.depth} --speculative-eagle-topk {topk} --speculative-num-draft-tokens {tokens}"
+
+
+def _plan_mtp(plan: Plan, target: str, draft: str, report, tree: TreeConfig) -> Plan:
+    # vLLM: method "mtp" (speculative.py folds deepseek_mtp, qwen3_next_mtp, glm4_moe_mtp, mimo_mtp ... into it) reads
+    # the MTP layer from the target checkpoint, or from `model` when given. SGLang: --speculative-algorithm EAGLE
+    # (NEXTN is an alias) with the target as draft path; model_config.py rewrites DeepseekV3ForCausalLM ->
+    # DeepseekV3ForCausalLMNextN, Qwen3NextForCausalLM -> Qwen3NextForCausalLMMTP, Glm4MoeForCausalLM -> ...NextN.
+    same = Path(report.draft_path or "").resolve() == Path(report.target_path).resolve()
+    if plan.engine == "vllm":
+        spec = {"method": "mtp", "num_speculative_tokens": tree.depth}
+        if not same:
+            spec["model"] = draft
+        plan.command = f"vllm serve {shlex.quote(target)} --speculative-config {shlex.quote(json.dumps(spec))}"
+    else:
+        plan.command = (f"python -m sglang.launch_server --model-path {shlex.quote(target)} --speculative-algorithm "
+                        f"EAGLE --speculative-draft-model-path {shlex.quote(target if same else draft)} "
+                        f"{_sglang_tree(tree)}")
+        if not same:
+            plan.notes.append("SGLang builds the MTP draft from a model folder: the MTP weights' folder needs the "
+                              "target's config.json beside them")
+    plan.notes.append("the engines reuse one MTP layer for every draft step (num_nextn_predict_layers 1), as here")
     return plan
 
 
@@ -117,9 +193,12 @@ def deployment_commands(target: str, draft: str, report, tree: TreeConfig) -> di
     for engine in ("vllm", "sglang"):
         plan = plan_for(engine, target, draft, report, tree)
         out[engine] = plan.command
-        if plan.needs_copy:
-            notes.append(f"**{engine}** needs an adapted copy of the draft (`python -m eagle_demo export --engine "
-                         f"{engine} --out DIR`): " + "; ".join(plan.changes))
+        if plan.required:
+            notes.append(f"**{engine}** cannot load this draft as published; an adapted copy (`python -m eagle_demo "
+                         f"export --engine {engine} --out DIR`) fixes: " + "; ".join(plan.changes))
+        elif plan.recommended:
+            notes.append(f"**{engine}** loads this draft as published; an adapted copy is recommended because "
+                         + "; ".join(plan.recommended))
         notes += [f"**{engine}**: {n}" for n in plan.notes]
     out["notes"] = "\n\n".join(notes) if notes else "Both engines load this draft as published."
     return out

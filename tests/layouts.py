@@ -298,3 +298,222 @@ def write_medusa(folder: Path, heads: int = 2) -> Path:
         sd[f"{h}.1.weight"] = _rand(VOCAB, HIDDEN)
     write_bin(folder, sd, "medusa_lm_head.pt")
     return folder
+
+
+# ---- layouts published in 2025-2026 (docs/checkpoint-formats.md, "Newer layouts") ------------------------
+
+def write_eagle31(folder: Path, sd: dict, norm_output: bool = True, ids=(1, 3, 4)) -> Path:
+    """EAGLE-3.1 (SpecForge #568 / vLLM #42764): fc_norm.{0,1,2}.weight [Ht] and a norm_output flag."""
+    ht = sd["fc.weight"].shape[1] // 3
+    sd = dict(sd, **{f"fc_norm.{i}.weight": _norm(ht) for i in range(3)})
+    write_json(folder, eagle3_config(draft_vocab=sd["lm_head.weight"].shape[0], architectures=["LlamaForCausalLMEagle3"],
+                                     norm_output=norm_output, rope_theta=10000.0,
+                                     eagle_config={"eagle_aux_hidden_state_layer_ids": list(ids),
+                                                   "use_aux_hidden_state": True}))
+    write_safetensors(folder, sd)
+    return folder
+
+
+def multilayer_eagle3_weights(layers: int = 2, seed: int = 21, **kw) -> dict[str, torch.Tensor]:
+    """EAGLE-3 with `layers` decoder layers, keys layers.N.* (vLLM #26164): layer 0 reads 2H, later ones H."""
+    sd = eagle3_weights(seed=seed, **kw)
+    out = {("layers.0." + k[len("midlayer."):] if k.startswith("midlayer.") else k): v for k, v in sd.items()}
+    hidden, q_rows = sd["fc.weight"].shape[0], sd["midlayer.self_attn.q_proj.weight"].shape[0]
+    kv_rows, inter = sd["midlayer.self_attn.k_proj.weight"].shape[0], sd["midlayer.mlp.gate_proj.weight"].shape[0]
+    for i in range(1, layers):
+        p = f"layers.{i}."
+        out.update({p + "self_attn.q_proj.weight": _rand(q_rows, hidden), p + "self_attn.k_proj.weight": _rand(kv_rows, hidden),
+                    p + "self_attn.v_proj.weight": _rand(kv_rows, hidden), p + "self_attn.o_proj.weight": _rand(hidden, q_rows),
+                    p + "mlp.gate_proj.weight": _rand(inter, hidden), p + "mlp.up_proj.weight": _rand(inter, hidden),
+                    p + "mlp.down_proj.weight": _rand(hidden, inter), p + "input_layernorm.weight": _norm(hidden),
+                    p + "post_attention_layernorm.weight": _norm(hidden)})
+    return out
+
+
+def write_multilayer_eagle3(folder: Path, layers: int = 2, config_layers: int = 40, seed: int = 21) -> Path:
+    """Multi-layer EAGLE-3 whose config lies about num_hidden_layers (SGLang #33966)."""
+    sd = multilayer_eagle3_weights(layers, seed)
+    write_json(folder, eagle3_config(draft_vocab=sd["lm_head.weight"].shape[0], num_hidden_layers=config_layers,
+                                     architectures=["LlamaForCausalLMEagle3"], rope_theta=10000.0))
+    write_safetensors(folder, sd)
+    return folder
+
+
+def write_nvidia_eagle3(folder: Path, version: str = "v3", ids=(1, 3, 4), seed: int = 22) -> Path:
+    """NVIDIA Eagle3: aux ids under eagle_config; v3 norm_before_fc with input_norm.weight [3Ht]; v2
+    use_aux_hidden_state false and no fc (vLLM #40656, SGLang #32334)."""
+    sd = eagle3_weights(draft_vocab=VOCAB, seed=seed)
+    del sd["d2t"], sd["t2d"]
+    eagle_config = {"eagle_aux_hidden_state_layer_ids": list(ids), "use_aux_hidden_state": version != "v2"}
+    extra: dict = {"eagle_config": eagle_config}
+    if version == "v2":
+        del sd["fc.weight"]
+    else:
+        sd["input_norm.weight"] = _norm(sd["fc.weight"].shape[1])
+        extra["norm_before_fc"] = True
+    write_json(folder, eagle3_config(draft_vocab=VOCAB, architectures=["LlamaForCausalLMEagle3"], rope_theta=10000.0,
+                                     **extra))
+    write_safetensors(folder, {k: v for k, v in sd.items() if k != "lm_head.weight"} if version == "v2" else sd)
+    return folder
+
+
+MLA_DRAFT = {"architectures": ["Eagle3DeepseekV2ForCausalLM"], "model_type": "deepseek_v3", "hidden_size": HIDDEN,
+             "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 4, "q_lora_rank": 32,
+             "kv_lora_rank": 16, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 16, "num_hidden_layers": 1,
+             "rms_norm_eps": 1e-6, "vocab_size": VOCAB, "draft_vocab_size": VOCAB, "rope_theta": 10000.0,
+             "max_position_embeddings": 512, "torch_dtype": "bfloat16"}
+
+
+def write_mla_eagle3(folder: Path, seed: int = 23) -> Path:
+    """Kimi-style MLA EAGLE-3 (`Eagle3DeepseekV2ForCausalLM`, vLLM deepseek_eagle3.py) without an lm_head: MLA
+    projections reading the 2H concat, dense MLP, full draft vocabulary (so the target's lm_head serves)."""
+    from transformers import DeepseekV3Config
+    from eagle_demo.drafts.eagle3_mla import MlaEagle3Layer
+    torch.manual_seed(seed)
+    cfg = {k: v for k, v in MLA_DRAFT.items() if k not in ("architectures", "model_type", "draft_vocab_size")}
+    with torch.device("meta"):
+        layer = MlaEagle3Layer(DeepseekV3Config(**cfg))
+    sd = {"midlayer." + k: v for k, v in _random_state(layer).items()}
+    sd.update({"fc.weight": _rand(HIDDEN, 3 * HIDDEN, scale=0.1), "norm.weight": _norm(HIDDEN)})
+    write_json(folder, MLA_DRAFT)
+    write_safetensors(folder, sd)
+    return folder
+
+
+def write_speculators_hass(folder: Path, seed: int = 24) -> Path:
+    """speculators EagleSpeculator with layernorms true: embedding_layernorm, pre_lm_head_layernorm and the
+    layer's own input_layernorm."""
+    sd = eagle1_weights(embed=False, seed=seed)
+    sd["layers.0.input_layernorm.weight"] = _norm(HIDDEN)
+    sd["embedding_layernorm.weight"] = _norm(HIDDEN)
+    sd["pre_lm_head_layernorm.weight"] = _norm(HIDDEN)
+    write_speculators_eagle1(folder, sd)
+    cfg = json.loads((folder / "config.json").read_text())
+    write_json(folder, dict(cfg, layernorms=True))
+    return folder
+
+
+# ---- MTP targets ------------------------------------------------------------------------------------------
+
+def _with_extra_tensors(folder: Path, extra: dict[str, torch.Tensor]) -> None:
+    from safetensors.torch import load_file
+    sd = load_file(str(folder / "model.safetensors"))
+    sd.update(extra)
+    write_safetensors(folder, sd)
+
+
+def deepseek_target(folder: Path, layers: int = 3, seed: int = 30):
+    """A tiny DeepSeek-V3 (MLA attention, MoE from layer 1) saved with save_pretrained."""
+    from transformers import AutoModelForCausalLM, DeepseekV3Config
+    torch.manual_seed(seed)
+    cfg = DeepseekV3Config(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=128, moe_intermediate_size=32,
+                           num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=4, n_routed_experts=4,
+                           n_shared_experts=1, num_experts_per_tok=2, n_group=1, topk_group=1, first_k_dense_replace=1,
+                           q_lora_rank=32, kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16,
+                           max_position_embeddings=512, bos_token_id=1, eos_token_id=2, pad_token_id=0,
+                           tie_word_embeddings=False, num_nextn_predict_layers=1)
+    model = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa", dtype=torch.float32)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 2:
+                p.mul_(3.0)
+    model.save_pretrained(folder)
+    return model.eval()
+
+
+def _random_state(module) -> dict[str, torch.Tensor]:
+    """Fresh values for every tensor of a module built without init: norms near 1, matrices random, the rest 0."""
+    out = {}
+    for k, v in module.state_dict().items():
+        if k.endswith("norm.weight"):
+            out[k] = _norm(v.shape[0])
+        elif v.dim() >= 2:
+            out[k] = _rand(*v.shape, scale=0.3)
+        else:
+            out[k] = torch.zeros(v.shape, dtype=v.dtype)
+    return out
+
+
+def glm_target(folder: Path, layers: int = 3, seed: int = 33):
+    """A tiny GLM-4.5 (glm4_moe: GQA attention with partial RoPE, MoE from layer 1) saved with save_pretrained."""
+    from transformers import AutoModelForCausalLM, Glm4MoeConfig
+    torch.manual_seed(seed)
+    cfg = Glm4MoeConfig(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=128, moe_intermediate_size=32,
+                        num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                        n_routed_experts=4, n_shared_experts=1, num_experts_per_tok=2, first_k_dense_replace=1,
+                        n_group=1, topk_group=1, max_position_embeddings=512, bos_token_id=1, eos_token_id=2,
+                        pad_token_id=0, tie_word_embeddings=False, num_nextn_predict_layers=1,
+                        partial_rotary_factor=0.5)
+    model = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa", dtype=torch.float32)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 2:
+                p.mul_(3.0)
+    model.save_pretrained(folder)
+    return model.eval()
+
+
+def write_glm_mtp_target(folder: Path) -> Path:
+    """GLM-4.5-style target carrying its MTP layer (the DeepSeek-V3 key layout, `model.layers.{L}.*`)."""
+    model = glm_target(folder)
+    _with_extra_tensors(folder, deepseek_mtp_weights(model, seed=34))
+    return folder
+
+
+def deepseek_mtp_weights(model, seed: int = 31, head: bool = True, embed: bool = True) -> dict[str, torch.Tensor]:
+    """The MTP layer of a DeepSeek-V3 checkpoint (`model.layers.{L}.*`, experts stored one by one) from a fresh
+    decoder layer of the target's own class."""
+    torch.manual_seed(seed)
+    cfg = model.config
+    index = cfg.num_hidden_layers
+    block = type(model.model.layers[-1])(cfg, layer_idx=index)
+    p = f"model.layers.{index}."
+    out: dict[str, torch.Tensor] = {}
+    for k, v in _random_state(block).items():
+        if k.endswith("experts.gate_up_proj"):
+            inter = v.shape[1] // 2
+            for e in range(v.shape[0]):
+                out[f"{p}{k[:-len('gate_up_proj')]}{e}.gate_proj.weight"] = v[e, :inter].clone()
+                out[f"{p}{k[:-len('gate_up_proj')]}{e}.up_proj.weight"] = v[e, inter:].clone()
+        elif k.endswith("experts.down_proj"):
+            for e in range(v.shape[0]):
+                out[f"{p}{k[:-len('down_proj')]}{e}.down_proj.weight"] = v[e].clone()
+        else:
+            out[p + k] = v.clone()
+    h = cfg.hidden_size
+    out.update({p + "enorm.weight": _norm(h), p + "hnorm.weight": _norm(h), p + "eh_proj.weight": _rand(h, 2 * h),
+                p + "shared_head.norm.weight": _norm(h)})
+    if head:
+        out[p + "shared_head.head.weight"] = model.lm_head.weight.detach().clone()
+    if embed:
+        out[p + "embed_tokens.weight"] = model.model.embed_tokens.weight.detach().clone()
+    return out
+
+
+def write_deepseek_mtp_target(folder: Path, beside: Path | None = None, **kw) -> Path:
+    """DeepSeek-V3 target carrying its MTP layer (or, with `beside`, the MTP weights in their own folder)."""
+    model = deepseek_target(folder)
+    mtp = deepseek_mtp_weights(model, **kw)
+    if beside is None:
+        _with_extra_tensors(folder, mtp)
+    else:
+        write_safetensors(beside, mtp)
+    return folder
+
+
+def write_qwen_mtp_target(folder: Path, seed: int = 32, beside: Path | None = None) -> Path:
+    """Qwen3 target with a Qwen3-Next-style `mtp.*` module (fc, pre_fc_norm_embedding/_hidden, layers.0, norm)."""
+    from transformers.models.qwen3.modeling_qwen3 import Qwen3DecoderLayer
+    model = tiny_target("qwen3", layers=4, seed=seed)
+    model.save_pretrained(folder)
+    torch.manual_seed(seed + 1)
+    block = Qwen3DecoderLayer(model.config, layer_idx=3)
+    h = model.config.hidden_size
+    mtp = {"mtp.layers.0." + k: v for k, v in _random_state(block).items()}
+    mtp.update({"mtp.fc.weight": _rand(h, 2 * h), "mtp.pre_fc_norm_embedding.weight": _norm(h),
+                "mtp.pre_fc_norm_hidden.weight": _norm(h), "mtp.norm.weight": _norm(h)})
+    if beside is None:
+        _with_extra_tensors(folder, mtp)
+    else:
+        write_safetensors(beside, mtp)
+    return folder

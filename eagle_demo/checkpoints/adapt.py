@@ -8,12 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from transformers import AutoConfig, LlamaConfig, PretrainedConfig
+from transformers import AutoConfig, DeepseekV3Config, LlamaConfig, PretrainedConfig
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
 from .detect import DraftSpec
 from .errors import CheckpointError, IncompatiblePairError, NotAnEagleDraftError, UnsupportedLayoutError
 from .files import WeightFiles, read_json, scan_weights
+from .mtp import plan_mtp
 
 __all__ = ["TargetInfo", "DraftPlan", "read_target", "plan_draft", "tokenizer_vocab_size", "feature_layers"]
 
@@ -124,6 +125,8 @@ class DraftPlan:
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     problem: CheckpointError | None = None  # why load_pair refuses (set by plan_draft callers)
+    parts: object = None  # MTP: the target family's classes (drafts.mtp.MtpParts)
+    block_index: int = 0  # MTP: the decoder block's layer index in the target's numbering
 
 
 def feature_layers(spec: DraftSpec, num_layers: int) -> tuple[tuple[int, ...], str, list[str]]:
@@ -159,6 +162,9 @@ def plan_draft(spec: DraftSpec, target: TargetInfo) -> DraftPlan:
     if spec.unsupported:
         raise UnsupportedLayoutError(spec.unsupported)
     _check_tokenizers(spec, target)
+    if spec.family == "mtp":
+        plan_mtp(plan, spec, target)
+        return plan
     v = target.vocab
     if spec.family == "eagle1":
         plan.draft_vocab = v
@@ -190,12 +196,24 @@ def plan_draft(spec: DraftSpec, target: TargetInfo) -> DraftPlan:
         plan.max_positions = target.max_positions
         plan.notes.append(f"max_position_embeddings raised {spec.max_positions} -> {target.max_positions} "
                           "(target context)")
-    plan.config = _llama_config(spec, plan)
+    plan.config = _mla_config(spec, plan) if spec.mla else _llama_config(spec, plan)
     return plan
 
 
 def _plan_eagle3(plan: DraftPlan, spec: DraftSpec, target: TargetInfo) -> None:
-    n_feat = len(spec.feature_ids) if spec.feature_ids else 3
+    if spec.use_aux:
+        _plan_features(plan, spec, target)
+    elif spec.hidden != target.hidden:
+        raise IncompatiblePairError(f"EAGLE-3 draft without feature fusion has hidden size {spec.hidden} but the "
+                                    f"target's is {target.hidden}; pick a draft made for this target")
+    else:
+        plan.target_feature_width = target.hidden
+        plan.feature_convention = "post-norm last hidden state (no fusion)"
+    _plan_vocab(plan, spec, target)
+
+
+def _plan_features(plan: DraftPlan, spec: DraftSpec, target: TargetInfo) -> None:
+    n_feat = len(spec.feature_ids) if spec.feature_ids else (spec.fc_norms or 3)
     if spec.fc_in % n_feat:
         raise IncompatiblePairError(
             f"EAGLE-3 draft fc input {spec.fc_in} is not {n_feat} x the target hidden size {target.hidden}; pick a "
@@ -210,6 +228,12 @@ def _plan_eagle3(plan: DraftPlan, spec: DraftSpec, target: TargetInfo) -> None:
     layers, convention, warnings = feature_layers(spec, target.num_layers)
     plan.feature_layers, plan.feature_convention = layers, convention
     plan.warnings.extend(warnings)
+    if spec.fc_norms and spec.fc_norms != len(layers):
+        raise IncompatiblePairError(f"EAGLE-3.1 draft has {spec.fc_norms} fc_norm weights but fuses {len(layers)} "
+                                    "target features; the checkpoint and its config disagree")
+
+
+def _plan_vocab(plan: DraftPlan, spec: DraftSpec, target: TargetInfo) -> None:
     v = target.vocab
     vd = spec.draft_vocab or v
     if vd > v:
@@ -272,5 +296,17 @@ def _llama_config(spec: DraftSpec, plan: DraftPlan) -> LlamaConfig:
         rope_parameters=dict(spec.rope), max_position_embeddings=plan.max_positions,
         attention_bias=spec.qkv_bias if spec.family == "eagle3" else spec.o_bias, mlp_bias=spec.mlp_bias,
         tie_word_embeddings=False, pad_token_id=None, bos_token_id=None, eos_token_id=None)
+    config._attn_implementation = "sdpa"
+    return config
+
+
+def _mla_config(spec: DraftSpec, plan: DraftPlan) -> DeepseekV3Config:
+    """DeepSeek-V3 config of an MLA EAGLE-3 draft layer (dense MLP; RoPE as its config states it)."""
+    config = DeepseekV3Config(
+        vocab_size=plan.target.vocab, hidden_size=spec.hidden, intermediate_size=spec.intermediate,
+        num_hidden_layers=1, num_attention_heads=spec.num_heads, num_key_value_heads=spec.num_heads,
+        rms_norm_eps=spec.rms_norm_eps, hidden_act=spec.hidden_act, rope_parameters=dict(spec.rope),
+        max_position_embeddings=plan.max_positions, attention_bias=spec.qkv_bias, tie_word_embeddings=False,
+        first_k_dense_replace=1, pad_token_id=None, bos_token_id=None, eos_token_id=None, **spec.mla)
     config._attn_implementation = "sdpa"
     return config

@@ -128,12 +128,14 @@ def _report(target: str, draft: str | None, info: TargetInfo, spec: DraftSpec | 
         return AdaptationReport(draft_path=None, family="none", source_layout="", **base,
                                 warnings=tuple(warnings or ()))
     notes = list(spec.notes) + (plan.notes if plan else []) + (result.notes if result else [])
-    eagle = spec.family in ("eagle1", "eagle3")
+    eagle = spec.family in ("eagle1", "eagle3", "mtp")
     if result is not None:
         draft_bytes, shared_bytes, embedding = result.draft_bytes, result.shared_bytes, result.embedding
         ignored = result.ignored
     else:
-        draft_bytes = sum(t.nbytes() for t in spec.weights.tensors.values()) if spec.weights else 0
+        counted = ([spec.weights.tensors[n] for n in spec.names.values()] if spec.family == "mtp" else
+                   list(spec.weights.tensors.values())) if spec.weights else []  # MTP: its layer, not the target
+        draft_bytes = sum(t.nbytes() for t in counted)
         shared_bytes, embedding = 0, None
         if plan is not None:
             embedding = {"shared": "shared", "own": "own", "compare": "own (shared if equal to the target's)"}[

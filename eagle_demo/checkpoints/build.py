@@ -10,12 +10,15 @@ from __future__ import annotations
 import torch
 from torch import nn
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
-from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
 from ..devices import DeviceError, resolve_device, resolve_dtype
 from ..drafts import DraftHead, Eagle1Head, Eagle3Head, Shared
+from ..drafts.eagle3_mla import MlaEagle3Head
+from ..drafts.eagle3x import Eagle3xHead
+from ..drafts.hass import HassHead
 from .adapt import DraftPlan, TargetInfo
 from .errors import CheckpointError, CorruptCheckpointError, UnsupportedLayoutError
+from .mtp import load_mtp_head, make_mtp_head, mtp_key_plan
 
 __all__ = ["make_head", "key_plan", "load_target", "load_tokenizer", "load_head", "HeadResult"]
 
@@ -27,18 +30,33 @@ def make_head(plan: DraftPlan, lm_head: nn.Module | None, embed: nn.Module | Non
               own_embedding: bool) -> DraftHead:
     """The head for `plan` on the meta device, shaped exactly like the checkpoint (biases included)."""
     spec, config = plan.spec, plan.config
+    if spec.family == "mtp":
+        return make_mtp_head(plan, lm_head, embed, own_embedding)
     try:
         with torch.device("meta"):
-            if spec.family == "eagle1":
-                head: DraftHead = Eagle1Head(config, lm_head=lm_head, embed_tokens=embed, fc_bias=spec.fc_bias,
-                                             qkv_bias=spec.qkv_bias, num_layers=spec.num_layers)
+            if spec.family == "eagle1" and (spec.hass_norms or spec.layer0_input_norm):
+                head: DraftHead = HassHead(config, lm_head, embed, norms=spec.hass_norms,
+                                           layer0_input_norm=spec.layer0_input_norm, fc_bias=spec.fc_bias,
+                                           qkv_bias=spec.qkv_bias, num_layers=spec.num_layers)
+            elif spec.family == "eagle1":
+                head = Eagle1Head(config, lm_head=lm_head, embed_tokens=embed, fc_bias=spec.fc_bias,
+                                  qkv_bias=spec.qkv_bias, num_layers=spec.num_layers)
+            elif spec.mla:
+                head = MlaEagle3Head(config, plan.target_feature_width, plan.draft_vocab, embed, plan.feature_layers,
+                                     norm_before_residual=spec.norm_before_residual, fc_norms=spec.fc_norms,
+                                     input_norm=spec.input_norm, norm_output=spec.norm_output)
+            elif _is_variant(spec):
+                head = Eagle3xHead(config, plan.target_feature_width, plan.draft_vocab, embed, plan.feature_layers,
+                                   norm_before_residual=spec.norm_before_residual, num_layers=spec.num_layers,
+                                   fc_norms=spec.fc_norms, input_norm=spec.input_norm, norm_output=spec.norm_output,
+                                   spare_fc_in=spec.spare_fc_in)
             else:
                 head = Eagle3Head(config, target_hidden_size=plan.target_feature_width,
                                   draft_vocab_size=plan.draft_vocab, embed_tokens=embed,
                                   feature_layers=plan.feature_layers, norm_before_residual=spec.norm_before_residual)
-                if plan.lm_head == "target":
-                    del head.lm_head  # replace the draft's own (absent) head by the target's, shared
-                    head.lm_head = Shared(lm_head)
+            if spec.family == "eagle3" and plan.lm_head == "target":
+                del head.lm_head  # replace the draft's own (absent) head by the target's, shared
+                head.lm_head = Shared(lm_head)
             _match_biases(head, spec.names)
             if own_embedding:
                 head.embed_tokens = nn.Embedding(plan.target.vocab, spec.hidden)
@@ -47,6 +65,10 @@ def make_head(plan: DraftPlan, lm_head: nn.Module | None, embed: nn.Module | Non
             f"the draft in {spec.folder} could not be built ({' '.join(str(exc).split())[:160]}); its settings "
             f"(e.g. rope type {spec.rope.get('rope_type')}) are not supported here, pick another draft") from exc
     return head
+
+
+def _is_variant(spec) -> bool:
+    return spec.num_layers > 1 or bool(spec.fc_norms) or spec.input_norm or spec.norm_output or not spec.use_aux
 
 
 def _match_biases(head: nn.Module, names: dict[str, str]) -> None:
@@ -69,6 +91,8 @@ def key_plan(head: DraftHead, plan: DraftPlan) -> tuple[dict[str, str], list[str
     Missing required keys and shape mismatches raise CorruptCheckpointError naming the key.
     """
     spec = plan.spec
+    if spec.family == "mtp":
+        return mtp_key_plan(head, plan)
     expected = {k: tuple(v.shape) for k, v in head.state_dict().items()}
     missing = [k for k in expected if k not in spec.names and k not in _HANDLED]
     if missing:
@@ -178,6 +202,8 @@ class HeadResult:
 @torch.no_grad()
 def load_head(plan: DraftPlan, target: PreTrainedModel) -> HeadResult:
     spec = plan.spec
+    if spec.family == "mtp":
+        return load_mtp_head(plan, target, HeadResult)
     lm_head, embed = target.get_output_embeddings(), target.get_input_embeddings()
     device, dtype = lm_head.weight.device, lm_head.weight.dtype
     notes: list[str] = []
@@ -209,13 +235,13 @@ def load_head(plan: DraftPlan, target: PreTrainedModel) -> HeadResult:
     state = {}
     for key in head.state_dict():
         if key == "d2t":
-            state[key] = _d2t(plan, tensors, needed)
+            state[key] = _d2t(plan, tensors, needed, notes)
         elif key == "embed_tokens.weight":
             state[key] = embed_source
         else:
             state[key] = tensors[needed[key]]
     head.load_state_dict(state, strict=True)
-    head.rotary_emb = LlamaRotaryEmbedding(config=plan.config).to(device)  # real fp32 inv_freq (not meta, not cast)
+    head.rotary_emb = type(head.rotary_emb)(config=plan.config).to(device)  # real fp32 inv_freq (not meta, not cast)
     head.eval().requires_grad_(False)
     if spec.source_dtype != str(dtype).replace("torch.", ""):
         notes.append(f"weights cast {spec.source_dtype} -> {str(dtype).replace('torch.', '')}")
@@ -229,7 +255,7 @@ def load_head(plan: DraftPlan, target: PreTrainedModel) -> HeadResult:
     return HeadResult(head, notes, ignored, "own" if own_embedding else "shared", draft_bytes, _bytes(shared))
 
 
-def _d2t(plan: DraftPlan, tensors: dict[str, torch.Tensor], needed: dict[str, str]) -> torch.Tensor:
+def _d2t(plan: DraftPlan, tensors: dict[str, torch.Tensor], needed: dict[str, str], notes: list[str]) -> torch.Tensor:
     vd, v = plan.draft_vocab, plan.target.vocab
     if plan.d2t == "identity":
         return torch.zeros(vd, dtype=torch.long)
@@ -242,6 +268,11 @@ def _d2t(plan: DraftPlan, tensors: dict[str, torch.Tensor], needed: dict[str, st
     d2t = tensors[needed["d2t"]].long().flatten()
     ids = torch.arange(vd) + d2t
     if bool((ids < 0).any()) or bool((ids >= v).any()):
+        # d2t written as absolute target ids (verl-SpeCo #67, SpecForge #534): as offsets they leave the vocab,
+        # as ids they are valid and strictly increasing, so read them as ids
+        if bool((d2t >= 0).all()) and bool((d2t < v).all()) and bool((d2t[1:] > d2t[:-1]).all()):
+            notes.append("d2t read as absolute target ids (as offsets they point past the target vocab)")
+            return d2t - torch.arange(vd)
         raise CorruptCheckpointError(f"draft d2t maps draft ids outside the target vocab 0..{v - 1}; pick a draft made "
                                      "for this target's tokenizer")
     return d2t

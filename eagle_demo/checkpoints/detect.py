@@ -13,6 +13,7 @@ from pathlib import Path
 
 from .errors import CorruptCheckpointError
 from .files import WeightFiles, read_config, scan_weights
+from .mtp import find_mtp, read_mtp
 from .shapes import read_common, read_eagle1, read_eagle3
 from .spec import HASS_NORMS, DraftSpec
 
@@ -41,11 +42,14 @@ def detect_draft(folder: Path) -> DraftSpec:
     if _is_medusa(cfg, weights):
         return _medusa(spec, cfg, weights)
 
+    found = find_mtp(weights)
+    if found is not None:
+        return read_mtp(spec, found)
     stripped = _strip_prefixes(weights, spec)
     speculators = hint == "speculators" or "fusion_fc.weight" in stripped
     if speculators:
         stripped = {_speculators_name(k): v for k, v in stripped.items()}
-    if "fc.weight" not in stripped:
+    if "fc.weight" not in stripped and not _unfused_eagle3(stripped):
         return _not_eagle(spec, cfg, stripped)
 
     eagle3 = _looks_eagle3(cfg, top, stripped, weights)
@@ -91,6 +95,8 @@ def _layout_name(family: str, cfg: dict, top: dict, hint: str, speculators: bool
         if any(n in names for n in HASS_NORMS):
             return "hass-eagle1"
         return "yuhuili-eagle1"
+    if "midlayer.self_attn.kv_a_proj_with_mqa.weight" in names:
+        return "mla-eagle3"
     if speculators:
         return "speculators-eagle3"
     if hint == "vllm":
@@ -135,9 +141,17 @@ def _looks_eagle3(cfg: dict, top: dict, names: dict, weights: WeightFiles) -> bo
     if kind == "eagle3" or any(str(a).startswith("Eagle3") or str(a).endswith("Eagle3")
                                for a in cfg.get("architectures") or []):
         return True
+    if "fc.weight" not in names:
+        return True  # only an unfused EAGLE-3 gets here without fc
     q = names.get("layers.0.self_attn.q_proj.weight")
     fc = weights.tensors[names["fc.weight"]].shape
     return q is not None and len(fc) == 2 and weights.tensors[q].shape[1] == 2 * fc[0]
+
+
+def _unfused_eagle3(names: dict) -> bool:
+    """An EAGLE-3 layer (hidden_norm beside the attention) without fc: NVIDIA's use_aux_hidden_state false."""
+    return any(f"{p}hidden_norm.weight" in names and f"{p}self_attn.q_proj.weight" in names
+               for p in ("midlayer.", "layers.0."))
 
 
 # ---- other families --------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ __all__ = ["AdaptationReport"]
 class AdaptationReport:
     """One loaded or inspected (target, draft) pair.
 
-    family: eagle1 | eagle3 | medusa | causal_lm | unknown, or "none" when no draft was given.
+    family: eagle1 | eagle3 | mtp | medusa | causal_lm | unknown, or "none" when no draft was given.
     feature_layers: HF `hidden_states` indices fed to an EAGLE-3 draft (None: EAGLE-1's post-norm last state).
     problem: the one-line reason load_pair refuses this pair (inspect only; None when it loads).
     """
@@ -54,6 +54,7 @@ class AdaptationReport:
     draft_param_bytes: int = 0
     shared_bytes: int = 0
     problem: str | None = None
+    probe: dict | None = None  # eagle_demo.probe: {"tau", "used", "declared", "alternatives": [...]}
 
     @property
     def loadable(self) -> bool:
@@ -93,16 +94,19 @@ class AdaptationReport:
         if self.warnings:
             lines.append("\n**Warnings**")
             lines += [f"- ⚠ {w}" for w in self.warnings]
+        if self.probe is not None:
+            lines.append(f"\n**Probe**: tau {self.probe['tau']:.2f} with {self.probe['used']}")
         if self.problem:
             lines.append(f"\n**Cannot load**: {self.problem}")
         return "\n".join(lines)
 
     def _draft_lines(self) -> list[str]:
-        name = {"eagle1": "EAGLE-1/2 head", "eagle3": "EAGLE-3 head"}.get(self.family, self.family)
+        name = {"eagle1": "EAGLE-1/2 head", "eagle3": "EAGLE-3 head", "mtp": "MTP head"}.get(self.family, self.family)
         lines = [f"**Draft** {_code(self.draft)}: **{name}**, {self.family} ({_code(self.source_layout)} layout)"]
         if self.draft_hidden:
-            lines.append(f"- shape: hidden {self.draft_hidden}, {self.draft_layers} layer(s), heads {self.num_heads}/"
-                         f"{self.num_kv_heads} x {self.head_dim}, draft vocab {self.draft_vocab}")
+            heads = f", heads {self.num_heads}/{self.num_kv_heads} x {self.head_dim}" if self.num_heads else ""
+            lines.append(f"- shape: hidden {self.draft_hidden}, {self.draft_layers} layer(s){heads}, "
+                         f"draft vocab {self.draft_vocab}")
         if self.family == "eagle3":
             convention = self.feature_convention or "default"
             lines.append(f"- features: `hidden_states` {list(self.feature_layers or ())} ({convention})")

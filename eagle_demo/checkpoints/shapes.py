@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 
 from .errors import CheckpointError, CorruptCheckpointError
-from .spec import HASS_NORMS, DraftSpec, as_int
+from .spec import DraftSpec, as_int
+from .variants import count_extra_layers, read_eagle3_variants, read_hass, read_mla
 
 __all__ = ["read_common", "read_eagle1", "read_eagle3"]
 
@@ -170,44 +171,48 @@ def read_eagle1(spec: DraftSpec, top: dict, layer: dict) -> None:
     if spec.config_layers is not None and spec.config_layers != spec.num_layers:
         spec.notes.append(f"config says num_hidden_layers {spec.config_layers}, weights hold {spec.num_layers}; "
                           "following the weights")
-    if "layers.0.input_layernorm.weight" in spec.names:
+    read_hass(spec, top, layer)
+    if "layers.0.input_layernorm.weight" in spec.names and not spec.layer0_input_norm:
         spec.warnings.append("layers.0.input_layernorm.weight is present but EAGLE-1 skips layer 0's input norm; "
                              "ignored")
     if "lm_head.weight" in spec.names:
         spec.notes.append("lm_head inside the draft ignored; the target's lm_head is shared (same tensor)")
-    extra = [n for n in HASS_NORMS if n in spec.names]
-    if extra or top.get("layernorms") or layer.get("add_para_norm"):
-        spec.notes.append(f"extra norms found ({', '.join(extra) or 'layernorms flag'}), HASS-style")
-        spec.unsupported = (f"the draft in {spec.folder} is a HASS-style EAGLE-1 with extra norms "
-                            f"({', '.join(extra) or 'layernorms'}), which this playground cannot run faithfully; "
-                            "pick a plain EAGLE-1/2 or an EAGLE-3 draft for this target")
     if top.get("truncated_vocab_size") and spec.config_vocab and top["truncated_vocab_size"] < spec.config_vocab:
         spec.notes.append("truncated_vocab_size/token_map ignored: the target's full lm_head is used")
 
 
 def read_eagle3(spec: DraftSpec, top: dict, layer: dict, speculators: bool) -> None:
-    fc = _require(spec, "fc.weight")
+    fc = _shape(spec, "fc.weight")
     norm = _shape(spec, "midlayer.post_attention_layernorm.weight") or _shape(spec, "midlayer.hidden_norm.weight")
-    hidden = norm[0] if norm else fc[0]
-    if fc[0] != hidden:
+    hidden = norm[0] if norm else _require(spec, "fc.weight")[0]
+    if fc is not None and fc[0] != hidden:
         raise CorruptCheckpointError(
             f"draft fc.weight is {list(fc)} but the midlayer norms have {hidden} entries; the checkpoint is "
             "inconsistent")
     spec.hidden = hidden
-    spec.fc_in = fc[1]
-    spec.feature_width = fc[1]
+    spec.fc_in = fc[1] if fc is not None else hidden
+    spec.feature_width = spec.fc_in
     spec.fc_bias = "fc.bias" in spec.names
     if spec.fc_bias:
         spec.notes.append("fc bias found in weights, kept (EAGLE-3 fc usually has none)")
-    spec.num_layers = 1
-    extra_layers = sorted({int(m.group(1)) for k in spec.names if (m := _LAYER.match(k))})
-    if extra_layers:
-        spec.unsupported = (f"the EAGLE-3 draft in {spec.folder} has {len(extra_layers) + 1} decoder layers; only "
-                            "single-layer EAGLE-3 drafts are supported, pick another draft")
-    _layer_common(spec, "midlayer.", layer, 2 * hidden)
-    if spec.config_layers is not None and spec.config_layers != 1:
-        spec.notes.append(f"config says num_hidden_layers {spec.config_layers}, weights hold 1 layer; "
-                          "following the weights")
+    spec.num_layers = 1 + count_extra_layers(spec)
+    mla = "midlayer.self_attn.kv_a_proj_with_mqa.weight" in spec.names
+    for i in range(1, 1 if mla else spec.num_layers):  # MLA layers are read (and multi-layer refused) below
+        q = _require(spec, f"layers.{i}.self_attn.q_proj.weight")
+        if q[1] != hidden:
+            raise CorruptCheckpointError(f"EAGLE-3 draft layers.{i}.self_attn.q_proj.weight is {list(q)}; layers after "
+                                         f"the first read width {hidden}, the checkpoint is inconsistent")
+    if spec.num_layers > 1:
+        spec.notes.append(f"multi-layer EAGLE-3: {spec.num_layers} decoder layers (layer 0 reads the 2H concat, "
+                          "later layers H)")
+    if mla:
+        read_mla(spec, layer)
+    else:
+        _layer_common(spec, "midlayer.", layer, 2 * hidden)
+    if spec.config_layers is not None and spec.config_layers != spec.num_layers:
+        plural = "layer" if spec.num_layers == 1 else "layers"
+        spec.notes.append(f"config says num_hidden_layers {spec.config_layers}, weights hold {spec.num_layers} "
+                          f"{plural}; following the weights")
     lm = _shape(spec, "lm_head.weight")
     spec.lm_head_shape = lm
     d2t = _shape(spec, "d2t")
@@ -234,9 +239,6 @@ def read_eagle3(spec: DraftSpec, top: dict, layer: dict, speculators: bool) -> N
     elif eagle_config.get("eagle_aux_hidden_state_layer_ids"):
         spec.feature_ids = tuple(int(i) for i in eagle_config["eagle_aux_hidden_state_layer_ids"])
         spec.feature_id_rule = "plus_one"
-    if eagle_config.get("use_aux_hidden_state") is False:
-        spec.unsupported = (f"the EAGLE-3 draft in {spec.folder} sets use_aux_hidden_state false (no feature "
-                            "fusion), which is not supported; pick another draft")
     # variant knobs
     if "norm_before_residual" in top:
         spec.norm_before_residual = bool(top["norm_before_residual"])
@@ -244,9 +246,6 @@ def read_eagle3(spec: DraftSpec, top: dict, layer: dict, speculators: bool) -> N
     elif speculators:
         spec.norm_before_residual = True
         spec.notes.append("norm_before_residual true (speculators default)")
-    fc_norms = sorted(k for k in spec.names if k.startswith("fc_norm."))
-    if fc_norms or top.get("fc_norm") or top.get("norm_before_fc"):
-        spec.unsupported = (f"the EAGLE-3 draft in {spec.folder} normalizes features before fc (fc_norm / "
-                            "norm_before_fc), which is not supported; pick another draft")
+    read_eagle3_variants(spec, top, layer, eagle_config)
     if "t2d" in spec.names:
         spec.notes.append("t2d ignored (d2t maps draft ids to target ids)")

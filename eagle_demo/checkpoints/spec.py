@@ -20,7 +20,7 @@ class DraftSpec:
     """Family, layout, canonical names and shapes of a draft (from tensor headers and its config)."""
 
     folder: Path
-    family: str  # eagle1 | eagle3 | medusa | causal_lm | unknown
+    family: str  # eagle1 | eagle3 | mtp | medusa | causal_lm | unknown
     layout: str
     weights: WeightFiles | None
     config: dict  # top-level config.json ({} when absent)
@@ -54,6 +54,16 @@ class DraftSpec:
     feature_id_rule: str = "default"  # default | plus_one | as_given
     norm_before_residual: bool = False
     source_dtype: str = "float32"
+    fc_norms: int = 0  # EAGLE-3.1: one RMSNorm per fused feature before fc
+    input_norm: bool = False  # NVIDIA norm_before_fc: one RMSNorm over the concatenated features
+    norm_output: bool = False  # EAGLE-3.1: the final norm's output is fed back and read by the lm_head
+    use_aux: bool = True  # False: no fc, the target's last hidden state goes in unfused (NVIDIA v2)
+    spare_fc_in: int = 0  # use_aux false with fc weights present: their input width (kept for the probe)
+    hass_norms: tuple[str, ...] = ()  # HASS extra norms present: embed_norm / hidden_norm / lm_head_norm
+    layer0_input_norm: bool = False  # HASS: layer 0 keeps its input norm
+    mla: dict = field(default_factory=dict)  # MLA draft layer: q_lora_rank, kv_lora_rank, qk_* / v_head_dim
+    mtp_style: str = ""  # deepseek | qwen3_next
+    mtp_index: int | None = None  # DeepSeek-style MTP layer index in the checkpoint
     unsupported: str | None = None  # reason load_pair refuses a recognized variant
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)

@@ -30,15 +30,19 @@ def run(args: argparse.Namespace) -> int:
     tree = tree_from_args(args, "cuda", report.family)  # the serving engines run on GPUs
     plan = plan_for(args.engine, target, draft, report, tree)
     command = plan.command
-    if plan.needs_copy:
-        if args.out:
-            out = write_adapted_copy(plan, report, args.out)
-            command = command.replace("<ADAPTED_DRAFT_DIR>", shlex.quote(str(out)))
-            print(f"# adapted draft written to {out} (see its README.md)")
-        else:
-            print(f"# {args.engine} cannot load this draft as published; pass --out DIR for an adapted copy:")
-        for c in plan.changes:
-            print(f"#   - {c}")
+    if plan.changes and args.out:
+        out = write_adapted_copy(plan, report, args.out)
+        command = plan_for(args.engine, target, str(out), report, tree).command  # the copy, even where optional
+        command = command.replace("<ADAPTED_DRAFT_DIR>", shlex.quote(str(out)))
+        print(f"# adapted draft written to {out} (see its README.md)")
+    elif plan.required:
+        print(f"# {args.engine} cannot load this draft as published; pass --out DIR for an adapted copy:")
+    elif plan.recommended:
+        print(f"# {args.engine} loads this draft as published; an adapted copy is recommended (pass --out DIR):")
+    else:
+        print(f"# {args.engine} loads this draft as published")
+    for c in plan.changes:
+        print(f"#   - {c}")
     for n in plan.notes:
         print(f"# note: {n}")
     print(command)

@@ -14,12 +14,16 @@ def add_parser(sub) -> None:
     i = sub.add_parser("inspect", help="detect and report how a draft adapts to a target (no full load)")
     add_pair_args(i)
     i.add_argument("--json", action="store_true")
+    i.add_argument("--probe", action="store_true", help="also load the pair and measure tau with the declared "
+                   "conventions and the alternatives the checkpoint leaves open (3 prompts x 32 tokens)")
 
 
 def run(args: argparse.Namespace) -> int:
     from ..checkpoints import inspect_pair
 
     target, draft = pair_from_args(args)
+    if args.probe and draft is not None:
+        from ..probe import probe_report as inspect_pair
     report = inspect_pair(target, draft, revision=args.revision, draft_revision=args.draft_revision)
     if args.json:
         print(report.to_json())

@@ -1,0 +1,250 @@
+"""Pre-flight probe: measure a loaded pair's acceptance with the conventions its draft declares, and with the
+alternatives a checkpoint leaves open; switch to an alternative only when it clearly wins.
+
+Silent misconfigurations give valid but slow runs (every output stays the target's): aux layer ids read
+with the wrong convention (vLLM #50170, SGLang #25454), d2t read as offsets vs absolute ids, a draft
+rope_theta other than the one it was trained with (vllm-ascend #6612), norm_before_residual, and an
+EAGLE-3 draft run by an EAGLE-1 loop (the last hidden state fed unfused; SGLang #21272, tau exactly 1).
+
+    pair = probe_pair(load_pair(target, draft))   # pair.report.probe: {"tau", "used", "declared", "alternatives"}
+
+Each measurement is greedy decoding of at most 3 prompts x 32 new tokens with a 5-token chain. The rule:
+if the declared conventions give tau < 1.3 and an alternative gives at least 1.5x that, the pair keeps the
+alternative. Only drafting changes, so the output is the target's either way.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+from pathlib import Path
+
+import torch
+
+from .checkpoints import LoadedPair, load_pair
+from .checkpoints.detect import DraftSpec, detect_draft
+from .checkpoints.report import AdaptationReport
+from .checkpoints.variants import declared_family
+from .config import RunConfig, TreeConfig
+from .drafts.eagle3x import Unfused
+from .engine import SpeculativeEngine
+from .events import Round
+
+__all__ = ["probe_pair", "probe_report", "declared_family", "SWITCH_BELOW", "SWITCH_FACTOR"]
+
+SWITCH_BELOW = 1.3  # declared tau under this ...
+SWITCH_FACTOR = 1.5  # ... and an alternative at least this many times better: use the alternative
+MAX_PROMPTS, MAX_TOKENS = 3, 32
+_SUITE = Path(__file__).resolve().parent.parent / "assets" / "prompts" / "suite.jsonl"
+
+
+def probe_report(target: str, draft: str, revision: str | None = None, draft_revision: str | None = None,
+                 dtype: str = "auto", device: str = "auto") -> AdaptationReport:
+    """Load the pair, probe it, return its report (the CLI's `inspect --probe`). Raises CheckpointError."""
+    return probe_pair(load_pair(target, draft, revision=revision, draft_revision=draft_revision, dtype=dtype,
+                                device=device)).report
+
+
+def probe_pair(pair: LoadedPair, prompts: list[list[int]] | None = None, max_new_tokens: int = MAX_TOKENS) -> LoadedPair:
+    """The same pair with `report.probe` filled (and the winning alternative applied to its head)."""
+    head = pair.head
+    if head is None:
+        return pair
+    spec = detect_draft(Path(pair.draft_path))
+    prompt_ids = (prompts or _default_prompts(pair))[:MAX_PROMPTS]
+    stored_d2t = _stored_d2t(spec, head)
+    declared = _declared(pair, spec, head, stored_d2t)
+    original = _snapshot(head)
+    measure = lambda conv: _tau(pair, head, original, conv, stored_d2t, prompt_ids, max_new_tokens)  # noqa: E731
+    tau_declared = measure(declared)
+    results = [{"conventions": conv, "tau": round(measure(conv), 4)}
+               for conv in _alternatives(pair, spec, head, declared, stored_d2t)]
+    best = max(results, key=lambda r: r["tau"], default=None)
+    switch = best is not None and tau_declared < SWITCH_BELOW and best["tau"] >= SWITCH_FACTOR * tau_declared
+    used = best["conventions"] if switch else declared
+    _restore(head, original)
+    _apply(head, original, used, stored_d2t)
+    tau_used = best["tau"] if switch else tau_declared
+    probe = {"tau": round(tau_used, 4), "used": used, "declared": declared, "alternatives": results,
+             "prompts": len(prompt_ids), "max_new_tokens": max_new_tokens}
+    return dataclasses.replace(pair, report=_report(pair.report, probe, switch, tau_declared))
+
+
+# ---- conventions -------------------------------------------------------------------------------------
+
+def _declared(pair: LoadedPair, spec: DraftSpec, head, stored_d2t: torch.Tensor | None) -> dict:
+    conv: dict = {}
+    if head.family == "eagle3":
+        unfused = isinstance(head.fc, Unfused) or declared_family(spec.config) == "eagle1"
+        conv["feature_layers"] = None if unfused else list(head.feature_layers)
+        if stored_d2t is not None:
+            conv["d2t"] = "offsets" if torch.equal(head.d2t.cpu(), stored_d2t) else "absolute"
+        conv["norm_before_residual"] = bool(head.midlayer.norm_before_residual)
+    if head.family in ("eagle1", "eagle3"):
+        conv["rope_theta"] = float(head.rotary_emb.config.rope_parameters["rope_theta"])
+    return conv
+
+
+def _alternatives(pair: LoadedPair, spec: DraftSpec, head, declared: dict, stored_d2t) -> list[dict]:
+    out: list[dict] = []
+
+    def add(**change) -> None:
+        conv = dict(declared, **change)
+        if conv != declared and conv not in out:
+            out.append(conv)
+
+    fused = _fused_fc(head)
+    if fused is not None:
+        layers = pair.report.target_layers
+        rules = [(2, layers // 2, layers - 3), (1, layers // 2 - 1, layers - 4)]  # vLLM default; its ids taken -1
+        if spec.feature_ids:
+            rules += [tuple(spec.feature_ids), tuple(i + 1 for i in spec.feature_ids)]
+        for ids in rules:
+            if len(ids) * pair.report.target_hidden == fused.in_features and all(0 <= i <= layers for i in ids):
+                add(feature_layers=list(ids))
+    if head.family == "eagle3":
+        if stored_d2t is not None:
+            other = "absolute" if declared["d2t"] == "offsets" else "offsets"
+            if _valid_reading(stored_d2t, pair.report.target_vocab, other):
+                add(d2t=other)
+        add(norm_before_residual=not declared["norm_before_residual"])
+    target_theta = _target_theta(pair)
+    if "rope_theta" in declared and target_theta is not None and target_theta != declared["rope_theta"]:
+        add(rope_theta=target_theta)
+    return out
+
+
+def _fused_fc(head):
+    """The head's fusion layer: its fc, or the fc weights an unfused draft kept aside; None otherwise."""
+    if head.family != "eagle3":
+        return None
+    return getattr(head, "spare_fc", None) if isinstance(head.fc, Unfused) else head.fc
+
+
+def _valid_reading(stored: torch.Tensor, vocab: int, reading: str) -> bool:
+    """Whether `stored` d2t values give in-vocabulary, distinct target ids when read this way."""
+    ids = stored if reading == "absolute" else stored + torch.arange(stored.shape[0])
+    return bool((ids >= 0).all() and (ids < vocab).all() and (ids[1:] > ids[:-1]).all())
+
+
+def _target_theta(pair: LoadedPair) -> float | None:
+    text = pair.target.config.get_text_config()
+    params = getattr(text, "rope_parameters", None) or {}
+    theta = params.get("rope_theta", getattr(text, "rope_theta", None)) if isinstance(params, dict) else None
+    return float(theta) if theta is not None else None
+
+
+def _stored_d2t(spec: DraftSpec, head) -> torch.Tensor | None:
+    if head.family != "eagle3" or "d2t" not in spec.names or spec.weights is None:
+        return None
+    stored = spec.weights.load([spec.names["d2t"]])[spec.names["d2t"]].long().flatten()
+    return stored if stored.shape == head.d2t.shape else None
+
+
+# ---- applying conventions to a head --------------------------------------------------------------------
+
+def _snapshot(head) -> dict:
+    snap = {"feature_layers": head.feature_layers, "fc": head.fc, "rotary_emb": head.rotary_emb}
+    for name in ("fc_norm", "input_norm"):
+        snap[name] = getattr(head, name, None)
+    if head.family == "eagle3":
+        snap["d2t"] = head.d2t.clone()
+        snap["nbr"] = head.midlayer.norm_before_residual
+    return snap
+
+
+def _restore(head, snap: dict) -> None:
+    head.feature_layers, head.fc, head.rotary_emb = snap["feature_layers"], snap["fc"], snap["rotary_emb"]
+    for name in ("fc_norm", "input_norm"):
+        if hasattr(head, name):
+            setattr(head, name, snap[name])
+    if "d2t" in snap:
+        head.d2t.copy_(snap["d2t"])
+        head.midlayer.norm_before_residual = snap["nbr"]
+
+
+def _apply(head, snap: dict, conv: dict, stored_d2t: torch.Tensor | None) -> None:
+    """Set `conv` on a head that is in its loaded state `snap`."""
+    device, dtype = snap["fc"].weight.device, snap["fc"].weight.dtype
+    if "feature_layers" in conv:
+        if conv["feature_layers"] is None and not isinstance(head.fc, Unfused):  # an EAGLE-1 loop: no fusion
+            head.fc = Unfused().to(device=device, dtype=dtype)
+            for name in ("fc_norm", "input_norm"):
+                if hasattr(head, name):
+                    setattr(head, name, None)
+            head.feature_layers = None
+        elif conv["feature_layers"] is not None:
+            if isinstance(head.fc, Unfused) and getattr(head, "spare_fc", None) is not None:
+                head.fc = head.spare_fc  # the fused reading of a draft declared unfused
+            head.feature_layers = tuple(conv["feature_layers"])
+    if stored_d2t is not None and "d2t" in conv:
+        vd = stored_d2t.shape[0]
+        offsets = stored_d2t if conv["d2t"] == "offsets" else stored_d2t - torch.arange(vd)
+        head.d2t.copy_(offsets.to(head.d2t.device))
+    if "norm_before_residual" in conv:
+        head.midlayer.norm_before_residual = conv["norm_before_residual"]
+    if "rope_theta" in conv and conv["rope_theta"] != snap["rotary_emb"].config.rope_parameters["rope_theta"]:
+        config = copy.deepcopy(snap["rotary_emb"].config)
+        config.rope_parameters = dict(config.rope_parameters, rope_theta=conv["rope_theta"])
+        head.rotary_emb = type(snap["rotary_emb"])(config=config).to(device)
+
+
+@torch.inference_mode()
+def _tau(pair: LoadedPair, head, snap: dict, conv: dict, stored_d2t, prompts: list[list[int]], tokens: int) -> float:
+    _restore(head, snap)
+    _apply(head, snap, conv, stored_d2t)
+    engine = SpeculativeEngine(pair.target, head)
+    run = RunConfig(max_new_tokens=tokens, ignore_eos=True, tree=TreeConfig.chain(5))
+    committed = rounds = 0
+    for ids in prompts:
+        for event in engine.generate(ids, run):
+            if isinstance(event, Round):
+                rounds += 1
+                committed += len(event.committed_ids)
+    _restore(head, snap)
+    return committed / rounds if rounds else 0.0
+
+
+# ---- prompts and report ---------------------------------------------------------------------------------
+
+def _default_prompts(pair: LoadedPair) -> list[list[int]]:
+    """The first prompt of each of the shipped suite's first three categories, or fixed token ids."""
+    if pair.tokenizer is not None and _SUITE.is_file():
+        seen: dict[str, str] = {}
+        for line in _SUITE.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                row = json.loads(line)
+                seen.setdefault(row["category"], row["prompt"])
+        texts = list(seen.values())[:MAX_PROMPTS]
+        ids = [pair.tokenizer(t)["input_ids"] for t in texts]
+        if all(ids):
+            return ids
+    vocab = pair.report.target_vocab
+    return [[(7 * i + 3 * p + 1) % vocab for i in range(12)] for p in range(MAX_PROMPTS)]
+
+
+def _report(report: AdaptationReport, probe: dict, switched: bool, tau_declared: float) -> AdaptationReport:
+    used = probe["used"]
+    changed = {k: v for k, v in used.items() if probe["declared"].get(k) != v}
+    if switched:
+        line = (f"probe: declared {_fmt(probe['declared'])} measured tau {tau_declared:.2f}; "
+                f"{_fmt(changed)} measured tau {probe['tau']:.2f}, using it")
+    else:
+        line = (f"probe: declared conventions measured tau {tau_declared:.2f}; kept "
+                f"({len(probe['alternatives'])} alternatives measured, none clearly better)")
+    updates: dict = {"probe": probe, "adaptations": report.adaptations + (line,)}
+    if "feature_layers" in changed:
+        fl = used["feature_layers"]
+        updates["feature_layers"] = tuple(fl) if fl is not None else None
+        updates["feature_convention"] = "probe: " + ("post-norm last hidden state (EAGLE-1 loop)" if fl is None
+                                                     else f"measured best, hidden_states {fl}")
+    if "rope_theta" in changed:
+        updates["rope_theta"] = used["rope_theta"]
+    if "norm_before_residual" in changed:
+        updates["norm_before_residual"] = used["norm_before_residual"]
+    return dataclasses.replace(report, **updates)
+
+
+def _fmt(conv: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in conv.items()) or "(none)"

@@ -1,0 +1,86 @@
+"""Export honesty: 'loads as published' is kept apart from 'an adapted copy is required / recommended
+because ...', and the new families (EAGLE-3.1, multi-layer, NVIDIA, MTP) export."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from eagle_demo.checkpoints import inspect_pair
+from eagle_demo.cli import main
+from eagle_demo.config import TreeConfig
+from eagle_demo.deploy import deployment_commands, plan_for
+from layouts import (eagle3_weights, write_eagle31, write_multilayer_eagle3, write_nvidia_eagle3,
+                     write_official_eagle3, write_qwen_mtp_target, write_target)
+from real_shapes import EAGLE3_LLAMA31_8B, LLAMA31_8B, eagle3_shapes, model_shapes, write_header_only
+
+TREE = TreeConfig.chain(3)
+
+
+@pytest.fixture(scope="module")
+def llama8(tmp_path_factory):
+    return write_target(tmp_path_factory.mktemp("exp") / "t8", layers=8)
+
+
+def test_yuhuili_eagle3_llama31_loads_as_published_in_vllm(tmp_path):
+    from transformers import AutoConfig
+    target = tmp_path / "llama31"
+    target.mkdir()
+    (target / "config.json").write_text(json.dumps(LLAMA31_8B))
+    write_header_only(target, model_shapes(AutoConfig.from_pretrained(target)))
+    draft = tmp_path / "yuhuili"
+    draft.mkdir()
+    (draft / "config.json").write_text(json.dumps(EAGLE3_LLAMA31_8B))
+    write_header_only(draft, {k.replace("layers.0.", "midlayer."): v for k, v in
+                              eagle3_shapes(4096, 4096, 128256, 32000, 32, 8, 128, 14336).items()})
+    report = inspect_pair(str(target), str(draft))
+    v = plan_for("vllm", "meta-llama/Llama-3.1-8B-Instruct", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", report, TREE)
+    assert v.loads_as_published and not v.needs_copy
+    assert json.loads(v.command.split("--speculative-config ")[1].strip("'"))["model"] == \
+        "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
+    assert v.recommended and "before PR #49343" in v.recommended[0]
+    s = plan_for("sglang", "t", "d", report, TREE)
+    assert not s.loads_as_published and any("architectures" in r for r in s.required)
+    notes = deployment_commands("t", "d", report, TREE)["notes"]
+    assert "**vllm** loads this draft as published; an adapted copy is recommended because" in notes
+    assert "**sglang** cannot load this draft as published" in notes
+
+
+def test_cli_says_loads_as_published(llama8, tmp_path, capsys):
+    draft = write_official_eagle3(tmp_path / "d", eagle3_weights())
+    assert main(["export", "--target", str(llama8), "--draft", str(draft), "--engine", "vllm"]) == 0
+    out = capsys.readouterr().out
+    assert "# vllm loads this draft as published" in out and "cannot load" not in out
+
+
+@pytest.mark.parametrize("writer,notes", [
+    (lambda f: write_eagle31(f, eagle3_weights(seed=50)), []),
+    (lambda f: write_nvidia_eagle3(f, "v3"), []),
+    (lambda f: write_nvidia_eagle3(f, "v2"), []),
+])
+def test_eagle3_variants_export(llama8, tmp_path, writer, notes):
+    report = inspect_pair(str(llama8), str(writer(tmp_path / "d")))
+    v = plan_for("vllm", "t", "d", report, TREE)
+    assert '"method": "eagle3"' in v.command and v.loads_as_published
+    s = plan_for("sglang", "t", "d", report, TREE)
+    assert "--speculative-algorithm EAGLE3" in s.command and s.loads_as_published
+
+
+def test_multilayer_config_that_lies_needs_a_copy(llama8, tmp_path):
+    report = inspect_pair(str(llama8), str(write_multilayer_eagle3(tmp_path / "d", layers=2, config_layers=40)))
+    for engine in ("vllm", "sglang"):
+        plan = plan_for(engine, "t", "d", report, TREE)
+        assert plan.needs_copy and plan.config_changes["num_hidden_layers"] == 2
+        assert any("num_hidden_layers 40 -> 2" in r for r in plan.required)
+
+
+def test_mtp_exports_for_both_engines(tmp_path):
+    target = write_qwen_mtp_target(tmp_path / "qwen-mtp")
+    report = inspect_pair(str(target), str(target))
+    v = plan_for("vllm", "Qwen/Qwen3-Next-80B-A3B-Instruct", "Qwen/Qwen3-Next-80B-A3B-Instruct", report, TREE)
+    spec = json.loads(v.command.split("--speculative-config ")[1].strip("'"))
+    assert spec["method"] == "mtp" and spec["num_speculative_tokens"] == 3 and v.loads_as_published
+    s = plan_for("sglang", "Qwen/Qwen3-Next-80B-A3B-Instruct", "Qwen/Qwen3-Next-80B-A3B-Instruct", report, TREE)
+    assert "--speculative-algorithm EAGLE --speculative-draft-model-path Qwen/Qwen3-Next-80B-A3B-Instruct" in s.command
+    assert s.loads_as_published
