@@ -129,6 +129,7 @@ class SpeculativeEngine(_EngineBase):
         sampler = None if run.sampling.greedy else PositionSampler(run.sampling.seed)
         self.runner.reset()
         self.drafter.reset()
+        self.drafter.reserve(len(prompt_ids) + run.max_new_tokens + tree_cfg.total_tokens)
         t0 = time.perf_counter()
         out, token, prob = self._prefill(prompt_ids, run, sampler)
         shifted = torch.tensor(prompt_ids[1:] + [token], dtype=torch.long)  # pair i = (feature_i, token_i+1)
@@ -198,9 +199,4 @@ def _cut(tokens: list[int], eos: Iterable[int], room: int) -> list[int]:
 
 
 def _nodes(tree) -> tuple[DraftNode, ...]:
-    depths = tree.depths.tolist()
-    return tuple(
-        DraftNode(token_id=tree.token_list[i], parent=tree.parents[i], depth=depths[i],
-                  draft_prob=tree.draft_probs[i], score=tree.scores[i])
-        for i in range(tree.size)
-    )
+    return tuple(map(DraftNode, tree.token_list, tree.parents, tree.depth_list, tree.draft_probs, tree.scores))
