@@ -85,7 +85,7 @@ class BaselineEngine(_EngineBase):
         yield self._start(prompt_ids, run, "")
         device, eos = self.runner.device, self._stops(run)
         sampler = None if run.sampling.greedy else PositionSampler(run.sampling.seed)
-        self.runner.reset()
+        self.runner.reset(len(prompt_ids) + run.max_new_tokens + 1)
         t0 = time.perf_counter()
         _, token, prob = self._prefill(prompt_ids, run, sampler)
         _sync(device)
@@ -127,9 +127,10 @@ class SpeculativeEngine(_EngineBase):
         yield self._start(prompt_ids, run, self.head.family)
         device, eos, tree_cfg = self.runner.device, self._stops(run), run.tree
         sampler = None if run.sampling.greedy else PositionSampler(run.sampling.seed)
-        self.runner.reset()
+        need = len(prompt_ids) + run.max_new_tokens + tree_cfg.total_tokens
+        self.runner.reset(need)
         self.drafter.reset()
-        self.drafter.reserve(len(prompt_ids) + run.max_new_tokens + tree_cfg.total_tokens)
+        self.drafter.reserve(need)
         t0 = time.perf_counter()
         out, token, prob = self._prefill(prompt_ids, run, sampler)
         shifted = torch.tensor(prompt_ids[1:] + [token], dtype=torch.long)  # pair i = (feature_i, token_i+1)
@@ -157,7 +158,9 @@ class SpeculativeEngine(_EngineBase):
             if not done:
                 keep = [0, *verdict.path]
                 self.runner.commit(keep)
-                self.drafter.extend(out.features[keep], torch.tensor(committed, dtype=torch.long))
+                chain = keep[-1] == len(keep) - 1  # a prefix of the block: a view, no gather
+                features = out.features[:len(keep)] if chain else out.features[keep]  # [m, F]
+                self.drafter.extend(features, torch.tensor(committed, dtype=torch.long))
                 _sync(device)
                 extend_seconds = time.perf_counter() - td
             te = time.perf_counter()

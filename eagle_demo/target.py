@@ -50,7 +50,7 @@ class TargetRunner:
         self.lm_head = model.get_output_embeddings()
         self.feature_layers = feature_layers
         self.num_layers = int(model.config.get_text_config().num_hidden_layers)
-        self.cache = BufferCache()
+        self.cache = BufferCache(self.num_layers)
         self.length = 0  # committed positions held in the cache
 
     @property
@@ -61,8 +61,10 @@ class TargetRunner:
     def dtype(self) -> torch.dtype:
         return self.lm_head.weight.dtype
 
-    def reset(self) -> None:
-        self.cache = BufferCache()
+    def reset(self, capacity: int | None = None) -> None:
+        """A fresh cache; capacity = the positions this run needs (prompt + max new tokens + tree), so the
+        buffers are allocated once at the run's size, never at the model's full context."""
+        self.cache = BufferCache(self.num_layers, capacity)
         self.length = 0
 
     def set_feature_layers(self, layers: tuple[int, ...] | None) -> None:
@@ -88,8 +90,9 @@ class TargetRunner:
         else:
             positions = (depths.to(self.device) + start)[None]  # [1, n]
         mask = None
-        if tree_mask is not None:
-            mask = tree_attention_mask(start, tree_mask.to(self.device), self.dtype)  # [1, 1, n, start+n]
+        if tree_mask is not None:  # built on the device: the prefix is visible, the tree block follows tree_mask
+            mask = torch.zeros(1, 1, n, start + n, dtype=self.dtype, device=self.device)  # [1, 1, n, start+n]
+            mask[0, 0, :, start:].masked_fill_(~tree_mask.to(self.device), torch.finfo(self.dtype).min)
         want_hidden = self.feature_layers is not None
         out = self.base(input_ids=ids, attention_mask=mask, position_ids=positions, cache=self.cache,
                         use_cache=True, output_hidden_states=want_hidden)
@@ -116,12 +119,8 @@ class TargetRunner:
         """Keep `keep` (indices into the last forward's block, ascending) and drop the rest of the block."""
         start, n = self.length, self._pending
         m = len(keep)
-        if keep != list(range(m)):
-            src = torch.tensor(keep, device=self.device) + start  # [m]
-            for layer in self.cache.layers:
-                idx = src.to(layer.keys.device)  # each layer's cache lives where the layer runs
-                layer.keys[..., start:start + m, :] = layer.keys[..., idx, :]  # [1, kv, m, d]
-                layer.values[..., start:start + m, :] = layer.values[..., idx, :]
+        if keep != list(range(m)):  # a tree path: one gather for all layers (kv.BufferCache.compact)
+            self.cache.compact(start, torch.tensor([start + i for i in keep], device=self.device))  # [m]
         if n - m > 0:
             self.cache.crop(-(n - m))
         self.length = start + m
