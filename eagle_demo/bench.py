@@ -290,7 +290,7 @@ def run_bench_cli(args) -> int:
 
     from tqdm import tqdm
 
-    from .cli import _load, tree_from_args
+    from .cli import _load, tree_for_session
     from .config import ConfigError
 
     if args.compare_draft and args.temperatures:
@@ -303,7 +303,7 @@ def run_bench_cli(args) -> int:
         items = items[:args.limit]
     chat = {"on": True, "off": False}.get(args.chat, bool(getattr(session.tokenizer, "chat_template", None)))
     run = RunConfig(max_new_tokens=args.max_new_tokens, ignore_eos=False,
-                    tree=tree_from_args(args, session.pair.target.device.type), sampling=SamplingConfig())
+                    tree=tree_for_session(args, session), sampling=SamplingConfig())
     bar = tqdm(total=len(items) * args.repeats, desc="bench", unit="prompt", file=sys.stderr)
 
     def progress(done, total, name):

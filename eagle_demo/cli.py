@@ -35,6 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--race", action="store_true",
                    help="then run plain decoding of the same prompt: speedup, identity (greedy) and why")
     _tree_args(g)
+    g.add_argument("--auto-tree", action="store_true",
+                   help="pick the chain/tree that maximises predicted tau / round cost for this pair and device "
+                        "(eagle_demo.autotree: a few seconds of calibration, cached on disk)")
     g.add_argument("--ignore-eos", action="store_true")
     g.add_argument("--json", action="store_true", help="one JSON object per event and a final summary line")
 
@@ -51,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--limit", type=int, default=None, help="at most this many prompts")
     b.add_argument("--chat", choices=["auto", "on", "off"], default="auto")
     _tree_args(b)
+    b.add_argument("--auto-tree", action="store_true",
+                   help="pick the chain/tree that maximises predicted tau / round cost for this pair and device "
+                        "(eagle_demo.autotree: a few seconds of calibration, cached on disk)")
     b.add_argument("--compare-draft", nargs="+", default=None, metavar="DRAFT",
                    help="also run these drafts on the same target (loaded once) and compare them")
     b.add_argument("--temperatures", nargs="+", type=float, default=None, metavar="T",
@@ -98,6 +104,17 @@ def tree_from_args(args, device_type: str = "cpu") -> TreeConfig:
                       total_tokens=args.total_tokens if args.total_tokens is not None else base.total_tokens)
 
 
+def tree_for_session(args, session) -> TreeConfig:
+    """--auto-tree: the autotree choice (its line goes to stderr); otherwise the flags or the preset."""
+    if getattr(args, "auto_tree", False) and session.eagle is not None:
+        from .autotree import auto_tree
+
+        choice = auto_tree(session)
+        sys.stderr.write(f"[{choice.line()}]\n")
+        return choice.tree
+    return tree_from_args(args, session.pair.target.device.type)
+
+
 def pair_from_args(args) -> tuple[str, str]:
     """(target, draft) for commands that need both; the shipped pair when neither is given."""
     from .session import SHIPPED_EAGLE1, SHIPPED_TARGET
@@ -138,7 +155,7 @@ def cmd_generate(args) -> int:
     if prompt_ids is None:
         prompt_ids = session.encode(args.prompt, chat=args.chat)
     run = RunConfig(max_new_tokens=args.max_new_tokens, ignore_eos=args.ignore_eos,
-                    tree=tree_from_args(args, session.pair.target.device.type), sampling=sampling)
+                    tree=tree_for_session(args, session), sampling=sampling)
     note = session.context_note(len(prompt_ids), run) if args.mode == "eagle" else ""
     if note:
         sys.stderr.write(f"[note] {note}\n")
