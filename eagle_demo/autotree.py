@@ -35,14 +35,14 @@ from .events import Round
 
 __all__ = ["AutoChoice", "auto_tree", "predict_tau", "CALIBRATION_TREE"]
 
-CALIBRATION_TREE = TreeConfig(depth=7, top_k=2, total_tokens=20)  # CPU: rounds stay cheap
+CALIBRATION_TREE = TreeConfig(depth=7, top_k=4, total_tokens=24)  # CPU: rounds stay fairly cheap
 CALIBRATION_TREE_GPU = TreeConfig(depth=8, top_k=8, total_tokens=64)
 CHAINS = tuple(range(1, 8))
-TREE_DEPTHS = (3, 4, 5, 6, 7, 8)
+TREE_DEPTHS = (1, 2, 3, 4, 5, 6, 7, 8)
 TREE_TOP_KS = (2, 3, 4, 6, 8)
-TREE_TOTALS = (6, 8, 10, 12, 16, 24, 32, 48, 64)
+TREE_TOTALS = (3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 48, 64)
 CHAIN_SIZES = tuple(range(1, max(CHAINS) + 2))  # a chain of d drafts verifies d + 1 tokens
-TREE_SIZES = (4, 6, 8, 12, 16, 24, 32, 48, 64)
+TREE_SIZES = (3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 PROMPTS = ("def merge_sorted(a, b):\n    \"\"\"Merge two sorted lists into one sorted list.\"\"\"\n",
            "The history of the printing press begins in the fifteenth century, when",
            "Question: A train travels 60 km in 1.5 hours. What is its average speed?\nAnswer:")
@@ -97,8 +97,8 @@ def auto_tree(session, *, budget_s: float = 3.0, refresh: bool = False, cache_di
             pass  # unreadable cache: calibrate again
     t0 = time.perf_counter()
     with engine.lock:
-        costs = measure_costs(engine, _calibration_ids(session), budget_s * 0.3)
-    stats = acceptance(session, budget_s * 0.35)
+        costs = measure_costs(engine, _calibration_ids(session), budget_s * 0.25)
+    stats = acceptance(session, budget_s * 0.4)
     choice = choose(stats, costs, time.perf_counter() - t0, runner.device)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = asdict(choice)
@@ -149,7 +149,8 @@ def acceptance(session, budget_s: float) -> Acceptance:
                     stop.set()
         if time.perf_counter() > deadline:
             break
-    rank = tuple(tuple((accepted[d][r] + 0.5) / (offered[d][r] + 1.0) for r in range(k)) for d in range(depth))
+    # shrunk towards zero: a rank seen rarely (deep, wide) is not trusted to accept
+    rank = tuple(tuple(accepted[d][r] / (offered[d][r] + 1.0) for r in range(k)) for d in range(depth))
     chain = tuple(math.prod(rank[j][0] for j in range(d + 1)) for d in range(depth))  # all top-1 accepted to d
     return Acceptance(rank=rank, chain=chain, rounds=rounds)
 
