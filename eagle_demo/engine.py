@@ -44,9 +44,11 @@ def _sync(device: torch.device) -> None:
 class _EngineBase:
     mode = ""
 
-    def __init__(self, model: PreTrainedModel, feature_layers: tuple[int, ...] | None = None):
+    def __init__(self, model: PreTrainedModel, feature_layers: tuple[int, ...] | None = None,
+                 static: bool = False):
+        """static: the target runs over a fixed-size cache (CUDA graphs on a GPU); see `static.StaticTarget`."""
         self.model = model
-        self.runner = TargetRunner(model, feature_layers)
+        self.runner = TargetRunner(model, feature_layers, static=static)
         self.eos = eos_ids_of(model)
         self.lock = threading.Lock()  # one generation at a time on this model
 
@@ -113,8 +115,8 @@ class BaselineEngine(_EngineBase):
 class SpeculativeEngine(_EngineBase):
     mode = "eagle"
 
-    def __init__(self, model: PreTrainedModel, head: DraftHead):
-        super().__init__(model, head.feature_layers)
+    def __init__(self, model: PreTrainedModel, head: DraftHead, static: bool = False):
+        super().__init__(model, head.feature_layers, static)
         self.head = head
         self.drafter = Drafter(head)
 

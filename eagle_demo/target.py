@@ -44,8 +44,13 @@ def tree_attention_mask(prefix_len: int, block: torch.Tensor, dtype: torch.dtype
 class TargetRunner:
     """Owns the target's KV cache for one generation at a time (batch size 1)."""
 
-    def __init__(self, model: PreTrainedModel, feature_layers: tuple[int, ...] | None = None):
+    def __init__(self, model: PreTrainedModel, feature_layers: tuple[int, ...] | None = None,
+                 static: bool = False, graphs: bool = True):
+        """static: run over a fixed-size cache with full-width masks (`static.StaticTarget`), captured as CUDA
+        graphs on a GPU when `graphs`; otherwise the growing `kv.BufferCache` path."""
         self.model = model
+        self.static_mode, self.graphs = static, graphs
+        self.static = None
         self.base = model.base_model
         self.lm_head = model.get_output_embeddings()
         self.feature_layers = feature_layers
@@ -66,6 +71,15 @@ class TargetRunner:
         buffers are allocated once at the run's size, never at the model's full context."""
         self.cache = BufferCache(self.num_layers, capacity)
         self.length = 0
+        if self.static_mode and capacity is None and self.static is not None:
+            self.static.reset()  # end of a run: keep the buffers (and captured graphs) for the next one
+        elif self.static_mode:
+            from .static import StaticTarget
+
+            need = capacity or 1024
+            if self.static is None or self.static.capacity < need or self.static.feature_layers != self.feature_layers:
+                self.static = StaticTarget(self.model, need, self.feature_layers, self.graphs)
+            self.static.reset()
 
     def set_feature_layers(self, layers: tuple[int, ...] | None) -> None:
         if layers is not None:
@@ -83,6 +97,10 @@ class TargetRunner:
         tree_mask [n, n] bool (None = causal). The n new entries stay in the cache until `commit`.
         """
         n = input_ids.shape[0]
+        if self.static is not None:
+            logits, features = self.static.forward(input_ids.to(self.device), depths, tree_mask)
+            self._pending = n
+            return TargetOutput(logits=logits, features=features)
         start = self.length
         ids = input_ids.to(self.device)[None]  # [1, n]
         if depths is None:
@@ -119,6 +137,10 @@ class TargetRunner:
         """Keep `keep` (indices into the last forward's block, ascending) and drop the rest of the block."""
         start, n = self.length, self._pending
         m = len(keep)
+        if self.static is not None:
+            self.static.commit(keep, n)
+            self.length, self._pending = start + m, 0
+            return
         if keep != list(range(m)):  # a tree path: one gather for all layers (kv.BufferCache.compact)
             self.cache.compact(start, torch.tensor([start + i for i in keep], device=self.device))  # [m]
         if n - m > 0:
