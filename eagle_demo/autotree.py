@@ -136,6 +136,7 @@ def acceptance(session, budget_s: float) -> Acceptance:
     depth, k = cal.depth, cal.top_k
     offered = [[0] * k for _ in range(depth)]
     accepted = [[0] * k for _ in range(depth)]
+    lead = [[0, 0] for _ in range(depth)]  # per depth: top-1 child offered / accepted under an all-top-1 path
     rounds = 0
     deadline = time.perf_counter() + budget_s
     run = RunConfig(max_new_tokens=96, ignore_eos=True, tree=cal)
@@ -144,32 +145,39 @@ def acceptance(session, budget_s: float) -> Acceptance:
         for ev in session.eagle.generate(ids, run, stop):
             if isinstance(ev, Round):
                 rounds += 1
-                _count(ev, offered, accepted)
+                _count(ev, offered, accepted, lead)
                 if time.perf_counter() > deadline:
                     stop.set()
         if time.perf_counter() > deadline:
             break
     # shrunk towards zero: a rank seen rarely (deep, wide) is not trusted to accept
     rank = tuple(tuple(accepted[d][r] / (offered[d][r] + 1.0) for r in range(k)) for d in range(depth))
-    chain = tuple(math.prod(rank[j][0] for j in range(d + 1)) for d in range(depth))  # all top-1 accepted to d
+    # a chain's own conditional (top-1 child under an all-top-1 path), shrunk towards the any-parent rate
+    top1 = [(lead[d][1] + rank[d][0]) / (lead[d][0] + 1.0) for d in range(depth)]
+    chain = tuple(math.prod(top1[:d + 1]) for d in range(depth))  # all top-1 drafts accepted to depth d
     return Acceptance(rank=rank, chain=chain, rounds=rounds)
 
 
-def _count(ev: Round, offered, accepted) -> None:
+def _count(ev: Round, offered, accepted, lead=None) -> None:
     kids: dict[int, list[tuple[float, int]]] = {}
     for i, node in enumerate(ev.nodes):
         if node.parent >= 0:
             kids.setdefault(node.parent, []).append((-node.draft_prob, i))
-    parent = 0
+    parent, top1_path = 0, True
     for d in range(len(offered)):
         ranked = [i for _, i in sorted(kids.get(parent, []))][:len(offered[d])]
         for r in range(len(ranked)):
             offered[d][r] += 1
+        if lead is not None and top1_path and ranked:
+            lead[d][0] += 1
         nxt = ev.accepted_path[d] if d < len(ev.accepted_path) else None
         if nxt is None or nxt not in ranked:
             return
         r = ranked.index(nxt)
         accepted[d][r] += 1
+        if lead is not None and top1_path and r == 0:
+            lead[d][1] += 1
+        top1_path = top1_path and r == 0
         parent = nxt
 
 
