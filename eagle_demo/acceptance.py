@@ -36,7 +36,7 @@ def verify_tree(tree: DraftTree, logits: torch.Tensor, cfg: SamplingConfig,
         x = logits.float()  # [N, V]
         best = x.max(dim=-1)  # the target's token at every node and its logit
         prob = (best.values - torch.logsumexp(x, dim=-1)).exp()  # [N] its probability
-        choice, p = torch.stack([best.indices.float(), prob]).tolist()  # one host read per round
+        choice, p = tree.read_with(torch.stack([best.indices.float(), prob]))  # with the tree: one read a round
         while True:
             token = int(choice[node])
             probs_out.append(p[node])

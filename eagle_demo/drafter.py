@@ -99,7 +99,7 @@ class Drafter:
                                                       torch.arange(depth + 1, device=dev)))
         probs = torch.stack([torch.cumsum(logps, 0), logps]).exp()  # [2, depth] path score, given parent
         probs = torch.cat([probs.new_ones(2, 1), probs], 1)  # [2, depth+1]
-        return tree_from_device(tokens, chain[0], chain[1], probs)
+        return tree_from_device(tokens, chain[0], chain[1], probs, chain=True)
 
     def _tree_mask(self, prefix: int, block: torch.Tensor) -> torch.Tensor:
         """Write the additive tree block [k, m] after the prefix into the persistent mask buffer and return

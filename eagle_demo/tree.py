@@ -45,23 +45,39 @@ class Candidates:
 
 @dataclass(frozen=True)
 class DraftTree:
-    tokens: torch.Tensor  # [N] long, root first (on the draft's device)
+    """A round's tree. The tensors stay on the draft's device; the host fields (token_list, parents, depth_list,
+    scores, draft_probs) come from `host` when built on the host, else from one copy of `pack`, made at most
+    once per round, and `read_with` lets the verifier fetch its own per-node rows in that same copy."""
+
+    tokens: torch.Tensor  # [N] long, root first
     depths: torch.Tensor  # [N] long, root 0
     mask: torch.Tensor  # [N, N] bool, mask[i, j] = j is an ancestor of i or i itself
-    parents: tuple[int, ...]  # parent node index, -1 for the root
-    draft_probs: tuple[float, ...]  # probability of each node given its parent (root 1.0)
-    scores: tuple[float, ...]  # product of draft probabilities along the path (root 1.0)
-    token_list: tuple[int, ...]
-    depth_list: tuple[int, ...]
+    is_chain: bool  # a single path: plain causal attention and consecutive positions verify it, no mask
+    pack: torch.Tensor | None = None  # [5, N] float: tokens, parents, depths, path score, draft probability
+    host: tuple | None = None  # (token_list, parents, depth_list, scores, draft_probs) tuples
+
+    @cached_property
+    def _host(self) -> tuple:
+        return self.host if self.host is not None else _unpack(self.pack.tolist())
+
+    def read_with(self, rows: torch.Tensor) -> list:
+        """rows [k, N] on the tree's device -> their values as lists, in the same host copy as the tree's own
+        fields when those were not read yet (one device->host transfer per round)."""
+        if "_host" in self.__dict__ or self.pack is None:
+            return rows.tolist()
+        values = torch.cat([self.pack, rows.to(self.pack.dtype)]).tolist()
+        self.__dict__["_host"] = _unpack(values[:5])
+        return values[5:]
+
+    token_list = property(lambda self: self._host[0])
+    parents = property(lambda self: self._host[1])  # parent node index, -1 for the root
+    depth_list = property(lambda self: self._host[2])
+    scores = property(lambda self: self._host[3])  # product of draft probabilities along the path (root 1.0)
+    draft_probs = property(lambda self: self._host[4])  # probability given the parent (root 1.0)
 
     @property
     def size(self) -> int:
-        return len(self.parents)
-
-    @cached_property
-    def is_chain(self) -> bool:
-        """A single path: plain causal attention and consecutive positions verify it, no mask needed."""
-        return all(p == i - 1 for i, p in enumerate(self.parents))
+        return self.tokens.shape[0]
 
     @cached_property
     def children(self) -> tuple[dict[int, int], ...]:
@@ -100,19 +116,22 @@ def select_tree(root_token: int | torch.Tensor, cand: Candidates, n_select: int)
     depths = torch.cat([root.new_zeros(1), cand.depths[chosen]])  # [N]
     fields = torch.stack([cand.scores[chosen], cand.logp[chosen]]).float().exp()  # [2, n] probabilities
     return tree_from_device(tokens, torch.cat([root.new_full((1,), -1), node_parent]), depths,
-                            torch.cat([fields.new_ones(2, 1), fields], 1))
+                            torch.cat([fields.new_ones(2, 1), fields], 1), chain=False)
 
 
 def tree_from_device(tokens: torch.Tensor, parents: torch.Tensor, depths: torch.Tensor,
-                     probs: torch.Tensor) -> DraftTree:
+                     probs: torch.Tensor, chain: bool) -> DraftTree:
     """A tree from device tensors: tokens/parents/depths [N] long (parent -1 for the root, parents first),
-    probs [2, N] (path score, probability given the parent). The ancestor mask is built on the device; the
-    host gets everything else in one copy."""
+    probs [2, N] (path score, probability given the parent); chain: the drafter knows it drafted one path.
+    The ancestor mask is built on the device; nothing is read by the host here."""
     mask = _ancestor_mask_t(parents.clamp(min=0))
-    host = torch.cat([torch.stack([tokens, parents, depths]).float(), probs.float()]).tolist()  # one read
+    pack = torch.cat([torch.stack([tokens, parents, depths]).float(), probs.float()])  # [5, N]
+    return DraftTree(tokens=tokens, depths=depths, mask=mask, is_chain=chain, pack=pack)
+
+
+def _unpack(rows: list) -> tuple:
     as_int = lambda row: tuple(int(x) for x in row)  # noqa: E731
-    return DraftTree(tokens=tokens, depths=depths, mask=mask, parents=as_int(host[1]), draft_probs=tuple(host[4]),
-                     scores=tuple(host[3]), token_list=as_int(host[0]), depth_list=as_int(host[2]))
+    return as_int(rows[0]), as_int(rows[1]), as_int(rows[2]), tuple(rows[3]), tuple(rows[4])
 
 
 def make_tree(tokens: list[int], parents: list[int], depths: list[int], draft_probs: list[float],
@@ -121,8 +140,8 @@ def make_tree(tokens: list[int], parents: list[int], depths: list[int], draft_pr
         tokens=torch.tensor(tokens, dtype=torch.long, device=device),
         depths=torch.tensor(depths, dtype=torch.long, device=device),
         mask=ancestor_mask(parents, device=device),
-        parents=tuple(parents), draft_probs=tuple(draft_probs), scores=tuple(scores),
-        token_list=tuple(tokens), depth_list=tuple(depths),
+        is_chain=all(p == i - 1 for i, p in enumerate(parents)),
+        host=(tuple(tokens), tuple(parents), tuple(depths), tuple(scores), tuple(draft_probs)),
     )
 
 
