@@ -63,14 +63,18 @@ class AutoChoice:
                 f"{self.predicted_round_cost:.2f} plain steps, predicted speedup {self.predicted_speedup:.2f}x")
 
 
-def _cache_file(session, device: torch.device, dtype: torch.dtype, cache_dir: Path | None) -> Path:
-    from .training.corpus import default_cache_dir
+def default_cache_dir() -> Path:
+    """$EAGLE_DEMO_CACHE/autotree, default ~/.cache/eagle_demo/autotree."""
+    env = os.environ.get("EAGLE_DEMO_CACHE")
+    return (Path(env).expanduser() if env else Path.home() / ".cache" / "eagle_demo") / "autotree"
 
+
+def _cache_file(session, device: torch.device, dtype: torch.dtype, cache_dir: Path | None) -> Path:
     report = session.report
     parts = [str(report.target_path), str(report.draft_path), str(device), str(dtype), torch.__version__,
-             str(torch.get_num_threads()), str(_weights_stamp(report.target_path)), str(_weights_stamp(report.draft_path))]
+             str(torch.get_num_threads()), _weights_stamp(report.target_path), _weights_stamp(report.draft_path)]
     key = hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
-    return (cache_dir or default_cache_dir() / "autotree") / f"{key}.json"
+    return (cache_dir or default_cache_dir()) / f"{key}.json"
 
 
 def _weights_stamp(path) -> str:

@@ -114,7 +114,8 @@ class StaticTarget:
         mask = torch.zeros(n, self.capacity, dtype=self.dtype, device=self.device)  # [n, cap]
         mask.masked_fill_(~visible, torch.finfo(self.dtype).min)
         want_hidden = self.feature_layers is not None
-        out = self.base(input_ids=x.ids[None], attention_mask=mask[None, None], position_ids=(x.length + x.depths)[None],
+        positions = (x.length + x.depths)[None]  # [1, n]
+        out = self.base(input_ids=x.ids[None], attention_mask=mask[None, None], position_ids=positions,
                         cache=self.cache, use_cache=True, output_hidden_states=want_hidden)
         last = out.last_hidden_state[0]  # [n, H]
         logits = self.lm_head(last)  # [n, V]

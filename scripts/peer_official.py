@@ -91,7 +91,8 @@ def worker(args) -> int:
 def ensure_venv() -> Path:
     venv = cache_root() / "peer-venv"
     python = venv / "bin" / "python"
-    probe = [str(python), "-c", "import eagle.model.ea_model, transformers; assert transformers.__version__ == '4.36.2'"]
+    check = "import eagle.model.ea_model, transformers; assert transformers.__version__ == '4.36.2'"
+    probe = [str(python), "-c", check]
     if python.is_file() and subprocess.run(probe, capture_output=True).returncode == 0:
         return python
     print(f"building the official code's virtualenv at {venv} (once)", file=sys.stderr)
@@ -151,6 +152,12 @@ def run_ours(session, prompts: list[list[int]], tree, max_new: int) -> list[dict
     return results
 
 
+def _common_prefix_equal(a: list[int], b: list[int]) -> bool:
+    """The official loop stops past the budget (it commits whole rounds): compare what both produced."""
+    n = min(len(a), len(b))
+    return a[:n] == b[:n]
+
+
 def summary(runs: list[dict]) -> dict:
     tps = [r["new_tokens"] / r["seconds"] for r in runs]
     return {"tokens_per_second": statistics.median(tps),
@@ -193,8 +200,7 @@ def race(name: str, target: str, draft: str, python: Path, args) -> dict:
     for label, runs in ours.items():
         s = summary(runs)
         s["ratio"] = s["tokens_per_second"] / ref["tokens_per_second"]
-        same = all(a["tokens"][:min(len(a["tokens"]), len(b["tokens"]))] == b["tokens"][:min(len(a["tokens"]), len(b["tokens"]))]
-                   for a, b in zip(runs, official))
+        same = all(_common_prefix_equal(a["tokens"], b["tokens"]) for a, b in zip(runs, official))
         s["same_tokens_as_official"] = same
         print(f"  {'ours ' + label:<62}{s['tokens_per_second']:>8.1f} tok/s  tau {s['tau']:.2f}  "
               f"ratio {s['ratio']:.2f}x  same tokens: {same}")

@@ -194,7 +194,8 @@ def table(label: str, r: dict) -> str:
     for p in PARTS:
         lines.append(f"| {p} | {r['ops'][p]:.0f} | {r['reads'][p]:.1f} | {r['ms'][p]:.2f} | {r['ms'][p] / step:.2f} |")
     rest = r["round_ms"] - sum(r["ms"].values())
-    lines.append(f"| rest of the loop | {r['other_ops']:.0f} | {r['other_reads']:.1f} | {rest:.2f} | {rest / step:.2f} |")
+    lines.append(f"| rest of the loop | {r['other_ops']:.0f} | {r['other_reads']:.1f} | {rest:.2f} "
+                 f"| {rest / step:.2f} |")
     return "\n".join(lines)
 
 
