@@ -33,19 +33,19 @@ def verify_tree(tree: DraftTree, logits: torch.Tensor, cfg: SamplingConfig,
     probs_out: list[float] = []
     node = 0
     if cfg.greedy:
-        choice = torch.argmax(logits, dim=-1).tolist()  # [N]
+        x = logits.float()  # [N, V]
+        best = x.max(dim=-1)  # the target's token at every node and its logit
+        prob = (best.values - torch.logsumexp(x, dim=-1)).exp()  # [N] its probability
+        choice, p = tree.read_with(torch.stack([best.indices.float(), prob]))  # with the tree: one read a round
         while True:
-            token = choice[node]
+            token = int(choice[node])
+            probs_out.append(p[node])
             child = tree.children[node].get(token)
             if child is None:
                 break
             path.append(child)
             node = child
-        nodes = [0] + path
-        tokens = [tree.token_list[i] for i in path] + [token]
-        probs = torch.softmax(logits[nodes].float(), dim=-1)  # [len(path)+1, V]
-        probs_out = probs[torch.arange(len(nodes)), torch.tensor(tokens)].tolist()
-        return Verdict(tuple(path), int(token), tuple(probs_out))
+        return Verdict(tuple(path), token, tuple(probs_out))
     while True:
         p = process_logits(logits[node:node + 1], cfg)[0]  # [V]
         token = sampler.sample(p, position + len(path))

@@ -4,6 +4,10 @@ EAGLE-2 dynamic tree from the last accepted position.
 Draft positions: the pair at position i is (target feature_i, token_{i+1}). After `extend` the cache
 holds `length` stable positions and `last_g` is the draft output at the last one, a prediction of the
 next feature whose logits propose depth-1 tokens.
+
+Lean by construction: one head forward per depth over the whole frontier; scores, top-k, the frontier and
+the tree mask stay on the device (the mask lives in one preallocated additive buffer); the tree is selected
+with tensor ops and reaches the host in a single copy per round (`tree.tree_from_device`).
 """
 
 from __future__ import annotations
@@ -12,9 +16,8 @@ import torch
 
 from .config import TreeConfig
 from .drafts.base import DraftHead
-from .kv import BufferCache
-from .target import tree_attention_mask
-from .tree import Candidates, DraftTree, select_tree
+from .drafts.lean import DraftKV
+from .tree import Candidates, DraftTree, select_tree, tree_from_device
 
 __all__ = ["Drafter"]
 
@@ -22,12 +25,21 @@ __all__ = ["Drafter"]
 class Drafter:
     def __init__(self, head: DraftHead):
         self.head = head
+        self._consts: dict = {}
         self.reset()
 
     def reset(self) -> None:
-        self.cache = BufferCache()
+        self.cache = DraftKV()
         self.length = 0
         self.last_g: torch.Tensor | None = None  # [H]
+        self._mask: torch.Tensor | None = None  # [k, capacity] additive, 0 outside a round's tree block
+
+    def reserve(self, positions: int) -> None:
+        """Size the buffers for `positions` draft positions (prompt + max new tokens + tree) up front."""
+        self.cache.capacity = max(self.cache.capacity, positions)
+        rope = getattr(self.head, "rope", None)
+        if rope is not None:
+            rope.reserve(positions, self.head.fc.weight)
 
     @property
     def device(self) -> torch.device:
@@ -37,61 +49,115 @@ class Drafter:
     def dtype(self) -> torch.dtype:
         return self.head.fc.weight.dtype
 
+    def _const(self, name: str, make):
+        key = (name, self.device, self.dtype)
+        if key not in self._consts:
+            self._consts[key] = make()
+        return self._consts[key]
+
+    def _positions(self, start: int, n: int) -> torch.Tensor:
+        """Positions start..start+n-1 as a view of one cached range (no op launch in the common case)."""
+        table = self._consts.get(("positions", self.device))
+        if table is None or table.shape[0] < start + n:
+            table = torch.arange(max(2 * (start + n), 1024), device=self.device)
+            self._consts[("positions", self.device)] = table
+        return table[start:start + n]
+
     @torch.inference_mode()
     def extend(self, features: torch.Tensor, tokens: torch.Tensor) -> None:
-        """features [n, F] of accepted positions, tokens [n] = the token that followed each of them."""
+        """features [n, F] of accepted positions, tokens [n] = the token that followed each of them.
+        n > 1 attends causally over the new block (the head builds that mask)."""
         n = tokens.shape[0]
-        positions = torch.arange(self.length, self.length + n, device=self.device)  # [n]
-        mask = None
-        if n > 1:
-            causal = torch.ones(n, n, dtype=torch.bool, device=self.device).tril()  # [n, n]
-            mask = tree_attention_mask(self.length, causal, self.dtype)  # [1, 1, n, P+n]
+        positions = self._positions(self.length, n)  # [n]
         g = self.head(features.to(self.device, self.dtype), tokens.to(self.device), positions, self.cache,
-                      mask, from_target=True)  # [n, H]
+                      None, from_target=True)  # [n, H]
         self.length += n
         self.last_g = g[-1]
 
     @torch.inference_mode()
     def draft(self, root_token: int, cfg: TreeConfig) -> DraftTree:
-        k, head, dev = cfg.top_k, self.head, self.device
+        if cfg.top_k == 1:
+            return self._chain(root_token, min(cfg.depth, cfg.total_tokens - 1))
+        return self._tree(root_token, cfg)
+
+    def _chain(self, root_token: int, depth: int) -> DraftTree:
+        """top-k 1: each step feeds the single new token; causal attention, no mask, no selection."""
+        head, dev = self.head, self.device
+        logp, ids = head.topk(self.last_g[None], 1)  # [1, 1], [1, 1]
+        all_ids, all_logp = [ids[0]], [logp[0]]
+        g = self.last_g[None]  # [1, H]
+        for step in range(2, depth + 1):
+            g = head(g, ids[0], self._positions(self.length + step - 2, 1), self.cache, None)  # [1, H]
+            logp, ids = head.topk(g, 1)
+            all_ids.append(ids[0])
+            all_logp.append(logp[0])
+        if depth > 1:
+            self.cache.crop(-(depth - 1))
+        logps = torch.cat(all_logp)  # [depth]
+        tokens = torch.cat([torch.tensor([root_token], device=dev), *all_ids])  # [depth+1]
+        chain = self._const(f"chain{depth}", lambda: (torch.arange(-1, depth, device=dev),
+                                                      torch.arange(depth + 1, device=dev)))
+        probs = torch.stack([torch.cumsum(logps, 0), logps]).exp()  # [2, depth] path score, given parent
+        probs = torch.cat([probs.new_ones(2, 1), probs], 1)  # [2, depth+1]
+        return tree_from_device(tokens, chain[0], chain[1], probs, chain=True)
+
+    def _tree_mask(self, prefix: int, block: torch.Tensor) -> torch.Tensor:
+        """Write the additive tree block [k, m] after the prefix into the persistent mask buffer and return
+        the view [1, 1, k, prefix + m] (the prefix columns are zero: every draft row sees the whole prefix)."""
+        k, m = block.shape
+        buf = self._mask
+        if buf is None or buf.shape[0] != k or buf.shape[1] < prefix + m or buf.dtype != self.dtype:
+            width = max(2 * (prefix + m), self.cache.capacity)
+            buf = self._mask = torch.zeros(k, width, dtype=self.dtype, device=self.device)
+        buf[:, prefix:prefix + m].copy_(block)
+        return buf[None, None, :, :prefix + m]
+
+    def _tree(self, root_token: int, cfg: TreeConfig) -> DraftTree:
+        k, head, dev, prefix = cfg.top_k, self.head, self.device, self.length
         logp, ids = head.topk(self.last_g[None], k)  # [1, k], [1, k]
-        tokens, parents, depths = [ids[0]], [torch.full((k,), -1, device=dev)], [torch.ones(k, device=dev)]
-        scores, logps = [logp[0]], [logp[0]]
-        frontier = torch.arange(k, device=dev)  # candidate indices of the nodes to expand next
-        frontier_scores = logp[0]  # [k]
-        frontier_tokens = ids[0]  # [k]
+        hidden_min = torch.finfo(self.dtype).min
+        eye = self._const(f"eye{k}", lambda: torch.full((k, k), hidden_min, dtype=self.dtype, device=dev)
+                          .fill_diagonal_(0.0))  # [k, k] additive: each row sees itself
+        tokens, scores, logps, frontiers = [ids[0]], [logp[0]], [logp[0]], []
+        frontier = self._const(f"arange{k}", lambda: torch.arange(k, device=dev))  # candidate ids to expand
+        frontier_scores, frontier_tokens = logp[0], ids[0]  # [k], [k]
         frontier_hidden = self.last_g[None].expand(k, -1)  # [k, H]
-        parent_rows = torch.zeros(k, 0, dtype=torch.bool, device=dev)  # [k, added]
+        parent_rows = eye[:, :0]  # [k, added] additive rows of the frontier over the tree entries so far
         added, offset = 0, k
         for step in range(2, cfg.depth + 1):
-            n = frontier.shape[0]
-            block = torch.cat([parent_rows, torch.eye(n, dtype=torch.bool, device=dev)], 1)  # [n, added+n]
-            # top-k 1: the single frontier node's tree keys are all its ancestors, so causal attention is the
-            # same; decided on the host (reading `block` would wait for the device every step)
-            chain = n == 1
-            mask = None if chain else tree_attention_mask(self.length, block, self.dtype)  # [1, 1, n, P+added+n]
-            positions = torch.full((n,), self.length + step - 2, device=dev)  # siblings share a position
-            g = head(frontier_hidden, frontier_tokens, positions, self.cache, mask)  # [n, H]
-            added += n
-            logp, ids = head.topk(g, k)  # [n, k], [n, k]
-            cum = frontier_scores[:, None] + logp  # [n, k]
+            block = torch.cat([parent_rows, eye], 1)  # [k, added+k]
+            mask = self._tree_mask(prefix, block)  # [1, 1, k, P+added+k]
+            positions = self._positions(prefix + step - 2, 1).expand(k)  # siblings share a position
+            g = head(frontier_hidden, frontier_tokens, positions, self.cache, mask)  # [k, H]
+            added += k
+            logp, ids = head.topk(g, k)  # [k, k], [k, k]
+            cum = frontier_scores[:, None] + logp  # [k, k]
             tokens.append(ids.reshape(-1))
-            parents.append(frontier.repeat_interleave(k))
-            depths.append(torch.full((n * k,), step, device=dev))
             scores.append(cum.reshape(-1))
             logps.append(logp.reshape(-1))
-            top = torch.topk(cum.reshape(-1), min(k, n * k))
+            frontiers.append(frontier)
+            if step == cfg.depth:
+                break
+            top = torch.topk(cum.reshape(-1), k)
             local_parent = top.indices // k  # [k] which fed node each new frontier node hangs from
             frontier = offset + top.indices
             frontier_scores = top.values
             frontier_tokens = ids.reshape(-1)[top.indices]  # [k]
             frontier_hidden = g[local_parent]  # [k, H]
             parent_rows = block[local_parent]  # [k, added]
-            offset += n * k
+            offset += k * k
         if added:
             self.cache.crop(-added)  # drop the tree entries; the stable prefix stays
-        cand = Candidates(
-            tokens=torch.cat(tokens).cpu(), parents=torch.cat(parents).cpu(), depths=torch.cat(depths).long().cpu(),
-            scores=torch.cat(scores).float().cpu(), logp=torch.cat(logps).float().cpu(),
-        )
-        return select_tree(root_token, cand, cfg.total_tokens - 1)
+            self._mask[:, prefix:prefix + added].zero_()
+        return select_tree(root_token, self._candidates(cfg, tokens, scores, logps, frontiers),
+                           cfg.total_tokens - 1)
+
+    def _candidates(self, cfg: TreeConfig, tokens, scores, logps, frontiers) -> Candidates:
+        k, dev = cfg.top_k, self.device
+        depths = self._const(f"depths{k}/{cfg.depth}", lambda: torch.cat(
+            [torch.ones(k, dtype=torch.long, device=dev)]
+            + [torch.full((k * k,), d, dtype=torch.long, device=dev) for d in range(2, cfg.depth + 1)]))
+        roots = self._const(f"roots{k}", lambda: torch.full((k,), -1, dtype=torch.long, device=dev))
+        parents = [roots] + ([torch.stack(frontiers).repeat_interleave(k, dim=1).reshape(-1)] if frontiers else [])
+        return Candidates(tokens=torch.cat(tokens), parents=torch.cat(parents), depths=depths,
+                          scores=torch.cat(scores), logp=torch.cat(logps))

@@ -44,9 +44,11 @@ def _sync(device: torch.device) -> None:
 class _EngineBase:
     mode = ""
 
-    def __init__(self, model: PreTrainedModel, feature_layers: tuple[int, ...] | None = None):
+    def __init__(self, model: PreTrainedModel, feature_layers: tuple[int, ...] | None = None,
+                 static: bool = False):
+        """static: the target runs over a fixed-size cache (CUDA graphs on a GPU); see `static.StaticTarget`."""
         self.model = model
-        self.runner = TargetRunner(model, feature_layers)
+        self.runner = TargetRunner(model, feature_layers, static=static)
         self.eos = eos_ids_of(model)
         self.lock = threading.Lock()  # one generation at a time on this model
 
@@ -85,7 +87,7 @@ class BaselineEngine(_EngineBase):
         yield self._start(prompt_ids, run, "")
         device, eos = self.runner.device, self._stops(run)
         sampler = None if run.sampling.greedy else PositionSampler(run.sampling.seed)
-        self.runner.reset()
+        self.runner.reset(len(prompt_ids) + run.max_new_tokens + 1)
         t0 = time.perf_counter()
         _, token, prob = self._prefill(prompt_ids, run, sampler)
         _sync(device)
@@ -113,8 +115,8 @@ class BaselineEngine(_EngineBase):
 class SpeculativeEngine(_EngineBase):
     mode = "eagle"
 
-    def __init__(self, model: PreTrainedModel, head: DraftHead):
-        super().__init__(model, head.feature_layers)
+    def __init__(self, model: PreTrainedModel, head: DraftHead, static: bool = False):
+        super().__init__(model, head.feature_layers, static)
         self.head = head
         self.drafter = Drafter(head)
 
@@ -127,8 +129,10 @@ class SpeculativeEngine(_EngineBase):
         yield self._start(prompt_ids, run, self.head.family)
         device, eos, tree_cfg = self.runner.device, self._stops(run), run.tree
         sampler = None if run.sampling.greedy else PositionSampler(run.sampling.seed)
-        self.runner.reset()
+        need = len(prompt_ids) + run.max_new_tokens + tree_cfg.total_tokens
+        self.runner.reset(need)
         self.drafter.reset()
+        self.drafter.reserve(need)
         t0 = time.perf_counter()
         out, token, prob = self._prefill(prompt_ids, run, sampler)
         shifted = torch.tensor(prompt_ids[1:] + [token], dtype=torch.long)  # pair i = (feature_i, token_i+1)
@@ -156,7 +160,9 @@ class SpeculativeEngine(_EngineBase):
             if not done:
                 keep = [0, *verdict.path]
                 self.runner.commit(keep)
-                self.drafter.extend(out.features[keep], torch.tensor(committed, dtype=torch.long))
+                chain = keep[-1] == len(keep) - 1  # a prefix of the block: a view, no gather
+                features = out.features[:len(keep)] if chain else out.features[keep]  # [m, F]
+                self.drafter.extend(features, torch.tensor(committed, dtype=torch.long))
                 _sync(device)
                 extend_seconds = time.perf_counter() - td
             te = time.perf_counter()
@@ -198,9 +204,4 @@ def _cut(tokens: list[int], eos: Iterable[int], room: int) -> list[int]:
 
 
 def _nodes(tree) -> tuple[DraftNode, ...]:
-    depths = tree.depths.tolist()
-    return tuple(
-        DraftNode(token_id=tree.token_list[i], parent=tree.parents[i], depth=depths[i],
-                  draft_prob=tree.draft_probs[i], score=tree.scores[i])
-        for i in range(tree.size)
-    )
+    return tuple(map(DraftNode, tree.token_list, tree.parents, tree.depth_list, tree.draft_probs, tree.scores))

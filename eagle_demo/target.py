@@ -44,13 +44,18 @@ def tree_attention_mask(prefix_len: int, block: torch.Tensor, dtype: torch.dtype
 class TargetRunner:
     """Owns the target's KV cache for one generation at a time (batch size 1)."""
 
-    def __init__(self, model: PreTrainedModel, feature_layers: tuple[int, ...] | None = None):
+    def __init__(self, model: PreTrainedModel, feature_layers: tuple[int, ...] | None = None,
+                 static: bool = False, graphs: bool = True):
+        """static: run over a fixed-size cache with full-width masks (`static.StaticTarget`), captured as CUDA
+        graphs on a GPU when `graphs`; otherwise the growing `kv.BufferCache` path."""
         self.model = model
+        self.static_mode, self.graphs = static, graphs
+        self.static = None
         self.base = model.base_model
         self.lm_head = model.get_output_embeddings()
         self.feature_layers = feature_layers
         self.num_layers = int(model.config.get_text_config().num_hidden_layers)
-        self.cache = BufferCache()
+        self.cache = BufferCache(self.num_layers)
         self.length = 0  # committed positions held in the cache
 
     @property
@@ -61,9 +66,20 @@ class TargetRunner:
     def dtype(self) -> torch.dtype:
         return self.lm_head.weight.dtype
 
-    def reset(self) -> None:
-        self.cache = BufferCache()
+    def reset(self, capacity: int | None = None) -> None:
+        """A fresh cache; capacity = the positions this run needs (prompt + max new tokens + tree), so the
+        buffers are allocated once at the run's size, never at the model's full context."""
+        self.cache = BufferCache(self.num_layers, capacity)
         self.length = 0
+        if self.static_mode and capacity is None and self.static is not None:
+            self.static.reset()  # end of a run: keep the buffers (and captured graphs) for the next one
+        elif self.static_mode:
+            from .static import StaticTarget
+
+            need = capacity or 1024
+            if self.static is None or self.static.capacity < need or self.static.feature_layers != self.feature_layers:
+                self.static = StaticTarget(self.model, need, self.feature_layers, self.graphs)
+            self.static.reset()
 
     def set_feature_layers(self, layers: tuple[int, ...] | None) -> None:
         if layers is not None:
@@ -81,6 +97,10 @@ class TargetRunner:
         tree_mask [n, n] bool (None = causal). The n new entries stay in the cache until `commit`.
         """
         n = input_ids.shape[0]
+        if self.static is not None:
+            logits, features = self.static.forward(input_ids.to(self.device), depths, tree_mask)
+            self._pending = n
+            return TargetOutput(logits=logits, features=features)
         start = self.length
         ids = input_ids.to(self.device)[None]  # [1, n]
         if depths is None:
@@ -88,8 +108,9 @@ class TargetRunner:
         else:
             positions = (depths.to(self.device) + start)[None]  # [1, n]
         mask = None
-        if tree_mask is not None:
-            mask = tree_attention_mask(start, tree_mask.to(self.device), self.dtype)  # [1, 1, n, start+n]
+        if tree_mask is not None:  # built on the device: the prefix is visible, the tree block follows tree_mask
+            mask = torch.zeros(1, 1, n, start + n, dtype=self.dtype, device=self.device)  # [1, 1, n, start+n]
+            mask[0, 0, :, start:].masked_fill_(~tree_mask.to(self.device), torch.finfo(self.dtype).min)
         want_hidden = self.feature_layers is not None
         out = self.base(input_ids=ids, attention_mask=mask, position_ids=positions, cache=self.cache,
                         use_cache=True, output_hidden_states=want_hidden)
@@ -116,12 +137,12 @@ class TargetRunner:
         """Keep `keep` (indices into the last forward's block, ascending) and drop the rest of the block."""
         start, n = self.length, self._pending
         m = len(keep)
-        if keep != list(range(m)):
-            src = torch.tensor(keep, device=self.device) + start  # [m]
-            for layer in self.cache.layers:
-                idx = src.to(layer.keys.device)  # each layer's cache lives where the layer runs
-                layer.keys[..., start:start + m, :] = layer.keys[..., idx, :]  # [1, kv, m, d]
-                layer.values[..., start:start + m, :] = layer.values[..., idx, :]
+        if self.static is not None:
+            self.static.commit(keep, n)
+            self.length, self._pending = start + m, 0
+            return
+        if keep != list(range(m)):  # a tree path: one gather for all layers (kv.BufferCache.compact)
+            self.cache.compact(start, torch.tensor([start + i for i in keep], device=self.device))  # [m]
         if n - m > 0:
             self.cache.crop(-(n - m))
         self.length = start + m

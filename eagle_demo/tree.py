@@ -19,11 +19,13 @@ Worked example (the golden case in tests/test_tree.py):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 
-__all__ = ["DraftTree", "Candidates", "select_tree", "ancestor_mask"]
+__all__ = ["DraftTree", "Candidates", "select_tree", "ancestor_mask", "make_tree", "tree_from_device"]
 
 
 @dataclass(frozen=True)
@@ -43,23 +45,48 @@ class Candidates:
 
 @dataclass(frozen=True)
 class DraftTree:
+    """A round's tree. The tensors stay on the draft's device; the host fields (token_list, parents, depth_list,
+    scores, draft_probs) come from `host` when built on the host, else from one copy of `pack`, made at most
+    once per round, and `read_with` lets the verifier fetch its own per-node rows in that same copy."""
+
     tokens: torch.Tensor  # [N] long, root first
     depths: torch.Tensor  # [N] long, root 0
     mask: torch.Tensor  # [N, N] bool, mask[i, j] = j is an ancestor of i or i itself
-    parents: tuple[int, ...]  # parent node index, -1 for the root
-    draft_probs: tuple[float, ...]  # probability of each node given its parent (root 1.0)
-    scores: tuple[float, ...]  # product of draft probabilities along the path (root 1.0)
-    token_list: tuple[int, ...]
-    children: tuple[dict[int, int], ...]  # per node: token id -> child node index
+    is_chain: bool  # a single path: plain causal attention and consecutive positions verify it, no mask
+    pack: torch.Tensor | None = None  # [5, N] float: tokens, parents, depths, path score, draft probability
+    host: tuple | None = None  # (token_list, parents, depth_list, scores, draft_probs) tuples
+
+    @cached_property
+    def _host(self) -> tuple:
+        return self.host if self.host is not None else _unpack(self.pack.tolist())
+
+    def read_with(self, rows: torch.Tensor) -> list:
+        """rows [k, N] on the tree's device -> their values as lists, in the same host copy as the tree's own
+        fields when those were not read yet (one device->host transfer per round)."""
+        if "_host" in self.__dict__ or self.pack is None:
+            return rows.tolist()
+        values = torch.cat([self.pack, rows.to(self.pack.dtype)]).tolist()
+        self.__dict__["_host"] = _unpack(values[:5])
+        return values[5:]
+
+    token_list = property(lambda self: self._host[0])
+    parents = property(lambda self: self._host[1])  # parent node index, -1 for the root
+    depth_list = property(lambda self: self._host[2])
+    scores = property(lambda self: self._host[3])  # product of draft probabilities along the path (root 1.0)
+    draft_probs = property(lambda self: self._host[4])  # probability given the parent (root 1.0)
 
     @property
     def size(self) -> int:
-        return len(self.parents)
+        return self.tokens.shape[0]
 
-    @property
-    def is_chain(self) -> bool:
-        """A single path: plain causal attention and consecutive positions verify it, no mask needed."""
-        return all(p == i - 1 for i, p in enumerate(self.parents))
+    @cached_property
+    def children(self) -> tuple[dict[int, int], ...]:
+        """Per node: token id -> child node index (the first child carrying a token wins)."""
+        kids: list[dict[int, int]] = [dict() for _ in self.parents]
+        for i, p in enumerate(self.parents):
+            if p >= 0:
+                kids[p].setdefault(self.token_list[i], i)
+        return tuple(kids)
 
     def path_to(self, node: int) -> list[int]:
         """Node indices from the root (excluded) down to `node` (included)."""
@@ -70,64 +97,71 @@ class DraftTree:
         return path[::-1]
 
 
-def select_tree(root_token: int, cand: Candidates, n_select: int) -> DraftTree:
-    """EAGLE-2 reranking: keep the n_select candidates with the highest path score.
+def select_tree(root_token: int | torch.Tensor, cand: Candidates, n_select: int) -> DraftTree:
+    """EAGLE-2 reranking: keep the n_select candidates with the highest path score, on the candidates' device.
 
     Ties are broken towards shallower, earlier candidates (a stable sort over the depth-major order), and
     a child's score never exceeds its parent's, so every kept node's parent is kept too.
     """
     m = cand.tokens.shape[0]
     n_select = max(0, min(n_select, m))
-    order = torch.sort(cand.scores, descending=True, stable=True).indices[:n_select]  # [n_select]
-    chosen = torch.sort(order).values.tolist()  # depth-major order = parents first
-    new_index = {c: i + 1 for i, c in enumerate(chosen)}
-    cand_parents = cand.parents.tolist()
-    cand_tokens = cand.tokens.tolist()
-    cand_depths = cand.depths.tolist()
-    cand_scores = cand.scores.exp().tolist()
-    cand_probs = cand.logp.exp().tolist()
+    dev = cand.tokens.device
+    order = torch.sort(cand.scores, descending=True, stable=True).indices[:n_select]  # [n]
+    chosen = torch.sort(order).values  # [n] depth-major order = parents first
+    new_index = torch.zeros(m + 1, dtype=torch.long, device=dev)  # candidate+1 -> node index (0 = root)
+    new_index[chosen + 1] = torch.arange(1, n_select + 1, device=dev)
+    node_parent = new_index[cand.parents[chosen] + 1]  # [n] parent node of each kept candidate
+    root = torch.as_tensor(root_token, dtype=torch.long, device=dev).reshape(1)  # [1]
+    tokens = torch.cat([root, cand.tokens[chosen]])  # [N]
+    depths = torch.cat([root.new_zeros(1), cand.depths[chosen]])  # [N]
+    fields = torch.stack([cand.scores[chosen], cand.logp[chosen]]).float().exp()  # [2, n] probabilities
+    return tree_from_device(tokens, torch.cat([root.new_full((1,), -1), node_parent]), depths,
+                            torch.cat([fields.new_ones(2, 1), fields], 1), chain=False)
 
-    parents = [-1]
-    tokens = [int(root_token)]
-    depths = [0]
-    scores = [1.0]
-    probs = [1.0]
-    for c in chosen:
-        p = cand_parents[c]
-        if p >= 0 and p not in new_index:
-            raise AssertionError("tree selection dropped a parent; candidates are not depth-major")
-        parents.append(0 if p < 0 else new_index[p])
-        tokens.append(cand_tokens[c])
-        depths.append(cand_depths[c])
-        scores.append(cand_scores[c])
-        probs.append(cand_probs[c])
-    return make_tree(tokens, parents, depths, probs, scores, device=cand.tokens.device)
+
+def tree_from_device(tokens: torch.Tensor, parents: torch.Tensor, depths: torch.Tensor,
+                     probs: torch.Tensor, chain: bool) -> DraftTree:
+    """A tree from device tensors: tokens/parents/depths [N] long (parent -1 for the root, parents first),
+    probs [2, N] (path score, probability given the parent); chain: the drafter knows it drafted one path.
+    The ancestor mask is built on the device; nothing is read by the host here."""
+    mask = _ancestor_mask_t(parents.clamp(min=0))
+    pack = torch.cat([torch.stack([tokens, parents, depths]).float(), probs.float()])  # [5, N]
+    return DraftTree(tokens=tokens, depths=depths, mask=mask, is_chain=chain, pack=pack)
+
+
+def _unpack(rows: list) -> tuple:
+    as_int = lambda row: tuple(int(x) for x in row)  # noqa: E731
+    return as_int(rows[0]), as_int(rows[1]), as_int(rows[2]), tuple(rows[3]), tuple(rows[4])
 
 
 def make_tree(tokens: list[int], parents: list[int], depths: list[int], draft_probs: list[float],
               scores: list[float], device: torch.device | str = "cpu") -> DraftTree:
-    children: list[dict[int, int]] = [dict() for _ in tokens]
-    for i, p in enumerate(parents):
-        if p >= 0:
-            children[p].setdefault(tokens[i], i)
     return DraftTree(
         tokens=torch.tensor(tokens, dtype=torch.long, device=device),
         depths=torch.tensor(depths, dtype=torch.long, device=device),
         mask=ancestor_mask(parents, device=device),
-        parents=tuple(parents),
-        draft_probs=tuple(draft_probs),
-        scores=tuple(scores),
-        token_list=tuple(tokens),
-        children=tuple(children),
+        is_chain=all(p == i - 1 for i, p in enumerate(parents)),
+        host=(tuple(tokens), tuple(parents), tuple(depths), tuple(scores), tuple(draft_probs)),
     )
 
 
 def ancestor_mask(parents: list[int], device: torch.device | str = "cpu") -> torch.Tensor:
     """parents (parents before children) -> bool [N, N], row i true at i and at each ancestor of i."""
-    n = len(parents)
-    rows: list[list[bool]] = []
-    for i, p in enumerate(parents):
-        row = list(rows[p]) if p >= 0 else [False] * n
-        row[i] = True
-        rows.append(row)
-    return torch.tensor(rows, dtype=torch.bool, device=device)
+    return _ancestor_mask_t(torch.tensor([max(p, 0) for p in parents], dtype=torch.long, device=device))
+
+
+def _ancestor_mask_t(up: torch.Tensor) -> torch.Tensor:
+    """up [N] long (each node's parent, the root pointing at itself) -> ancestor mask [N, N] bool.
+
+    Pointer doubling: after t steps row i holds every ancestor within 2**t levels, so log2(N) steps of
+    two gathers and an or, whatever the tree's shape."""
+    n = up.shape[0]
+    rows = torch.arange(n, device=up.device)  # [N]
+    mask = torch.zeros(n, n, dtype=torch.bool, device=up.device)  # [N, N]
+    mask[rows, rows] = True
+    mask[rows, up] = True
+    jump = up
+    for _ in range(max(0, math.ceil(math.log2(max(n - 1, 1))))):
+        mask = mask | mask[jump]  # [N, N]
+        jump = jump[jump]
+    return mask

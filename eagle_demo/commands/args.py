@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from ..config import ConfigError, TreeConfig, default_tree, tree_from
 
-__all__ = ["add_pair_args", "add_tree_args", "tree_from_args", "pair_from_args", "load_from_args"]
+__all__ = ["add_pair_args", "add_tree_args", "add_auto_tree_arg", "tree_from_args", "tree_for_session",
+           "pair_from_args", "load_from_args"]
 
 
 def add_pair_args(p: argparse.ArgumentParser) -> None:
@@ -26,6 +28,23 @@ def add_tree_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--draft-top-k", type=int, default=None, help="children per expanded node")
     p.add_argument("--total-tokens", type=int, default=None, help="tokens verified per round, root included")
     p.add_argument("--chain", type=int, default=None, help="draft a single chain of K tokens instead of a tree")
+
+
+def add_auto_tree_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--auto-tree", action="store_true",
+                   help="pick the chain/tree that maximises predicted tau / round cost for this pair and device "
+                        "(eagle_demo.autotree: a few seconds of calibration, cached on disk)")
+
+
+def tree_for_session(args: argparse.Namespace, session) -> TreeConfig:
+    """--auto-tree: the autotree choice (its line goes to stderr); otherwise the flags over the default tree."""
+    if getattr(args, "auto_tree", False) and session.eagle is not None:
+        from ..autotree import auto_tree
+
+        choice = auto_tree(session)
+        sys.stderr.write(f"[{choice.line()}]\n")
+        return choice.tree
+    return tree_from_args(args, session.device.type, session.family)
 
 
 def tree_from_args(args: argparse.Namespace, device: str = "cpu", family: str = "") -> TreeConfig:

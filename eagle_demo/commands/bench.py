@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from ..config import ConfigError, RunConfig, SamplingConfig
-from .args import add_pair_args, add_tree_args, load_from_args, tree_from_args
+from .args import add_auto_tree_arg, add_pair_args, add_tree_args, load_from_args, tree_for_session
 
 __all__ = ["add_parser", "run"]
 
@@ -23,6 +23,7 @@ def add_parser(sub) -> None:
     b.add_argument("--limit", type=int, default=None, help="at most this many prompts")
     b.add_argument("--chat", choices=["auto", "on", "off"], default="auto")
     add_tree_args(b)
+    add_auto_tree_arg(b)
     b.add_argument("--compare-draft", nargs="+", default=None, metavar="DRAFT",
                    help="also run these drafts on the same target (loaded once) and compare them")
     b.add_argument("--temperatures", nargs="+", type=float, default=None, metavar="T",
@@ -45,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     items = load_suite(args.suite, args.categories)[:args.limit or None]
     chat = {"on": True, "off": False}.get(args.chat, session.has_chat_template)
     run_config = RunConfig(max_new_tokens=args.max_new_tokens, ignore_eos=False, sampling=SamplingConfig(),
-                           tree=tree_from_args(args, session.device.type, session.family))
+                           tree=tree_for_session(args, session))
     series = len(args.compare_draft or ()) + 1 if args.compare_draft else len(args.temperatures or ()) or 1
     bar = tqdm(total=series * len(items) * args.repeats, desc="bench", unit="prompt", file=sys.stderr)
 

@@ -10,7 +10,8 @@ import sys
 from ..config import ConfigError, RunConfig, SamplingConfig
 from ..events import Finish, Prefill, Round, Step, to_dict
 from ..metrics import RaceResult, race, summarize, verdict
-from .args import add_pair_args, add_tree_args, load_from_args, tree_from_args
+from .args import (add_auto_tree_arg, add_pair_args, add_tree_args, load_from_args, tree_for_session,
+                   tree_from_args)
 
 __all__ = ["add_parser", "run"]
 
@@ -31,6 +32,7 @@ def add_parser(sub) -> None:
     g.add_argument("--race", action="store_true",
                    help="then run plain decoding of the same prompt: speedup, identity (greedy) and why")
     add_tree_args(g)
+    add_auto_tree_arg(g)
     g.add_argument("--ignore-eos", action="store_true")
     g.add_argument("--json", action="store_true", help="one JSON object per event and a final summary line")
 
@@ -56,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     if prompt_ids is None:
         prompt_ids = session.encode(args.prompt, chat=args.chat)
     run_config = RunConfig(max_new_tokens=args.max_new_tokens, ignore_eos=args.ignore_eos, sampling=sampling,
-                           tree=tree_from_args(args, session.device.type, session.family))
+                           tree=tree_for_session(args, session))
     note = session.context_note(len(prompt_ids), run_config) if args.mode == "eagle" else ""
     if note:
         sys.stderr.write(f"[note] {note}\n")

@@ -8,6 +8,7 @@ from torch import nn
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer
 
+from . import lean
 from .base import DraftHead, Shared
 
 __all__ = ["Eagle1Head"]
@@ -27,6 +28,7 @@ class Eagle1Head(DraftHead):
         self.lm_head = Shared(lm_head)
         self.shared_embed = Shared(embed_tokens) if embed_tokens is not None else None
         self.embed_tokens: nn.Embedding | None = None  # set when the checkpoint brings its own
+        self.rope = lean.RopeTable(self, config.num_attention_heads + config.num_key_value_heads)
 
     def forward(self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, cache,
                 mask: torch.Tensor | None, from_target: bool = False) -> torch.Tensor:
@@ -35,10 +37,12 @@ class Eagle1Head(DraftHead):
         emb = self.embed(tokens).to(hidden.dtype)  # [(b,) n, H]
         x = self.fc(torch.cat([emb, hidden], dim=-1))  # [(b,) n, H]
         x = x if batched else x[None]  # [b, n, H]
-        pos_emb = self.position_embeddings(x[0], positions)
-        for layer in self.layers:
-            x = layer(x, attention_mask=mask, position_ids=positions[None], cache=cache, use_cache=True,
-                      position_embeddings=pos_emb)  # [b, n, H]
+        if batched:
+            self.rope.reserve(int(positions.max()) + 1, x)
+        for i, layer in enumerate(self.layers):  # a LlamaDecoderLayer's computation, run lean
+            x = x + lean.attention(layer.self_attn, lean.rms_norm(layer.input_layernorm, x), self.rope, positions,
+                                   cache, i, mask)  # [b, n, H]
+            x = x + lean.mlp(layer.mlp, lean.rms_norm(layer.post_attention_layernorm, x))  # [b, n, H]
         return x if batched else x[0]  # [(b,) n, H]
 
     def topk(self, g: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -9,6 +9,7 @@ from torch import nn
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaAttention, LlamaMLP, LlamaRMSNorm
 
+from . import lean
 from .base import DraftHead, Shared
 
 __all__ = ["Eagle3Head", "Eagle3Layer"]
@@ -29,14 +30,12 @@ class Eagle3Layer(nn.Module):
         self.post_attention_layernorm = LlamaRMSNorm(h, eps=eps)
         self.norm_before_residual = norm_before_residual
 
-    def forward(self, emb: torch.Tensor, hidden: torch.Tensor, mask, position_embeddings, cache):
-        normed = self.hidden_norm(hidden)  # [1, n, H]
+    def forward(self, emb: torch.Tensor, hidden: torch.Tensor, mask, rope: lean.RopeTable, positions, cache):
+        normed = lean.rms_norm(self.hidden_norm, hidden)  # [1, n, H]
         residual = normed if self.norm_before_residual else hidden
-        x = torch.cat([self.input_layernorm(emb), normed], dim=-1)  # [1, n, 2H]
-        attn, _ = self.self_attn(x, position_embeddings=position_embeddings, attention_mask=mask,
-                                 cache=cache)  # [1, n, H]
-        x = residual + attn
-        return x + self.mlp(self.post_attention_layernorm(x))  # [1, n, H]
+        x = torch.cat([lean.rms_norm(self.input_layernorm, emb), normed], dim=-1)  # [1, n, 2H]
+        x = residual + lean.attention(self.self_attn, x, rope, positions, cache, 0, mask)  # [1, n, H]
+        return x + lean.mlp(self.mlp, lean.rms_norm(self.post_attention_layernorm, x))  # [1, n, H]
 
 
 class Eagle3Head(DraftHead):
@@ -56,6 +55,7 @@ class Eagle3Head(DraftHead):
         self.register_buffer("d2t", torch.zeros(draft_vocab_size, dtype=torch.long))
         self.shared_embed = Shared(embed_tokens) if embed_tokens is not None else None
         self.embed_tokens: nn.Embedding | None = None
+        self.rope = lean.RopeTable(self, config.num_attention_heads + config.num_key_value_heads)
 
     def forward(self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, cache,
                 mask: torch.Tensor | None, from_target: bool = False) -> torch.Tensor:
@@ -66,12 +66,13 @@ class Eagle3Head(DraftHead):
         emb = self.embed(tokens).to(hidden.dtype)  # [(b,) n, H]
         if not batched:
             emb, hidden = emb[None], hidden[None]  # [1, n, H]
-        pos_emb = self.position_embeddings(hidden[0], positions)
-        g = self.midlayer(emb, hidden, mask, pos_emb, cache)  # [b, n, H]
+        if batched:
+            self.rope.reserve(int(positions.max()) + 1, hidden)
+        g = self.midlayer(emb, hidden, mask, self.rope, positions, cache)  # [b, n, H]
         return g if batched else g[0]  # pre-norm output, fed back as the next hidden
 
     def draft_logits(self, g: torch.Tensor) -> torch.Tensor:
-        return self.lm_head(self.norm(g))  # [m, Vd]
+        return self.lm_head(lean.rms_norm(self.norm, g))  # [m, Vd]
 
     def topk(self, g: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
         logp = torch.log_softmax(self.draft_logits(g).float(), dim=-1)  # [m, Vd]

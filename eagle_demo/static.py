@@ -1,0 +1,176 @@
+"""Static-shape target execution: the stock `transformers` target over a fixed-size KV cache, so every forward
+of n tokens has the same shapes and addresses and can be captured once as a CUDA graph and replayed.
+
+- The cache is one zeroed pool [layers, 2, 1, kv, capacity, d] sized to the run (prompt + max new tokens + tree),
+  never to the model's full context. A forward writes its n keys/values at slots length..length+n-1 (a device
+  index, `index_copy_`) and attention reads the whole pool under a full-width additive mask [1, 1, n, capacity]:
+  committed slots and the block's own tree relation are visible, everything else (stale or unused) is not.
+- Every input of a forward lives in a per-size static buffer (token ids, positions, slots, tree block, length);
+  the mask is built from them on the device inside the forward, so a captured graph stays valid for any length.
+- On CUDA (`graphs=True`) the first forward of each size is captured with `torch.cuda.CUDAGraph` and replayed
+  afterwards; any capture failure falls back to eager for good. On CPU the same static path runs eagerly (that
+  is how the tests check it: greedy equality and sampling through it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
+
+__all__ = ["StaticTarget", "StaticKV"]
+
+
+class _Layer(DynamicLayer):
+    def __init__(self, owner: "StaticKV", index: int):
+        super().__init__()
+        self.owner, self.index = owner, index
+        self.is_initialized = True
+        self.keys, self.values = owner.pool[index, 0], owner.pool[index, 1]  # [1, kv, cap, d]
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        slots = self.owner.slots  # [n] device
+        self.keys.index_copy_(2, slots, key_states)  # [1, kv, n, d] into [1, kv, cap, d]
+        self.values.index_copy_(2, slots, value_states)
+        return self.keys, self.values
+
+    def get_seq_length(self) -> int:
+        return self.owner.length
+
+    def crop(self, tokens_to_remove: int) -> None:
+        raise RuntimeError("the static cache is compacted by StaticTarget.commit, not cropped")
+
+
+class StaticKV(DynamicCache):
+    """A fixed pool the model's layers write into at `slots`; `length` committed slots (host int)."""
+
+    def __init__(self, num_layers: int, kv_heads: int, head_dim: int, capacity: int, dtype, device):
+        Cache.__init__(self, layer_class_to_replicate=DynamicLayer)
+        self.pool = torch.zeros(num_layers, 2, 1, kv_heads, capacity, head_dim, dtype=dtype, device=device)
+        self.layer_class_to_replicate = None
+        self.layers = [_Layer(self, i) for i in range(num_layers)]
+        self.capacity = capacity
+        self.length = 0
+        self.slots = torch.zeros(1, dtype=torch.long, device=device)  # set per forward
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self.length
+
+
+@dataclass
+class _Inputs:
+    """Static buffers for one forward size n."""
+
+    ids: torch.Tensor  # [n] long
+    depths: torch.Tensor  # [n] long (position offsets from the committed length)
+    block: torch.Tensor  # [n, n] bool (the new block's own visibility)
+    length: torch.Tensor  # [] long
+    chain_depths: torch.Tensor  # [n] 0..n-1, constant
+    causal: torch.Tensor  # [n, n] lower triangle, constant
+
+
+class StaticTarget:
+    def __init__(self, model, capacity: int, feature_layers: tuple[int, ...] | None, graphs: bool):
+        cfg = model.config.get_text_config()
+        self.model, self.base, self.lm_head = model, model.base_model, model.get_output_embeddings()
+        device, dtype = self.lm_head.weight.device, self.lm_head.weight.dtype
+        heads = int(cfg.num_attention_heads)
+        head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // heads)
+        kv_heads = int(getattr(cfg, "num_key_value_heads", None) or heads)
+        self.cache = StaticKV(int(cfg.num_hidden_layers), kv_heads, head_dim, capacity, dtype, device)
+        self.device, self.dtype, self.capacity = device, dtype, capacity
+        self.feature_layers = feature_layers
+        self.graphs_on = graphs and device.type == "cuda"
+        self.inputs: dict[int, _Inputs] = {}
+        self.graphs: dict[int, tuple] = {}
+        self.seen: dict[int, int] = {}  # forwards per size: a size is captured on its second use (not the prefill)
+        self.columns = torch.arange(capacity, device=device)  # [cap]
+
+    @property
+    def length(self) -> int:
+        return self.cache.length
+
+    def reset(self) -> None:
+        self.cache.length = 0
+
+    def _inputs(self, n: int) -> _Inputs:
+        if n not in self.inputs:
+            d = self.device
+            causal = torch.ones(n, n, dtype=torch.bool, device=d).tril()  # [n, n]
+            self.inputs[n] = _Inputs(ids=torch.zeros(n, dtype=torch.long, device=d),
+                                     depths=torch.arange(n, device=d), block=causal.clone(),
+                                     length=torch.zeros((), dtype=torch.long, device=d),
+                                     chain_depths=torch.arange(n, device=d), causal=causal)
+        return self.inputs[n]
+
+    def _run(self, x: _Inputs):
+        """The forward on static buffers: every op has fixed shapes (capturable)."""
+        n = x.ids.shape[0]
+        slots = x.length + torch.arange(n, device=self.device)  # [n]
+        self.cache.slots = slots
+        visible = (self.columns < x.length).expand(n, -1).clone()  # [n, cap] committed slots
+        visible[:, slots] = x.block  # the block's own tree relation
+        mask = torch.zeros(n, self.capacity, dtype=self.dtype, device=self.device)  # [n, cap]
+        mask.masked_fill_(~visible, torch.finfo(self.dtype).min)
+        want_hidden = self.feature_layers is not None
+        positions = (x.length + x.depths)[None]  # [1, n]
+        out = self.base(input_ids=x.ids[None], attention_mask=mask[None, None], position_ids=positions,
+                        cache=self.cache, use_cache=True, output_hidden_states=want_hidden)
+        last = out.last_hidden_state[0]  # [n, H]
+        logits = self.lm_head(last)  # [n, V]
+        if want_hidden:
+            features = torch.cat([out.hidden_states[i][0] for i in self.feature_layers], dim=-1)  # [n, k*H]
+        else:
+            features = last
+        return logits, features
+
+    def forward(self, input_ids: torch.Tensor, depths: torch.Tensor | None, tree_mask: torch.Tensor | None):
+        n = input_ids.shape[0]
+        if self.length + n > self.capacity:
+            raise ValueError(f"the static cache holds {self.capacity} positions; this run needs more "
+                             "(raise max new tokens' budget or turn the static cache off)")
+        x = self._inputs(n)
+        x.ids.copy_(input_ids, non_blocking=True)
+        x.length.fill_(self.length)
+        if depths is None:
+            x.depths.copy_(x.chain_depths)
+            x.block.copy_(x.causal)
+        else:
+            x.depths.copy_(depths, non_blocking=True)
+            x.block.copy_(tree_mask, non_blocking=True)
+        self.seen[n] = self.seen.get(n, 0) + 1
+        if not self.graphs_on or self.seen[n] < 2:
+            return self._run(x)
+        if n not in self.graphs:
+            self._capture(n, x)
+            if n not in self.graphs:
+                return self._run(x)
+        graph, out = self.graphs[n]
+        graph.replay()
+        return out
+
+    def _capture(self, n: int, x: _Inputs) -> None:
+        try:
+            stream = torch.cuda.Stream(self.device)
+            stream.wait_stream(torch.cuda.current_stream(self.device))
+            with torch.cuda.stream(stream):
+                for _ in range(2):  # warm-up (writes only this block's own slots, rewritten by the replay)
+                    self._run(x)
+            torch.cuda.current_stream(self.device).wait_stream(stream)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                out = self._run(x)
+            self.graphs[n] = (graph, out)
+        except Exception as exc:  # noqa: BLE001 - any capture failure: eager from now on
+            self.graphs_on = False
+            self.capture_error = f"{type(exc).__name__}: {exc}"
+
+    def commit(self, start_keep: list[int], pending: int) -> None:
+        """Keep block entries `start_keep` (ascending) of the last forward; one gather for all layers."""
+        m, start = len(start_keep), self.length
+        if start_keep != list(range(m)):
+            src = torch.tensor([start + i for i in start_keep], device=self.device)  # [m]
+            pool = self.cache.pool
+            pool[..., start:start + m, :] = pool[..., src, :]  # [L, 2, 1, kv, m, d]
+        self.cache.length = start + m

@@ -1,0 +1,232 @@
+"""Issue 21's GPU checks in one prepared run (measurements, not tests). `--smoke` runs every section on the CPU
+with tiny shapes to check the script itself before spending device time.
+
+Sections (each prints its figures and lands in the JSON report as it ends; a failing section is recorded and the
+next one runs):
+1. tests: tests/test_static.py and tests/test_lean.py (the CUDA graph replay test runs on a GPU).
+2. shipped: the shipped pair in fp32 and bf16, eager vs static cache + CUDA graphs, baseline given the same
+   treatment: plain step ms, round ms and round cost at the auto choice and at chain 7, tau, greedy equality
+   (fp32), peak GPU memory of each path, and the draft step time in fp32 vs bf16 (the bf16 drafting slowdown).
+3. big: a Llama-3.1-8B-shaped bf16 target (random weights) and an EAGLE-3-shaped head: plain step eager vs
+   graphs, against the weights-bandwidth time (weight bytes / --hbm-tbps); verify ms by size; the shape autotree
+   picks from these measured costs for an acceptance profile with tau about 6, with its predicted speedup and
+   round cost in plain steps; peak memory with the static cache sized prompt + max new + tree.
+
+    python scripts/gpu_fast.py --out gpu_fast.json [--seconds 500] [--hbm-tbps 4.8]
+    python scripts/gpu_fast.py --smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from eagle_demo.config import RunConfig, TreeConfig  # noqa: E402
+from eagle_demo.engine import BaselineEngine, SpeculativeEngine  # noqa: E402
+from eagle_demo.metrics import summarize  # noqa: E402
+
+REPORT: dict = {}
+DEVICE, SMOKE = "cuda", False
+
+
+def log(*args) -> None:
+    print(*args, flush=True)
+
+
+def sync() -> None:
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+
+
+def peak_reset() -> None:
+    if DEVICE == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+
+
+def peak_gb() -> float:
+    return round(torch.cuda.max_memory_allocated() / 2**30, 3) if DEVICE == "cuda" else 0.0
+
+
+def best_run(engine, prompt, run, tries: int = 3):
+    """Fastest of a few runs (after a warm-up that also captures the graphs): summarize() stats."""
+    summarize(engine.generate(prompt, RunConfig(max_new_tokens=min(run.max_new_tokens, 16), ignore_eos=True,
+                                                 tree=run.tree)))
+    return min((summarize(engine.generate(prompt, run)) for _ in range(tries)),
+               key=lambda s: s.decode_seconds / max(s.rounds, 1))
+
+
+def race(model, head, prompt, tree, static: bool, new: int) -> dict:
+    base, eagle = BaselineEngine(model, static=static), SpeculativeEngine(model, head, static=static)
+    run = RunConfig(max_new_tokens=new, ignore_eos=True, tree=tree)
+    peak_reset()
+    b = best_run(base, prompt, run)
+    e = best_run(eagle, prompt, run)
+    step = b.decode_seconds / max(b.rounds, 1)
+    rnd = e.decode_seconds / max(e.rounds, 1)
+    static_target = eagle.runner.static
+    return {"plain_step_ms": round(1e3 * step, 3), "round_ms": round(1e3 * rnd, 3), "round_cost": round(rnd / step, 3),
+            "tau": round(e.tau, 3), "speedup": round(e.tau * step / rnd, 3), "peak_gb": peak_gb(),
+            "equal": e.token_ids == b.token_ids,  # promised in float32 only
+            "draft_ms": round(1e3 * e.draft_seconds / max(e.rounds, 1), 3),
+            "verify_ms": round(1e3 * e.verify_seconds / max(e.rounds, 1), 3),
+            "graphs": sorted(static_target.graphs) if static_target is not None else [],
+            "capture_error": getattr(static_target, "capture_error", None) if static_target is not None else None}
+
+
+def section_tests() -> dict:
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_static.py",
+                           "tests/test_lean.py"], cwd=ROOT, capture_output=True, text=True)
+    tail = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr[-500:]
+    log(f"  {tail}")
+    return {"rc": proc.returncode, "summary": tail}
+
+
+def section_shipped() -> dict:
+    from eagle_demo.autotree import auto_tree
+    from eagle_demo.session import load_session
+
+    out = {}
+    for dtype in ("float32", "bfloat16"):
+        session = load_session(device=DEVICE, dtype=dtype, threads=0)
+        prompt = session.encode("def binary_search(items, target):\n    \"\"\"Return the index of target.\"\"\"\n")
+        choice = auto_tree(session, refresh=True)
+        out[f"{dtype} auto"] = choice.line()
+        log(f"  {dtype}: {choice.line()} (calibration {choice.calibration_seconds:.2f} s)")
+        for label, tree in (("auto", choice.tree), ("chain7", TreeConfig.chain(7))):
+            for static in (False, True):
+                key = f"{dtype} {label} {'static+graphs' if static else 'eager'}"
+                out[key] = race(session.pair.target, session.pair.head, prompt, tree, static, 32 if SMOKE else 128)
+                log(f"  {key}: {out[key]}")
+        drafter, runner = session.eagle.drafter, session.eagle.runner
+        runner.reset(len(prompt) + 16)
+        drafter.reset()
+        drafter.extend(runner.forward(torch.tensor(prompt)).features, torch.tensor(prompt[1:] + prompt[:1]))
+        runner.reset()
+        t = []
+        for _ in range(20):
+            sync()
+            t0 = time.perf_counter()
+            drafter.draft(prompt[-1], TreeConfig.chain(7))
+            sync()
+            t.append(time.perf_counter() - t0)
+        out[f"{dtype} draft chain7 ms"] = round(1e3 * min(t), 3)
+        log(f"  {dtype} draft chain 7: {out[f'{dtype} draft chain7 ms']} ms")
+    return out
+
+
+def big_models():
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    from eagle_demo.drafts import Eagle3Head
+
+    h, inter, layers, heads, kv = (256, 512, 4, 4, 2) if SMOKE else (4096, 14336, 32, 32, 8)
+    vocab = 4096 if SMOKE else 128256
+    cfg = LlamaConfig(vocab_size=vocab, hidden_size=h, intermediate_size=inter, num_hidden_layers=layers,
+                      num_attention_heads=heads, num_key_value_heads=kv, max_position_embeddings=8192,
+                      rope_theta=500000.0, rms_norm_eps=1e-5, tie_word_embeddings=False)
+    torch.manual_seed(0)
+    with torch.device(DEVICE):
+        model = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa", dtype=torch.bfloat16).eval()
+        dcfg = LlamaConfig(vocab_size=vocab, hidden_size=h, intermediate_size=inter, num_hidden_layers=1,
+                           num_attention_heads=heads, num_key_value_heads=kv, max_position_embeddings=8192)
+        dcfg._attn_implementation = "sdpa"
+        draft_vocab = min(32000, vocab)
+        fl = (2, layers // 2, layers - 3)
+        head = Eagle3Head(dcfg, h, draft_vocab, model.get_input_embeddings(), fl).to(torch.bfloat16).eval()
+    return model, head
+
+
+def section_big(hbm_tbps: float) -> dict:
+    from eagle_demo.autotree import Acceptance, Costs, choose
+
+    model, head = big_models()
+    out = {"weight_gb": round(sum(p.numel() * p.element_size() for p in model.parameters()) / 1e9, 2)}
+    out["bandwidth_step_ms"] = round(out["weight_gb"] / (hbm_tbps * 1e3) * 1e3, 3)
+    prompt = torch.randint(0, 4000, (64 if SMOKE else 512,)).tolist()
+    new = 16 if SMOKE else 128
+    for static in (False, True):
+        label = "static+graphs" if static else "eager"
+        out[label] = race(model, head, prompt, TreeConfig.chain(4), static, new)
+        out[label]["plain_step_vs_bandwidth"] = round(out[label]["plain_step_ms"] / out["bandwidth_step_ms"], 2)
+        log(f"  8B {label}: {out[label]}")
+    # verify cost by size on the static path (graphs), then autotree's choice for a tau-6 acceptance profile
+    eagle = SpeculativeEngine(model, head, static=True)
+    runner = eagle.runner
+    sizes = (1, 2, 4, 8) if SMOKE else (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64)
+    runner.reset(len(prompt) + 80)
+    runner.forward(torch.tensor(prompt))
+    runner.commit(list(range(len(prompt))))
+    verify = {}
+    for n in sizes:
+        ids, depths, mask = torch.randint(0, 4000, (n,)), torch.arange(n), torch.ones(n, n, dtype=torch.bool).tril()
+        t = []
+        for _ in range(5 if SMOKE else 12):
+            sync()
+            t0 = time.perf_counter()
+            runner.forward(ids, depths, mask)
+            sync()
+            t.append(time.perf_counter() - t0)
+            runner.commit([])
+        verify[n] = min(t[2:] or t)
+    out["verify_ms_by_size"] = {n: round(1e3 * v, 3) for n, v in verify.items()}
+    log(f"  8B verify ms by size (static): {out['verify_ms_by_size']}")
+    draft_ms = out["static+graphs"]["draft_ms"] / 4 / 1e3  # per draft step, from the chain-4 rounds
+    profile = Acceptance(rank=tuple((0.88, 0.06, 0.02, 0.01) for _ in range(8)),
+                         chain=tuple(0.88 ** (d + 1) for d in range(8)), rounds=0)
+    costs = Costs(plain=verify[1], verify_chain=verify, verify_tree=verify,
+                  draft={(d, k): d * draft_ms * (1 + 0.1 * (k - 1)) for d in range(1, 9) for k in (1, 2, 3, 4)},
+                  extend={1: draft_ms, 8: 1.5 * draft_ms}, host=0.0005)
+    choice = choose(profile, costs, 0.0, torch.device(DEVICE))
+    out["auto_at_tau6_profile"] = choice.line()
+    log(f"  8B {choice.line()}")
+    del model, head, eagle
+    if DEVICE == "cuda":
+        torch.cuda.empty_cache()
+    return out
+
+
+def main() -> int:
+    global DEVICE, SMOKE
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default="gpu_fast.json")
+    p.add_argument("--seconds", type=float, default=500.0, help="skip sections that start after this")
+    p.add_argument("--hbm-tbps", type=float, default=4.8, help="GPU memory bandwidth (H200: 4.8 TB/s)")
+    p.add_argument("--only", nargs="*")
+    p.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU (checks this script)")
+    args = p.parse_args()
+    if args.smoke or not torch.cuda.is_available():
+        DEVICE, SMOKE = "cpu", True
+    REPORT["env"] = {"torch": torch.__version__, "device": torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu",
+                     "smoke": SMOKE}
+    start = time.perf_counter()
+    sections = [("tests", section_tests), ("shipped", section_shipped), ("big", lambda: section_big(args.hbm_tbps))]
+    for name, fn in sections:
+        if args.only and name not in args.only:
+            continue
+        if time.perf_counter() - start > args.seconds:
+            REPORT[name] = {"skipped": "out of time"}
+            continue
+        log(f"[{name}]")
+        try:
+            REPORT[name] = fn()
+        except Exception:  # noqa: BLE001 - record and go on to the next section
+            REPORT[name] = {"error": traceback.format_exc()[-2000:]}
+            log(REPORT[name]["error"])
+        Path(args.out).write_text(json.dumps(REPORT, indent=1, default=str))
+    failed = [k for k, v in REPORT.items() if isinstance(v, dict) and ("error" in v or v.get("rc", 0) != 0)]
+    log(f"done in {time.perf_counter() - start:.0f} s; report {args.out}; failed sections: {failed or 'none'}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
