@@ -45,6 +45,7 @@ class MlaEagle3Layer(nn.Module):
 
 class MlaEagle3Head(Eagle3xHead):
     family = "eagle3"
+    lean_midlayer = False  # its MLA layer is transformers' own, called with position embeddings
 
     def __init__(self, config: DeepseekV3Config, target_hidden_size: int, draft_vocab_size: int,
                  embed_tokens: nn.Module | None, feature_layers: tuple[int, ...] | None, *,

@@ -35,6 +35,7 @@ class Unfused(nn.Module):
 
 class Eagle3xHead(Eagle3Head):
     family = "eagle3"
+    lean_midlayer = True  # the first layer runs lean (drafts/lean.py); a subclass with its own layer sets False
 
     def __init__(self, config: LlamaConfig, target_hidden_size: int, draft_vocab_size: int,
                  embed_tokens: nn.Module | None, feature_layers: tuple[int, ...] | None, *,
@@ -73,8 +74,14 @@ class Eagle3xHead(Eagle3Head):
         emb = self.embed(tokens).to(hidden.dtype)  # [(b,) n, H]
         if not batched:
             emb, hidden = emb[None], hidden[None]  # [1, n, H]
-        pos_emb = self.position_embeddings(hidden[0], positions)
-        g = self.midlayer(emb, hidden, mask, pos_emb, cache)  # [b, n, H]
+        if self.lean_midlayer:
+            if batched:
+                self.rope.reserve(int(positions.max()) + 1, hidden)
+            g = self.midlayer(emb, hidden, mask, self.rope, positions, cache)  # [b, n, H]
+            pos_emb = self.position_embeddings(hidden[0], positions) if self.layers else None  # stock layers
+        else:
+            pos_emb = self.position_embeddings(hidden[0], positions)
+            g = self.midlayer(emb, hidden, mask, pos_emb, cache)  # [b, n, H]
         for layer in self.layers.values():
             g = layer(g, attention_mask=mask, position_ids=positions[None], cache=cache, use_cache=True,
                       position_embeddings=pos_emb)  # [b, n, H]

@@ -79,7 +79,7 @@ class RopeTable:
     def _key(self, like: torch.Tensor) -> tuple:
         rotary = self.owner[0].rotary_emb
         freq = getattr(rotary, "inv_freq", None)
-        return (id(rotary), None if freq is None else freq._version, like.device, like.dtype)
+        return (id(rotary), _version_of(freq), like.device, like.dtype)
 
     def reserve(self, positions: int, like: torch.Tensor) -> None:
         t, key = self.table, self._key(like)
@@ -98,6 +98,16 @@ class RopeTable:
             self.reserve(self.table.shape[0] if self.table is not None else INITIAL_CAPACITY, like)
         rows = self.table[positions]  # [..., n, 2, heads*hd]
         return rows[..., 0, :], rows[..., 1, :]
+
+
+def _version_of(t: torch.Tensor | None) -> tuple | None:
+    """What changes when `t` is replaced or written in place (an inference-mode tensor has no version counter)."""
+    if t is None:
+        return None
+    try:
+        return (id(t), t.data_ptr(), t._version)
+    except RuntimeError:
+        return (id(t), t.data_ptr(), None)
 
 
 def _rotate_rows(w: torch.Tensor, head_dim: int) -> torch.Tensor:
