@@ -164,23 +164,13 @@ def summary(runs: list[dict]) -> dict:
             "tau": sum(r["new_tokens"] for r in runs) / max(1, sum(r["rounds"] for r in runs))}
 
 
-def parse_tree(text: str, session):
-    from eagle_demo.config import TreeConfig
-
-    if text == "auto":
-        from eagle_demo.autotree import auto_tree
-        choice = auto_tree(session)
-        return f"auto={choice.tree.label()}", choice.tree
-    if text.startswith("chain"):
-        return text, TreeConfig.chain(int(text[5:]))
-    total, depth, top_k = (int(x) for x in text[4:].split("/"))
-    return text, TreeConfig(depth=depth, top_k=top_k, total_tokens=total)
 
 
 def race(name: str, target: str, draft: str, python: Path, args) -> dict:
     import torch
 
     sys.path.insert(0, str(ROOT))
+    from _shapes import parse_tree
     from eagle_demo.session import load_session
 
     session = load_session(target, draft, threads=args.threads, device=args.device, dtype="float32")

@@ -27,9 +27,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from eagle_demo import engine as engine_mod  # noqa: E402
-from eagle_demo.config import RunConfig, TreeConfig  # noqa: E402
+from eagle_demo.config import RunConfig  # noqa: E402
 from eagle_demo.events import Finish, Round  # noqa: E402
 from eagle_demo.session import load_session  # noqa: E402
+from _shapes import parse_tree  # noqa: E402  (scripts/ is on the path when a script runs)
 
 PARTS = ("draft", "verify", "accept", "commit")
 PROMPT = ("def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n    if n < 2:\n        return n\n"
@@ -174,15 +175,6 @@ def profile(session, ids, run, repeats: int) -> dict:
     }
 
 
-def parse_tree(text: str, session) -> tuple[str, TreeConfig]:
-    if text == "auto":
-        from eagle_demo.autotree import auto_tree
-        choice = auto_tree(session)
-        return f"auto ({choice.tree.label()})", choice.tree
-    if text.startswith("chain"):
-        return text, TreeConfig.chain(int(text[5:]))
-    total, depth, top_k = (int(x) for x in text[4:].split("/"))
-    return text, TreeConfig(depth=depth, top_k=top_k, total_tokens=total)
 
 
 def table(label: str, r: dict) -> str:

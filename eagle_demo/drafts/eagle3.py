@@ -12,7 +12,16 @@ from transformers.models.llama.modeling_llama import LlamaAttention, LlamaMLP, L
 from . import lean
 from .base import DraftHead, Shared
 
-__all__ = ["Eagle3Head", "Eagle3Layer"]
+__all__ = ["Eagle3Head", "Eagle3Layer", "widen_inputs"]
+
+
+def widen_inputs(attn: nn.Module, names: tuple[str, ...], width: int) -> None:
+    """Replace the named input projections of an attention module (those present) with ones reading `width`
+    features: an EAGLE-3 layer's attention reads the 2H-wide [norm(embedding), norm(hidden)]."""
+    for name in names:
+        old = getattr(attn, name, None)
+        if old is not None:
+            setattr(attn, name, nn.Linear(width, old.out_features, bias=old.bias is not None))
 
 
 class Eagle3Layer(nn.Module):
@@ -21,9 +30,7 @@ class Eagle3Layer(nn.Module):
         h = config.hidden_size
         eps = config.rms_norm_eps
         self.self_attn = LlamaAttention(config, layer_idx=index)
-        for name in ("q_proj", "k_proj", "v_proj"):  # q/k/v read the 2H-wide [embedding, hidden]
-            old = getattr(self.self_attn, name)
-            setattr(self.self_attn, name, nn.Linear(2 * h, old.out_features, bias=old.bias is not None))
+        widen_inputs(self.self_attn, ("q_proj", "k_proj", "v_proj"), 2 * h)  # read [embedding, hidden]
         self.mlp = LlamaMLP(config)
         self.input_layernorm = LlamaRMSNorm(h, eps=eps)
         self.hidden_norm = LlamaRMSNorm(h, eps=eps)

@@ -14,6 +14,7 @@ from transformers.models.deepseek_v3.modeling_deepseek_v3 import (DeepseekV3Atte
                                                                   DeepseekV3RMSNorm, DeepseekV3RotaryEmbedding)
 
 from .base import Shared
+from .eagle3 import widen_inputs
 from .eagle3x import Eagle3xHead, Unfused
 
 __all__ = ["MlaEagle3Head", "MlaEagle3Layer"]
@@ -24,10 +25,7 @@ class MlaEagle3Layer(nn.Module):
         super().__init__()
         h, eps = config.hidden_size, config.rms_norm_eps
         self.self_attn = DeepseekV3Attention(config, layer_idx=0)
-        for name in ("q_proj", "q_a_proj", "kv_a_proj_with_mqa"):  # the projections that read the input
-            old = getattr(self.self_attn, name)
-            if old is not None:
-                setattr(self.self_attn, name, nn.Linear(2 * h, old.out_features, bias=old.bias is not None))
+        widen_inputs(self.self_attn, ("q_proj", "q_a_proj", "kv_a_proj_with_mqa"), 2 * h)  # those reading x
         self.mlp = DeepseekV3MLP(config)
         self.input_layernorm = DeepseekV3RMSNorm(h, eps=eps)
         self.hidden_norm = DeepseekV3RMSNorm(h, eps=eps)
