@@ -412,7 +412,12 @@ def deepseek_target(folder: Path, layers: int = 3, seed: int = 30):
                            q_lora_rank=32, kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16,
                            max_position_embeddings=512, bos_token_id=1, eos_token_id=2, pad_token_id=0,
                            tie_word_embeddings=False, num_nextn_predict_layers=1)
-    model = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa", dtype=torch.float32)
+    return _scaled_and_saved(AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa", dtype=torch.float32),
+                             folder)
+
+
+def _scaled_and_saved(model, folder: Path):
+    """Matrices x3 (a random tiny MoE model otherwise predicts nearly uniformly), saved with save_pretrained."""
     with torch.no_grad():
         for p in model.parameters():
             if p.dim() == 2:
@@ -444,13 +449,8 @@ def glm_target(folder: Path, layers: int = 3, seed: int = 33):
                         n_group=1, topk_group=1, max_position_embeddings=512, bos_token_id=1, eos_token_id=2,
                         pad_token_id=0, tie_word_embeddings=False, num_nextn_predict_layers=1,
                         partial_rotary_factor=0.5)
-    model = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa", dtype=torch.float32)
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() == 2:
-                p.mul_(3.0)
-    model.save_pretrained(folder)
-    return model.eval()
+    return _scaled_and_saved(AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa", dtype=torch.float32),
+                             folder)
 
 
 def write_glm_mtp_target(folder: Path) -> Path:
