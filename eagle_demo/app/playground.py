@@ -17,7 +17,8 @@ from .forms import CHAIN_MODE, TREE_MODE, GenerateForm, LoadForm, PairForm, hand
 from .state import CLIENT_PAIRS, REGISTRY, PairKey, local_or_repo, suite_prompts
 from .stream import GenerateOutputs, generate_ui, note_generate, rerender_tokens, rerender_tree, stop_ui
 
-__all__ = ["Playground", "build_playground", "wire_playground", "probe_by_default", "PRESETS", "CUSTOM", "definitions_markdown"]
+__all__ = ["Playground", "build_playground", "wire_playground", "probe_by_default", "PRESETS", "CUSTOM",
+           "definitions_markdown"]
 
 PRESETS: dict[str, tuple[str, str]] = {
     "tiny (shipped) + EAGLE-1 head": ("assets/tiny-target", "assets/tiny-eagle1"),
