@@ -19,6 +19,7 @@ import copy
 import dataclasses
 import json
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -30,13 +31,13 @@ from .config import RunConfig, TreeConfig
 from .drafts.eagle3x import Unfused
 from .engine import SpeculativeEngine
 from .events import Round
+from .paths import SUITE
 
 __all__ = ["probe_pair", "probe_report", "declared_family", "SWITCH_BELOW", "SWITCH_FACTOR"]
 
 SWITCH_BELOW = 1.3  # declared tau under this ...
 SWITCH_FACTOR = 1.5  # ... and an alternative at least this many times better: use the alternative
 MAX_PROMPTS, MAX_TOKENS = 3, 32
-_SUITE = Path(__file__).resolve().parent.parent / "assets" / "prompts" / "suite.jsonl"
 
 
 def probe_report(target: str, draft: str, revision: str | None = None, draft_revision: str | None = None,
@@ -46,8 +47,11 @@ def probe_report(target: str, draft: str, revision: str | None = None, draft_rev
                                 device=device)).report
 
 
-def probe_pair(pair: LoadedPair, prompts: list[list[int]] | None = None, max_new_tokens: int = MAX_TOKENS) -> LoadedPair:
-    """The same pair with `report.probe` filled (and the winning alternative applied to its head)."""
+def probe_pair(pair: LoadedPair, prompts: list[list[int]] | None = None, max_new_tokens: int = MAX_TOKENS,
+               progress: Callable[[str, float], None] | None = None) -> LoadedPair:
+    """The same pair with `report.probe` filled (and the winning alternative applied to its head, in place).
+
+    progress: called with (stage, fraction done) before each measurement."""
     head = pair.head
     if head is None:
         return pair
@@ -55,19 +59,27 @@ def probe_pair(pair: LoadedPair, prompts: list[list[int]] | None = None, max_new
     prompt_ids = (prompts or _default_prompts(pair))[:MAX_PROMPTS]
     stored_d2t = _stored_d2t(spec, head)
     declared = _declared(pair, spec, head, stored_d2t)
+    alternatives = _alternatives(pair, spec, head, declared, stored_d2t)
     original = _snapshot(head)
-    measure = lambda conv: _tau(pair, head, original, conv, stored_d2t, prompt_ids, max_new_tokens)  # noqa: E731
-    tau_declared = measure(declared)
-    results = [{"conventions": conv, "tau": round(measure(conv), 4)}
-               for conv in _alternatives(pair, spec, head, declared, stored_d2t)]
+    say = progress or (lambda stage, fraction: None)
+    size = f"{len(prompt_ids)} prompts x {max_new_tokens} tokens"
+
+    def measure(conv: dict, i: int) -> float:
+        which = "the declared conventions" if i == 0 else f"alternative {i} of {len(alternatives)}"
+        say(f"probe: measuring tau with {which} ({size})", i / (len(alternatives) + 1))
+        return _tau(pair, head, original, conv, stored_d2t, prompt_ids, max_new_tokens)
+
+    tau_declared = measure(declared, 0)
+    results = [{"conventions": conv, "tau": round(measure(conv, i), 4)} for i, conv in enumerate(alternatives, 1)]
     best = max(results, key=lambda r: r["tau"], default=None)
     switch = best is not None and tau_declared < SWITCH_BELOW and best["tau"] >= SWITCH_FACTOR * tau_declared
     used = best["conventions"] if switch else declared
     _restore(head, original)
     _apply(head, original, used, stored_d2t)
     tau_used = best["tau"] if switch else tau_declared
-    probe = {"tau": round(tau_used, 4), "used": used, "declared": declared, "alternatives": results,
-             "prompts": len(prompt_ids), "max_new_tokens": max_new_tokens}
+    probe = {"tau": round(tau_used, 4), "used": used, "declared": declared, "declared_tau": round(tau_declared, 4),
+             "alternatives": results, "prompts": len(prompt_ids), "max_new_tokens": max_new_tokens}
+    say("probe: done", 1.0)
     return dataclasses.replace(pair, report=_report(pair.report, probe, switch, tau_declared))
 
 
@@ -210,9 +222,9 @@ def _tau(pair: LoadedPair, head, snap: dict, conv: dict, stored_d2t, prompts: li
 
 def _default_prompts(pair: LoadedPair) -> list[list[int]]:
     """The first prompt of each of the shipped suite's first three categories, or fixed token ids."""
-    if pair.tokenizer is not None and _SUITE.is_file():
+    if pair.tokenizer is not None and SUITE.is_file():
         seen: dict[str, str] = {}
-        for line in _SUITE.read_text(encoding="utf-8").splitlines():
+        for line in SUITE.read_text(encoding="utf-8").splitlines():
             if line.strip():
                 row = json.loads(line)
                 seen.setdefault(row["category"], row["prompt"])

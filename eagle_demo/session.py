@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import torch
 
@@ -115,6 +115,22 @@ class Session:
         if self.eagle is None:
             raise PromptError("no draft is loaded; load a draft or use mode baseline")
         return self.eagle.generate(prompt_ids, run, stop)
+
+    def probe(self, progress: Callable[[str, float], None] | None = None) -> AdaptationReport:
+        """Measure the draft's declared conventions and the alternatives its checkpoint leaves open
+        (`eagle_demo.probe`) and keep the winner: from then on this session drafts with it. Once per session (a
+        second call returns the first result). Waits for a generation on this pair to end, and holds both engines
+        while it measures, so nothing runs on the head while the probe changes it."""
+        from .probe import probe_pair
+
+        if self.eagle is None:
+            raise PromptError("no draft is loaded, so there is nothing to probe; load a draft first")
+        with self.eagle.lock, self.baseline.lock:
+            if self.report.probe is None:
+                pair = probe_pair(self.pair, progress=progress)  # changes pair.head in place
+                self.eagle.runner.set_feature_layers(pair.head.feature_layers)  # the engine feeds what it reads
+                self.pair = pair
+        return self.report
 
     def with_draft(self, draft: str, draft_revision: str | None = None, **kwargs) -> "Session":
         """The same target with another draft, to compare heads: the target, its tokenizer and the baseline

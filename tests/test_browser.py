@@ -203,3 +203,53 @@ def test_benchmark_stop_ends_the_benchmark_and_the_page_keeps_serving(page):
     page.locator("#prompt-box textarea").fill(CODE_PROMPT)
     _generate(page, 24, ignore_eos=False)
     _short_run_is_identical(page)
+
+
+
+def _probe_line(page) -> str:
+    page.wait_for_function("() => document.querySelector('#report').innerText.includes('Probe (')")
+    report = page.locator("#report").inner_text()
+    assert report.count("Probe (") == 1 and "Traceback" not in report
+    return next(line for line in report.splitlines() if line.startswith("Probe ("))
+
+
+def test_probe_button_and_probe_after_load_show_the_probe_line(page):
+    from eagle_demo.app import REGISTRY
+
+    box = page.locator("#probe-box input")
+    assert not box.is_checked()  # off on a CPU page (a GPU page checks it as it opens)
+    REGISTRY.clear()  # a fresh load each time, so each step shows its own report
+    box.check()
+    page.click("#load-btn")
+    line = _probe_line(page)
+    assert "declared" in line and "measured tau" in line and ("used as declared" in line or "instead" in line)
+
+    REGISTRY.clear()
+    box.uncheck()
+    page.click("#load-btn")
+    page.wait_for_function("() => { const t = document.querySelector('#report').innerText; "
+                           "return t.includes('Adaptations') && !t.includes('Probe ('); }")
+    page.click("#probe-btn")
+    assert _probe_line(page) == line  # greedy measurements: the same figures
+
+
+def test_a_gpu_page_probes_after_load_by_default_and_the_api_does_not(browser, app_url, monkeypatch):
+    """Built as on a GPU machine (no model loads): the page's box opens checked; `/load`'s `probe` stays off."""
+    import torch
+    from gradio_client import Client
+
+    import eagle_demo.app.page as page_module
+
+    monkeypatch.setattr(page_module, "resolve_device", lambda name="auto": torch.device("cuda"))
+    demo, url = launch(*demo_pair(Path(app_url[1]).parent))
+    page = browser.new_page()
+    try:
+        page.set_default_timeout(TIMEOUT_MS)
+        page.goto(url, wait_until="domcontentloaded")
+        page.wait_for_function("() => { const b = document.querySelector('#probe-box input'); return b && b.checked; }")
+        params = Client(url, verbose=False).view_api(print_info=False, return_format="dict")["named_endpoints"][
+            "/load"]["parameters"]
+        assert params[-1]["parameter_name"] == "probe" and params[-1]["parameter_default"] is False
+    finally:
+        page.close()
+        demo.close()

@@ -60,8 +60,10 @@ def deploy(key: PairKey | None, mode_value, depth_value, topk_value, total_value
                          out.get("sglang", ""), out.get("notes", ""))
 
 
-def wire_deploy_tab(tab: DeployTab, pg: Playground, after_load) -> None:
-    """Refresh on the button and after every Load (`after_load`: the Load event's last step)."""
+def wire_deploy_tab(tab: DeployTab, pg: Playground, *after_pair) -> None:
+    """Refresh on the button and after every Load and Probe (`after_pair`: those events' last steps; a probe can
+    change the conventions the commands carry)."""
     outputs = list(tab.out)
-    after_load.then(deploy, [pg.out.pair_state, *pg.tree_inputs], outputs, api_visibility="private")
+    for event in after_pair:
+        event.then(deploy, [pg.out.pair_state, *pg.tree_inputs], outputs, api_visibility="private")
     tab.button.click(deploy, [pg.out.pair_state, *pg.tree_inputs], outputs, api_visibility="private", queue=False)

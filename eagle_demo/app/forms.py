@@ -17,7 +17,7 @@ from ..config import TREE_PRESETS, ConfigError, RunConfig, SamplingConfig, TreeC
 from ..errors import one_line
 from .state import PairKey, make_key
 
-__all__ = ["TREE_MODE", "CHAIN_MODE", "PairForm", "GenerateForm", "BenchForm", "make_tree", "make_run",
+__all__ = ["TREE_MODE", "CHAIN_MODE", "PairForm", "LoadForm", "GenerateForm", "BenchForm", "make_tree", "make_run",
            "tree_values", "temperatures", "handler", "friendly", "progress_fn"]
 
 log = logging.getLogger(__name__)
@@ -73,6 +73,14 @@ class PairForm:
     def key(self) -> PairKey:
         return make_key(self.target_text, self.draft_text, self.revision_text, self.dtype_name, self.device_name,
                         self.draft_revision_text)
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadForm(PairForm):
+    """The Load event's form: the model panel, then whether to probe the pair once it is loaded (`/load`'s
+    trailing `probe`, off unless given, so older clients get what they got before)."""
+
+    probe: bool = False
 
 
 class _Tree:

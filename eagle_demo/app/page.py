@@ -11,7 +11,7 @@ from ..paths import STYLE
 from .api import register_api
 from .bench_tab import build_bench_tab, wire_bench_tab
 from .deploy_tab import build_deploy_tab, wire_deploy_tab
-from .playground import build_playground, default_pair, wire_playground
+from .playground import build_playground, default_pair, probe_by_default, wire_playground
 from .state import REGISTRY, make_key
 
 __all__ = ["build_app", "launch_options", "calm_queue", "QUEUE_POLL_SECONDS", "PROGRESS_POLL_SECONDS"]
@@ -32,11 +32,13 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
         gr.Markdown("# EAGLE Playground\nLossless EAGLE speculative decoding over a stock transformers target: "
                     "watch which tokens the draft guessed, which the target corrected, and how much faster it is "
                     "than plain decoding of the same model.", elem_id="eagle-header")
-        playground = build_playground(default_target, default_draft, resolve_device("auto").type)
+        device_type = resolve_device("auto").type
+        playground = build_playground(default_target, default_draft, device_type)
         bench, deploy = build_bench_tab(), build_deploy_tab()
-        after_load = wire_playground(playground)
-        wire_deploy_tab(deploy, playground, after_load)
+        after_pair = wire_playground(playground)  # the last steps of Load and of Probe
+        wire_deploy_tab(deploy, playground, *after_pair)
         wire_bench_tab(bench, playground)
+        probe_by_default(demo, playground, device_type)
         register_api()
     demo.queue(default_concurrency_limit=1, max_size=32)
     calm_queue(demo)

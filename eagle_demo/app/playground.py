@@ -13,11 +13,12 @@ from ..metrics import DEFINITIONS, RunView
 from ..view.charts import empty_figure
 from ..view.stats import stats_html
 from ..view.tokens import token_html
-from .forms import CHAIN_MODE, TREE_MODE, GenerateForm, PairForm, handler, progress_fn, tree_values
+from .forms import CHAIN_MODE, TREE_MODE, GenerateForm, LoadForm, PairForm, handler, progress_fn, tree_values
 from .state import CLIENT_PAIRS, REGISTRY, PairKey, local_or_repo, suite_prompts
 from .stream import GenerateOutputs, generate_ui, note_generate, rerender_tokens, rerender_tree, stop_ui
 
-__all__ = ["Playground", "build_playground", "wire_playground", "PRESETS", "CUSTOM", "definitions_markdown"]
+__all__ = ["Playground", "build_playground", "wire_playground", "probe_by_default", "PRESETS", "CUSTOM",
+           "definitions_markdown"]
 
 PRESETS: dict[str, tuple[str, str]] = {
     "tiny (shipped) + EAGLE-1 head": ("assets/tiny-target", "assets/tiny-eagle1"),
@@ -29,7 +30,6 @@ PRESETS: dict[str, tuple[str, str]] = {
     "Qwen3-8B + EAGLE-3 (AngelSlim)": ("Qwen/Qwen3-8B", "AngelSlim/Qwen3-8B_eagle3"),
     "Vicuna-13B-v1.3 + EAGLE-3": ("lmsys/vicuna-13b-v1.3", "yuhuili/EAGLE3-Vicuna1.3-13B"),
 }
-CUSTOM = "custom"
 CUSTOM = "custom"
 DTYPES = ["auto", "float32", "bfloat16", "float16"]
 DEVICES = ["auto", "cpu", "cuda"]
@@ -96,6 +96,9 @@ class Playground:
     dtype: Any
     device: Any
     load_btn: Any
+    probe_btn: Any
+    probe_box: Any
+    probe_loaded: Any  # gr.State: the key a Probe click loaded (None when the pair was loaded already)
     prompt: Any
     race: Any
     show_rejected: Any
@@ -145,7 +148,8 @@ def default_pair(target: str | None, draft: str | None) -> tuple[str, str | None
 def build_playground(default_target: str | None, default_draft: str | None, device_type: str) -> Playground:
     """The tab's layout (inside a gr.Blocks). Loads no model."""
     target, draft, preset = default_pair(default_target, default_draft)
-    parts: dict[str, Any] = {"pair_state": gr.State(None), "result_state": gr.State(None)}
+    parts: dict[str, Any] = {"pair_state": gr.State(None), "result_state": gr.State(None),
+                             "probe_loaded": gr.State(None)}
     with gr.Tab("Playground", id="playground"):
         parts.update(_model_panel(target, draft, preset))
         with gr.Row():
@@ -159,6 +163,8 @@ def build_playground(default_target: str | None, default_draft: str | None, devi
 
 
 def _model_panel(default_target: str, default_draft: str | None, default_name: str) -> dict[str, Any]:
+    """The model panel. "probe after load" starts off here, which is also `/load`'s default for `probe` (the API
+    takes its defaults from the components' initial values); `probe_by_default` turns it on in GPU pages."""
     with gr.Accordion("Model", open=True, elem_id="model-panel"):
         with gr.Row():
             preset = gr.Dropdown([*PRESETS, CUSTOM], value=default_name, label="preset", scale=2)
@@ -171,12 +177,17 @@ def _model_panel(default_target: str, default_draft: str | None, default_name: s
             dtype = gr.Dropdown(DTYPES, value="auto", label="dtype", scale=1)
             device = gr.Dropdown(DEVICES, value="auto", label="device", scale=1)
             load_btn = gr.Button("Load", variant="secondary", scale=1, elem_id="load-btn")
+            probe_btn = gr.Button("Probe", variant="secondary", scale=1, elem_id="probe-btn")
+            probe_box = gr.Checkbox(False, label="probe after load", scale=1, elem_id="probe-box",
+                                    info="measure tau with the draft's declared conventions and the alternatives "
+                                         "its checkpoint leaves open (3 prompts x 32 tokens each); keep the best")
         report_md = gr.Markdown("No pair loaded yet: it loads on **Load** or on the first **Generate**.",
                                 elem_id="report")
         with gr.Accordion("Adaptation report (JSON)", open=False):
             report_json = gr.JSON(label="report")
     return dict(preset=preset, target=target, draft=draft, revision=revision, draft_revision=draft_revision,
-                dtype=dtype, device=device, load_btn=load_btn, report_md=report_md, report_json=report_json)
+                dtype=dtype, device=device, load_btn=load_btn, probe_btn=probe_btn, probe_box=probe_box,
+                report_md=report_md, report_json=report_json)
 
 
 def _prompt_column() -> dict[str, Any]:
@@ -253,11 +264,24 @@ def _run_views() -> dict[str, Any]:
 
 # ---- handlers ---------------------------------------------------------------------------------------------------
 
-def load(form: PairForm, request: gr.Request | None, progress):
-    key = form.key()
-    session = REGISTRY.load(key, progress_fn(progress))
+def load(form: LoadForm, request: gr.Request | None, progress):
+    """Load the panel's pair (`/load`); with `probe`, probe it too (a pair without a draft has nothing to probe)."""
+    key, say = form.key(), progress_fn(progress)
+    session = REGISTRY.load(key, say)
+    if form.probe and session.eagle is not None:
+        session = REGISTRY.probe(key, say)
     CLIENT_PAIRS.put(request.session_hash if request is not None else None, key)
     return session.report.to_markdown(), session.report.to_dict(), key
+
+
+def probe(form: PairForm, request: gr.Request | None, progress):
+    """The Probe button: probe the panel's pair, loading it first when it is not loaded. The fourth output is
+    the key when this click loaded the pair (then the pair's chat and tree defaults apply, as after Load)."""
+    key = form.key()
+    loaded_now = REGISTRY.get(key) is None
+    session = REGISTRY.probe(key, progress_fn(progress))
+    CLIENT_PAIRS.put(request.session_hash if request is not None else None, key)
+    return session.report.to_markdown(), session.report.to_dict(), key, key if loaded_now else None
 
 
 def after_load(key: PairKey | None):
@@ -280,13 +304,25 @@ def apply_tree_preset(name: str):
     return tree_values(name) if name in TREE_PRESETS else (gr.skip(),) * 5
 
 
-def wire_playground(pg: Playground):
-    """Presets, Load (`/load`), Generate (`/generate_stream`), Stop and the redraws. Returns the Load event, which
-    the Deploy tab follows."""
+def probe_by_default(demo: gr.Blocks, pg: Playground, device_type: str) -> None:
+    """Check "probe after load" when each page opens on a GPU, where a probe costs seconds; leave it off on a
+    CPU, where measuring each convention (3 prompts x 32 tokens) of a real pair can take minutes. Done in the
+    browser, so `/load`'s `probe` stays off by default for API clients (they ask for it)."""
+    if device_type != "cpu":
+        demo.load(None, None, pg.probe_box, js="() => true", api_visibility="private", queue=False)
+
+
+def wire_playground(pg: Playground) -> tuple:
+    """Presets, Load (`/load`), Probe, Generate (`/generate_stream`), Stop and the redraws. Returns the last steps
+    of Load and of Probe, which the Deploy tab follows. Load, Probe and Generate share the "model" concurrency
+    id: a probe changes the draft head, so it never runs beside a generation."""
     pg.preset.change(apply_preset, pg.preset, [pg.target, pg.draft], api_visibility="private", queue=False)
     pg.tree_preset.change(apply_tree_preset, pg.tree_preset, pg.tree_inputs, api_visibility="private", queue=False)
-    load_event = pg.load_btn.click(handler(PairForm, load), pg.panel, [pg.out.report_md, pg.out.report_json, pg.out.pair_state],
-                                   api_name="load", concurrency_limit=1, concurrency_id="model")
+    pair_outputs = [pg.out.report_md, pg.out.report_json, pg.out.pair_state]
+    load_event = pg.load_btn.click(handler(LoadForm, load), [*pg.panel, pg.probe_box], pair_outputs, api_name="load",
+                                   concurrency_limit=1, concurrency_id="model")
+    probe_event = pg.probe_btn.click(handler(PairForm, probe), pg.panel, [*pair_outputs, pg.probe_loaded],
+                                     api_visibility="private", concurrency_limit=1, concurrency_id="model")
     pg.generate_btn.click(note_generate, None, None, queue=False, api_visibility="private").then(
         handler(GenerateForm, generate_ui), pg.generate_inputs(), list(pg.out),
         api_name="generate_stream", api_visibility="undocumented", concurrency_limit=1, concurrency_id="model",
@@ -296,5 +332,6 @@ def wire_playground(pg: Playground):
                             queue=False)
     pg.out.round_slider.change(rerender_tree, [pg.out.result_state, pg.out.round_slider], pg.out.fig_tree, api_visibility="private",
                            queue=False)
-    return load_event.success(after_load, pg.out.pair_state, [pg.out.chat, pg.tree_preset, *pg.tree_inputs],
-                              api_visibility="private")
+    defaults = [pg.out.chat, pg.tree_preset, *pg.tree_inputs]
+    return (load_event.success(after_load, pg.out.pair_state, defaults, api_visibility="private"),
+            probe_event.success(after_load, pg.probe_loaded, defaults, api_visibility="private"))

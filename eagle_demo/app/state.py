@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from ..session import Session
 
 __all__ = ["PairKey", "make_key", "local_or_repo", "Registry", "REGISTRY", "LiveRun", "start_run", "stream_pair",
-           "in_worker", "PerPage", "LAST_RUNS", "CLIENT_PAIRS", "PENDING", "BENCH_STOPS", "GenerateRequest",
-           "BenchmarkStopped", "ensure", "decoder", "best_round", "suite_prompts"]
+           "in_worker", "stop_abandoned_runs", "PerPage", "LAST_RUNS", "CLIENT_PAIRS", "PENDING", "BENCH_STOPS",
+           "GenerateRequest", "BenchmarkStopped", "ensure", "decoder", "best_round", "suite_prompts"]
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +121,16 @@ class Registry:
             with self._lock:
                 self._sessions[key] = session
             return session
+
+    def probe(self, key: PairKey, progress: Callable[[str, float], None] | None = None) -> Session:
+        """The session of `key` (loaded first when it is not) after its pre-flight probe (`Session.probe`): the
+        registry keeps that session, so every later run on the pair drafts with the conventions the probe chose.
+        A run still going was abandoned by its page (model events run one at a time): it is told to stop."""
+        session = self.load(key, progress)
+        with self._loading:  # no load frees the pair while it is probed
+            stop_abandoned_runs()
+            session.probe(progress)
+        return session
 
     def _evict(self, keep: int) -> None:
         """Drop all but the `keep` most recent sessions and hand their memory back."""
@@ -218,6 +228,13 @@ def in_worker(fn: Callable, *args, **kwargs):
 
 RUNS: list[LiveRun] = []  # runs whose worker may still be going
 RUNS_LOCK = threading.Lock()
+
+
+def stop_abandoned_runs() -> None:
+    """Tell every run still going to stop (each ends at its next round)."""
+    with RUNS_LOCK:
+        for old in RUNS:
+            old.stop.set()
 
 
 def start_run(key: PairKey, prompt_ids: list[int], run: RunConfig, race: bool, note: str = "") -> LiveRun:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
-__all__ = ["AdaptationReport"]
+__all__ = ["AdaptationReport", "probe_line"]
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ class AdaptationReport:
             lines.append("\n**Warnings**")
             lines += [f"- ⚠ {w}" for w in self.warnings]
         if self.probe is not None:
-            lines.append(f"\n**Probe**: tau {self.probe['tau']:.2f} with {self.probe['used']}")
+            lines.append("\n" + probe_line(self.probe))
         if self.problem:
             lines.append(f"\n**Cannot load**: {self.problem}")
         return "\n".join(lines)
@@ -133,3 +133,24 @@ def human_bytes(n: int) -> str:
         if n >= scale:
             return f"{n / scale:.2f} {unit}"
     return f"{n} B"
+
+
+def probe_line(probe: dict) -> str:
+    """The probe's result in one line: what was declared, what was measured, what is used."""
+    declared, used = probe["declared"], probe["used"]
+    declared_tau = probe.get("declared_tau", probe["tau"] if used == declared else None)
+    size = f"{probe.get('prompts', '?')} prompts x {probe.get('max_new_tokens', '?')} tokens"
+    measured = f"tau {declared_tau:.2f}" if declared_tau is not None else "tau ?"
+    alternatives = probe.get("alternatives", [])
+    if used == declared:
+        best = max((a["tau"] for a in alternatives), default=None)
+        others = f"best of {len(alternatives)} alternatives tau {best:.2f}" if best is not None else "no alternatives"
+        return (f"**Probe** ({size}): declared {_conventions(declared)} measured {measured}; used as declared "
+                f"({others})")
+    changed = {k: v for k, v in used.items() if declared.get(k) != v}
+    return (f"**Probe** ({size}): declared {_conventions(declared)} measured {measured}; used "
+            f"{_conventions(changed)} instead, measured tau {probe['tau']:.2f} (lossless: only speed changes)")
+
+
+def _conventions(conv: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in conv.items()) or "(no open conventions)"
