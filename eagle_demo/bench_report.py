@@ -95,7 +95,13 @@ class BenchReport:
             f"{m['draft']!r} -> {m['target']!r} x{m['count']}" for m in top)
 
     def table(self) -> str:
-        lines = [f"{'category':<14}{'prompts':>8}{'runs':>6}{'tau':>7}{'EAGLE tok/s':>13}{'base tok/s':>12}{'speedup':>9}"
+        """The table by category; first, when the tree was the automatic one, its choice and predicted speedup
+        next to the measured overall speedup (`extra["auto"]`)."""
+        auto = self.extra.get("auto")
+        head = [f"auto: {auto['tree']}, predicted tau {auto['predicted_tau']:.2f}, round cost "
+                f"{auto['predicted_round_cost']:.2f} plain steps, predicted {auto['predicted_speedup']:.2f}x, "
+                f"measured {auto['measured_speedup']:.2f}x"] if auto else []
+        lines = head + [f"{'category':<14}{'prompts':>8}{'runs':>6}{'tau':>7}{'EAGLE tok/s':>13}{'base tok/s':>12}{'speedup':>9}"
                  f"{'round cost':>12}{'equal':>7}"]
         for c in (*self.categories, self.overall):
             eq = verdict(c.all_equal)
