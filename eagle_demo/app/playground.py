@@ -13,7 +13,8 @@ from ..metrics import DEFINITIONS, RunView
 from ..view.charts import empty_figure
 from ..view.stats import stats_html
 from ..view.tokens import token_html
-from .forms import CHAIN_MODE, TREE_MODE, GenerateForm, PairForm, handler, progress_fn, tree_values
+from .autotune import AUTO, IDLE_LINE, auto_line, calibrate_ui, tuning
+from .forms import CHAIN_MODE, TREE_MODE, GenerateForm, PairForm, handler, progress_fn, tree_settings, tree_values
 from .state import CLIENT_PAIRS, REGISTRY, PairKey, local_or_repo, suite_prompts
 from .stream import GenerateOutputs, generate_ui, note_generate, rerender_tokens, rerender_tree, stop_ui
 
@@ -104,6 +105,7 @@ class Playground:
     generate_btn: Any
     stop_btn: Any
     tree_preset: Any
+    auto_line: Any
     mode: Any
     depth: Any
     draft_top_k: Any
@@ -128,7 +130,7 @@ class Playground:
     def generate_inputs(self) -> list:
         """`GenerateForm`'s fields, in order."""
         return [*self.panel, self.prompt, self.out.chat, self.max_new, self.temperature, self.top_p, self.top_k,
-                self.seed, *self.tree_inputs, self.race, self.show_rejected, self.ignore_eos]
+                self.seed, *self.tree_inputs, self.race, self.show_rejected, self.ignore_eos, self.tree_preset]
 
 
 def default_pair(target: str | None, draft: str | None) -> tuple[str, str | None, str]:
@@ -200,7 +202,9 @@ def _prompt_column() -> dict[str, Any]:
 def _settings_column(tree_default: str) -> dict[str, Any]:
     mode0, depth0, topk0, total0, chain0 = tree_values(tree_default)
     with gr.Accordion("Draft", open=True):
-        tree_preset = gr.Dropdown(list(TREE_PRESETS), value=tree_default, label="tree preset")
+        tree_preset = gr.Dropdown([AUTO, *TREE_PRESETS], value=tree_default, label="tree preset",
+                                  elem_id="tree-preset")
+        auto_md = gr.Markdown(IDLE_LINE, elem_id="auto-tree")
         mode = gr.Radio([TREE_MODE, CHAIN_MODE], value=mode0, label="draft mode")
         with gr.Row():
             depth = gr.Slider(1, 16, value=depth0, step=1, label="depth")
@@ -214,7 +218,7 @@ def _settings_column(tree_default: str) -> dict[str, Any]:
         with gr.Row():
             top_k = gr.Number(0, precision=0, minimum=0, label="top-k (0 = off)")
             seed = gr.Number(0, precision=0, minimum=0, label="seed")
-    return dict(tree_preset=tree_preset, mode=mode, depth=depth, draft_top_k=draft_top_k, total_tokens=total_tokens,
+    return dict(tree_preset=tree_preset, auto_line=auto_md, mode=mode, depth=depth, draft_top_k=draft_top_k, total_tokens=total_tokens,
                 chain_k=chain_k, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed)
 
 
@@ -261,13 +265,17 @@ def load(form: PairForm, request: gr.Request | None, progress):
 
 
 def after_load(key: PairKey | None):
-    """The loaded pair's chat default and its tree preset (device and family)."""
+    """The loaded pair's chat default and its tree preset: "auto" with a draft (the panel shows the static
+    default tree of the device and family until the calibration has chosen), that static preset without one."""
     session = REGISTRY.get(key) if key is not None else None
     if session is None:
-        return (gr.skip(),) * 7
+        return (gr.skip(),) * 8
     has_template = session.has_chat_template
-    name = default_preset(session.device.type, session.family)
-    return (gr.update(value=has_template, interactive=has_template), name, *tree_values(name))
+    static = default_preset(session.device.type, session.family)
+    t = tuning(key)
+    shown = tree_settings(t.choice.tree) if t is not None and t.choice is not None else tree_values(static)
+    name = AUTO if session.eagle is not None else static
+    return (gr.update(value=has_template, interactive=has_template), name, *shown, auto_line(key))
 
 
 def apply_preset(name: str):
@@ -276,7 +284,11 @@ def apply_preset(name: str):
     return PRESETS[name]
 
 
-def apply_tree_preset(name: str):
+def apply_tree_preset(name: str, key: PairKey | None = None):
+    """A preset's draft settings; "auto": the loaded pair's choice once its calibration has chosen."""
+    if name == AUTO:
+        t = tuning(key)
+        return tree_settings(t.choice.tree) if t is not None and t.choice is not None else (gr.skip(),) * 5
     return tree_values(name) if name in TREE_PRESETS else (gr.skip(),) * 5
 
 
@@ -284,7 +296,8 @@ def wire_playground(pg: Playground):
     """Presets, Load (`/load`), Generate (`/generate_stream`), Stop and the redraws. Returns the Load event, which
     the Deploy tab follows."""
     pg.preset.change(apply_preset, pg.preset, [pg.target, pg.draft], api_visibility="private", queue=False)
-    pg.tree_preset.change(apply_tree_preset, pg.tree_preset, pg.tree_inputs, api_visibility="private", queue=False)
+    pg.tree_preset.change(apply_tree_preset, [pg.tree_preset, pg.out.pair_state], pg.tree_inputs,
+                          api_visibility="private", queue=False)
     load_event = pg.load_btn.click(handler(PairForm, load), pg.panel, [pg.out.report_md, pg.out.report_json, pg.out.pair_state],
                                    api_name="load", concurrency_limit=1, concurrency_id="model")
     pg.generate_btn.click(note_generate, None, None, queue=False, api_visibility="private").then(
@@ -296,5 +309,10 @@ def wire_playground(pg: Playground):
                             queue=False)
     pg.out.round_slider.change(rerender_tree, [pg.out.result_state, pg.out.round_slider], pg.out.fig_tree, api_visibility="private",
                            queue=False)
-    return load_event.success(after_load, pg.out.pair_state, [pg.out.chat, pg.tree_preset, *pg.tree_inputs],
-                              api_visibility="private")
+    after = load_event.success(after_load, pg.out.pair_state,
+                               [pg.out.chat, pg.tree_preset, *pg.tree_inputs, pg.auto_line], api_visibility="private")
+    # the automatic tree: calibrate in the background as a model event (runs wait for it), then show the choice
+    after.then(calibrate_ui, pg.out.pair_state, pg.auto_line, api_visibility="private", concurrency_limit=1,
+               concurrency_id="model", show_progress="hidden").then(
+        apply_tree_preset, [pg.tree_preset, pg.out.pair_state], pg.tree_inputs, api_visibility="private")
+    return after
