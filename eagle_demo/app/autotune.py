@@ -23,13 +23,14 @@ from typing import TYPE_CHECKING, Any
 from ..config import TreeConfig, default_tree
 from ..errors import one_line
 from ..spaces_compat import gpu
-from .state import MODEL_GATE, REGISTRY, PairKey, stop_abandoned
+from .state import MODEL_GATE, REGISTRY, PairKey, PerPage, stop_abandoned
 
 if TYPE_CHECKING:
     from ..autotree import AutoChoice
     from ..session import Session
 
-__all__ = ["AUTO", "Tuning", "tuning", "start_tuning", "choice_for", "page_tree", "calibrate_ui", "auto_line"]
+__all__ = ["AUTO", "PAGE_PRESETS", "Tuning", "tuning", "start_tuning", "choice_for", "page_tree", "calibrate_ui",
+           "auto_line"]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,7 @@ class Tuning:
         return f"auto: calibrating on this device: {self.stage} ({time.monotonic() - self.started:.1f} s)"
 
 
+PAGE_PRESETS = PerPage()  # session hash -> the tree preset that page shows (noted when it changes)
 _TUNINGS: dict[PairKey, Tuning] = {}
 _LOCK = threading.Lock()
 
@@ -125,7 +127,7 @@ def choice_for(key: PairKey, session: Session, wait: float = WAIT_SECONDS) -> tu
     return t.choice, ""
 
 
-def page_tree(preset: str, shown: TreeConfig, key: PairKey,
+def page_tree(preset: str | None, shown: TreeConfig, key: PairKey,
               session: Session) -> tuple[TreeConfig, AutoChoice | None, str]:
     """(tree, auto choice or None, note) of a page Generate. With the preset "auto" the pair's choice runs when
     the draft panel shows it, or still shows the static default it shows while the calibration runs; settings

@@ -109,7 +109,6 @@ class GenerateForm(PairForm, _Tree):
     race_on: bool
     show: bool
     ignore_eos_on: bool
-    tree_preset_name: str = ""  # "auto": the pair's automatic tree (see `autotune.page_tree`)
 
     def run(self) -> RunConfig:
         return make_run(self.max_new_tokens, self.temp, self.top_p_value, self.top_k_value, self.seed_value,

@@ -13,7 +13,7 @@ from ..metrics import DEFINITIONS, RunView
 from ..view.charts import empty_figure
 from ..view.stats import stats_html
 from ..view.tokens import token_html
-from .autotune import AUTO, IDLE_LINE, auto_line, calibrate_ui, tuning
+from .autotune import AUTO, IDLE_LINE, PAGE_PRESETS, auto_line, calibrate_ui, tuning
 from .forms import CHAIN_MODE, TREE_MODE, GenerateForm, PairForm, handler, progress_fn, tree_settings, tree_values
 from .state import CLIENT_PAIRS, REGISTRY, PairKey, local_or_repo, suite_prompts
 from .stream import GenerateOutputs, generate_ui, note_generate, rerender_tokens, rerender_tree, stop_ui
@@ -130,7 +130,7 @@ class Playground:
     def generate_inputs(self) -> list:
         """`GenerateForm`'s fields, in order."""
         return [*self.panel, self.prompt, self.out.chat, self.max_new, self.temperature, self.top_p, self.top_k,
-                self.seed, *self.tree_inputs, self.race, self.show_rejected, self.ignore_eos, self.tree_preset]
+                self.seed, *self.tree_inputs, self.race, self.show_rejected, self.ignore_eos]
 
 
 def default_pair(target: str | None, draft: str | None) -> tuple[str, str | None, str]:
@@ -218,8 +218,8 @@ def _settings_column(tree_default: str) -> dict[str, Any]:
         with gr.Row():
             top_k = gr.Number(0, precision=0, minimum=0, label="top-k (0 = off)")
             seed = gr.Number(0, precision=0, minimum=0, label="seed")
-    return dict(tree_preset=tree_preset, auto_line=auto_md, mode=mode, depth=depth, draft_top_k=draft_top_k, total_tokens=total_tokens,
-                chain_k=chain_k, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed)
+    return dict(tree_preset=tree_preset, auto_line=auto_md, mode=mode, depth=depth, draft_top_k=draft_top_k,
+                total_tokens=total_tokens, chain_k=chain_k, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed)
 
 
 def _run_views() -> dict[str, Any]:
@@ -284,8 +284,10 @@ def apply_preset(name: str):
     return PRESETS[name]
 
 
-def apply_tree_preset(name: str, key: PairKey | None = None):
-    """A preset's draft settings; "auto": the loaded pair's choice once its calibration has chosen."""
+def apply_tree_preset(name: str, key: PairKey | None = None, request: gr.Request = None):
+    """A preset's draft settings; "auto": the loaded pair's choice once its calibration has chosen. The page's
+    preset is noted for its Generate (`autotune.page_tree`)."""
+    PAGE_PRESETS.put(request.session_hash if request is not None else None, name)
     if name == AUTO:
         t = tuning(key)
         return tree_settings(t.choice.tree) if t is not None and t.choice is not None else (gr.skip(),) * 5

@@ -23,7 +23,7 @@ from ..view.charts import acceptance_depth_figure, accepted_length_figure, empty
 from ..view.stats import stats_html, summary
 from ..view.tokens import TextCache, token_html
 from ..view.tree_chart import tree_figure
-from .autotune import page_tree
+from .autotune import PAGE_PRESETS, page_tree
 from .forms import GenerateForm, progress_fn
 from .state import (BENCH_STOPS, CLIENT_PAIRS, LAST_RUNS, PENDING, REGISTRY, GenerateRequest, LiveRun, best_round,
                     decoder, ensure, start_run)
@@ -134,9 +134,9 @@ def generate_ui(form: GenerateForm, request: gr.Request | None, progress):
     run = form.run()
     ids = session.encode(form.prompt_text, chat=bool(chat_on))
     session.check_length(ids, run)
-    tree, auto, auto_note = page_tree(form.tree_preset_name, run.tree, key, session)  # waits for a calibration
-    run = dataclasses.replace(run, tree=tree)
     hash_ = request.session_hash if request is not None else None
+    tree, auto, auto_note = page_tree(PAGE_PRESETS.get(hash_), run.tree, key, session)  # waits for a calibration
+    run = dataclasses.replace(run, tree=tree)
     pending = PENDING.pop(hash_)
     if pending is not None and pending.stopped.is_set():  # Stop was pressed while this waited its turn
         live = LiveRun(key, bool(form.race_on), run.sampling.greedy, "stopped before it started")
