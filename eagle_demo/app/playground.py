@@ -219,7 +219,8 @@ def _settings_column(tree_default: str) -> dict[str, Any]:
             top_k = gr.Number(0, precision=0, minimum=0, label="top-k (0 = off)")
             seed = gr.Number(0, precision=0, minimum=0, label="seed")
     return dict(tree_preset=tree_preset, auto_line=auto_md, mode=mode, depth=depth, draft_top_k=draft_top_k,
-                total_tokens=total_tokens, chain_k=chain_k, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed)
+                total_tokens=total_tokens, chain_k=chain_k, temperature=temperature, top_p=top_p, top_k=top_k,
+                seed=seed)
 
 
 def _run_views() -> dict[str, Any]:
