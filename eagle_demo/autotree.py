@@ -27,6 +27,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -62,6 +63,16 @@ class AutoChoice:
         return (f"auto: {self.tree.label()}, predicted tau {self.predicted_tau:.2f}, round cost "
                 f"{self.predicted_round_cost:.2f} plain steps, predicted speedup {self.predicted_speedup:.2f}x")
 
+    def versus(self, measured: float | None) -> str:
+        """The choice next to a measured speedup, e.g. "auto: chain k=6, predicted 2.60x, measured 2.41x"."""
+        seen = f", measured {measured:.2f}x" if measured is not None else ""
+        return f"auto: {self.tree.label()}, predicted {self.predicted_speedup:.2f}x{seen}"
+
+    def to_dict(self) -> dict:
+        """The JSON block of a run that used the choice (the /generate stats, the CLI summary, the bench report)."""
+        return {"tree": self.tree.label(), "predicted_tau": self.predicted_tau,
+                "predicted_round_cost": self.predicted_round_cost, "predicted_speedup": self.predicted_speedup}
+
 
 def default_cache_dir() -> Path:
     """$EAGLE_DEMO_CACHE/autotree, default ~/.cache/eagle_demo/autotree."""
@@ -85,8 +96,10 @@ def _weights_stamp(path) -> str:
     return ",".join(f"{f.name}:{f.stat().st_size}:{int(f.stat().st_mtime)}" for f in sorted(p.iterdir()) if f.is_file())
 
 
-def auto_tree(session, *, budget_s: float = 3.0, refresh: bool = False, cache_dir: Path | None = None) -> AutoChoice:
-    """The shape maximising predicted tau / round cost for the session's pair (cached on disk)."""
+def auto_tree(session, *, budget_s: float = 3.0, refresh: bool = False, cache_dir: Path | None = None,
+              progress: Callable[[str], None] | None = None) -> AutoChoice:
+    """The shape maximising predicted tau / round cost for the session's pair (cached on disk). progress(stage)
+    hears each calibration stage."""
     engine = session.eagle
     if engine is None:
         raise ValueError("auto tree needs a draft; load one or pick a chain/tree by hand")
@@ -99,9 +112,12 @@ def auto_tree(session, *, budget_s: float = 3.0, refresh: bool = False, cache_di
             return AutoChoice(**{**data, "from_cache": True})
         except (ValueError, TypeError, KeyError):
             pass  # unreadable cache: calibrate again
+    say = progress or (lambda stage: None)
     t0 = time.perf_counter()
+    say("measuring a plain step, the draft and the verify by size")
     with engine.lock:
         costs = measure_costs(engine, _calibration_ids(session), budget_s * 0.25)
+    say("measuring acceptance by depth and rank")
     stats = acceptance(session, budget_s * 0.4)
     choice = choose(stats, costs, time.perf_counter() - t0, runner.device)
     path.parent.mkdir(parents=True, exist_ok=True)

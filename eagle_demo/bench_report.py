@@ -95,13 +95,19 @@ class BenchReport:
             f"{m['draft']!r} -> {m['target']!r} x{m['count']}" for m in top)
 
     def table(self) -> str:
+        """The table by category; first, when the tree was the automatic one, its choice and predicted speedup
+        next to the measured overall speedup (`extra["auto"]`)."""
+        auto = self.extra.get("auto")
+        head = [f"auto: {auto['tree']}, predicted tau {auto['predicted_tau']:.2f}, round cost "
+                f"{auto['predicted_round_cost']:.2f} plain steps, predicted {auto['predicted_speedup']:.2f}x, "
+                f"measured {auto['measured_speedup']:.2f}x"] if auto else []
         lines = [f"{'category':<14}{'prompts':>8}{'runs':>6}{'tau':>7}{'EAGLE tok/s':>13}{'base tok/s':>12}{'speedup':>9}"
                  f"{'round cost':>12}{'equal':>7}"]
         for c in (*self.categories, self.overall):
             eq = verdict(c.all_equal)
             lines.append(f"{c.category:<14}{c.prompts:>8}{c.runs:>6}{c.tau:>7.2f}{c.eagle_tokens_per_second:>13.1f}"
                          f"{c.baseline_tokens_per_second:>12.1f}{c.speedup:>8.2f}x{c.round_cost:>12.2f}{eq:>7}")
-        return "\n".join(lines)
+        return "\n".join(head + lines)
 
 
 def _cost(tau: float, speedup: float) -> float:

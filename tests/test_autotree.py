@@ -56,3 +56,83 @@ def test_auto_tree_on_the_shipped_pair_is_cached_per_pair(tmp_path):
     from eagle_demo.metrics import summarize
     eagle, base = summarize(session.stream(ids, run)), summarize(session.stream(ids, run, mode="baseline"))
     assert eagle.token_ids == base.token_ids
+
+
+# ---- the page and /generate: "auto" per loaded pair ------------------------------------------------------------
+
+@pytest.fixture
+def counted(tmp_path, monkeypatch):
+    """A fresh autotree cache, and a count of the cost measurements (the real ones, counted)."""
+    from eagle_demo.app import REGISTRY
+
+    monkeypatch.setenv("EAGLE_DEMO_CACHE", str(tmp_path))
+    calls = []
+    real = autotree.measure_costs
+    monkeypatch.setattr(autotree, "measure_costs", lambda *a, **k: calls.append(1) or real(*a, **k))
+    REGISTRY.clear()
+    yield calls
+    REGISTRY.clear()
+
+
+def test_the_page_calibrates_once_per_pair_and_again_for_another(counted):
+    from eagle_demo.app import REGISTRY, make_key
+    from eagle_demo.app.autotune import AUTO, calibrate_ui, choice_for, tuning
+    from eagle_demo.app.forms import make_tree
+    from eagle_demo.app.playground import after_load
+
+    first = make_key("assets/tiny-target", "assets/tiny-eagle1", device="cpu")
+    REGISTRY.load(first)
+    lines = list(calibrate_ui(first))  # what Load runs next, as a model event
+    t = tuning(first)
+    assert t.done.is_set() and t.choice is not None and not t.choice.from_cache and counted == [1]
+    assert lines[-1].startswith(f"auto: {t.choice.tree.label()}") and "predicted speedup" in lines[-1]
+    assert all(line.startswith("auto: ") for line in lines)
+    chat, preset, *shown, line = after_load(first)  # a Load after the calibration: auto, its tree shown
+    assert preset == AUTO and make_tree(*shown) == t.choice.tree and line == lines[-1]
+    assert choice_for(first, REGISTRY.get(first)) == (t.choice, "") and counted == [1]  # nothing re-measured
+    second = make_key("assets/tiny-target", "assets/tiny-eagle3", device="cpu")  # another pair: tuned again
+    REGISTRY.load(second)
+    assert tuning(second) is None
+    list(calibrate_ui(second))
+    assert tuning(second).choice is not None and counted == [1, 1]
+    REGISTRY.clear()
+    REGISTRY.load(first)  # the first pair again: a new session, tuned from the disk cache
+    assert tuning(first) is None
+    again, note = choice_for(first, REGISTRY.get(first))
+    assert again.from_cache and again.tree == t.choice.tree and note == "" and counted == [1, 1]
+
+
+def test_a_run_waits_for_the_calibration_and_auto_runs_losslessly(counted):
+    from eagle_demo.app import REGISTRY, make_key
+    from eagle_demo.app.autotune import AUTO, page_tree, start_tuning
+    from eagle_demo.app.state import start_run
+    from eagle_demo.config import default_tree
+    from eagle_demo.metrics import RunView
+    from eagle_demo.view.stats import stats_html, summary
+
+    key = make_key("assets/tiny-target", "assets/tiny-eagle1", device="cpu")
+    session = REGISTRY.load(key)
+    ids = session.encode("def add(a, b):\n")
+    static = default_tree("cpu", session.family)
+    t = start_tuning(key, session)
+    live = start_run(key, ids, RunConfig(max_new_tokens=8, tree=static), False)  # pressed while it calibrates
+    live.done.wait()
+    first = live.eagle.events[0]
+    assert t.done.is_set() and live.error is None and first.mode == "eagle"  # the run waited for it
+    tree, choice, note = page_tree(AUTO, static, key, session)  # the panel still shows the static default
+    assert tree == t.choice.tree and choice == t.choice and note == ""
+    by_hand = TreeConfig.chain(2) if t.choice.tree != TreeConfig.chain(2) else TreeConfig.chain(3)
+    assert page_tree(AUTO, by_hand, key, session) == (by_hand, None, "")  # settings moved by hand win
+    assert page_tree("cpu", static, key, session) == (static, None, "")
+    live = start_run(key, ids, RunConfig(max_new_tokens=24, tree=tree), True, auto=choice)
+    live.done.wait()
+    eagle, baseline, _ = live.snapshot()
+    base = RunView.of(list(session.stream(ids, RunConfig(max_new_tokens=24, tree=tree), mode="baseline")))
+    assert eagle.token_ids == base.token_ids == baseline.token_ids
+    stats = summary(eagle, baseline, True, "", choice)
+    assert stats["auto"] == choice.to_dict() and stats["tree"] == choice.tree.label()
+    assert set(stats["auto"]) == {"tree", "predicted_tau", "predicted_round_cost", "predicted_speedup"}
+    strip = stats_html(eagle, baseline, True, "done", "", choice)
+    measured = f"measured {stats['speedup']:.2f}x"
+    assert f"auto: {choice.tree.label()}, predicted {choice.predicted_speedup:.2f}x, {measured}" in strip
+    assert "stat-auto" not in stats_html(eagle, baseline, True, "done")  # a tree picked by hand: no auto line

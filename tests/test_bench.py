@@ -89,3 +89,19 @@ def test_summary_counts_prompts_and_runs_and_takes_the_ratio_of_means():
     assert abs(s.speedup - 200.0 / (400.0 / 3)) < 1e-9  # Spec-Bench: mean EAGLE tok/s over mean baseline tok/s
     assert s.all_equal is True
     assert abs(s.tau / s.round_cost - s.speedup) < 1e-9  # the table's round cost explains its speedup
+
+
+def test_bench_cli_reports_the_auto_choice_next_to_the_measured_speedup(tmp_path):
+    out_json = tmp_path / "auto.json"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "EAGLE_DEMO_CACHE": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-m", "eagle_demo", "bench", "--categories", "code", "--limit", "1",
+                           "--max-new-tokens", "16", "--json", str(out_json)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out_json.read_text())
+    auto = report["extra"]["auto"]
+    assert set(auto) == {"tree", "predicted_tau", "predicted_round_cost", "predicted_speedup", "measured_speedup"}
+    assert report["settings"]["tree"] == auto["tree"] and auto["measured_speedup"] == report["overall"]["speedup"]
+    header = proc.stdout.splitlines()[0]
+    assert header.startswith(f"auto: {auto['tree']}, ") and f"predicted {auto['predicted_speedup']:.2f}x" in header
+    assert f"measured {auto['measured_speedup']:.2f}x" in header

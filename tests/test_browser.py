@@ -112,6 +112,20 @@ def test_generate_shows_provenance_charts_and_tree(page):
     assert {"accepted path", "root", "target token"} <= set(traces)
 
 
+def test_load_picks_the_auto_tree_and_the_strip_shows_predicted_next_to_measured(page):
+    """After Load the tree preset is "auto": the page calibrates (or reads the pair's choice), shows the choice and
+    its predicted speedup, and a Generate's stats strip shows the predicted speedup next to the measured one."""
+    page.click("#load-btn")
+    page.wait_for_selector("#auto-tree :text('predicted speedup')")
+    assert page.locator("#tree-preset input").input_value() == "auto"
+    page.locator("#prompt-box textarea").fill(CODE_PROMPT)
+    set_number(page, "max-new", 32)
+    page.click("#generate-btn")
+    wait_state(page, "done")
+    line = page.locator("#eagle-stats .stat-auto").inner_text()
+    assert line.startswith("auto: ") and "predicted " in line and "measured " in line
+
+
 def long_run(target: str) -> int:
     """Max new tokens for a run that lasts seconds even on a fast machine, within the target's context."""
     context = json.loads((Path(target) / "config.json").read_text())["max_position_embeddings"]

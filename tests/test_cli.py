@@ -134,3 +134,21 @@ def test_doctor_checks_versions_devices_and_the_shipped_pair(tmp_path):
     assert checks["no-such-package-here"].status == "FAIL" and "pip install" in checks["no-such-package-here"].detail
     bad = cli("doctor", "--device", "nonsense", check=False)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+
+
+def test_generate_without_tree_flags_runs_the_auto_tree_and_prints_its_line(pair, tmp_path):
+    """No tree flag: the automatic tree (calibrated once for this pair, then cached); its choice and predicted
+    speedup are printed next to the measured one. Which shape it picks does not matter here."""
+    target, draft = pair
+    env = {**ENV, "EAGLE_DEMO_CACHE": str(tmp_path)}
+    args = [sys.executable, "-m", "eagle_demo", "generate", "--target", target, "--draft", draft, "--prompt-ids",
+            "1,5,9,13", "--max-new-tokens", "12", "--race", "--device", "cpu"]
+    first = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr
+    chosen = [line for line in first.stderr.splitlines() if line.startswith("[auto: ")]
+    assert len(chosen) == 2 and "calibrated in" in chosen[0] and "predicted speedup" in chosen[0]
+    assert "predicted " in chosen[1] and ", measured " in chosen[1] and "identical to baseline: yes" in first.stderr
+    again = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert "from the cache" in again.stderr and len(list((tmp_path / "autotree").iterdir())) == 1
+    pinned = subprocess.run(args + ["--chain", "3"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert pinned.returncode == 0 and "[auto" not in pinned.stderr  # a tree flag: no auto

@@ -62,22 +62,53 @@ def test_the_page_starts_with_the_default_tree_of_this_machine():
     assert shown == default_tree(resolve_device("auto").type, "")
 
 
-def test_generate_endpoint_and_command_line_run_the_default_tree():
-    """End to end on the shipped pair (CPU, EAGLE-1 head): the tree each run reports is the default tree's."""
+def test_generate_endpoint_and_command_line_run_the_auto_tree(tmp_path, monkeypatch):
+    """End to end on the shipped pair (CPU, EAGLE-1 head): without tree settings, /generate and the command line
+    run the pair's automatic tree (one calibration, shared through the on-disk cache), and say so; the output
+    equals plain decoding. Which shape the calibration picks does not matter here, only that all agree."""
     from eagle_demo.app import REGISTRY, build_app
     from eagle_demo.app.api import generate
+    from eagle_demo.autotree import auto_tree
 
-    want = default_tree("cpu", "eagle1").label()
+    monkeypatch.setenv("EAGLE_DEMO_CACHE", str(tmp_path))
     build_app()  # sets the default pair /generate falls back to
     REGISTRY.clear()
     try:
-        _, stats = generate("def add(a, b):", 8, race=False)
+        _, stats = generate("def add(a, b):", 8, race=True)
+        choice = auto_tree(REGISTRY.get(REGISTRY.current()))
     finally:
         REGISTRY.clear()
-    assert stats["tree"] == want and stats["device"] == "cpu"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    assert choice.from_cache  # /generate calibrated once; this read its cached choice
+    assert stats["tree"] == choice.tree.label() and stats["device"] == "cpu"
+    assert stats["auto"] == choice.to_dict() and stats["identical_to_baseline"] is True
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "EAGLE_DEMO_CACHE": str(tmp_path)}
     proc = subprocess.run([sys.executable, "-m", "eagle_demo", "generate", "--prompt-ids", "1,2,3", "--max-new-tokens",
-                           "4", "--device", "cpu", "--json"], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
-    start = json.loads(proc.stdout.splitlines()[0])
-    assert proc.returncode == 0 and start["event"] == "runstart" and start["tree"] == want
+                           "4", "--device", "cpu", "--json", "--race"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(line) for line in proc.stdout.splitlines()]
+    start, summary = lines[0], lines[-1]
+    assert start["event"] == "runstart" and start["tree"] == choice.tree.label()
+    assert summary["auto"] == choice.to_dict() and summary["identical_to_baseline"] is True
+    assert "from the cache" in proc.stderr  # the command line re-measured nothing
+
+
+def test_auto_is_used_exactly_when_no_tree_setting_is_given():
+    from eagle_demo.app.autotune import AUTO
+    from eagle_demo.app.playground import Playground
+    from eagle_demo.commands.args import uses_auto
+    from eagle_demo.commands.cli import build_parser
+
+    parse = build_parser().parse_args
+    assert uses_auto(parse(["generate", "--prompt", "x"])) and uses_auto(parse(["bench"]))
+    assert uses_auto(parse(["generate", "--prompt", "x", "--auto-tree"]))  # still accepted
+    for flag in (["--chain", "3"], ["--depth", "3"], ["--draft-top-k", "2"], ["--total-tokens", "8"]):
+        assert not uses_auto(parse(["generate", "--prompt", "x", *flag]))
+        assert not uses_auto(parse(["bench", *flag]))
+    from gradio.components import Dropdown
+
+    from eagle_demo.app import build_app
+
+    presets = next(b for b in build_app().blocks.values() if isinstance(b, Dropdown) and b.label == "tree preset")
+    assert [c[0] if isinstance(c, tuple) else c for c in presets.choices][0] == AUTO
+    assert "tree_preset" in Playground.__dataclass_fields__

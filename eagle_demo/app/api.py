@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import gradio as gr
 
 from ..config import default_tree, tree_from
 from ..view.stats import summary
+from .autotune import choice_for
 from .forms import friendly, make_run
 from .state import REGISTRY, ensure, start_run
 
@@ -18,27 +21,33 @@ def generate(prompt: str, max_new_tokens: int = 64, temperature: float = 0.0, to
              total_tokens: int | None = None, chain_k: int | None = None, race: bool = True, chat: bool = False,
              ignore_eos: bool = False, request: gr.Request = None) -> tuple[str, dict]:
     """Generate with EAGLE on the pair this client loaded (/load), else the last loaded pair, else the
-    app's default pair. draft_mode: "auto" (the page's default tree for the pair's device and draft, changed by
-    whichever tree settings are given), "tree" or "chain". Returns (text, stats)."""
+    app's default pair. draft_mode: "auto" (without tree settings: the automatic tree of the pair on this device,
+    calibrated once and cached, reported in the stats' "auto" block; with some: the static default tree of the
+    pair's device and draft changed by them), "tree" or "chain". Returns (text, stats)."""
     key = REGISTRY.for_client(request.session_hash if request is not None else None)
     session = ensure(key)
     tree = request_tree(session.device.type, session.family, draft_mode, depth, draft_top_k, total_tokens, chain_k)
     run = make_run(max_new_tokens, temperature, top_p, top_k, seed, tree, ignore_eos)
     ids = session.encode(prompt, chat=bool(chat))
     session.check_length(ids, run)
-    live = start_run(key, ids, run, bool(race), session.context_note(len(ids), run))
+    auto, auto_note = None, ""
+    if draft_mode == "auto" and (depth, draft_top_k, total_tokens, chain_k) == (None,) * 4:
+        auto, auto_note = choice_for(key, session)  # None without a draft (the run then says so)
+        run = dataclasses.replace(run, tree=auto.tree) if auto is not None else run
+    note = "; ".join(n for n in (auto_note, session.context_note(len(ids), run)) if n)
+    live = start_run(key, ids, run, bool(race), note, auto)
     live.done.wait()
     if live.error:
         raise gr.Error(live.error, print_exception=False)
     eagle, baseline, _ = live.snapshot()
     text = session.decode(list(eagle.token_ids))
-    return text, {**summary(eagle, baseline, live.greedy, text), "notes": [live.note] if live.note else []}
+    return text, {**summary(eagle, baseline, live.greedy, text, auto), "notes": [live.note] if live.note else []}
 
 
 def request_tree(device: str, family: str, draft_mode: str = "auto", depth: int | None = None,
                  draft_top_k: int | None = None, total_tokens: int | None = None, chain_k: int | None = None):
-    """/generate's tree: `config.default_tree` of the pair (as the page and the command line), changed by the
-    settings given."""
+    """/generate's static tree: `config.default_tree` of the pair, changed by the settings given (without
+    settings and with draft_mode "auto", `generate` runs the automatic tree instead, as the page and the CLI)."""
     return tree_from(default_tree(device, family), depth, draft_top_k, total_tokens, chain_k, draft_mode)
 
 

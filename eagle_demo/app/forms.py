@@ -18,7 +18,7 @@ from ..errors import one_line
 from .state import PairKey, make_key
 
 __all__ = ["TREE_MODE", "CHAIN_MODE", "PairForm", "LoadForm", "GenerateForm", "BenchForm", "make_tree", "make_run",
-           "tree_values", "temperatures", "handler", "friendly", "progress_fn"]
+           "tree_values", "tree_settings", "temperatures", "handler", "friendly", "progress_fn"]
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,11 @@ def make_run(max_new_tokens, temperature, top_p, top_k, seed, tree: TreeConfig, 
 
 def tree_values(name: str) -> tuple[str, int, int, int, int]:
     """A tree preset as the page's five draft settings (mode, depth, draft top-k, total tokens, chain k)."""
-    t = TREE_PRESETS[name]
+    return tree_settings(TREE_PRESETS[name])
+
+
+def tree_settings(t: TreeConfig) -> tuple[str, int, int, int, int]:
+    """A tree as the page's five draft settings (mode, depth, draft top-k, total tokens, chain k)."""
     if t.is_chain:
         return CHAIN_MODE, t.depth, t.top_k, t.total_tokens, t.depth
     return TREE_MODE, t.depth, t.top_k, t.total_tokens, 4

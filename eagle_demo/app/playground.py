@@ -13,7 +13,9 @@ from ..metrics import DEFINITIONS, RunView
 from ..view.charts import empty_figure
 from ..view.stats import stats_html
 from ..view.tokens import token_html
-from .forms import CHAIN_MODE, TREE_MODE, GenerateForm, LoadForm, PairForm, handler, progress_fn, tree_values
+from .autotune import AUTO, IDLE_LINE, PAGE_PRESETS, auto_line, calibrate_ui, tuning
+from .forms import (CHAIN_MODE, TREE_MODE, GenerateForm, LoadForm, PairForm, handler, progress_fn,
+                    tree_settings, tree_values)
 from .state import CLIENT_PAIRS, REGISTRY, PairKey, local_or_repo, suite_prompts
 from .stream import GenerateOutputs, generate_ui, note_generate, rerender_tokens, rerender_tree, stop_ui
 
@@ -107,6 +109,7 @@ class Playground:
     generate_btn: Any
     stop_btn: Any
     tree_preset: Any
+    auto_line: Any
     mode: Any
     depth: Any
     draft_top_k: Any
@@ -211,7 +214,9 @@ def _prompt_column() -> dict[str, Any]:
 def _settings_column(tree_default: str) -> dict[str, Any]:
     mode0, depth0, topk0, total0, chain0 = tree_values(tree_default)
     with gr.Accordion("Draft", open=True):
-        tree_preset = gr.Dropdown(list(TREE_PRESETS), value=tree_default, label="tree preset")
+        tree_preset = gr.Dropdown([AUTO, *TREE_PRESETS], value=tree_default, label="tree preset",
+                                  elem_id="tree-preset")
+        auto_md = gr.Markdown(IDLE_LINE, elem_id="auto-tree")
         mode = gr.Radio([TREE_MODE, CHAIN_MODE], value=mode0, label="draft mode")
         with gr.Row():
             depth = gr.Slider(1, 16, value=depth0, step=1, label="depth")
@@ -225,8 +230,9 @@ def _settings_column(tree_default: str) -> dict[str, Any]:
         with gr.Row():
             top_k = gr.Number(0, precision=0, minimum=0, label="top-k (0 = off)")
             seed = gr.Number(0, precision=0, minimum=0, label="seed")
-    return dict(tree_preset=tree_preset, mode=mode, depth=depth, draft_top_k=draft_top_k, total_tokens=total_tokens,
-                chain_k=chain_k, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed)
+    return dict(tree_preset=tree_preset, auto_line=auto_md, mode=mode, depth=depth, draft_top_k=draft_top_k,
+                total_tokens=total_tokens, chain_k=chain_k, temperature=temperature, top_p=top_p, top_k=top_k,
+                seed=seed)
 
 
 def _run_views() -> dict[str, Any]:
@@ -285,13 +291,17 @@ def probe(form: PairForm, request: gr.Request | None, progress):
 
 
 def after_load(key: PairKey | None):
-    """The loaded pair's chat default and its tree preset (device and family)."""
+    """The loaded pair's chat default and its tree preset: "auto" with a draft (the panel shows the static
+    default tree of the device and family until the calibration has chosen), that static preset without one."""
     session = REGISTRY.get(key) if key is not None else None
     if session is None:
-        return (gr.skip(),) * 7
+        return (gr.skip(),) * 8
     has_template = session.has_chat_template
-    name = default_preset(session.device.type, session.family)
-    return (gr.update(value=has_template, interactive=has_template), name, *tree_values(name))
+    static = default_preset(session.device.type, session.family)
+    t = tuning(key)
+    shown = tree_settings(t.choice.tree) if t is not None and t.choice is not None else tree_values(static)
+    name = AUTO if session.eagle is not None else static
+    return (gr.update(value=has_template, interactive=has_template), name, *shown, auto_line(key))
 
 
 def apply_preset(name: str):
@@ -300,7 +310,13 @@ def apply_preset(name: str):
     return PRESETS[name]
 
 
-def apply_tree_preset(name: str):
+def apply_tree_preset(name: str, key: PairKey | None = None, request: gr.Request = None):
+    """A preset's draft settings; "auto": the loaded pair's choice once its calibration has chosen. The page's
+    preset is noted for its Generate (`autotune.page_tree`)."""
+    PAGE_PRESETS.put(request.session_hash if request is not None else None, name)
+    if name == AUTO:
+        t = tuning(key)
+        return tree_settings(t.choice.tree) if t is not None and t.choice is not None else (gr.skip(),) * 5
     return tree_values(name) if name in TREE_PRESETS else (gr.skip(),) * 5
 
 
@@ -317,7 +333,8 @@ def wire_playground(pg: Playground) -> tuple:
     of Load and of Probe, which the Deploy tab follows. Load, Probe and Generate share the "model" concurrency
     id: a probe changes the draft head, so it never runs beside a generation."""
     pg.preset.change(apply_preset, pg.preset, [pg.target, pg.draft], api_visibility="private", queue=False)
-    pg.tree_preset.change(apply_tree_preset, pg.tree_preset, pg.tree_inputs, api_visibility="private", queue=False)
+    pg.tree_preset.change(apply_tree_preset, [pg.tree_preset, pg.out.pair_state], pg.tree_inputs,
+                          api_visibility="private", queue=False)
     pair_outputs = [pg.out.report_md, pg.out.report_json, pg.out.pair_state]
     load_event = pg.load_btn.click(handler(LoadForm, load), [*pg.panel, pg.probe_box], pair_outputs, api_name="load",
                                    concurrency_limit=1, concurrency_id="model")
@@ -332,6 +349,10 @@ def wire_playground(pg: Playground) -> tuple:
                             queue=False)
     pg.out.round_slider.change(rerender_tree, [pg.out.result_state, pg.out.round_slider], pg.out.fig_tree, api_visibility="private",
                            queue=False)
-    defaults = [pg.out.chat, pg.tree_preset, *pg.tree_inputs]
-    return (load_event.success(after_load, pg.out.pair_state, defaults, api_visibility="private"),
-            probe_event.success(after_load, pg.probe_loaded, defaults, api_visibility="private"))
+    defaults = [pg.out.chat, pg.tree_preset, *pg.tree_inputs, pg.auto_line]
+    after = load_event.success(after_load, pg.out.pair_state, defaults, api_visibility="private")
+    # the automatic tree: calibrate in the background as a model event (runs wait for it), then show the choice
+    after.then(calibrate_ui, pg.out.pair_state, pg.auto_line, api_visibility="private", concurrency_limit=1,
+               concurrency_id="model", show_progress="hidden").then(
+        apply_tree_preset, [pg.tree_preset, pg.out.pair_state], pg.tree_inputs, api_visibility="private")
+    return after, probe_event.success(after_load, pg.probe_loaded, defaults, api_visibility="private")

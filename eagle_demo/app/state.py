@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from ..session import Session
 
 __all__ = ["PairKey", "make_key", "local_or_repo", "Registry", "REGISTRY", "LiveRun", "start_run", "stream_pair",
-           "in_worker", "stop_abandoned_runs", "PerPage", "LAST_RUNS", "CLIENT_PAIRS", "PENDING", "BENCH_STOPS",
-           "GenerateRequest", "BenchmarkStopped", "ensure", "decoder", "best_round", "suite_prompts"]
+           "in_worker", "PerPage", "MODEL_GATE", "stop_abandoned", "LAST_RUNS", "CLIENT_PAIRS", "PENDING",
+           "BENCH_STOPS", "GenerateRequest", "BenchmarkStopped", "ensure", "decoder", "best_round", "suite_prompts"]
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +128,7 @@ class Registry:
         A run still going was abandoned by its page (model events run one at a time): it is told to stop."""
         session = self.load(key, progress)
         with self._loading:  # no load frees the pair while it is probed
-            stop_abandoned_runs()
+            stop_abandoned()
             session.probe(progress)
         return session
 
@@ -160,9 +160,10 @@ REGISTRY = Registry()
 class LiveRun:
     """Events of one EAGLE run (and its baseline race), filled by a worker thread."""
 
-    def __init__(self, key: PairKey, race: bool, greedy: bool, note: str = ""):
+    def __init__(self, key: PairKey, race: bool, greedy: bool, note: str = "", auto=None):
         self.key, self.race, self.greedy = key, race, greedy
         self.note = note  # shown under the stats (e.g. a run that reaches past the draft's context)
+        self.auto = auto  # the autotree.AutoChoice this run's tree came from, if any
         self.eagle = RunView()
         self.baseline = RunView() if race else None
         self.phase = "eagle"
@@ -228,28 +229,30 @@ def in_worker(fn: Callable, *args, **kwargs):
 
 RUNS: list[LiveRun] = []  # runs whose worker may still be going
 RUNS_LOCK = threading.Lock()
+MODEL_GATE = threading.Lock()  # held by a run's worker and by an auto-tree calibration: one model use at a time
 
 
-def stop_abandoned_runs() -> None:
-    """Tell every run still going to stop (each ends at its next round)."""
+def stop_abandoned() -> None:
+    """Model events run one at a time, so a run still going when one starts was abandoned (its page was
+    cancelled or closed): tell it to stop; it ends at its next round and lets go of MODEL_GATE."""
     with RUNS_LOCK:
         for old in RUNS:
             old.stop.set()
 
 
-def start_run(key: PairKey, prompt_ids: list[int], run: RunConfig, race: bool, note: str = "") -> LiveRun:
-    """Start the worker. Model events run one at a time, so a run still going here was abandoned (its page
-    was cancelled or closed): it is told to stop, and ends at its next round instead of holding the engine."""
-    live = LiveRun(key, race, run.sampling.greedy, note)
+def start_run(key: PairKey, prompt_ids: list[int], run: RunConfig, race: bool, note: str = "",
+              auto=None) -> LiveRun:
+    """Start the worker; an abandoned run still going is told to stop (`stop_abandoned`)."""
+    live = LiveRun(key, race, run.sampling.greedy, note, auto)
+    stop_abandoned()
     with RUNS_LOCK:
-        for old in RUNS:
-            old.stop.set()
         RUNS[:] = [r for r in RUNS if not r.done.is_set()] + [live]
 
     def work() -> None:
         try:
-            for phase, event in stream_pair(key, prompt_ids, run, race, live.stop):
-                live.add(phase, event)
+            with MODEL_GATE:  # waits for a calibration or an abandoned run to let go
+                for phase, event in stream_pair(key, prompt_ids, run, race, live.stop):
+                    live.add(phase, event)
         except Exception as exc:  # reported to the page as one line; the traceback goes to the log
             log.exception("generation failed")
             live.error = one_line(exc)

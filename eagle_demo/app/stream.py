@@ -11,6 +11,7 @@ Measured with scripts/ui_overhead.py: see the README's "The page".
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any, NamedTuple
 
@@ -22,6 +23,7 @@ from ..view.charts import acceptance_depth_figure, accepted_length_figure, empty
 from ..view.stats import stats_html, summary
 from ..view.tokens import TextCache, token_html
 from ..view.tree_chart import tree_figure
+from .autotune import PAGE_PRESETS, page_tree
 from .forms import GenerateForm, progress_fn
 from .state import (BENCH_STOPS, CLIENT_PAIRS, LAST_RUNS, PENDING, REGISTRY, GenerateRequest, LiveRun, best_round,
                     decoder, ensure, start_run)
@@ -88,7 +90,7 @@ def outputs_for(live: LiveRun, decode, show: bool, final: bool, report: PairOutp
     note = "stopped: the engine finished its current round and ended cleanly" if state == "stopped" else ""
     note = "; ".join(n for n in (note, live.note) if n)
     pair = report or PairOutputs(*(gr.skip(),) * 4)
-    stats_view = stats_html(eagle, baseline, live.greedy, state, note)
+    stats_view = stats_html(eagle, baseline, live.greedy, state, note, live.auto)
     if not final:
         if sent.get("eagle_events") != len(eagle.events):  # EAGLE's view moved (not during the baseline)
             sent["tokens"] = token_html(eagle, decode, show, tail=STREAM_TAIL)  # the tail: redraws
@@ -109,7 +111,7 @@ def outputs_for(live: LiveRun, decode, show: bool, final: bool, report: PairOutp
     tree = tree_figure(eagle.rounds[pick], decode) if eagle.rounds else \
         empty_figure("Draft tree", "no rounds in this run")
     text = decode(list(eagle.token_ids)) if eagle.token_ids else ""
-    stats_value = summary(eagle, baseline, live.greedy, text)
+    stats_value = summary(eagle, baseline, live.greedy, text, live.auto)
     result = {"key": live.key, "eagle": list(eagle.events),
               "baseline": list(baseline.events) if baseline else None, "greedy": live.greedy}
     return GenerateOutputs(token_html(eagle, decode, show), stats_view, *figures, slider, tree, text, stats_value,
@@ -133,13 +135,16 @@ def generate_ui(form: GenerateForm, request: gr.Request | None, progress):
     ids = session.encode(form.prompt_text, chat=bool(chat_on))
     session.check_length(ids, run)
     hash_ = request.session_hash if request is not None else None
+    tree, auto, auto_note = page_tree(PAGE_PRESETS.get(hash_), run.tree, key, session)  # waits for a calibration
+    run = dataclasses.replace(run, tree=tree)
     pending = PENDING.pop(hash_)
     if pending is not None and pending.stopped.is_set():  # Stop was pressed while this waited its turn
         live = LiveRun(key, bool(form.race_on), run.sampling.greedy, "stopped before it started")
         live.done.set()
         yield outputs_for(live, TextCache(session.decode), form.show, True, first)
         return
-    live = start_run(key, ids, run, bool(form.race_on), session.context_note(len(ids), run))
+    note = "; ".join(n for n in (auto_note, session.context_note(len(ids), run)) if n)
+    live = start_run(key, ids, run, bool(form.race_on), note, auto)
     LAST_RUNS.put(hash_, live)
     CLIENT_PAIRS.put(hash_, key)
     decode, show = TextCache(session.decode), form.show

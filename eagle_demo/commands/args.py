@@ -7,8 +7,8 @@ import sys
 
 from ..config import ConfigError, TreeConfig, default_tree, tree_from
 
-__all__ = ["add_pair_args", "add_tree_args", "add_auto_tree_arg", "tree_from_args", "tree_for_session",
-           "pair_from_args", "load_from_args"]
+__all__ = ["add_pair_args", "add_tree_args", "add_auto_tree_arg", "uses_auto", "auto_for_session",
+           "tree_from_args", "tree_for_session", "pair_from_args", "load_from_args"]
 
 
 def add_pair_args(p: argparse.ArgumentParser) -> None:
@@ -32,19 +32,32 @@ def add_tree_args(p: argparse.ArgumentParser) -> None:
 
 def add_auto_tree_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--auto-tree", action="store_true",
-                   help="pick the chain/tree that maximises predicted tau / round cost for this pair and device "
-                        "(eagle_demo.autotree: a few seconds of calibration, cached on disk)")
+                   help="the default without tree flags: the chain/tree that maximises predicted tau / round cost "
+                        "for this pair and device (eagle_demo.autotree: a few seconds of calibration, cached on "
+                        "disk); tree flags given beside it win")
 
 
-def tree_for_session(args: argparse.Namespace, session) -> TreeConfig:
-    """--auto-tree: the autotree choice (its line goes to stderr); otherwise the flags over the default tree."""
-    if getattr(args, "auto_tree", False) and session.eagle is not None:
+def uses_auto(args: argparse.Namespace) -> bool:
+    """No tree flag given (--depth, --draft-top-k, --total-tokens, --chain): the automatic tree."""
+    return all(getattr(args, name, None) is None for name in ("depth", "draft_top_k", "total_tokens", "chain"))
+
+
+def auto_for_session(args: argparse.Namespace, session):
+    """(tree, autotree.AutoChoice or None): the automatic tree when no tree flag is given and the pair has a
+    draft (its line goes to stderr); otherwise the flags over the static default tree."""
+    if uses_auto(args) and session.eagle is not None:
         from ..autotree import auto_tree
 
         choice = auto_tree(session)
-        sys.stderr.write(f"[{choice.line()}]\n")
-        return choice.tree
-    return tree_from_args(args, session.device.type, session.family)
+        cached = ", from the cache" if choice.from_cache else f", calibrated in {choice.calibration_seconds:.1f} s"
+        sys.stderr.write(f"[{choice.line()}{cached}]\n")
+        return choice.tree, choice
+    return tree_from_args(args, session.device.type, session.family), None
+
+
+def tree_for_session(args: argparse.Namespace, session) -> TreeConfig:
+    """The tree `auto_for_session` picks."""
+    return auto_for_session(args, session)[0]
 
 
 def tree_from_args(args: argparse.Namespace, device: str = "cpu", family: str = "") -> TreeConfig:

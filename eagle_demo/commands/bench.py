@@ -4,11 +4,12 @@ or several sampling temperatures, compared on the same prompts."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
 from ..config import ConfigError, RunConfig, SamplingConfig
-from .args import add_auto_tree_arg, add_pair_args, add_tree_args, load_from_args, tree_for_session
+from .args import add_auto_tree_arg, add_pair_args, add_tree_args, auto_for_session, load_from_args
 
 __all__ = ["add_parser", "run"]
 
@@ -45,8 +46,8 @@ def run(args: argparse.Namespace) -> int:
     session = load_from_args(args)
     items = load_suite(args.suite, args.categories)[:args.limit or None]
     chat = {"on": True, "off": False}.get(args.chat, session.has_chat_template)
-    run_config = RunConfig(max_new_tokens=args.max_new_tokens, ignore_eos=False, sampling=SamplingConfig(),
-                           tree=tree_for_session(args, session))
+    tree, auto = auto_for_session(args, session)
+    run_config = RunConfig(max_new_tokens=args.max_new_tokens, ignore_eos=False, sampling=SamplingConfig(), tree=tree)
     series = len(args.compare_draft or ()) + 1 if args.compare_draft else len(args.temperatures or ()) or 1
     bar = tqdm(total=series * len(items) * args.repeats, desc="bench", unit="prompt", file=sys.stderr)
 
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
 
     options = dict(repeats=args.repeats, chat=chat, progress=progress)
     if not args.compare_draft and not args.temperatures:
-        report = run_bench(session, items, run_config, **options)
+        report = _with_auto(run_bench(session, items, run_config, **options), auto)
         bar.close()
         print(report.table())
         print(report.misses_line())
@@ -70,12 +71,24 @@ def run(args: argparse.Namespace) -> int:
         by = "temperature"
         reports = sweep_temperatures(session, items, run_config, args.temperatures, **options)
     bar.close()
+    # the choice was calibrated for the loaded draft, greedy: its prediction belongs to that report only
+    reports = [_with_auto(r, auto) if r.settings["draft"] == session.pair.draft_path and r.settings["temperature"] == 0
+               else r for r in reports]
     for r in reports:
         print(f"{by} {report_label(r, by)} ({r.settings['draft_family']}, {r.settings['tree']})\n{r.table()}\n"
               f"{r.misses_line()}\n")
     print(comparison_table(reports, by))
     _write(args, comparison_json(reports, by), comparison_csv(reports, by))
     return 0
+
+
+def _with_auto(report, auto):
+    """The report with the automatic tree's choice and predicted speedup next to the measured one (JSON `extra`,
+    the table's header line)."""
+    if auto is None:
+        return report
+    block = {**auto.to_dict(), "measured_speedup": report.overall.speedup}
+    return dataclasses.replace(report, extra={**report.extra, "auto": block})
 
 
 def _write(args: argparse.Namespace, json_text: str, csv_text: str) -> None:

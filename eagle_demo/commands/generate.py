@@ -4,14 +4,14 @@ a summary; `--race` then runs plain decoding of the same prompt, as the page doe
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 
 from ..config import ConfigError, RunConfig, SamplingConfig
 from ..events import Finish, Prefill, Round, Step, to_dict
 from ..metrics import RaceResult, race, summarize, verdict
-from .args import (add_auto_tree_arg, add_pair_args, add_tree_args, load_from_args, tree_for_session,
-                   tree_from_args)
+from .args import add_auto_tree_arg, add_pair_args, add_tree_args, auto_for_session, load_from_args, tree_from_args
 
 __all__ = ["add_parser", "run"]
 
@@ -58,7 +58,12 @@ def run(args: argparse.Namespace) -> int:
     if prompt_ids is None:
         prompt_ids = session.encode(args.prompt, chat=args.chat)
     run_config = RunConfig(max_new_tokens=args.max_new_tokens, ignore_eos=args.ignore_eos, sampling=sampling,
-                           tree=tree_for_session(args, session))
+                           tree=tree_from_args(args, session.device.type, session.family))
+    session.check_length(prompt_ids, run_config)  # a bad prompt fails before any calibration
+    auto = None
+    if args.mode == "eagle":
+        tree, auto = auto_for_session(args, session)
+        run_config = dataclasses.replace(run_config, tree=tree)
     note = session.context_note(len(prompt_ids), run_config) if args.mode == "eagle" else ""
     if note:
         sys.stderr.write(f"[note] {note}\n")
@@ -79,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         "new_tokens": finish.new_tokens, "rounds": finish.rounds, "tau": round(stats.tau, 4),
         "decode_seconds": finish.decode_seconds, "prefill_seconds": finish.prefill_seconds, "mode": args.mode,
         "draft_family": session.family if args.mode == "eagle" else "", "finish_reason": finish.reason,
-        "tokens_per_second": stats.tokens_per_second,
+        "tokens_per_second": stats.tokens_per_second, **({"auto": auto.to_dict()} if auto is not None else {}),
     }
     result = None
     if args.race and args.mode == "eagle":  # the page's race: plain decoding of the same prompt right after
@@ -94,6 +99,8 @@ def run(args: argparse.Namespace) -> int:
                          f"{stats.tokens_per_second:.1f} tokens/s, prefill {finish.prefill_seconds:.3f}s\n")
         if result is not None:
             _race_lines(result, sampling.greedy)
+        if auto is not None:
+            sys.stderr.write(f"[{auto.versus(result.speedup if result is not None else None)}]\n")
     return 0
 
 

@@ -14,8 +14,9 @@ def run_race(eagle: RunView, baseline: RunView | None, greedy: bool):
     return race(eagle.stats(), base, greedy, eagle.start.dtype if eagle.start else "")
 
 
-def summary(eagle: RunView, baseline: RunView | None, greedy: bool, text: str = "") -> dict:
-    """JSON-ready numbers of a run (the `generate` API's stats and the stats strip)."""
+def summary(eagle: RunView, baseline: RunView | None, greedy: bool, text: str = "", auto=None) -> dict:
+    """JSON-ready numbers of a run (the `generate` API's stats and the stats strip). auto: the
+    `autotree.AutoChoice` the run's tree came from; it adds the "auto" block (tree and predicted figures)."""
     e, start = eagle.stats(), eagle.start
     return {
         "text": text, "token_ids": list(eagle.token_ids), "prompt_tokens": start.prompt_tokens if start else 0,
@@ -25,13 +26,14 @@ def summary(eagle: RunView, baseline: RunView | None, greedy: bool, text: str = 
         "decode_seconds": e.decode_seconds, "draft_seconds": e.draft_seconds, "verify_seconds": e.verify_seconds,
         "host_seconds": e.host_seconds, "finish_reason": e.finish_reason, "tree": start.tree if start else "",
         "draft_family": start.draft_family if start else "", "device": start.device if start else "",
-        "dtype": start.dtype if start else "",
+        "dtype": start.dtype if start else "", **({"auto": auto.to_dict()} if auto is not None else {}),
     }
 
 
 def stats_html(eagle: RunView | None, baseline: RunView | None, greedy: bool, state: str,
-               note: str = "") -> str:
-    """The stats strip. state: idle | running | baseline | done | stopped (kept in data-state)."""
+               note: str = "", auto=None) -> str:
+    """The stats strip. state: idle | running | baseline | done | stopped (kept in data-state). auto: the
+    `autotree.AutoChoice` of the run's tree, shown with its predicted speedup next to the measured one."""
     cells: list[tuple[str, str, str]] = []  # (label, value, extra class)
     if eagle is not None and eagle.prefill is not None:
         s = summary(eagle, baseline, greedy)
@@ -57,6 +59,10 @@ def stats_html(eagle: RunView | None, baseline: RunView | None, greedy: bool, st
     if eagle is not None and eagle.prefill is not None and s["round_cost"] is not None:
         extra += (f'<div class="stat-why" title="speedup = tau / round cost; a round\'s cost is counted in plain '
                   f'decoding steps of the same target">why: {escape(s["round_cost"]["line"])}</div>')
+    if auto is not None:
+        measured = s["speedup"] if eagle is not None and eagle.prefill is not None else None
+        extra += (f'<div class="stat-auto" title="the automatic tree: predicted = tau / round cost from its '
+                  f'calibration on this device">{escape(auto.versus(measured))}</div>')
     return (f'<div class="eagle-stats" data-state="{escape(state)}"><div class="stat status">'
             f'<span class="stat-label">status</span><span class="stat-value">{escape(status)}</span></div>'
             f"{body}{extra}</div>")
