@@ -41,7 +41,7 @@ from eagle_demo.training.target import (WindowSampler, _file_digest, _time_step,
                                         lm_loss, make_optimizer, save_checkpoint, val_windows)
 
 SPECIAL_ID = 0
-SHAPE = dict(hidden_size=128, num_hidden_layers=28, num_attention_heads=4, num_key_value_heads=2,
+SHAPE = dict(hidden_size=128, num_hidden_layers=24, num_attention_heads=4, num_key_value_heads=2,
              intermediate_size=352)
 SEQ_LEN = 256
 BATCH_SIZE = 8
@@ -196,6 +196,9 @@ def train(args) -> None:
         losses.append(loss.item())
         state["step"], state["tokens"] = step + 1, state["tokens"] + batch[:, 1:].numel()
         state["seconds"] = base_seconds + time.perf_counter() - t_start
+        if state["step"] % 50 == 0:
+            print(f"step {state['step']} loss {losses[-1]:.3f} tokens {state['tokens']:,} "
+                  f"{state['seconds'] / 60:.1f} min", flush=True)
         if state["step"] % args.eval_every == 0:
             with autocast:
                 v, ve = evaluate(model, val), evaluate(ema, val)
@@ -281,7 +284,7 @@ def main(argv: list[str] | None = None) -> None:
         export_model(model, args.out, args.tokenizer)
         print(f"exported the {which} weights of step {state['step']} to {args.out}")
     else:
-        shapes = [SHAPE, {**SHAPE, "num_hidden_layers": 32}, {**SHAPE, "num_hidden_layers": 24},
+        shapes = [SHAPE, {**SHAPE, "num_hidden_layers": 28}, {**SHAPE, "num_hidden_layers": 32},
                   dict(hidden_size=160, num_hidden_layers=24, num_attention_heads=5, num_key_value_heads=1,
                        intermediate_size=432),
                   dict(hidden_size=192, num_hidden_layers=16, num_attention_heads=6, num_key_value_heads=2,
