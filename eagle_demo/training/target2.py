@@ -57,7 +57,7 @@ PEAK_LR = 2e-3
 WARMUP_STEPS = 200
 EMA_DECAY = 0.998
 EVAL_EVERY = 200
-VAL_WINDOWS = 64  # periodic validation on the first 64 held-out windows (16 K tokens); the export uses all
+VAL_WINDOWS = 64  # periodic validation on 64 held-out windows spread over the packages (16 K tokens)
 MAX_TOKEN_FILE_BYTES = 64 * 2**20
 SEED = 1234
 
@@ -155,7 +155,8 @@ def train(args) -> None:
         torch.set_num_interop_threads(1)
     meta = json.loads((args.tokens / "meta.json").read_text())
     stream = load_tokens(args.tokens, "train")
-    val = val_windows(load_tokens(args.tokens, "val"), args.seq_len)[:VAL_WINDOWS].to(device)
+    val = val_windows(load_tokens(args.tokens, "val"), args.seq_len)
+    val = val[torch.linspace(0, len(val) - 1, min(VAL_WINDOWS, len(val))).long()].to(device)  # spread over packages
     sampler = WindowSampler(stream, args.seq_len, args.batch_size, args.seed)
     ckpt = args.ckpt_dir / "last.pt"
     torch.manual_seed(args.seed)
