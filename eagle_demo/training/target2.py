@@ -12,6 +12,7 @@ Stages::
     python -m eagle_demo.training.target2 tokens   # corpus2 + tokenizer-code -> tokens/*.u16 (<= 64 MB)
     python -m eagle_demo.training.target2 train    # resumes from ckpt/last.pt when present
     python -m eagle_demo.training.target2 export --out DIR   # fp16 safetensors + tokenizer (EMA weights)
+    python -m eagle_demo.training.target2 samples --out DIR  # greedy continuations of SAMPLE_PROMPTS
     python -m eagle_demo.training.target2 bench    # decode-step cost of candidate shapes
 
 Schedule: linear warm-up, then a constant peak learning rate (a run can be continued across sessions
@@ -60,6 +61,8 @@ EVAL_EVERY = 200
 VAL_WINDOWS = 64  # periodic validation on 64 held-out windows spread over the packages (16 K tokens)
 MAX_TOKEN_FILE_BYTES = 64 * 2**20
 SEED = 1234
+SAMPLE_PROMPTS = ("def f(x):\n", "def parse_args(argv):\n", 'class LRUCache:\n    """',
+                  "The for statement is used to iterate over")
 
 
 def train_root() -> Path:
@@ -259,7 +262,7 @@ def bench(vocab_size: int, shapes: list[dict], threads: int = 1) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m eagle_demo.training.target2", description=__doc__.split("\n")[0])
-    ap.add_argument("stage", choices=["tokens", "train", "export", "bench"])
+    ap.add_argument("stage", choices=["tokens", "train", "export", "samples", "bench"])
     ap.add_argument("--corpus", type=Path, default=default_corpus())
     ap.add_argument("--tokenizer", type=Path, default=default_tokenizer())
     ap.add_argument("--tokens", type=Path, default=train_root() / "tokens")
@@ -292,6 +295,11 @@ def main(argv: list[str] | None = None) -> None:
         model, state, which = load_trained(args.ckpt_dir, args.which)
         export_model(model, args.out, args.tokenizer)
         print(f"exported the {which} weights of step {state['step']} to {args.out}")
+    elif args.stage == "samples":
+        from eagle_demo.training.target import generate_samples
+
+        for prompt, text in zip(SAMPLE_PROMPTS, generate_samples(args.out, SAMPLE_PROMPTS, 48)):
+            print(f"--- {prompt!r}\n{text}")
     else:
         shapes = [SHAPE, {**SHAPE, "num_hidden_layers": 28}, {**SHAPE, "num_hidden_layers": 32},
                   dict(hidden_size=160, num_hidden_layers=24, num_attention_heads=5, num_key_value_heads=1,
