@@ -22,6 +22,15 @@ Output (in ``~/.cache/eagle_demo/corpus/`` by default, never in the repository):
 Run ``python -m eagle_demo.training.corpus [--out DIR]``. The output is byte-for-byte
 deterministic for a given Python installation; ``manifest.json`` records the file list and the
 SHA-256 of both splits.
+
+Second generation (``--generation 2``, written to ``~/.cache/eagle_demo/corpus2``): the same
+standard library (no file held out), the reST sources of the Python 3.11 documentation (Debian's
+``python3.11-doc``, fetched with ``apt-get download`` and unpacked with ``dpkg-deb`` into the cache
+when it is not installed), and the source of the PyPI packages of
+:mod:`eagle_demo.training.packages`. Whole packages marked ``holdout`` form the validation split;
+no file is ever split. Exact duplicates (SHA-256 of the normalised text) are dropped, the validation
+copy winning, so no validation file also appears in training. ``assets/corpus_manifest.json``
+records every package (version, licence from its metadata, bytes, split) and the splits' hashes.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ import html
 import json
 import os
 import re
+import subprocess
 import sys
 import sysconfig
 from pathlib import Path
@@ -163,13 +173,103 @@ def build_corpus(out_dir: Path | None = None, include_docs: bool = True,
     return manifest
 
 
+def default_corpus2_dir() -> Path:
+    return default_cache_dir() / "corpus2"
+
+
+def fetch_debian_docs(cache: Path) -> Path | None:
+    """The html folder of python3.11-doc: installed, or downloaded with apt and unpacked into ``cache``."""
+    if (DEBIAN_DOC_DIR / "html").exists() and any((DEBIAN_DOC_DIR / "html").rglob("*.txt")):
+        return DEBIAN_DOC_DIR / "html"
+    root = cache / "python3.11-doc"
+    html_dir = root / "usr/share/doc/python3.11/html"
+    if html_dir.exists():
+        return html_dir
+    cache.mkdir(parents=True, exist_ok=True)
+    try:
+        subprocess.run(["apt-get", "download", "python3.11-doc"], cwd=cache, check=True, capture_output=True)
+        deb = sorted(cache.glob("python3.11-doc_*.deb"))[-1]
+        subprocess.run(["dpkg-deb", "-x", str(deb), str(root)], check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError, IndexError) as exc:
+        print(f"python3.11-doc unavailable ({exc}); building without the docs", flush=True)
+        return None
+    return html_dir if html_dir.exists() else None
+
+
+def _dedup(docs: list[tuple[str, str]], seen: set[str]) -> tuple[list[tuple[str, str]], int]:
+    kept, dropped = [], 0
+    for name, text in docs:
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        if digest in seen:
+            dropped += 1
+            continue
+        seen.add(digest)
+        kept.append((name, text))
+    return kept, dropped
+
+
+def build_corpus2(out_dir: Path | None = None, manifest_path: Path | None = None) -> dict:
+    """Second-generation corpus: stdlib + docs + PyPI packages, whole packages held out."""
+    from eagle_demo.training.packages import MAX_PACKAGE_BYTES, PACKAGES, download_wheel, package_documents
+
+    out_dir = Path(out_dir) if out_dir else default_corpus2_dir()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    seen: set[str] = set()
+    val, train, rows, dropped = [], [], [], 0
+    packages = sorted(PACKAGES, key=lambda p: (not p.holdout, p.name))  # validation first: its copy wins
+    for pkg in packages:
+        docs, licence = package_documents(pkg, download_wheel(pkg, out_dir / "wheels"))
+        docs, n = _dedup(docs, seen)
+        dropped += n
+        (val if pkg.holdout else train).extend(docs)
+        rows.append({"package": pkg.name, "version": pkg.version, "licence": pkg.licence,
+                     "licence_metadata": licence, "split": "val" if pkg.holdout else "train",
+                     "files": len(docs), "bytes": sum(len(t.encode("utf-8")) for _, t in docs)})
+    doc_dir = fetch_debian_docs(out_dir / "debian")
+    base = stdlib_documents() + (debian_doc_documents(doc_dir) if doc_dir else [])
+    base, n = _dedup(base, seen)
+    dropped += n
+    train = base + train
+    rows.sort(key=lambda r: r["package"])
+    manifest = {"generation": 2, "python": sys.version.split()[0], "separator": SEPARATOR,
+                "max_package_bytes": MAX_PACKAGE_BYTES, "exact_duplicates_dropped": dropped,
+                "stdlib": {"files": sum(n.startswith("stdlib/") for n, _ in base),
+                           "bytes": sum(len(t.encode()) for n, t in base if n.startswith("stdlib/"))},
+                "docs": {"source": "Debian python3.11-doc, html/_sources/*.rst.txt",
+                         "files": sum(n.startswith("pydoc/") for n, _ in base),
+                         "bytes": sum(len(t.encode()) for n, t in base if n.startswith("pydoc/"))},
+                "packages": rows, "splits": {}}
+    for split, items in (("train", train), ("val", val)):
+        data = join_documents(items).encode("utf-8")
+        (out_dir / f"{split}.txt").write_bytes(data)
+        manifest["splits"][split] = {"documents": len(items), "bytes": len(data),
+                                     "sha256": hashlib.sha256(data).hexdigest()}
+    files = {split: [n for n, _ in items] for split, items in (("train", train), ("val", val))}
+    (out_dir / "manifest.json").write_text(json.dumps({**manifest, "files": files}, indent=1) + "\n")
+    if manifest_path is not None:
+        Path(manifest_path).write_text(json.dumps(manifest, indent=1) + "\n")
+    return manifest
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=None, help=f"output dir (default {default_corpus_dir()})")
     ap.add_argument("--no-docs", action="store_true", help="skip Debian python3.11-doc text")
     ap.add_argument("--keep-codec-tables", action="store_true",
                     help="keep the generated encodings/ charmap tables")
+    ap.add_argument("--generation", type=int, choices=(1, 2), default=1,
+                    help="1: stdlib + docs (the shipped target's corpus); 2: + PyPI packages (corpus2)")
+    ap.add_argument("--manifest", type=Path, default=None,
+                    help="generation 2: also write the package manifest here (assets/corpus_manifest.json)")
     args = ap.parse_args(argv)
+    if args.generation == 2:
+        m = build_corpus2(args.out, args.manifest)
+        for split, info in m["splits"].items():
+            print(f"{split}: {info['documents']} documents, {info['bytes'] / 1e6:.2f} MB, "
+                  f"sha256 {info['sha256'][:16]}")
+        print(f"{len(m['packages'])} packages, {m['exact_duplicates_dropped']} exact duplicates dropped; "
+              f"corpus written to {args.out or default_corpus2_dir()}")
+        return
     m = build_corpus(args.out, include_docs=not args.no_docs, keep_codec_tables=args.keep_codec_tables)
     out = args.out or default_corpus_dir()
     for split, info in m["splits"].items():

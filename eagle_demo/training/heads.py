@@ -41,11 +41,12 @@ from transformers import AutoModelForCausalLM, DynamicCache, LlamaConfig
 
 from eagle_demo.drafts import Eagle1Head, Eagle3Head
 from eagle_demo.target import tree_attention_mask
-from eagle_demo.training.corpus import default_cache_dir
+from eagle_demo.training.corpus import default_cache_dir, default_corpus_dir
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ASSETS = REPO_ROOT / "assets"
 TARGET_DIR = ASSETS / "tiny-target"
+CORPUS_DIR = default_corpus_dir()  # --corpus: the second-generation target reads ~/.cache/eagle_demo/corpus2
 SEED = 4321
 SEQ_LEN = 256
 EAGLE3_DRAFT_VOCAB = 2048
@@ -72,11 +73,10 @@ def feature_layers(num_layers: int) -> tuple[int, int, int]:
 @torch.no_grad()
 def build_data(n_corpus: int, n_generated: int, prefix_len: int, batch: int) -> dict:
     from eagle_demo.training.target import load_token_stream
-    from eagle_demo.training.corpus import default_corpus_dir
 
     torch.manual_seed(SEED)
     model = load_target()
-    stream = load_token_stream("train", default_corpus_dir(), TARGET_DIR).long()  # [N], the target's own tokenizer
+    stream = load_token_stream("train", CORPUS_DIR, TARGET_DIR).long()  # [N], the target's own tokenizer
     starts = torch.randint(0, stream.numel() - SEQ_LEN - 1, (n_corpus + n_generated,))
     seqs = [stream[s:s + SEQ_LEN] for s in starts[:n_corpus].tolist()]
     gen_starts = starts[n_corpus:].tolist()
@@ -306,7 +306,7 @@ def export_eagle3(head: Eagle3Head, t2d: torch.Tensor, out_dir: Path) -> None:
 
 
 def main(argv=None) -> None:
-    global TARGET_DIR, ASSETS
+    global TARGET_DIR, ASSETS, CORPUS_DIR
     ap = argparse.ArgumentParser(prog="python -m eagle_demo.training.heads")
     ap.add_argument("stage", choices=["data", "eagle1", "eagle3"])
     ap.add_argument("--threads", type=int, default=1)
@@ -322,9 +322,10 @@ def main(argv=None) -> None:
     ap.add_argument("--minutes", type=float, default=0.0, help="wall-clock budget (0 = run all steps)")
     ap.add_argument("--target", default=str(TARGET_DIR), help="target folder (default: assets/tiny-target)")
     ap.add_argument("--out", default=str(ASSETS), help="folder receiving tiny-eagle1/, tiny-eagle3/ and the logs")
+    ap.add_argument("--corpus", default=str(CORPUS_DIR), help="corpus folder whose train.txt gives the prompts")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    TARGET_DIR, ASSETS = Path(args.target), Path(args.out)
+    TARGET_DIR, ASSETS, CORPUS_DIR = Path(args.target), Path(args.out), Path(args.corpus)
     if args.stage == "data":
         build_data(args.corpus_seqs, args.generated_seqs, args.prefix, batch=32)
         return

@@ -11,6 +11,12 @@
   - ``llama3``: Llama-3's split regex (:data:`SPLIT_PATTERN`) before ``ByteLevel``; line breaks
     never merge with the following indentation, so the same prompt gets an indented body.
     Written to ``~/.cache/eagle_demo/tokenizer-llama3`` by default.
+  - ``code`` (second generation, :data:`CODE_SPLIT_PATTERN`): every line break is a token of its
+    own (``"\\n"``, or ``"\\r\\n"``), the indentation at the start of a line is one pre-token of its own
+    (``"):" | "\\n" | "    " | "return"``), and runs of spaces inside a line stay apart from the
+    word after them, as in Llama-3. So no token ever holds a line break together with anything
+    else, a prompt ending in ``":\\n"`` or ``":\\n    "`` ends on a boundary seen in training, and the
+    model picks the indentation as one token. Written to ``~/.cache/eagle_demo/tokenizer-code``.
 * vocabulary of :data:`VOCAB_SIZE` = 4096 entries (the 256 byte symbols are always present);
 * one special token, ``<|endoftext|>`` with id 0, used as BOS, EOS and pad. Like the Llama
   tokenizers, a BOS is prepended by the post-processor (``add_bos_token: true``), so
@@ -38,7 +44,7 @@ from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, proce
 from eagle_demo.training.corpus import SEPARATOR, default_cache_dir, default_corpus_dir, read_split
 
 VOCAB_SIZE = 4096
-SPLITS = ("gpt2", "llama3")
+SPLITS = ("gpt2", "llama3", "code")
 DEFAULT_SPLIT = "gpt2"
 # Llama-3's pre-tokenisation pattern (``--split llama3``). Unlike GPT-2's, a line break never merges with the
 # indentation that follows it ("):\n" | "   " | " return"), so a prompt that ends in "\n" (like
@@ -47,6 +53,12 @@ DEFAULT_SPLIT = "gpt2"
 SPLIT_PATTERN = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
     r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+# Second generation (``--split code``): a line break alone; the indentation that starts a line alone;
+# otherwise Llama-3's rules without its "punctuation + line breaks" glue.
+CODE_SPLIT_PATTERN = (
+    r"\r?\n|(?:^|(?<=\n))[^\S\r\n]+|(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
+    r"| ?[^\s\p{L}\p{N}]+|[^\S\r\n]+(?!\S)|[^\S\r\n]+"
 )
 SPECIAL_TOKEN = SEPARATOR  # "<|endoftext|>"
 SPECIAL_ID = 0
@@ -71,9 +83,10 @@ def build_tokenizer(split: str = DEFAULT_SPLIT) -> Tokenizer:
     tok = Tokenizer(models.BPE())
     if split == "gpt2":
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    elif split == "llama3":
+    elif split in ("llama3", "code"):
+        pattern = SPLIT_PATTERN if split == "llama3" else CODE_SPLIT_PATTERN
         tok.pre_tokenizer = pre_tokenizers.Sequence([
-            pre_tokenizers.Split(Regex(SPLIT_PATTERN), behavior="isolated", invert=False),
+            pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
         ])
     else:
@@ -146,7 +159,18 @@ def line_boundaries_stable(hf) -> bool:
     return True
 
 
-def verify_tokenizer(folder: Path, extra_samples: list[str] = (), split: str = DEFAULT_SPLIT) -> dict:
+def glued_line_breaks(tok: Tokenizer) -> list[str]:
+    """Vocabulary entries that hold a line break together with anything else (decoded text)."""
+    out = []
+    for piece, idx in tok.get_vocab().items():
+        text = tok.decode([idx])
+        if idx != SPECIAL_ID and "\n" in text and text not in ("\n", "\r\n"):
+            out.append(text)
+    return out
+
+
+def verify_tokenizer(folder: Path, extra_samples: list[str] = (), split: str = DEFAULT_SPLIT,
+                     vocab_size: int = VOCAB_SIZE) -> dict:
     """Load ``folder`` through ``AutoTokenizer`` and check special tokens and round trips."""
     from transformers import AutoTokenizer
 
@@ -154,7 +178,7 @@ def verify_tokenizer(folder: Path, extra_samples: list[str] = (), split: str = D
     assert hf.is_fast, type(hf)
     for name in ("bos_token_id", "eos_token_id", "pad_token_id"):
         assert getattr(hf, name) == SPECIAL_ID, (name, getattr(hf, name))
-    assert len(hf) == VOCAB_SIZE, len(hf)
+    assert len(hf) == vocab_size, len(hf)
     raw = Tokenizer.from_file(str(Path(folder) / "tokenizer.json"))
     for text in list(ROUND_TRIP_SAMPLES) + list(extra_samples):
         ids = hf(text)["input_ids"]
@@ -164,8 +188,10 @@ def verify_tokenizer(folder: Path, extra_samples: list[str] = (), split: str = D
         assert hf(text, add_special_tokens=False)["input_ids"] == ids[1:]
         assert raw.decode(raw.encode(text, add_special_tokens=False).ids) == text
     stable = line_boundaries_stable(hf)
-    if split == "llama3":
-        assert stable, "llama3 split must keep line breaks apart from indentation"
+    if split in ("llama3", "code"):
+        assert stable, f"{split} split must keep line breaks apart from indentation"
+    if split == "code":
+        assert not glued_line_breaks(raw), glued_line_breaks(raw)[:5]
     # the separator inside text is recognised as the single special token
     ids = hf("a\n" + SPECIAL_TOKEN + "b", add_special_tokens=False)["input_ids"]
     assert SPECIAL_ID in ids, ids
@@ -185,7 +211,7 @@ def main(argv: list[str] | None = None) -> None:
     tok = train_tokenizer(corpus_dir, args.vocab_size, args.split)
     save_tokenizer(tok, out)
     val_docs = read_split(Path(corpus_dir) / "val.txt")
-    info = verify_tokenizer(out, extra_samples=val_docs[:5], split=args.split)
+    info = verify_tokenizer(out, extra_samples=val_docs[:5], split=args.split, vocab_size=args.vocab_size)
     stats = {}
     for split in ("train", "val"):
         text = (Path(corpus_dir) / f"{split}.txt").read_text(encoding="utf-8")
