@@ -6,7 +6,7 @@ import hashlib
 
 import torch
 from torch import nn
-from transformers import (AutoModelForCausalLM, LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config)
+from transformers import (AutoModelForCausalLM, DynamicCache, LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config)
 
 from eagle_demo.drafts import DraftHead, Eagle1Head, Eagle3Head
 
@@ -112,3 +112,19 @@ class OracleHead(DraftHead):
     def topk(self, g, k):
         top = torch.topk(g, k, dim=-1)
         return top.values, top.indices
+
+
+def replay_like_dynamic_cache(ours, steps: list[tuple[int, int]], layers: tuple[int, ...] = (0,), width: int = 8):
+    """Feed `ours` and a DynamicCache the same random updates and crops ((new positions, crop count) per
+    step, layer by layer) and check every returned key/value and length is exactly the DynamicCache's."""
+    ref = DynamicCache()
+    for n, drop in steps:
+        k, v = torch.randn(1, 2, n, width), torch.randn(1, 2, n, width)  # [b, kv, n, d]
+        for layer in layers:
+            got, want = ours.update(k + layer, v - layer, layer), ref.update(k + layer, v - layer, layer)
+            torch.testing.assert_close(got[0], want[0], rtol=0, atol=0)
+            torch.testing.assert_close(got[1], want[1], rtol=0, atol=0)
+        if drop:
+            ours.crop(drop)
+            ref.crop(drop)
+        assert ours.get_seq_length() == ref.get_seq_length()

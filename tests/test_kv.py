@@ -5,24 +5,14 @@ from transformers import DynamicCache
 
 from eagle_demo import kv
 from eagle_demo.kv import BufferCache
-from fixtures import tiny_target
+from fixtures import replay_like_dynamic_cache, tiny_target
 
 
 def test_updates_crops_and_growth_match_dynamic_cache(monkeypatch):
     monkeypatch.setattr(kv, "INITIAL_CAPACITY", 4)  # force several doublings
     torch.manual_seed(0)
-    ours, ref = BufferCache(), DynamicCache()
-    for n, drop in [(3, 0), (2, -1), (5, -3), (1, 0), (7, -2), (9, 0)]:
-        k, v = torch.randn(1, 2, n, 8), torch.randn(1, 2, n, 8)  # [b, kv, n, d]
-        for layer in (0, 1):
-            got = ours.update(k + layer, v - layer, layer)
-            want = ref.update(k + layer, v - layer, layer)
-            torch.testing.assert_close(got[0], want[0], rtol=0, atol=0)
-            torch.testing.assert_close(got[1], want[1], rtol=0, atol=0)
-        if drop:
-            ours.crop(drop)
-            ref.crop(drop)
-        assert ours.get_seq_length() == ref.get_seq_length()
+    ours = BufferCache()
+    replay_like_dynamic_cache(ours, [(3, 0), (2, -1), (5, -3), (1, 0), (7, -2), (9, 0)], layers=(0, 1))
     assert ours.layers[0]._keys.shape[-2] >= ours.get_seq_length() > 4
 
 

@@ -9,7 +9,7 @@ from eagle_demo import kv
 from eagle_demo.drafts.lean import DraftKV
 from eagle_demo.kv import BufferCache
 from eagle_demo.target import tree_attention_mask
-from fixtures import random_eagle1, tiny_target
+from fixtures import random_eagle1, replay_like_dynamic_cache, tiny_target
 
 
 def test_eagle1_lean_layer_equals_stock_decoder_layer():
@@ -32,16 +32,7 @@ def test_eagle1_lean_layer_equals_stock_decoder_layer():
 
 def test_draft_kv_matches_dynamic_cache_through_crops():
     torch.manual_seed(1)
-    ours, ref = DraftKV(capacity=2), DynamicCache()
-    for n, drop in [(3, 0), (4, -2), (1, 0), (5, -5), (6, 0)]:
-        k, v = torch.randn(1, 2, n, 8), torch.randn(1, 2, n, 8)
-        got, want = ours.update(k, v, 0), ref.update(k, v, 0)
-        torch.testing.assert_close(got[0], want[0], rtol=0, atol=0)
-        torch.testing.assert_close(got[1], want[1], rtol=0, atol=0)
-        if drop:
-            ours.crop(drop)
-            ref.crop(drop)
-        assert ours.get_seq_length() == ref.get_seq_length()
+    replay_like_dynamic_cache(DraftKV(capacity=2), [(3, 0), (4, -2), (1, 0), (5, -5), (6, 0)])
 
 
 def test_pooled_cache_grows_and_compacts_like_per_layer(monkeypatch):
