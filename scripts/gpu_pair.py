@@ -224,6 +224,15 @@ def head_stage(ctx: dict, args, clock: Clock, family: str) -> dict:
                                     for j in range(len(last["top1_by_step"]))]}
 
 
+def pack_heads(ctx: dict, args) -> dict:
+    names = [n for n in ("eagle1", "eagle3", "training_log_eagle1.json", "training_log_eagle3.json")
+             if (ctx["work"] / n).exists()]
+    with tarfile.open(args.out / "heads.tar", "w") as tar:
+        for name in names:
+            tar.add(ctx["work"] / name, arcname=name)
+    return {"packed": names}
+
+
 def check_stage(ctx: dict, args) -> dict:
     from eagle_demo.config import RunConfig, default_tree
     from eagle_demo.metrics import summarize
@@ -247,10 +256,6 @@ def check_stage(ctx: dict, args) -> dict:
                        "tau_mean": round(sum(r["tau"] for r in rows) / len(rows), 3), "prompts": rows}
         log(f"{family}: greedy equal to plain decoding {out[family]['equal']}, mean tau {out[family]['tau_mean']}")
         del session
-    with tarfile.open(args.out / "heads.tar", "w") as tar:
-        for name in ("eagle1", "eagle3", "training_log_eagle1.json", "training_log_eagle3.json"):
-            if (ctx["work"] / name).exists():
-                tar.add(ctx["work"] / name, arcname=name)
     if not out:
         raise RuntimeError("no head was exported")
     if not all(r["equal"] for v in out.values() for r in v["prompts"]):
@@ -322,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     if report.stage("head_data", lambda: data_stage(ctx, args, clock)):
         report.stage("eagle1", lambda: head_stage(ctx, args, clock, "eagle1"))
         report.stage("eagle3", lambda: head_stage(ctx, args, clock, "eagle3"))
+        report.stage("pack", lambda: pack_heads(ctx, args))
     report.stage("check", lambda: check_stage(ctx, args))
     failed = [k for k, v in report.data.items() if isinstance(v, dict) and "error" in v]
     report.data["failed_stages"] = failed

@@ -125,5 +125,16 @@ def test_budgeted_training_stops_on_time_and_keeps_leaf_weights():
     model, record = target_budget.train_target(stream, val, None, 97, run, "cpu", shape, say=lambda *a: None)
     assert 0.04 * 60 <= record["seconds"] < 0.04 * 60 + 1  # calibration included; stops at the first step past it
     assert record["steps"] > 2 * (1 + run.calibration_steps) and record["batch_size"] in (2, 4)
-    assert record["exported"] in ("raw", "ema") and len(record["calibration"]) == 2
+    assert record["exported"] in ("raw", "ema") or record["exported"].startswith("snapshot@")
+    assert record["val_loss_fp32"][record["exported"]] == min(record["val_loss_fp32"].values())
+    assert len(record["calibration"]) == 2
     assert all(p.is_leaf and p.grad_fn is None for p in model.parameters())  # the EMA never joined the graph
+
+
+def test_budgeted_training_stops_at_max_epochs():
+    g = torch.Generator().manual_seed(0)
+    stream, val = torch.randint(1, 97, (6000,), generator=g), torch.randint(1, 97, (700,), generator=g)
+    run = target_budget.TargetRun(minutes=1.0, batch_sizes=(2,), seq_len=32, calibration_steps=2, max_epochs=0.3)
+    shape = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, intermediate_size=64)
+    model, record = target_budget.train_target(stream, val, None, 97, run, "cpu", shape, say=lambda *a: None)
+    assert 1800 <= record["tokens"] < 1800 + 2 * 32 and record["seconds"] < 30

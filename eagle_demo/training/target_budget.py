@@ -11,8 +11,10 @@ steps, so a lent GPU's minutes can never be overrun:
 * batches: ``seq_len + 1``-token windows at uniformly random offsets of the stream (on the device); a
   ``chat_ratio`` share of the rows comes from the packed chat examples instead, each window starting at
   an example's ``<|endoftext|>``.
-* an EMA of the weights; the weights exported are whichever of the two has the lower validation loss
-  (64 windows spread over the held-out packages).
+* at most ``max_epochs`` passes over the stream (the schedule's progress is the larger of time and tokens);
+* an EMA of the weights, and a copy of the best weights seen at each periodic validation; the weights
+  exported are whichever of final, EMA and best copy has the lowest fp32 loss on 64 validation windows
+  spread over the held-out packages.
 * CUDA: bf16 autocast over fp32 weights, TF32 matmuls; the loss is read back only every 50 steps.
 """
 
@@ -46,6 +48,7 @@ class TargetRun:
     chat_ratio: float = 0.005
     seed: int = 1234
     calibration_steps: int = 6
+    max_epochs: float = 12.0
 
 
 class Batches:
@@ -127,17 +130,16 @@ def train_target(stream: torch.Tensor, val: torch.Tensor, chat: torch.Tensor | N
 
     prev = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = True
+    max_tokens = run.max_epochs * stream.numel()
     try:
         t0 = time.perf_counter()
         batch_size, calib = _calibrate(step, run, budget, device, say)
-        record = _loop(step, state, model, ema, windows, autocast, run, batch_size, budget, t0, device, say)
+        record = _loop(step, state, model, ema, windows, autocast, run, batch_size, budget, max_tokens, t0, device, say)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = prev
-    record.update(calibration=calib, batch_size=batch_size)
-    v, ve = record["val_loss"], record["val_loss_ema"]
-    chosen = ema if ve <= v else model
-    record["exported"] = "ema" if ve <= v else "raw"
-    return chosen.float().eval(), record
+    chosen, choice = _choose(model, ema, record.pop("best"), windows, say)
+    record.update(calibration=calib, batch_size=batch_size, **choice)
+    return chosen.eval(), record
 
 
 def _calibrate(step, run: TargetRun, budget: float, device, say) -> tuple[int, list]:
@@ -158,13 +160,13 @@ def _calibrate(step, run: TargetRun, budget: float, device, say) -> tuple[int, l
     return chosen, rows
 
 
-def _loop(step, state, model, ema, windows, autocast, run, batch_size, budget, t0, device, say) -> dict:
-    log, t_eval = [], time.perf_counter()
+def _loop(step, state, model, ema, windows, autocast, run, batch_size, budget, max_tokens, t0, device, say) -> dict:
+    log, t_eval, best = [], time.perf_counter(), (math.inf, None, "")
     while True:
-        elapsed = time.perf_counter() - t0
-        if elapsed >= budget:
+        progress = max((time.perf_counter() - t0) / budget, state["tokens"] / max_tokens)
+        if progress >= 1.0:
             break
-        step(batch_size, elapsed / budget)
+        step(batch_size, progress)
         if state["step"] % 50 == 0:
             loss = (state["loss_sum"] / max(1, state["loss_n"])).item()
             state["loss_sum"].zero_()
@@ -176,14 +178,26 @@ def _loop(step, state, model, ema, windows, autocast, run, batch_size, budget, t
                            val_loss_ema=round(ve, 4), seconds=round(time.perf_counter() - t0, 1))
                 log.append(row)
                 say(f"target: {row}")
+                if min(v, ve) < best[0]:  # kept in case the last stretch overfits
+                    src = ema if ve <= v else model
+                    best = (min(v, ve), {k: t.detach().clone() for k, t in src.state_dict().items()}, row["step"])
                 t_eval = time.perf_counter()
     _sync(device)
     seconds = time.perf_counter() - t0
-    model.float()
-    ema.float()
-    v, ve = evaluate(model, windows), evaluate(ema, windows)  # fp32, no autocast: the export's precision
-    say(f"target: {state['step']} steps, {state['tokens']:,} tokens in {seconds:.0f} s; val loss {v:.4f} "
-        f"(EMA {ve:.4f})")
+    say(f"target: {state['step']} steps, {state['tokens']:,} tokens in {seconds:.0f} s")
     return {"steps": state["step"], "tokens": state["tokens"], "seconds": round(seconds, 1),
-            "tokens_per_s": round(state["tokens"] / seconds), "val_loss": round(v, 4), "val_loss_ema": round(ve, 4),
-            "log": log}
+            "epochs": round(state["tokens"] / max_tokens * run.max_epochs, 2),
+            "tokens_per_s": round(state["tokens"] / seconds), "log": log, "best": best}
+
+
+def _choose(model, ema, best, windows, say) -> tuple[torch.nn.Module, dict]:
+    """The lowest fp32 validation loss of the final weights, their EMA and the best snapshot seen."""
+    candidates = {"raw": model.float(), "ema": ema.float()}
+    if best[1] is not None:
+        snap = copy.deepcopy(ema)
+        snap.load_state_dict(best[1])
+        candidates[f"snapshot@{best[2]}"] = snap.float()
+    losses = {name: round(evaluate(m, windows), 4) for name, m in candidates.items()}  # no autocast: export precision
+    name = min(losses, key=losses.get)
+    say(f"target: fp32 validation loss {losses}; exporting {name}")
+    return candidates[name], {"val_loss_fp32": losses, "exported": name}
