@@ -218,7 +218,8 @@ def head_stage(ctx: dict, args, clock: Clock, family: str) -> dict:
     log(f"{family}: {len(hlog)} steps in {last['seconds']:.0f} s, loss {last['loss']:.4f}, top-1 by unroll step "
         + " ".join(f"{a:.3f}" for a in last["top1_by_step"]))
     tail = hlog[-20:]
-    return {**extra, "steps": len(hlog), "batch": batch, "minutes": round(minutes, 2), "seconds": round(last["seconds"], 1),
+    return {**extra, "steps": len(hlog), "batch": batch, "minutes": round(minutes, 2),
+            "seconds": round(last["seconds"], 1),
             "loss_first": round(hlog[0]["loss"], 4), "loss_last20": round(sum(r["loss"] for r in tail) / len(tail), 4),
             "top1_by_step_last20": [round(sum(r["top1_by_step"][j] for r in tail) / len(tail), 4)
                                     for j in range(len(last["top1_by_step"]))]}

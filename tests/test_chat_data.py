@@ -76,7 +76,8 @@ def test_sections_questions_and_answers():
     assert stack.split("\n\n")[1] == "    >>> stack = [3, 4, 5]\n    >>> stack.append(6)"  # the literal block, dedented
     assert by_heading["Using Lists as Stacks"].question in ("Explain using lists as stacks.",
                                                             "Tell me about using lists as stacks.")
-    assert all(e.source == "pydoc/_sources/tutorial/datastructures.rst.txt" for e in examples)  # no changelog, no package
+    # no changelog, no package
+    assert all(e.source == "pydoc/_sources/tutorial/datastructures.rst.txt" for e in examples)
 
 
 def test_builder_is_deterministic_and_independent_of_document_order():

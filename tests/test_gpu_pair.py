@@ -12,6 +12,7 @@ import sysconfig
 import tarfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -25,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 TRAIN = ("textwrap.py", "bisect.py", "heapq.py", "shlex.py", "fnmatch.py", "glob.py", "string.py", "queue.py")
 VAL = ("colorsys.py", "keyword.py")
+TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, intermediate_size=64)
 
 
 def _rst() -> str:
@@ -55,8 +57,8 @@ def _tiny_carry(root: Path) -> Path:
     write_tokens(corpus, root / "tokenizer", root / "tokens")
     sizes = carry.prepare(root / "carry", corpus, root / "tokenizer", root / "tokens", chat_examples=50)
     assert sizes["total_mib"] < 1
-    assert torch.equal(carry.load_tokens(root / "carry", "train"),
-                       torch.from_numpy(__import__("numpy").fromfile(root / "tokens" / "train.u16", dtype="<u2")).long())
+    raw = np.fromfile(root / "tokens" / "train.u16", dtype="<u2")
+    assert torch.equal(carry.load_tokens(root / "carry", "train"), torch.from_numpy(raw).long())
     return root / "carry"
 
 
@@ -121,7 +123,7 @@ def test_budgeted_training_stops_on_time_and_keeps_leaf_weights():
     g = torch.Generator().manual_seed(0)
     stream, val = torch.randint(1, 97, (6000,), generator=g), torch.randint(1, 97, (700,), generator=g)
     run = target_budget.TargetRun(minutes=0.04, batch_sizes=(2, 4), seq_len=32, calibration_steps=2, eval_seconds=0.5)
-    shape = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, intermediate_size=64)
+    shape = TINY
     model, record = target_budget.train_target(stream, val, None, 97, run, "cpu", shape, say=lambda *a: None)
     assert 0.04 * 60 <= record["seconds"] < 0.04 * 60 + 1  # calibration included; stops at the first step past it
     assert record["steps"] > 2 * (1 + run.calibration_steps) and record["batch_size"] in (2, 4)
@@ -135,6 +137,6 @@ def test_budgeted_training_stops_at_max_epochs():
     g = torch.Generator().manual_seed(0)
     stream, val = torch.randint(1, 97, (6000,), generator=g), torch.randint(1, 97, (700,), generator=g)
     run = target_budget.TargetRun(minutes=1.0, batch_sizes=(2,), seq_len=32, calibration_steps=2, max_epochs=0.3)
-    shape = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, intermediate_size=64)
+    shape = TINY
     model, record = target_budget.train_target(stream, val, None, 97, run, "cpu", shape, say=lambda *a: None)
     assert 1800 <= record["tokens"] < 1800 + 2 * 32 and record["seconds"] < 30
