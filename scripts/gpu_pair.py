@@ -24,11 +24,13 @@ Prepare the carried folder here once (19 MiB; the tracked tree adds about 23 MB 
 
 Then one device call, from the repository root, carrying ``out/pair2`` (timeout_s 600)::
 
-    PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 python scripts/gpu_pair.py --carry out/pair2 --out $OUT 2>&1 | tee $OUT/log.txt
+    PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 python3 scripts/gpu_pair.py --carry out/pair2 --out $OUT 2>&1 | tee $OUT/log.txt
 
 Back here: ``tar -xf target2.tar -C DIR`` and ``tar -xf heads.tar -C DIR`` give the folders to inspect,
 bench and, once they pass, copy into assets/. ``--smoke`` runs every stage on the CPU with a tiny target
 and tiny budgets (about two minutes), writing into --out (default: a new temporary folder).
+``--target-dir DIR`` skips the target's training and trains heads for an exported target (a rerun of the
+heads only).
 """
 
 from __future__ import annotations
@@ -147,7 +149,7 @@ def target_stage(ctx: dict, args, clock: Clock) -> dict:
     from eagle_demo.training.target_budget import train_target
 
     run = TargetRun(minutes=clock.allot(args.target_minutes, args.reserve_minutes), chat_ratio=args.chat_ratio,
-                    batch_sizes=(4, 8) if args.smoke else (64, 128, 256), eval_seconds=10 if args.smoke else 60)
+                    batch_sizes=(4, 8) if args.smoke else (64, 128, 256), eval_seconds=10 if args.smoke else 30)
     shape = SMOKE_SHAPE if args.smoke else None
     model, record = train_target(ctx["train"], ctx["val"], ctx["chat"], ctx["vocab"], run, args.device, shape, log)
     folder = export_model(model.cpu(), ctx["work"] / "target2", args.carry / "tokenizer-code")
@@ -157,6 +159,16 @@ def target_stage(ctx: dict, args, clock: Clock) -> dict:
     record["run"] = {k: v for k, v in vars(run).items()}
     record["chat_template"] = args.chat_ratio > 0
     return record
+
+
+def given_target(ctx: dict, args) -> dict:
+    """--target-dir: heads for an existing export, as it is (a chat template only if it has one)."""
+    import shutil
+
+    folder = ctx["work"] / "target2"
+    shutil.copytree(args.target_dir, folder)
+    ctx["target_dir"] = folder
+    return {"given": str(args.target_dir)}
 
 
 def after_stage(ctx: dict, args) -> dict:
@@ -189,7 +201,7 @@ def data_stage(ctx: dict, args, clock: Clock) -> dict:
     spans = carried.document_spans(ctx["train"], carried.manifest_names(args.carry, "train"))
     questions = [e.question for e in ctx["examples"]]
     questions = [questions[i] for i in torch.randperm(len(questions), generator=torch.Generator().manual_seed(7))]
-    run = DataRun(sequences=24 if args.smoke else args.sequences, batch=12 if args.smoke else 512,
+    run = DataRun(sequences=args.sequences, batch=args.data_batch,
                   minutes=clock.allot(args.data_minutes, args.reserve_minutes * 0.6))
     ctx["data"], record = build(ctx["target"], ctx["train"], spans, tok, questions, run, log)
     return record
@@ -201,7 +213,7 @@ def head_stage(ctx: dict, args, clock: Clock, family: str) -> dict:
     budget = args.eagle1_minutes if family == "eagle1" else args.eagle3_minutes
     extra = {}
     minutes = clock.allot(budget, args.reserve_minutes * (0.45 if family == "eagle1" else 0.2))
-    batch = 4 if args.smoke else args.head_batch
+    batch = args.head_batch
     if family == "eagle1":
         head, hlog = heads.train_eagle1(ctx["data"], 10**6, batch, args.head_lr, minutes, unroll=4,
                                         target=ctx["target"], progress=False)
@@ -240,7 +252,9 @@ def check_stage(ctx: dict, args) -> dict:
     from eagle_demo.session import load_session
 
     out = {}
-    prompts = [(p, False) for p in CODE_PROMPTS[:4]] + [(CHAT_QUESTION, True)]
+    prompts = [(p, False) for p in CODE_PROMPTS[:4]]
+    if "chat_template" in json.loads((ctx["target_dir"] / "tokenizer_config.json").read_text()):
+        prompts.append((CHAT_QUESTION, True))
     for family in ("eagle1", "eagle3"):
         if not (ctx["work"] / family / "pytorch_model.bin").is_file():
             continue
@@ -295,12 +309,14 @@ def parse(argv):
     ap.add_argument("--reserve-minutes", type=float, default=3.0, help="kept for the stages after the target")
     ap.add_argument("--chat-ratio", type=float, default=0.005, help="share of target rows from chat examples")
     ap.add_argument("--sequences", type=int, default=8192, help="head data: sequences of 256 tokens")
+    ap.add_argument("--data-batch", type=int, default=512, help="head data: prompts continued together")
     ap.add_argument("--head-batch", type=int, default=32)
     ap.add_argument("--head-lr", type=float, default=1e-3)
     ap.add_argument("--draft-vocab", type=int, default=4096, help="EAGLE-3 draft vocabulary (of 8192)")
+    ap.add_argument("--target-dir", type=Path, default=None, help="skip target training: heads for this export")
     if "--smoke" in (sys.argv[1:] if argv is None else argv):  # tiny budgets unless given explicitly
         ap.set_defaults(device="cpu", minutes=3.0, target_minutes=0.3, data_minutes=0.3, eagle1_minutes=0.15,
-                        eagle3_minutes=0.15, reserve_minutes=1.0)
+                        eagle3_minutes=0.15, reserve_minutes=1.0, sequences=24, data_batch=12, head_batch=4)
     args = ap.parse_args(argv)
     args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     out = args.out or (Path(os.environ["OUT"]) if os.environ.get("OUT") else Path(tempfile.mkdtemp(prefix="gpu_pair-")))
@@ -322,7 +338,8 @@ def main(argv: list[str] | None = None) -> int:
     if not report.stage("load", lambda: load_stage(ctx, args)):
         return 1
     report.stage("bpb_before", lambda: bpb_stage(ROOT / "assets" / "tiny-target", ctx["heldout"], args.device))
-    if not report.stage("target", lambda: target_stage(ctx, args, clock)):
+    train = (lambda: given_target(ctx, args)) if args.target_dir else (lambda: target_stage(ctx, args, clock))
+    if not report.stage("target", train):
         return 1
     report.stage("target_after", lambda: after_stage(ctx, args))
     if report.stage("head_data", lambda: data_stage(ctx, args, clock)):

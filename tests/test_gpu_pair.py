@@ -62,12 +62,39 @@ def _tiny_carry(root: Path) -> Path:
     return root / "carry"
 
 
-def test_smoke_pipeline_exports_a_lossless_pair(tmp_path):
+@pytest.fixture(scope="module")
+def carried(tmp_path_factory):
+    return _tiny_carry(tmp_path_factory.mktemp("carry"))
+
+
+def test_head_data_prompts_end_where_their_kind_says(carried):
+    from tokenizers import Tokenizer
+
+    from eagle_demo.training.head_data import PREFIX, prompts, special_ids
+
+    tok = Tokenizer.from_file(str(carried / "tokenizer-code" / "tokenizer.json"))
+    stream = carry.load_tokens(carried, "train")
+    spans = carry.document_spans(stream, carry.manifest_names(carried, "train"))
+    questions = [e.question for e in carry.load_chat(carried)]
+    rows = prompts(stream, spans, tok, questions, {"code": 20, "docstring": 10, "prose": 10, "chat": 3}, seed=5)
+    assert [k for k, _ in rows].count("code") == 20 and [k for k, _ in rows].count("chat") == 3
+    breaks, quotes = special_ids(tok)
+    for kind, ids in rows:
+        assert 0 < len(ids) <= PREFIX and 0 not in ids[1:], (kind, ids)  # inside one document
+        if kind in ("code", "prose"):
+            assert ids[-1] in breaks and tok.decode(ids).endswith("\n")
+        elif kind == "docstring":
+            assert ids[-1] in quotes and tok.decode(ids).endswith('"""')
+        else:
+            assert tok.decode(ids).startswith("Question: ") and tok.decode(ids).endswith("\nAnswer:")
+    assert prompts(stream, spans, tok, questions, {"code": 20}, seed=5) == [r for r in rows if r[0] == "code"]
+
+
+def test_smoke_pipeline_exports_a_lossless_pair(carried, tmp_path):
     from eagle_demo.config import RunConfig, TreeConfig
     from eagle_demo.metrics import summarize
     from eagle_demo.session import load_session
 
-    carried = _tiny_carry(tmp_path)
     out = tmp_path / "out"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     cmd = [sys.executable, str(ROOT / "scripts" / "gpu_pair.py"), "--smoke", "--carry", str(carried), "--out", str(out),
