@@ -35,6 +35,7 @@ WINDOW = 256
 def file_nats(model, ids: list[int], window: int = WINDOW, batch: int = 16) -> float:
     """Sum of -ln p over ``ids[1:]`` given the earlier ids of the same window (see the module doc)."""
     rows = [ids[s:s + window + 1] for s in range(0, len(ids) - 1, window)]
+    device = next(model.parameters()).device
     total = 0.0
     for i in range(0, len(rows), batch):
         chunk = rows[i:i + batch]
@@ -44,6 +45,7 @@ def file_nats(model, ids: list[int], window: int = WINDOW, batch: int = 16) -> f
         for j, r in enumerate(chunk):
             x[j, :len(r)] = torch.tensor(r)
             mask[j, :len(r)] = True
+        x, mask = x.to(device), mask.to(device)
         logits = model(input_ids=x[:, :-1], use_cache=False).logits.float()  # [b, w-1, V]
         nll = F.cross_entropy(logits.transpose(1, 2), x[:, 1:], reduction="none")  # [b, w-1]
         total += (nll * mask[:, 1:]).sum().item()
@@ -60,11 +62,11 @@ def heldout_files(corpus: Path) -> list[tuple[str, str]]:
     return [(n.split("/")[1], d) for n, d in zip(names, docs)]
 
 
-def bits_per_byte(folder: Path, files: list[tuple[str, str]], window: int = WINDOW) -> dict:
+def bits_per_byte(folder: Path, files: list[tuple[str, str]], window: int = WINDOW, device: str = "cpu") -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(folder))
-    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32).to(device).eval()
     nats, nbytes, ntok = defaultdict(float), defaultdict(int), 0
     for package, text in files:
         ids = [tok.bos_token_id] + tok(text, add_special_tokens=False)["input_ids"]

@@ -58,9 +58,9 @@ def data_path() -> Path:
     return default_cache_dir() / f"head_data-{TARGET_DIR.name}-{digest}.pt"
 
 
-def load_target() -> torch.nn.Module:
+def load_target(device: str = "cpu") -> torch.nn.Module:
     model = AutoModelForCausalLM.from_pretrained(TARGET_DIR, dtype=torch.float32, attn_implementation="sdpa")
-    return model.eval().requires_grad_(False)
+    return model.to(device).eval().requires_grad_(False)
 
 
 def feature_layers(num_layers: int) -> tuple[int, int, int]:
@@ -134,14 +134,17 @@ def unroll_mask(n: int, step: int, dtype) -> torch.Tensor:
 
 
 def train_eagle1(data: dict, steps: int, batch: int, lr: float, minutes: float, unroll: int = 1,
-                 init: Path | None = None, ce_weight: float = 0.1) -> tuple[Eagle1Head, list]:
+                 init: Path | None = None, ce_weight: float = 0.1, target=None,
+                 progress: bool = True) -> tuple[Eagle1Head, list]:
     """Batched: `batch` whole sequences per step. Step j of the unroll at position i reads step j-1's
     output at i-1 (the draft's own feature, as at depth j+1 of a round) and regresses the same true next
-    feature; the mask is the one the EAGLE-3 unroll uses. Step j is weighted 0.8**j."""
+    feature; the mask is the one the EAGLE-3 unroll uses. Step j is weighted 0.8**j. Runs on the device
+    of `target` (frozen; loaded from TARGET_DIR on the CPU when None) and of `data`'s tensors."""
     torch.manual_seed(SEED)
-    target = load_target()
+    target = target if target is not None else load_target()
+    device = target.device
     cfg = draft_config(target.config, bias=True)
-    head = Eagle1Head(cfg, target.get_output_embeddings(), target.get_input_embeddings(), fc_bias=True)
+    head = Eagle1Head(cfg, target.get_output_embeddings(), target.get_input_embeddings(), fc_bias=True).to(device)
     if init is not None:  # warm start from an exported head (yuhuili layout: embedding copy, no layer-0 norm)
         state = torch.load(init / "pytorch_model.bin", weights_only=True)
         state = {k: v.float() for k, v in state.items() if not k.startswith("embed_tokens")}
@@ -151,13 +154,14 @@ def train_eagle1(data: dict, steps: int, batch: int, lr: float, minutes: float, 
     tokens, last = data["tokens"], data["last"]
     n_seq, T = tokens.shape
     n = T - 1  # pair i = (f_i, x_{i+1}), i < n; g_i predicts f_{i+1}
-    positions = torch.arange(n)
+    positions = torch.arange(n, device=device)
     masks = [causal_mask(n, torch.float32)] + [unroll_mask(n, s, torch.float32) for s in range(1, unroll)]
+    masks = [m.to(device) for m in masks]
     log, t0 = [], time.time()
-    bar = tqdm(range(steps), desc="eagle1")
+    bar = tqdm(range(steps), desc="eagle1", disable=not progress)
     for step in bar:
         set_lr(opt, step, steps, lr, time.time() - t0, minutes)
-        idx = torch.randint(0, n_seq, (batch,))
+        idx = torch.randint(0, n_seq, (batch,)).to(tokens.device)
         f = last[idx].float()  # [b, T, H]
         x = tokens[idx]  # [b, T]
         goal = f[:, 1:n]  # [b, n-1, H]
@@ -209,29 +213,34 @@ def vocab_map(tokens: torch.Tensor, vocab: int, vd: int) -> tuple[torch.Tensor, 
     return d2t, t2d
 
 
-def train_eagle3(data: dict, steps: int, batch: int, lr: float, unroll: int, minutes: float):
-    """Batched: `batch` whole sequences per step, `unroll` training-time-test steps (see the module doc)."""
+def train_eagle3(data: dict, steps: int, batch: int, lr: float, unroll: int, minutes: float, target=None,
+                 progress: bool = True, draft_vocab: int = EAGLE3_DRAFT_VOCAB):
+    """Batched: `batch` whole sequences per step, `unroll` training-time-test steps (see the module doc).
+    Runs on the device of `target` (frozen; loaded from TARGET_DIR on the CPU when None)."""
     torch.manual_seed(SEED)
-    target = load_target()
+    target = target if target is not None else load_target()
+    device = target.device
     tcfg = target.config
-    vd = EAGLE3_DRAFT_VOCAB
+    vd = draft_vocab
     cfg = draft_config(tcfg, draft_vocab_size=vd)
-    head = Eagle3Head(cfg, tcfg.hidden_size, vd, target.get_input_embeddings(), tuple(data["layers"]))
-    d2t, t2d = vocab_map(data["tokens"], tcfg.vocab_size, vd)
+    head = Eagle3Head(cfg, tcfg.hidden_size, vd, target.get_input_embeddings(), tuple(data["layers"])).to(device)
+    d2t, t2d = vocab_map(data["tokens"].cpu(), tcfg.vocab_size, vd)
     head.d2t.copy_(d2t)
+    d2t, t2d = d2t.to(device), t2d.to(device)
     head.train()
     opt = torch.optim.AdamW([p for p in head.parameters() if p.requires_grad], lr=lr, betas=(0.9, 0.95))
     tokens, last, fused = data["tokens"], data["last"], data["fused"]
     n_seq, T = tokens.shape
     n = T - 2  # positions with a label: pair i = (F_i, x_{i+1}) predicts x_{i+2} (target distribution at i+1)
-    positions = torch.arange(n)
+    positions = torch.arange(n, device=device)
     masks = [causal_mask(n, torch.float32)] + [unroll_mask(n, s, torch.float32) for s in range(1, unroll)]
-    used = d2t + torch.arange(vd)  # [Vd] target ids
+    masks = [m.to(device) for m in masks]
+    used = d2t + torch.arange(vd, device=device)  # [Vd] target ids
     log, t0 = [], time.time()
-    bar = tqdm(range(steps), desc="eagle3")
+    bar = tqdm(range(steps), desc="eagle3", disable=not progress)
     for step in bar:
         set_lr(opt, step, steps, lr, time.time() - t0, minutes)
-        idx = torch.randint(0, n_seq, (batch,))
+        idx = torch.randint(0, n_seq, (batch,)).to(tokens.device)
         x = tokens[idx]  # [b, T]
         with torch.no_grad():
             p_full = torch.softmax(target.lm_head(last[idx, 1:n + 1].float()), -1)  # [b, n, V] target at i+1
@@ -262,7 +271,7 @@ def train_eagle3(data: dict, steps: int, batch: int, lr: float, unroll: int, min
             break
     print(f"eagle3: {len(log)} steps, loss {log[-1]['loss']:.4f}, top-1 by unroll step "
           + " ".join(f"{a:.3f}" for a in log[-1]["top1_by_step"]))
-    return head.eval(), t2d, log
+    return head.eval(), t2d.cpu(), log
 
 
 # ---------------------------------------------------------------------------------------------
@@ -284,8 +293,8 @@ def _config_json(cfg: LlamaConfig, **extra) -> dict:
 
 def export_eagle1(head: Eagle1Head, out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
-    state = {k: v.detach().half().contiguous() for k, v in head.state_dict().items()}
-    state["embed_tokens.weight"] = head.shared_embed.module.weight.detach().half().clone()  # as yuhuili ships it
+    state = {k: v.detach().half().contiguous().cpu() for k, v in head.state_dict().items()}
+    state["embed_tokens.weight"] = head.shared_embed.module.weight.detach().half().cpu().clone()  # as yuhuili ships it
     assert not any(k.startswith("lm_head") or "input_layernorm" in k for k in state)
     torch.save(state, out_dir / "pytorch_model.bin")
     cfg = _config_json(head.config, bias=True)
@@ -297,8 +306,8 @@ def export_eagle3(head: Eagle3Head, t2d: torch.Tensor, out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     state = {}
     for k, v in head.state_dict().items():
-        state[k] = v.detach().clone() if k == "d2t" else v.detach().half().contiguous()
-    state["t2d"] = t2d.clone()
+        state[k] = v.detach().cpu().clone() if k == "d2t" else v.detach().half().contiguous().cpu()
+    state["t2d"] = t2d.cpu().clone()
     assert not any(k.startswith("embed_tokens") for k in state)
     torch.save(state, out_dir / "pytorch_model.bin")
     cfg = _config_json(head.config, draft_vocab_size=int(head.lm_head.out_features))
