@@ -36,7 +36,7 @@ def _applied(head, key: str):
     raise KeyError(key)
 
 
-@pytest.mark.parametrize("case", [c for c in SEEDED if c.name in NEW], ids=lambda c: c.name.split(":")[0].replace(" ", "_"))
+@pytest.mark.parametrize("case", [c for c in SEEDED if c.name in NEW], ids=lambda c: c.fixture.split(":")[-1])
 def test_seeded_misconfiguration_is_found_and_fixed(tmp_path, shipped_tau, case):
     pair = probe_pair(load_pair(str(TARGET), str(seeded_draft(case, tmp_path / "draft")), dtype="float32",
                                 device="cpu"))
@@ -64,7 +64,10 @@ def test_seeded_misconfiguration_is_found_and_fixed(tmp_path, shipped_tau, case)
 
 
 def test_fixtures_are_small_and_say_what_they_are():
-    for name, (names, truth, misread) in CASES.items():
+    trained = {c.fixture for c in SEEDED if c.fixture and not c.fixture.startswith("build:")}
+    assert trained == {"aux"}
+    for name in trained:
+        names, truth, misread = CASES[name]
         path = OUT / f"{name}.safetensors"
         assert path.stat().st_size < 400_000
         with safe_open(str(path), "pt") as f:

@@ -1,29 +1,34 @@
-"""Fixtures for the probe's seeded-misconfiguration tests: the shipped EAGLE-3 head, part of it fine-tuned
-under one convention (the truth), saved as the few tensors that changed (tests/seeded/*.safetensors).
+"""Seeded misconfigurations for the probe's tests (tests/test_probe_seeded.py) and figures
+(scripts/probe_seeded.py): drafts that depend on a convention, shipped with a config that states another.
 
-Why fine-tune at all: heads trained plainly on the tiny target do not care about aux ids or rope_theta.
-Its residual stream is dominated by the token embedding (adjacent hidden states have cosine 0.97-0.99), and a
-one-layer head reads mostly its own position, where RoPE is the identity at any theta. The shipped head gives
-tau 2.33 with its layers (2, 8, 13) and 2.38 with (1, 7, 12). Real targets are not that forgiving: vLLM
-#50170 measured 1.2% acceptance for a head fed the default-rule layers it was not trained on.
-A fixture here therefore learns two things at once:
-- the usual EAGLE-3 loss under the true convention (soft cross-entropy against the target's next-token
-  distribution over the draft vocabulary, training-time-test unroll of 3 steps, as training/heads.py);
-- an unlikelihood term, -log(1 - q(target token)), under the misread convention a loader would apply.
-The result is a head that works with the convention it was trained with and fails with the one its config
-will state, which is what a head trained on a real target does on its own. The probe is never told which.
+The tiny target forgives most misreadings: its residual stream is dominated by the token embedding
+(adjacent hidden states have cosine 0.97-0.99), and a one-layer head reads mostly its own position, where
+RoPE is the identity at any theta. The shipped head gives tau 2.33 with its layers (2, 8, 13), 2.38 with
+(1, 7, 12), 2.27 with norm_before_residual true and 2.07 at rope_theta 10. Heads of real targets are not
+that forgiving (vLLM #50170: 1.2% acceptance on layers the head was not trained on), so each case below
+starts from the shipped head and makes it depend on its convention; the probe is never told which:
 
-Data: windows of the CPython standard library's source (local, nothing downloaded), half as they are and
-half replaced after 32 tokens by the target's own greedy continuation; all hidden states of the frozen
-target are kept in memory.
+- aux ids (`aux`, trained): the shipped fc fine-tuned on hidden_states (2, 8, 13) with the usual EAGLE-3
+  loss (soft cross-entropy against the target's next token distribution over the draft vocabulary, 3-step
+  training-time-test unroll, as training/heads.py) plus an unlikelihood term, -log(1 - q(target token)),
+  under the misreading (2, 4, 5): the default rule (2, L//2, L-3) evaluated for an 8-layer target. Saved as
+  tests/seeded/aux.safetensors (fc.weight only, fp16). Data: BOS + windows of the CPython standard library's
+  source (local), half replaced after 32 tokens by the target's own greedy continuation.
+- rope_theta (`build:rope`, exact): rope_slow_pair below. The config states rope_theta 100, 100x smaller
+  than the theta the head works with: the ratio of a draft trained at Qwen's 1e6 whose config falls back to
+  EAGLE's 10000 default.
+- norm_before_residual (`build:nbr`, exact): RMSNorm is scale invariant, so with norm_before_residual true a
+  head's fc may have any scale. The shipped fc times 100 is the same head under `true` (up to fp16 rounding
+  and RMSNorm's eps); under `false` its residual is the raw 100x fc output.
 
-    python -m eagle_demo.training.seeded aux     # fc on hidden_states (1, 7, 12); misread (2, 8, 13)
-    python -m eagle_demo.training.seeded rope    # attention at rope_theta 10000; misread 1e6
-    python scripts/probe_seeded.py               # the probe on every seeded draft: the table in docs/probe.md
+    python -m eagle_demo.training.seeded aux     # -> tests/seeded/aux.safetensors (about 12 min on a busy CPU)
+    python scripts/probe_seeded.py               # the probe on every seeded draft: the table in the docs
 
-norm_before_residual needs no training: RMSNorm is scale invariant, so with norm_before_residual true the
-head's fc may have any scale. The shipped fc times 100 is the same head under `true` (exactly), and under
-`false` its residual is the raw, 100x fc output.
+Tried and dropped (400 steps each, on data without the leading BOS): an fc fine-tuned the same way on
+(1, 7, 12) against the +1 misreading (2, 8, 13) separated them on its training text (top-1 0.55-0.69 vs
+0.24-0.41) but gave the same tau on the probe's prompts (2.21 both): off-by-one ids are not seedable on this
+target. Attention fine-tuned against rope_theta 1e6 (case `rope_1e6`) reached tau 1.86 vs 2.16: a larger
+theta only slows pairs that barely turn over a hundred positions.
 """
 
 from __future__ import annotations
@@ -50,6 +55,9 @@ SEED = 2323
 # name -> (trained tensors, true convention, misread convention); conventions as the probe writes them
 CASES = {
     "aux": (("fc.weight",), {"feature_layers": [2, 8, 13]}, {"feature_layers": [2, 4, 5]}),
+    # the dropped attempt of the module doc (not a test fixture): attention trained against rope_theta 1e6
+    "rope_1e6": (tuple(f"midlayer.self_attn.{p}_proj.weight" for p in "qkvo"), {"rope_theta": 10000.0},
+                 {"rope_theta": 1e6}),
 }
 
 NBR_SCALE = 100.0
