@@ -6,7 +6,7 @@ with the wrong convention (vLLM #50170, SGLang #25454), d2t read as offsets vs a
 rope_theta other than the one it was trained with (vllm-ascend #6612), norm_before_residual, and an
 EAGLE-3 draft run by an EAGLE-1 loop (the last hidden state fed unfused; SGLang #21272, tau exactly 1).
 
-    pair = probe_pair(load_pair(target, draft))   # pair.report.probe: {"tau", "used", "declared", "alternatives"}
+    pair = probe_pair(load_pair(target, draft))   # report.probe: {"tau", "used", "declared", "loaded", "alternatives"}
 
 Each measurement is greedy decoding of at most 3 prompts x 32 new tokens with a 5-token chain. The rule:
 if the declared conventions give tau < 1.3 and an alternative gives at least 1.5x that, the pair keeps the
