@@ -6,7 +6,7 @@ with the wrong convention (vLLM #50170, SGLang #25454), d2t read as offsets vs a
 rope_theta other than the one it was trained with (vllm-ascend #6612), norm_before_residual, and an
 EAGLE-3 draft run by an EAGLE-1 loop (the last hidden state fed unfused; SGLang #21272, tau exactly 1).
 
-    pair = probe_pair(load_pair(target, draft))   # pair.report.probe: {"tau", "used", "declared", "alternatives"}
+    pair = probe_pair(load_pair(target, draft))   # report.probe: {"tau", "used", "declared", "loaded", "alternatives"}
 
 Each measurement is greedy decoding of at most 3 prompts x 32 new tokens with a 5-token chain. The rule:
 if the declared conventions give tau < 1.3 and an alternative gives at least 1.5x that, the pair keeps the
@@ -59,6 +59,7 @@ def probe_pair(pair: LoadedPair, prompts: list[list[int]] | None = None, max_new
     prompt_ids = (prompts or _default_prompts(pair))[:MAX_PROMPTS]
     stored_d2t = _stored_d2t(spec, head)
     declared = _declared(pair, spec, head, stored_d2t)
+    loaded = _conventions(head, stored_d2t)
     alternatives = _alternatives(pair, spec, head, declared, stored_d2t)
     original = _snapshot(head)
     say = progress or (lambda stage, fraction: None)
@@ -78,7 +79,7 @@ def probe_pair(pair: LoadedPair, prompts: list[list[int]] | None = None, max_new
     _apply(head, original, used, stored_d2t)
     tau_used = best["tau"] if switch else tau_declared
     probe = {"tau": round(tau_used, 4), "used": used, "declared": declared, "declared_tau": round(tau_declared, 4),
-             "alternatives": results, "prompts": len(prompt_ids), "max_new_tokens": max_new_tokens}
+             "alternatives": results, "prompts": len(prompt_ids), "max_new_tokens": max_new_tokens, "loaded": loaded}
     say("probe: done", 1.0)
     return dataclasses.replace(pair, report=_report(pair.report, probe, switch, tau_declared))
 
@@ -86,9 +87,16 @@ def probe_pair(pair: LoadedPair, prompts: list[list[int]] | None = None, max_new
 # ---- conventions -------------------------------------------------------------------------------------
 
 def _declared(pair: LoadedPair, spec: DraftSpec, head, stored_d2t: torch.Tensor | None) -> dict:
+    """What the config states. An EAGLE-3 draft whose config says EAGLE-1 is loaded fused (weights first), but
+    its config declares an EAGLE-1 loop: the unfused last state (SGLang #21272)."""
+    return _conventions(head, stored_d2t, eagle1_loop=declared_family(spec.config) == "eagle1")
+
+
+def _conventions(head, stored_d2t: torch.Tensor | None, eagle1_loop: bool = False) -> dict:
+    """The conventions the head runs with as loaded (with `eagle1_loop`: fed as an EAGLE-1 loop would)."""
     conv: dict = {}
     if head.family == "eagle3":
-        unfused = isinstance(head.fc, Unfused) or declared_family(spec.config) == "eagle1"
+        unfused = isinstance(head.fc, Unfused) or eagle1_loop
         conv["feature_layers"] = None if unfused else list(head.feature_layers)
         if stored_d2t is not None:
             conv["d2t"] = "offsets" if torch.equal(head.d2t.cpu(), stored_d2t) else "absolute"
@@ -237,13 +245,16 @@ def _default_prompts(pair: LoadedPair) -> list[list[int]]:
 
 
 def _report(report: AdaptationReport, probe: dict, switched: bool, tau_declared: float) -> AdaptationReport:
-    used = probe["used"]
-    changed = {k: v for k, v in used.items() if probe["declared"].get(k) != v}
+    used, declared, loaded = probe["used"], probe["declared"], probe["loaded"]
+    changed = {k: v for k, v in used.items() if declared.get(k) != v}
+    shown = {k: v for k, v in loaded.items() if declared.get(k) != v}  # what weight-first loading read instead
+    said = f" (as the config states; the weights showed {_fmt(shown)}, loaded so)" if shown else ""
     if switched:
-        line = (f"probe: declared {_fmt(probe['declared'])} measured tau {tau_declared:.2f}; "
-                f"{_fmt(changed)} measured tau {probe['tau']:.2f}, using it")
+        line = (f"probe: declared {_fmt(declared)}{said} measured tau {tau_declared:.2f}; "
+                f"{_fmt(changed)} measured tau {probe['tau']:.2f}, using it"
+                + (", as the weights showed" if shown and used == loaded else ""))
     else:
-        line = (f"probe: declared conventions measured tau {tau_declared:.2f}; kept "
+        line = (f"probe: declared conventions{said} measured tau {tau_declared:.2f}; kept "
                 f"({len(probe['alternatives'])} alternatives measured, none clearly better)")
     updates: dict = {"probe": probe, "adaptations": report.adaptations + (line,)}
     if "feature_layers" in changed:

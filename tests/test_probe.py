@@ -90,6 +90,9 @@ def test_eagle3_draft_described_as_eagle1_is_fixed(tmp_path, shipped_tau):
     assert declared < SWITCH_BELOW and probe["tau"] >= SWITCH_FACTOR * declared
     assert probe["tau"] >= 0.95 * shipped_tau
     assert any("config declares EAGLE-1 but the weights are EAGLE-3" in a for a in pair.report.adaptations)
+    assert probe["loaded"]["feature_layers"] == [2, 8, 13]  # weight-first loading read it fused; the line says so
+    assert "(as the config states; the weights showed feature_layers=[2, 8, 13], loaded so)" in line
+    assert "(the weights showed feature_layers=[2, 8, 13])" in pair.report.to_markdown()
     lossless(pair)
 
 

@@ -142,6 +142,9 @@ def probe_line(probe: dict) -> str:
     size = f"{probe.get('prompts', '?')} prompts x {probe.get('max_new_tokens', '?')} tokens"
     measured = f"tau {declared_tau:.2f}" if declared_tau is not None else "tau ?"
     alternatives = probe.get("alternatives", [])
+    shown = {k: v for k, v in (probe.get("loaded") or declared).items() if declared.get(k) != v}
+    if shown:  # weight-first loading read the draft otherwise than its config states
+        measured += f" (the weights showed {_conventions(shown)})"
     if used == declared:
         best = max((a["tau"] for a in alternatives), default=None)
         others = f"best of {len(alternatives)} alternatives tau {best:.2f}" if best is not None else "no alternatives"
