@@ -74,10 +74,13 @@ def probe_pair(pair: LoadedPair, prompts: list[list[int]] | None = None, max_new
     results = [{"conventions": conv, "tau": round(measure(conv, i), 4)} for i, conv in enumerate(alternatives, 1)]
     best = max(results, key=lambda r: r["tau"], default=None)
     switch = best is not None and tau_declared < SWITCH_BELOW and best["tau"] >= SWITCH_FACTOR * tau_declared
-    used = best["conventions"] if switch else declared
+    # without a switch, a reading that weight-first loading chose over the config stays when it measured no worse
+    as_loaded = [r for r in results if r["conventions"] == loaded != declared and r["tau"] >= tau_declared]
+    kept = best if switch else (as_loaded[0] if as_loaded else None)
+    used = kept["conventions"] if kept else declared
     _restore(head, original)
     _apply(head, original, used, stored_d2t)
-    tau_used = best["tau"] if switch else tau_declared
+    tau_used = kept["tau"] if kept else tau_declared
     probe = {"tau": round(tau_used, 4), "used": used, "declared": declared, "declared_tau": round(tau_declared, 4),
              "alternatives": results, "prompts": len(prompt_ids), "max_new_tokens": max_new_tokens, "loaded": loaded}
     say("probe: done", 1.0)
@@ -253,6 +256,9 @@ def _report(report: AdaptationReport, probe: dict, switched: bool, tau_declared:
         line = (f"probe: declared {_fmt(declared)}{said} measured tau {tau_declared:.2f}; "
                 f"{_fmt(changed)} measured tau {probe['tau']:.2f}, using it"
                 + (", as the weights showed" if shown and used == loaded else ""))
+    elif shown and used == loaded:
+        line = (f"probe: declared {_fmt(declared)} measured tau {tau_declared:.2f}; kept the reading the weights "
+                f"showed, {_fmt(shown)}, measured tau {probe['tau']:.2f}")
     else:
         line = (f"probe: declared conventions{said} measured tau {tau_declared:.2f}; kept "
                 f"({len(probe['alternatives'])} alternatives measured, none clearly better)")

@@ -17,6 +17,7 @@ from eagle_demo.checkpoints import load_pair
 from eagle_demo.config import RunConfig, TreeConfig
 from eagle_demo.engine import SpeculativeEngine
 from eagle_demo.events import Finish
+from eagle_demo import probe as probe_module
 from eagle_demo.probe import SWITCH_BELOW, SWITCH_FACTOR, probe_pair
 
 torch.set_num_threads(1)
@@ -93,6 +94,22 @@ def test_eagle3_draft_described_as_eagle1_is_fixed(tmp_path, shipped_tau):
     assert probe["loaded"]["feature_layers"] == [2, 8, 13]  # weight-first loading read it fused; the line says so
     assert "(as the config states; the weights showed feature_layers=[2, 8, 13], loaded so)" in line
     assert "(the weights showed feature_layers=[2, 8, 13])" in pair.report.to_markdown()
+    lossless(pair)
+
+
+def test_the_weights_reading_stays_when_the_rule_does_not_switch(tmp_path, monkeypatch):
+    """Weight-first loading reads an EAGLE-3 draft described as EAGLE-1 fused. Where the declared (unfused)
+    reading is not bad enough for the rule to switch (here: a threshold lowered under its tau), the probe
+    must not hand the head back to the declared reading that measured worse."""
+    monkeypatch.setattr(probe_module, "SWITCH_BELOW", 1.0)
+    folder = shipped_copy(tmp_path / "said-eagle1-kept", architectures=["LlamaForCausalLMEagle"])
+    pair = probe_pair(load_pair(str(TARGET), str(folder), dtype="float32", device="cpu"))
+    probe = pair.report.probe
+    assert probe["declared"]["feature_layers"] is None and probe["loaded"]["feature_layers"] == [2, 8, 13]
+    assert probe["used"] == probe["loaded"] and pair.head.feature_layers == (2, 8, 13)
+    assert probe["tau"] > probe["declared_tau"]
+    line = pair.report.adaptations[-1]
+    assert "kept the reading the weights showed, feature_layers=[2, 8, 13]" in line and "\n" not in line
     lossless(pair)
 
 
