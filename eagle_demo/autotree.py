@@ -34,9 +34,8 @@ import torch
 
 from .autotree_costs import Costs, clock_for
 from .autotree_costs import measure_costs as _measure_costs
-from .autotree_replay import Group, replay, shapes_of, walk_tau
+from .autotree_replay import Group, _count, replay, shapes_of, walk_tau  # noqa: F401 (_count: the rank model's counts)
 from .config import TreeConfig, default_tree
-from .events import Round
 
 __all__ = ["AutoChoice", "Acceptance", "auto_tree", "predict_tau", "candidates", "choose", "groups", "round_cost"]
 
@@ -141,9 +140,9 @@ def auto_tree(session, *, budget_s: float = 3.0, refresh: bool = False, cache_di
     ids = _calibration_ids(session)
     say("measuring a plain step, the verify by size and the draft by depth")
     with engine.lock:
-        costs = measure_costs(engine, ids[0], budget_s * 0.3)
+        costs = measure_costs(engine, ids[0], budget_s * 0.28)
     say("replaying every candidate shape on the target's own text")
-    stats = acceptance(session, budget_s * 0.6, ids)
+    stats = acceptance(session, budget_s * 0.57, ids)
     choice = choose(stats, costs, time.perf_counter() - t0, runner.device)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = asdict(choice)
@@ -209,30 +208,6 @@ def _rank_model(offered, accepted, lead) -> tuple[tuple, tuple]:
     # a chain's own conditional (top-1 child under an all-top-1 path), shrunk towards the any-parent rate
     top1 = [(lead[d][1] + rank[d][0]) / (lead[d][0] + 1.0) for d in range(depth)]
     return rank, tuple(math.prod(top1[:d + 1]) for d in range(depth))
-
-
-def _count(ev: Round, offered, accepted, lead=None) -> None:
-    """Add one round (its nodes and accepted path) to the rank model's counts."""
-    kids: dict[int, list[tuple[float, int]]] = {}
-    for i, node in enumerate(ev.nodes):
-        if node.parent >= 0:
-            kids.setdefault(node.parent, []).append((-node.draft_prob, i))
-    parent, top1_path = 0, True
-    for d in range(len(offered)):
-        ranked = [i for _, i in sorted(kids.get(parent, []))][:len(offered[d])]
-        for r in range(len(ranked)):
-            offered[d][r] += 1
-        if lead is not None and top1_path and ranked:
-            lead[d][0] += 1
-        nxt = ev.accepted_path[d] if d < len(ev.accepted_path) else None
-        if nxt is None or nxt not in ranked:
-            return
-        r = ranked.index(nxt)
-        accepted[d][r] += 1
-        if lead is not None and top1_path and r == 0:
-            lead[d][1] += 1
-        top1_path = top1_path and r == 0
-        parent = nxt
 
 
 def predict_tau(stats: Acceptance, tree: TreeConfig) -> float:

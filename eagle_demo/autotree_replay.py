@@ -28,7 +28,7 @@ from typing import Callable
 import torch
 
 from .config import RunConfig, TreeConfig
-from .events import DraftNode, Finish
+from .events import DraftNode, Finish, Round
 
 __all__ = ["Group", "Replay", "replay", "replay_prompt", "shapes_of", "walk_tau"]
 
@@ -108,7 +108,7 @@ def replay_prompt(engine, ids: list[int], groups: list[Group], new_tokens: int, 
         runner.reset()
         g = drafter.extend(out.features, torch.tensor(text[1:]))  # [N-1, H]: the draft output after each pair
         per_shape: dict[TreeConfig, dict[int, int]] = {}
-        ranked = next((g for g in groups if g.top_k > 1), None)  # its candidates feed the rank model too
+        ranked = next((grp for grp in groups if grp.top_k > 1), None)  # its candidates feed the rank model too
         for m in range(last, first - 1, -1):
             if last - m >= MIN_STATES and clock() > deadline:
                 first = m + 1
@@ -177,9 +177,7 @@ def _true_path(tokens: list, parents: list, future: list[int], depth: int) -> li
 
 
 def _count_ranks(into: Replay, tokens, parents, depths, logp, path) -> None:
-    """The rank model's counts (autotree._count) from this state's candidates and the true path."""
-    from .autotree import _count
-
+    """The rank model's counts (`_count`) from this state's candidates and the true path."""
     depth = int(max(depths))
     k = sum(1 for p in parents if int(p) == -1)
     if not into.rank_offered:
@@ -190,6 +188,30 @@ def _count_ranks(into: Replay, tokens, parents, depths, logp, path) -> None:
         DraftNode(int(t), int(p) + 1, int(d), math.exp(q), 0.0) for t, p, d, q in zip(tokens, parents, depths, logp)]
     ev = SimpleNamespace(nodes=nodes, accepted_path=tuple(i + 1 for i in path))
     _count(ev, into.rank_offered, into.rank_accepted, into.lead)
+
+
+def _count(ev: Round, offered, accepted, lead=None) -> None:
+    """Add one round (its nodes and accepted path) to the rank model's counts."""
+    kids: dict[int, list[tuple[float, int]]] = {}
+    for i, node in enumerate(ev.nodes):
+        if node.parent >= 0:
+            kids.setdefault(node.parent, []).append((-node.draft_prob, i))
+    parent, top1_path = 0, True
+    for d in range(len(offered)):
+        ranked = [i for _, i in sorted(kids.get(parent, []))][:len(offered[d])]
+        for r in range(len(ranked)):
+            offered[d][r] += 1
+        if lead is not None and top1_path and ranked:
+            lead[d][0] += 1
+        nxt = ev.accepted_path[d] if d < len(ev.accepted_path) else None
+        if nxt is None or nxt not in ranked:
+            return
+        r = ranked.index(nxt)
+        accepted[d][r] += 1
+        if lead is not None and top1_path and r == 0:
+            lead[d][1] += 1
+        top1_path = top1_path and r == 0
+        parent = nxt
 
 
 def walk_tau(by_prompt: list[dict[int, int]]) -> float:
