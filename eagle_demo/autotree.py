@@ -39,7 +39,7 @@ from .config import TreeConfig, default_tree
 
 __all__ = ["AutoChoice", "Acceptance", "auto_tree", "predict_tau", "candidates", "choose", "groups", "round_cost"]
 
-METHOD = "replay-1"  # in the cache key: a choice made by another calibration method is made again
+METHOD = "replay-2"  # in the cache key: a choice made by another calibration method is made again
 TOTALS_CPU = (3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32)
 TOTALS_GPU = (4, 6, 8, 12, 16, 24, 32, 48, 64)
 NEW_TOKENS = 40  # greedy continuation per calibration prompt; each of its positions is a replayed state
