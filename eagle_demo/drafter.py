@@ -64,15 +64,16 @@ class Drafter:
         return table[start:start + n]
 
     @torch.inference_mode()
-    def extend(self, features: torch.Tensor, tokens: torch.Tensor) -> None:
+    def extend(self, features: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         """features [n, F] of accepted positions, tokens [n] = the token that followed each of them.
-        n > 1 attends causally over the new block (the head builds that mask)."""
+        n > 1 attends causally over the new block (the head builds that mask). Returns the draft outputs [n, H]."""
         n = tokens.shape[0]
         positions = self._positions(self.length, n)  # [n]
         g = self.head(features.to(self.device, self.dtype), tokens.to(self.device), positions, self.cache,
                       None, from_target=True)  # [n, H]
         self.length += n
         self.last_g = g[-1]
+        return g
 
     @torch.inference_mode()
     def draft(self, root_token: int, cfg: TreeConfig) -> DraftTree:
@@ -113,6 +114,12 @@ class Drafter:
         return buf[None, None, :, :prefix + m]
 
     def _tree(self, root_token: int, cfg: TreeConfig) -> DraftTree:
+        return select_tree(root_token, self.candidates(cfg), cfg.total_tokens - 1)
+
+    @torch.inference_mode()
+    def candidates(self, cfg: TreeConfig) -> Candidates:
+        """Every node the EAGLE-2 expansion proposes for cfg's depth and top-k (before the total_tokens
+        selection), depth-major; the candidates of a shallower depth are a prefix of these."""
         k, head, dev, prefix = cfg.top_k, self.head, self.device, self.length
         logp, ids = head.topk(self.last_g[None], k)  # [1, k], [1, k]
         hidden_min = torch.finfo(self.dtype).min
@@ -149,8 +156,7 @@ class Drafter:
         if added:
             self.cache.crop(-added)  # drop the tree entries; the stable prefix stays
             self._mask[:, prefix:prefix + added].zero_()
-        return select_tree(root_token, self._candidates(cfg, tokens, scores, logps, frontiers),
-                           cfg.total_tokens - 1)
+        return self._candidates(cfg, tokens, scores, logps, frontiers)
 
     def _candidates(self, cfg: TreeConfig, tokens, scores, logps, frontiers) -> Candidates:
         k, dev = cfg.top_k, self.device

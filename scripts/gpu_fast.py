@@ -147,7 +147,8 @@ def big_models():
 
 
 def section_big(hbm_tbps: float) -> dict:
-    from eagle_demo.autotree import Acceptance, Costs, choose
+    from eagle_demo.autotree import Acceptance, choose, groups
+    from eagle_demo.autotree_costs import Costs, Line, fit_verify
 
     model, head = big_models()
     out = {"weight_gb": round(sum(p.numel() * p.element_size() for p in model.parameters()) / 1e9, 2)}
@@ -183,9 +184,10 @@ def section_big(hbm_tbps: float) -> dict:
     draft_ms = out["static+graphs"]["draft_ms"] / 4 / 1e3  # per draft step, from the chain-4 rounds
     profile = Acceptance(rank=tuple((0.88, 0.06, 0.02, 0.01) for _ in range(8)),
                          chain=tuple(0.88 ** (d + 1) for d in range(8)), rounds=0)
-    costs = Costs(plain=verify[1], verify_chain=verify, verify_tree=verify,
-                  draft={(d, k): d * draft_ms * (1 + 0.1 * (k - 1)) for d in range(1, 9) for k in (1, 2, 3, 4)},
-                  extend={1: draft_ms, 8: 1.5 * draft_ms}, host=0.0005)
+    line, _ = fit_verify({n: v for n, v in verify.items() if n > 1}, {})
+    per_k = {k: draft_ms * (1 + 0.1 * (k - 1)) for k in {g.top_k for g in groups(torch.device(DEVICE))}}
+    costs = Costs(plain=verify[1], verify=line, tree_extra=0.0, draft={k: Line(v, 1.0, v) for k, v in per_k.items()},
+                  extend=Line.through(1, draft_ms, 8, 1.5 * draft_ms), host=Line(0.0005, 2.0, 0.0))
     choice = choose(profile, costs, 0.0, torch.device(DEVICE))
     out["auto_at_tau6_profile"] = choice.line()
     log(f"  8B {choice.line()}")

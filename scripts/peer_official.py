@@ -14,8 +14,11 @@ Pairs: "shipped" is assets/tiny-target + assets/tiny-eagle1 (EAGLE-1 yuhuili lay
 seeded Gaussian noise (`--weak-noise`, relative to each tensor's own spread) so the head accepts poorly (tau < 2),
 written in the same layout under $EAGLE_DEMO_CACHE/peer/ (about 2.5 MB; never committed).
 
-Runs alternate (official, then ours, per repeat) and every line reports one side's median over the prompts and
-repeats; the ratio is ours / official tokens per second from that one run. Output ends with a JSON line.
+The official code runs in one worker process that keeps its model loaded; runs alternate per prompt (the official
+run, then each of our shapes, on the same prompt), after one dropped warm-up run of each. Every line reports one
+side's median tokens/s over the prompts and repeats (wall clock) and its tokens per CPU second (both sides time
+their own generating thread with `time.thread_time`, one torch thread each, so other processes on a shared
+machine do not enter that figure); the ratios are ours / official from that one run. Output ends with a JSON line.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -68,21 +72,19 @@ def worker(args) -> int:
     em.AutoTokenizer = type("T", (), {"from_pretrained": staticmethod(lambda *a, **k: NoTokenizer())})
     model = em.EaModel.from_pretrained(base_model_path=args.target, ea_model_path=args.draft,
                                        torch_dtype=torch.float32, low_cpu_mem_usage=True).to(args.device).eval()
-    prompts = json.loads(args.prompt_ids)
-    results = []
-    for i, ids in enumerate([prompts[0]] + prompts):  # the first run warms up and is dropped
+    print(json.dumps({"transformers": transformers.__version__, "torch": torch.__version__}), flush=True)
+    for line in sys.stdin:  # one prompt (a JSON list of token ids) per line, one result line back
+        ids = json.loads(line)
         x = torch.tensor([ids], device=args.device)
         rounds[0] = 0
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), time.thread_time()
         out = model.eagenerate(x, temperature=0.0, max_new_tokens=args.max_new_tokens, tree_choices=mc_sim_7b_63)
         if args.device.startswith("cuda"):
             torch.cuda.synchronize()
-        seconds = time.perf_counter() - t
+        seconds, cpu = time.perf_counter() - t, time.thread_time() - cpu
         new = out.shape[1] - len(ids)
-        if i:
-            results.append({"new_tokens": int(new), "seconds": seconds, "rounds": rounds[0],
-                            "tokens": out[0, len(ids):].tolist()})
-    print(json.dumps({"transformers": transformers.__version__, "torch": torch.__version__, "runs": results}))
+        print(json.dumps({"new_tokens": int(new), "seconds": seconds, "cpu_seconds": cpu, "rounds": rounds[0],
+                          "tokens": out[0, len(ids):].tolist()}), flush=True)
     return 0
 
 
@@ -124,32 +126,47 @@ def weak_head(noise: float, seed: int = 0) -> Path:
     return out
 
 
-def run_official(python: Path, target: str, draft: str, prompts: list[list[int]], args) -> list[dict]:
-    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
-           "HF_HUB_OFFLINE": "1", "PYTHONWARNINGS": "ignore"}
-    cmd = [str(python), __file__, "--worker", "--target", target, "--draft", draft, "--device", args.device,
-           "--threads", str(args.threads), "--max-new-tokens", str(args.max_new_tokens),
-           "--prompt-ids", json.dumps(prompts)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(cache_root()))
-    if proc.returncode != 0:
-        raise SystemExit(f"the official code failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])["runs"]
+class Official:
+    """The official code in its venv, loaded once; `run(ids)` generates one prompt there."""
+
+    def __init__(self, python: Path, target: str, draft: str, args):
+        env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
+               "HF_HUB_OFFLINE": "1", "PYTHONWARNINGS": "ignore"}
+        cmd = [str(python), __file__, "--worker", "--target", target, "--draft", draft, "--device", args.device,
+               "--threads", str(args.threads), "--max-new-tokens", str(args.max_new_tokens)]
+        self.log = tempfile.TemporaryFile(mode="w+")  # its warnings; a pipe nobody reads could fill and block it
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+                                     text=True, env=env, cwd=str(cache_root()))
+        self.versions = self._read()
+
+    def _read(self) -> dict:
+        line = self.proc.stdout.readline()
+        if not line:
+            self.log.seek(0)
+            raise SystemExit(f"the official code failed:\n{self.log.read()[-3000:]}")
+        return json.loads(line)
+
+    def run(self, ids: list[int]) -> dict:
+        self.proc.stdin.write(json.dumps(ids) + "\n")
+        self.proc.stdin.flush()
+        return self._read()
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+        self.log.close()
 
 
-def run_ours(session, prompts: list[list[int]], tree, max_new: int) -> list[dict]:
+def run_ours(session, ids: list[int], tree, max_new: int) -> dict:
     from eagle_demo.config import RunConfig
     from eagle_demo.events import Finish
 
     run = RunConfig(max_new_tokens=max_new, ignore_eos=True, tree=tree)
-    results = []
-    for i, ids in enumerate([prompts[0]] + prompts):  # warm-up run dropped, as on the official side
-        t = time.perf_counter()
-        finish = [ev for ev in session.stream(ids, run) if isinstance(ev, Finish)][0]
-        seconds = time.perf_counter() - t
-        if i:
-            results.append({"new_tokens": finish.new_tokens, "seconds": seconds, "rounds": finish.rounds,
-                            "tokens": list(finish.token_ids)})
-    return results
+    t, cpu = time.perf_counter(), time.thread_time()
+    finish = [ev for ev in session.stream(ids, run) if isinstance(ev, Finish)][0]
+    seconds, cpu = time.perf_counter() - t, time.thread_time() - cpu
+    return {"new_tokens": finish.new_tokens, "seconds": seconds, "cpu_seconds": cpu, "rounds": finish.rounds,
+            "tokens": list(finish.token_ids)}
 
 
 def _common_prefix_equal(a: list[int], b: list[int]) -> bool:
@@ -161,9 +178,8 @@ def _common_prefix_equal(a: list[int], b: list[int]) -> bool:
 def summary(runs: list[dict]) -> dict:
     tps = [r["new_tokens"] / r["seconds"] for r in runs]
     return {"tokens_per_second": statistics.median(tps),
+            "tokens_per_cpu_second": sum(r["new_tokens"] for r in runs) / sum(r["cpu_seconds"] for r in runs),
             "tau": sum(r["new_tokens"] for r in runs) / max(1, sum(r["rounds"] for r in runs))}
-
-
 
 
 def race(name: str, target: str, draft: str, python: Path, args) -> dict:
@@ -177,23 +193,35 @@ def race(name: str, target: str, draft: str, python: Path, args) -> dict:
     prompts = [session.encode(p) for p in PROMPTS]
     shapes = [parse_tree(t, session) for t in args.ours]
     official, ours = [], {label: [] for label, _ in shapes}
-    for _ in range(args.repeats):
-        official += run_official(python, target, draft, prompts, args)
-        for label, tree in shapes:
-            ours[label] += run_ours(session, prompts, tree, args.max_new_tokens)
+    peer = Official(python, target, draft, args)
+    try:
+        peer.run(prompts[0])  # warm-up runs, dropped
+        for _, tree in shapes:
+            run_ours(session, prompts[0], tree, args.max_new_tokens)
+        for _ in range(args.repeats):  # per prompt: the official run, then each of ours
+            for ids in prompts:
+                official.append(peer.run(ids))
+                for label, tree in shapes:
+                    ours[label].append(run_ours(session, ids, tree, args.max_new_tokens))
+    finally:
+        peer.close()
     ref = summary(official)
+    load = os.getloadavg()
     print(f"\n[{name}] {target} + {draft}; torch threads {torch.get_num_threads()}, {len(prompts)} prompts x "
-          f"{args.repeats} repeats, {args.max_new_tokens} new tokens, greedy, EOS ignored")
+          f"{args.repeats} repeats, {args.max_new_tokens} new tokens, greedy, EOS ignored; load average at the end "
+          f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}")
+    print(f"  {'':<62}{'wall tok/s':>11}{'CPU tok/s':>11}")
     print(f"  {'official eagle-llm 1.2.1 (static tree mc_sim_7b_63, 26 nodes)':<62}"
-          f"{ref['tokens_per_second']:>8.1f} tok/s  tau {ref['tau']:.2f}")
+          f"{ref['tokens_per_second']:>11.1f}{ref['tokens_per_cpu_second']:>11.1f}  tau {ref['tau']:.2f}")
     rows = {"official": ref}
     for label, runs in ours.items():
         s = summary(runs)
         s["ratio"] = s["tokens_per_second"] / ref["tokens_per_second"]
+        s["cpu_ratio"] = s["tokens_per_cpu_second"] / ref["tokens_per_cpu_second"]
         same = all(_common_prefix_equal(a["tokens"], b["tokens"]) for a, b in zip(runs, official))
         s["same_tokens_as_official"] = same
-        print(f"  {'ours ' + label:<62}{s['tokens_per_second']:>8.1f} tok/s  tau {s['tau']:.2f}  "
-              f"ratio {s['ratio']:.2f}x  same tokens: {same}")
+        print(f"  {'ours ' + label:<62}{s['tokens_per_second']:>11.1f}{s['tokens_per_cpu_second']:>11.1f}  tau "
+              f"{s['tau']:.2f}  ratio {s['ratio']:.2f}x wall, {s['cpu_ratio']:.2f}x CPU  same tokens: {same}")
         rows[label] = s
     return rows
 
@@ -201,7 +229,6 @@ def race(name: str, target: str, draft: str, python: Path, args) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--prompt-ids", help=argparse.SUPPRESS)
     ap.add_argument("--target", default=None)
     ap.add_argument("--draft", default=None)
     ap.add_argument("--pair", choices=["shipped", "weak", "both"], default="both")

@@ -1,5 +1,7 @@
 """Automatic tree: the tau model, the acceptance counts, the choice and its on-disk cache."""
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -136,3 +138,148 @@ def test_a_run_waits_for_the_calibration_and_auto_runs_losslessly(counted):
     measured = f"measured {stats['speedup']:.2f}x"
     assert f"auto: {choice.tree.label()}, predicted {choice.predicted_speedup:.2f}x, {measured}" in strip
     assert "stat-auto" not in stats_html(eagle, baseline, True, "done")  # a tree picked by hand: no auto line
+
+
+
+def test_generate_without_load_runs_auto_and_a_probe_that_switches_conventions_tunes_again(counted):
+    from eagle_demo.app import REGISTRY, make_key
+    from eagle_demo.app.autotune import calibrate_ui, page_tree, tuning
+    from eagle_demo.config import default_tree
+
+    key = make_key("assets/tiny-target", "assets/tiny-eagle1", device="cpu")
+    session = REGISTRY.load(key)
+    list(calibrate_ui(key))
+    t = tuning(key)
+    static, by_hand = default_tree("cpu", session.family), TreeConfig(4, 4, 16)
+    # a page that never noted its preset (Generate pressed without Load) runs the auto choice, as after Load
+    assert page_tree(None, static, key, session) == (t.choice.tree, t.choice, "")
+    assert page_tree(None, by_hand, key, session) == (by_hand, None, "")  # settings moved by hand still win
+    before = autotree._cache_file(session, torch.device("cpu"), torch.float32, None)
+    # what Session.probe records when it switches the draft to another rope_theta
+    probe = {"tau": 3.0, "used": {"rope_theta": 500000.0}, "declared": {"rope_theta": 10000.0}}
+    session.pair = dataclasses.replace(session.pair, report=dataclasses.replace(session.report, probe=probe))
+    assert tuning(key) is None and counted == [1]  # the choice made for the old conventions is stale
+    assert autotree._cache_file(session, torch.device("cpu"), torch.float32, None) != before
+    list(calibrate_ui(key))  # what the page runs after Probe
+    again = tuning(key)
+    assert again is not t and again.choice is not None and counted == [1, 1]
+    assert again.conventions == autotree.conventions(session) != ""
+    list(calibrate_ui(key))  # the same conventions: nothing measured again
+    assert tuning(key) is again and counted == [1, 1]
+
+# ---- the choice from measured tables, the fits and the replay ---------------------------------------------------
+
+def _costs():
+    """A plain step of 10 ms; verify 9 ms + 0.4 ms a token (+1 ms for a tree mask); draft per depth 0.4 ms (chain),
+    0.6 ms (top-k 4), 1.0 ms (top-k 8); extend 0.2 ms + 0.05 ms a token; host 0.1 ms + 0.01 ms a node."""
+    from eagle_demo.autotree_costs import Costs, Line
+
+    ms = 1e-3
+    return Costs(plain=10 * ms, verify=Line(9 * ms, 0.0, 0.4 * ms), tree_extra=1 * ms,
+                 draft={1: Line(0.4 * ms, 1.0, 0.4 * ms), 4: Line(1.0 * ms, 2.0, 0.6 * ms),
+                        8: Line(1.4 * ms, 2.0, 1.0 * ms)},
+                 extend=Line(0.2 * ms, 1.0, 0.05 * ms), host=Line(0.1 * ms, 2.0, 0.01 * ms))
+
+
+SHAPES = [TreeConfig.chain(2), TreeConfig.chain(4), TreeConfig.chain(7), TreeConfig(2, 4, 8), TreeConfig(2, 8, 12),
+          TreeConfig(6, 4, 24)]
+
+
+def _stats(taus):
+    return Acceptance(rank=((0.0,),), chain=(0.0,), rounds=40, measured=dict(zip(SHAPES, taus)))
+
+
+def test_the_choice_is_the_best_measured_speedup_not_the_longest_or_the_cheapest_round():
+    """Worked by hand from _costs (round ms = draft + verify + extend(tau) + host, / 10 ms):
+    strong head: chain 7 costs 2.8 + 12.2 + 0.46 + 0.16 = 15.62 ms -> 6.2 / 1.562 = 3.97x, above tree 24/6/4
+    (tau 6.6 but 23.8 ms: 2.77x) and chain 4 (4.4 / 1.31 = 3.36x).
+    weak head: tree 8/2/4 costs 1.0 + 13.2 + 0.26 + 0.16 = 14.62 ms -> 2.2 / 1.462 = 1.505x, above tree 12/2/8
+    (2.45 / 1.66725 = 1.469x), chain 2 (1.6 / 1.134 = 1.411x) and tree 24/6/4 (2.6 / 2.36 = 1.10x)."""
+    costs = _costs()
+    strong = autotree.choose(_stats([2.8, 4.4, 6.2, 2.9, 2.95, 6.6]), costs, 1.0, torch.device("cpu"), SHAPES)
+    assert strong.tree == TreeConfig.chain(7)
+    assert strong.predicted_round_cost == pytest.approx(1.562)
+    assert strong.predicted_speedup == pytest.approx(6.2 / 1.562)
+    weak = autotree.choose(_stats([1.6, 1.7, 1.72, 2.2, 2.45, 2.6]), costs, 1.0, torch.device("cpu"), SHAPES)
+    assert weak.tree == TreeConfig(2, 4, 8) and weak.predicted_tau == 2.2
+    assert weak.predicted_round_cost == pytest.approx(1.462) and weak.predicted_speedup == pytest.approx(2.2 / 1.462)
+    # a verify twice as steep per token tips the weak head to the cheaper chain 2: (1.6 / 1.254 = 1.276x) over
+    # tree 8/2/4 (2.2 / 1.782 = 1.235x)
+    steep = dataclasses.replace(costs, verify=dataclasses.replace(costs.verify, slope=0.8e-3))
+    assert autotree.choose(_stats([1.6, 1.7, 1.72, 2.2, 2.45, 2.6]), steep, 1.0, torch.device("cpu"),
+                           SHAPES).tree == TreeConfig.chain(2)
+
+
+def test_the_engine_runs_scale_the_prediction_but_never_the_choice():
+    costs = _costs()
+    base = _stats([1.6, 1.7, 1.72, 2.2, 2.45, 2.6])
+    # the engine's own runs: 10 rounds of chain 7 (tau 2) at 19.5 ms where the parts predict 15.6 ms (1.25x),
+    # after 2 prefills of 20 tokens (17 ms each)
+    ran = dataclasses.replace(base, engine=(TreeConfig.chain(7), 10 * 0.0195 + 2 * 0.017, 10, 20, 2, 40))
+    plain, scaled = (autotree.choose(s, costs, 1.0, torch.device("cpu"), SHAPES) for s in (base, ran))
+    expect = 0.0195 / costs.round(TreeConfig.chain(7), 2.0)
+    assert autotree.overhead_scale(ran, costs) == pytest.approx(expect) and 1.2 < expect < 1.3
+    assert scaled.tree == plain.tree
+    assert scaled.predicted_round_cost == pytest.approx(plain.predicted_round_cost * expect)
+
+
+def test_the_verify_line_is_fitted_through_every_size_and_shrugs_off_a_load_spike():
+    from eagle_demo.autotree_costs import fit_verify
+
+    true = lambda n, tree: 8e-3 + 0.3e-3 * n + (0.8e-3 if tree else 0.0)  # noqa: E731
+    chain = {n: true(n, False) for n in (2, 4, 6, 9)}
+    tree = {n: true(n, True) for n in (4, 8, 16, 32)}
+    tree[16] *= 1.5  # a burst of load elsewhere while size 16 ran
+    line, extra = fit_verify(chain, tree)
+    assert line(0) == pytest.approx(8e-3, rel=1e-6) and line.slope == pytest.approx(0.3e-3, rel=1e-6)
+    assert extra == pytest.approx(0.8e-3, rel=1e-6)
+    flat = fit_verify({2: 9e-3, 9: 8e-3}, {})[0]  # a bigger verify never costs less
+    assert flat.slope == 0.0
+
+
+def test_walk_tau_follows_the_rounds_an_engine_would_take():
+    from eagle_demo.autotree_replay import walk_tau
+
+    # from state 10: accept 2 (3 tokens) -> state 13: accept 1 (2) -> state 15: accept 3 (4) -> 19: past the end
+    by_state = {10: 2, 11: 0, 12: 0, 13: 1, 14: 0, 15: 3, 16: 0, 17: 0, 18: 0}
+    assert walk_tau([by_state]) == pytest.approx(9 / 3)  # the average over all states would say 1.67
+    assert walk_tau([by_state, {5: 0, 6: 0}]) == pytest.approx(11 / 5)
+    assert walk_tau([]) == 1.0
+
+
+def test_the_replay_accepts_exactly_what_the_engine_accepts():
+    """On the shipped pair, the replayed accepted length at each state an engine run visits equals that run's
+    accepted length in that round, for a chain and for trees (the target's own text, greedy)."""
+    from eagle_demo.autotree_replay import Group, Replay, replay_prompt
+
+    session = load_session(threads=1, device="cpu", dtype="float32")
+    engine = session.eagle
+    ids = session.encode("def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n")
+    groups = [Group(1, 5), Group(4, 3, (8, 12)), Group(8, 2, (6, 16))]
+    got = Replay()
+    replay_prompt(engine, ids, groups, 40, TreeConfig.chain(4), got)
+    assert got.states == 40 - 5 and got.runs == 1 and got.engine_tokens == 40
+    checked = 0
+    for shape in (TreeConfig.chain(5), TreeConfig.chain(2), TreeConfig(3, 4, 12), TreeConfig(2, 8, 16)):
+        by_state = got.accepted[shape][0]
+        m = len(ids)
+        for ev in engine.generate(ids, RunConfig(max_new_tokens=40, ignore_eos=True, tree=shape)):
+            if isinstance(ev, Round) and m in by_state:
+                assert by_state[m] == len(ev.accepted_path), (shape, m)
+                m += len(ev.accepted_path) + 1
+                checked += 1
+    assert checked > 20
+    assert {t for t in got.accepted} == {t for g in groups for t in autotree.shapes_of(g)}
+
+
+def test_candidates_include_short_wide_trees_and_deep_chains():
+    shapes = autotree.candidates(torch.device("cpu"))
+    assert TreeConfig.chain(8) in shapes and TreeConfig(2, 8, 16) in shapes and TreeConfig(1, 8, 8) in shapes
+    assert TreeConfig(6, 4, 24) in shapes and all(t.total_tokens <= 32 for t in shapes)
+    assert all(t.depth < t.total_tokens - 1 <= t.max_draft_nodes for t in shapes if not t.is_chain)
+
+
+def test_tests_never_touch_the_real_cache():
+    from pathlib import Path
+
+    assert not autotree.default_cache_dir().is_relative_to(Path.home() / ".cache" / "eagle_demo")

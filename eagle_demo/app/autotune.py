@@ -45,6 +45,7 @@ class Tuning:
     """One calibration of one loaded session: its stage while it runs, then its choice or its error."""
 
     session: Any  # weakref.ref to the Session (an evicted pair is never kept alive by its tuning)
+    conventions: str = ""  # the draft's conventions it tuned (a probe that switches them makes it stale)
     started: float = field(default_factory=time.monotonic)
     done: threading.Event = field(default_factory=threading.Event)
     stage: str = "waiting for the model"
@@ -67,21 +68,32 @@ _TUNINGS: dict[PairKey, Tuning] = {}
 _LOCK = threading.Lock()
 
 
+def _current(t: Tuning | None, session: Session | None) -> bool:
+    """Whether t tuned this very session with the draft conventions it uses now."""
+    from ..autotree import conventions
+
+    return t is not None and session is not None and t.session() is session and t.conventions == conventions(session)
+
+
 def tuning(key: PairKey | None) -> Tuning | None:
-    """The tuning of the pair's loaded session (None when it has none, or the pair was loaded again since)."""
+    """The tuning of the pair's loaded session (None when it has none, the pair was loaded again since, or a
+    probe switched its draft's conventions since)."""
     session = REGISTRY.get(key) if key is not None else None
     with _LOCK:
         t = _TUNINGS.get(key) if key is not None else None
-    return t if t is not None and session is not None and t.session() is session else None
+    return t if _current(t, session) else None
 
 
 def start_tuning(key: PairKey, session: Session) -> Tuning:
-    """The pair's tuning, starting its calibration thread unless one is running or has chosen."""
+    """The pair's tuning, starting its calibration thread unless one is running or has chosen for the session's
+    current draft conventions."""
+    from ..autotree import conventions
+
     with _LOCK:
         t = _TUNINGS.get(key)
-        if t is not None and t.session() is session and not t.error:
+        if _current(t, session) and not t.error:
             return t
-        t = Tuning(weakref.ref(session))
+        t = Tuning(weakref.ref(session), conventions(session))
         _TUNINGS.pop(key, None)
         _TUNINGS[key] = t
         while len(_TUNINGS) > KEEP:
@@ -131,7 +143,9 @@ def page_tree(preset: str | None, shown: TreeConfig, key: PairKey,
               session: Session) -> tuple[TreeConfig, AutoChoice | None, str]:
     """(tree, auto choice or None, note) of a page Generate. With the preset "auto" the pair's choice runs when
     the draft panel shows it, or still shows the static default it shows while the calibration runs; settings
-    moved by hand win."""
+    moved by hand win. A page that never noted a preset (Generate pressed without Load) runs as after Load: auto."""
+    if preset is None:
+        preset = AUTO
     if preset != AUTO or session.eagle is None:
         return shown, None, ""
     t = tuning(key)

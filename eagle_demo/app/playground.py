@@ -355,4 +355,9 @@ def wire_playground(pg: Playground) -> tuple:
     after.then(calibrate_ui, pg.out.pair_state, pg.auto_line, api_visibility="private", concurrency_limit=1,
                concurrency_id="model", show_progress="hidden").then(
         apply_tree_preset, [pg.tree_preset, pg.out.pair_state], pg.tree_inputs, api_visibility="private")
-    return after, probe_event.success(after_load, pg.probe_loaded, defaults, api_visibility="private")
+    probed = probe_event.success(after_load, pg.probe_loaded, defaults, api_visibility="private")
+    # a probe that switched the draft's conventions makes the pair's auto choice stale: tune it again
+    probed.then(calibrate_ui, pg.out.pair_state, pg.auto_line, api_visibility="private", concurrency_limit=1,
+                concurrency_id="model", show_progress="hidden").then(
+        apply_tree_preset, [pg.tree_preset, pg.out.pair_state], pg.tree_inputs, api_visibility="private")
+    return after, probed
