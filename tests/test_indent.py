@@ -15,7 +15,9 @@ from eagle_demo.training.indent import PROMPTS, check_folder, first_line_indente
 from eagle_demo.training.tokenizer import glued_line_breaks
 
 FIRST_GENERATION = bool(glued_line_breaks(Tokenizer.from_file(str(Path(SHIPPED_TARGET) / "tokenizer.json"))))
-CKPT = Path.home() / ".cache" / "eagle_demo" / "train2" / "ckpt"
+# the background training job writes under the real cache (conftest points EAGLE_DEMO_CACHE elsewhere)
+REAL_CACHE = Path.home() / ".cache" / "eagle_demo"
+CKPT, TOKENIZER = REAL_CACHE / "train2" / "ckpt", REAL_CACHE / "tokenizer-code"
 
 
 def test_first_line_rule():
@@ -42,11 +44,11 @@ def test_first_generation_target_fails_the_check():
     assert sum(r.indented for r in rows) <= 1, [(r.prompt, r.first_line) for r in rows]
 
 
-@pytest.mark.skipif(not (CKPT / "last.pt").is_file(), reason="no second-generation checkpoint on this machine "
+@pytest.mark.skipif(not (CKPT / "last.pt").is_file() or not TOKENIZER.is_dir(), reason="no second-generation checkpoint on this machine "
                     "(~/.cache/eagle_demo/train2/ckpt, written by python -m eagle_demo.training.target2 train)")
 def test_second_generation_checkpoint_indents(tmp_path):
     from eagle_demo.training.target import export_model
-    from eagle_demo.training.target2 import default_tokenizer, load_trained
+    from eagle_demo.training.target2 import load_trained
 
     for attempt in range(3):  # the training job renames last.pt aside for a moment while it writes a new one
         try:
@@ -56,7 +58,7 @@ def test_second_generation_checkpoint_indents(tmp_path):
             time.sleep(5)
     else:
         pytest.fail(f"{CKPT / 'last.pt'} stayed missing")
-    folder = export_model(model, tmp_path / "target2", default_tokenizer())
+    folder = export_model(model, tmp_path / "target2", TOKENIZER)
     rows = check_folder(folder)
     assert rows[0].prompt == "def f(x):\n" and rows[0].indented, rows[0]
     assert sum(r.indented for r in rows) >= len(PROMPTS) - 1, [(r.prompt, r.first_line) for r in rows]

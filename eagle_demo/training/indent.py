@@ -45,7 +45,9 @@ def first_line_indented(prompt: str, continuation: str) -> tuple[str, bool]:
 
 
 @torch.inference_mode()
-def check_folder(folder: Path, prompts=PROMPTS, max_new_tokens: int = 12) -> list[IndentResult]:
+def greedy_continuations(folder: Path, prompts, max_new_tokens: int) -> list[str]:
+    """Load ``folder`` as a user would (its own tokenizer, fp32) and continue each prompt greedily; the
+    continuations alone, decoded without special tokens."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(folder))
@@ -54,7 +56,13 @@ def check_folder(folder: Path, prompts=PROMPTS, max_new_tokens: int = 12) -> lis
     for prompt in prompts:
         enc = tok(prompt, return_tensors="pt")
         ids = model.generate(**enc, do_sample=False, max_new_tokens=max_new_tokens, pad_token_id=tok.pad_token_id)
-        text = tok.decode(ids[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+        out.append(tok.decode(ids[0, enc["input_ids"].shape[1]:], skip_special_tokens=True))
+    return out
+
+
+def check_folder(folder: Path, prompts=PROMPTS, max_new_tokens: int = 12) -> list[IndentResult]:
+    out = []
+    for prompt, text in zip(prompts, greedy_continuations(folder, prompts, max_new_tokens)):
         line, ok = first_line_indented(prompt, text)
         out.append(IndentResult(prompt, text, line, ok))
     return out

@@ -386,18 +386,10 @@ def export_model(model, out_dir: Path, tokenizer_dir: Path, dtype: torch.dtype =
 
 
 def generate_samples(folder: Path, prompts=SAMPLE_PROMPTS, max_new_tokens: int = 60) -> list[str]:
-    """Load ``folder`` like a user would (fp32) and greedily continue ``prompts``."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    """Load ``folder`` like a user would (fp32) and greedily continue ``prompts`` (prompt + continuation)."""
+    from .indent import greedy_continuations
 
-    tok = AutoTokenizer.from_pretrained(str(folder))
-    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32).eval()
-    out = []
-    for p in prompts:
-        enc = tok(p, return_tensors="pt")
-        with torch.inference_mode():
-            ids = model.generate(**enc, do_sample=False, max_new_tokens=max_new_tokens)
-        out.append(tok.decode(ids[0], skip_special_tokens=True))
-    return out
+    return [p + c for p, c in zip(prompts, greedy_continuations(folder, prompts, max_new_tokens))]
 
 
 # ---- measurement -----------------------------------------------------------------------------
