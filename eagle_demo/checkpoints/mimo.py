@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from huggingface_hub.errors import StrictDataclassError
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from .errors import CheckpointError
@@ -35,7 +36,7 @@ def mimo_config(raw: dict, folder: Path) -> Qwen2Config:
     try:
         config = Qwen2Config(**fields)
         int(config.hidden_size), int(config.num_hidden_layers), int(config.vocab_size)
-    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+    except (ValueError, TypeError, KeyError, AttributeError, StrictDataclassError) as exc:
         raise CheckpointError(f"MiMo config.json in {folder} is not a valid Qwen2-style config "
                               f"({' '.join(str(exc).split())[:160]}); re-download the target") from exc
     config.architectures = ["Qwen2ForCausalLM"]
