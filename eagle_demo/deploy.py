@@ -184,6 +184,16 @@ def _plan_mtp(plan: Plan, target: str, draft: str, report, tree: TreeConfig) -> 
             plan.notes.append("SGLang builds the MTP draft from a model folder: the MTP weights' folder needs the "
                               "target's config.json beside them")
     plan.notes.append("the engines reuse one MTP layer for every draft step (num_nextn_predict_layers 1), as here")
+    if report.source_layout == "mimo-mtp":
+        # vLLM `config/speculative.py` turns MiMoForCausalLM into model_type mimo_mtp / MiMoMTPModel (num_hidden_layers
+        # 0, n_predict = num_nextn_predict_layers) and `mimo_mtp.py` loads `model.mtp_layers.*` from the checkpoint;
+        # SGLang `configs/model_config.py` rewrites MiMoForCausalLM -> MiMoMTP for the draft and `mimo_mtp.py` shares
+        # the target's embedding and lm_head (set_embed_and_head). Both serve the MiMo body natively (no remote code).
+        plan.notes.append("MiMo: the engine builds its MiMo MTP draft from the MiMoForCausalLM config (vLLM mimo_mtp, "
+                          "SGLang MiMoMTP) and reads model.mtp_layers.* from the target's own files")
+        if not same:
+            plan.notes.append("MiMo: the MTP weights' folder needs the target's config.json (MiMoForCausalLM, "
+                              "num_nextn_predict_layers) beside them for either engine to recognise it")
     return plan
 
 

@@ -517,3 +517,48 @@ def write_qwen_mtp_target(folder: Path, seed: int = 32, beside: Path | None = No
     else:
         write_safetensors(beside, mtp)
     return folder
+
+
+MIMO_AUTO_MAP = {"AutoConfig": "configuration_mimo.MiMoConfig", "AutoModel": "modeling_mimo.MiMoModel",
+                 "AutoModelForCausalLM": "modeling_mimo.MiMoForCausalLM"}
+
+
+def mimo_mtp_weights(model, seed: int = 36, nested: bool = False) -> dict[str, torch.Tensor]:
+    """MiMo-7B's MTP layer 0 (`model.mtp_layers.0.*`): the Qwen2 block's tensors (q/k/v with bias) stored flat
+    under the layer prefix as the MiMo repo stores them (`mtp_block.` in between with nested), plus
+    token_layernorm, hidden_layernorm, input_proj and final_layernorm."""
+    from transformers.models.qwen2.modeling_qwen2 import Qwen2DecoderLayer
+    torch.manual_seed(seed)
+    cfg = model.config
+    block = Qwen2DecoderLayer(cfg, layer_idx=cfg.num_hidden_layers - 1)
+    p = "model.mtp_layers.0."
+    state = _random_state(block)
+    state.update({k: _rand(*v.shape) for k, v in state.items() if k.endswith(".bias")})  # biases that matter
+    h = cfg.hidden_size
+    out = {p + ("mtp_block." if nested else "") + k: v for k, v in state.items()}
+    out.update({p + "token_layernorm.weight": _norm(h), p + "hidden_layernorm.weight": _norm(h),
+                p + "input_proj.weight": _rand(h, 2 * h), p + "final_layernorm.weight": _norm(h)})
+    return out
+
+
+def write_mimo_mtp_target(folder: Path, seed: int = 35, beside: Path | None = None, nested: bool = False,
+                          marker: Path | None = None) -> Path:
+    """A tiny MiMo-7B: a Qwen2 body saved with its config rewritten the way the MiMo repo ships it (model_type
+    "mimo", MiMoForCausalLM, auto_map to its own code, num_nextn_predict_layers 1), plus random MTP weights in
+    MiMo's key names (in the target file, or with `beside` in their own folder). The repo's modeling file is
+    written too; with `marker`, importing it would create that file (it must never run)."""
+    model = tiny_target("qwen2", layers=4, seed=seed)
+    model.save_pretrained(folder)
+    cfg = json.loads((Path(folder) / "config.json").read_text())
+    cfg.update(model_type="mimo", architectures=["MiMoForCausalLM"], auto_map=MIMO_AUTO_MAP,
+               num_nextn_predict_layers=1)
+    write_json(folder, cfg)
+    code = f"open({str(marker)!r}, 'w').write('ran')\n" if marker else "raise RuntimeError('remote code ran')\n"
+    for name in ("modeling_mimo.py", "configuration_mimo.py"):
+        (Path(folder) / name).write_text(code)
+    mtp = mimo_mtp_weights(model, seed=seed + 1, nested=nested)
+    if beside is None:
+        _with_extra_tensors(folder, mtp)
+    else:
+        write_safetensors(beside, mtp)
+    return Path(folder)

@@ -98,6 +98,34 @@ DEEPSEEK_V3_REDUCED = {"architectures": ["DeepseekV3ForCausalLM"], "model_type":
                                         "type": "yarn"},
                        "routed_scaling_factor": 2.5, "scoring_func": "sigmoid", "topk_method": "noaux_tc",
                        "tie_word_embeddings": False, "torch_dtype": "bfloat16", "bos_token_id": 0, "eos_token_id": 1}
+# XiaomiMiMo/MiMo-7B-Base / -RL config.json (model_type "mimo", remote code that subclasses Qwen2). hidden 4096,
+# 36 layers, 32 heads, 8 kv heads, intermediate 11008, vocab 151680 and rope_theta 640000 match the public
+# MiMo-Audio config built on MiMo-7B; num_nextn_predict_layers 1 as vLLM/SGLang mimo_mtp.py read it.
+MIMO_7B = {"architectures": ["MiMoForCausalLM"], "model_type": "mimo",
+           "auto_map": {"AutoConfig": "configuration_mimo.MiMoConfig", "AutoModel": "modeling_mimo.MiMoModel",
+                        "AutoModelForCausalLM": "modeling_mimo.MiMoForCausalLM"},
+           "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 36, "num_attention_heads": 32,
+           "num_key_value_heads": 8, "vocab_size": 151680, "max_position_embeddings": 32768, "rms_norm_eps": 1e-5,
+           "rope_theta": 640000, "attention_bias": True, "hidden_act": "silu", "tie_word_embeddings": False,
+           "use_sliding_window": False, "sliding_window": 32768, "max_window_layers": 36,
+           "num_nextn_predict_layers": 1, "torch_dtype": "bfloat16", "bos_token_id": 151643, "eos_token_id": 151645}
+
+
+def mimo_shapes(raw: dict) -> dict[str, tuple[int, ...]]:
+    """A MiMo checkpoint's names and shapes: the Qwen2 body plus `model.mtp_layers.0.*` (block stored flat)."""
+    from transformers import Qwen2Config
+    from transformers.models.qwen2.modeling_qwen2 import Qwen2DecoderLayer
+    config = Qwen2Config(**{k: v for k, v in raw.items() if k not in ("model_type", "architectures", "auto_map")})
+    shapes = model_shapes(config)
+    with torch.device("meta"):
+        block = Qwen2DecoderLayer(config, layer_idx=config.num_hidden_layers - 1)
+    p, h = "model.mtp_layers.0.", config.hidden_size
+    shapes.update({p + k: tuple(t.shape) for k, t in block.state_dict().items()})
+    shapes.update({p + "token_layernorm.weight": (h,), p + "hidden_layernorm.weight": (h,),
+                   p + "input_proj.weight": (h, 2 * h), p + "final_layernorm.weight": (h,)})
+    return shapes
+
+
 # yuhuili/EAGLE3-LLaMA3.1-Instruct-8B config.json
 EAGLE3_LLAMA31_8B = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
                      "intermediate_size": 14336, "num_hidden_layers": 1, "num_attention_heads": 32,

@@ -13,6 +13,7 @@ from eagle_demo.config import TreeConfig
 from eagle_demo.deploy import deployment_commands, plan_for
 from layouts import (eagle3_weights, write_eagle31, write_multilayer_eagle3, write_nvidia_eagle3,
                      write_official_eagle3, write_qwen_mtp_target, write_target)
+from layouts import write_mimo_mtp_target
 from real_shapes import EAGLE3_LLAMA31_8B, LLAMA31_8B, eagle3_shapes, model_shapes, write_header_only
 
 TREE = TreeConfig.chain(3)
@@ -84,3 +85,23 @@ def test_mtp_exports_for_both_engines(tmp_path):
     s = plan_for("sglang", "Qwen/Qwen3-Next-80B-A3B-Instruct", "Qwen/Qwen3-Next-80B-A3B-Instruct", report, TREE)
     assert "--speculative-algorithm EAGLE --speculative-draft-model-path Qwen/Qwen3-Next-80B-A3B-Instruct" in s.command
     assert s.loads_as_published
+
+
+def test_mimo_mtp_exports_for_both_engines(tmp_path):
+    target = write_mimo_mtp_target(tmp_path / "mimo")
+    report = inspect_pair(str(target), str(target))
+    repo = "XiaomiMiMo/MiMo-7B-RL"
+    v = plan_for("vllm", repo, repo, report, TREE)
+    spec = json.loads(v.command.split("--speculative-config ")[1].strip("'"))
+    assert spec == {"method": "mtp", "num_speculative_tokens": 3} and v.loads_as_published
+    assert v.command.startswith(f"vllm serve {repo} ")
+    s = plan_for("sglang", repo, repo, report, TREE)
+    assert f"--model-path {repo} --speculative-algorithm EAGLE --speculative-draft-model-path {repo}" in s.command
+    assert s.loads_as_published
+    assert any("MiMo: the engine builds its MiMo MTP draft" in n for n in v.notes + s.notes)
+    beside = tmp_path / "mimo-mtp-only"
+    write_mimo_mtp_target(tmp_path / "mimo2", beside=beside)
+    apart = inspect_pair(str(tmp_path / "mimo2"), str(beside))
+    v2 = plan_for("vllm", "t", str(beside), apart, TREE)
+    assert json.loads(v2.command.split("--speculative-config ")[1].strip("'"))["model"] == str(beside)
+    assert any("needs the target's config.json" in n for n in v2.notes)

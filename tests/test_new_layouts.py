@@ -14,8 +14,8 @@ from eagle_demo.config import RunConfig, TreeConfig
 from eagle_demo.engine import SpeculativeEngine
 from eagle_demo.events import Finish
 from layouts import (VOCAB, deepseek_target, eagle3_weights, write_deepseek_mtp_target, write_eagle31, write_glm_mtp_target,
-                     write_hass_eagle1, write_mla_eagle3, write_multilayer_eagle3, write_nvidia_eagle3,
-                     write_qwen_mtp_target, write_speculators_hass, write_target)
+                     write_hass_eagle1, write_mimo_mtp_target, write_mla_eagle3, write_multilayer_eagle3,
+                     write_nvidia_eagle3, write_qwen_mtp_target, write_speculators_hass, write_target)
 
 torch.set_num_threads(1)
 PROMPT = [1, 5, 9, 13, 4, 7, 22, 30]
@@ -33,7 +33,8 @@ def greedy_equal(pair: LoadedPair, tree: TreeConfig) -> None:
 
 def _mtp_beside(style):
     def write(folder: Path, root: Path) -> tuple[Path, Path]:
-        writer = write_deepseek_mtp_target if style == "deepseek" else write_qwen_mtp_target
+        writer = {"deepseek": write_deepseek_mtp_target, "qwen": write_qwen_mtp_target,
+                  "mimo": write_mimo_mtp_target}[style]
         target = writer(root / f"mtp-target-{style}-beside", beside=folder)
         return target, folder
     return write
@@ -99,6 +100,15 @@ NEW = [  # id, writer(folder, root) -> (target, draft), family, layout, notes th
     ("qwen-mtp", _in_target(write_qwen_mtp_target), "mtp", "qwen3next-mtp",
      ["decoder block built as Qwen3DecoderLayer (layer index 4), norms Qwen3RMSNorm, RoPE Qwen3RotaryEmbedding"]),
     ("qwen-mtp-beside", _mtp_beside("qwen"), "mtp", "qwen3next-mtp", []),
+    ("mimo-mtp", _in_target(write_mimo_mtp_target), "mtp", "mimo-mtp",
+     ["target 'mimo' (MiMoForCausalLM) loaded as transformers Qwen2ForCausalLM (its body is Qwen2); its "
+      "model.mtp_layers.* are the MTP draft, not part of the target",
+      "MiMo-style MTP layer 0 found under 'model.mtp_layers.0.' (mimo-mtp); run as an EAGLE-style draft over the "
+      "target's post-norm last hidden state",
+      "decoder block built as Qwen2DecoderLayer (layer index 4), norms Qwen2RMSNorm, RoPE Qwen2RotaryEmbedding",
+      "lm_head shared from target (the MTP layer has none)", "embedding shared from target"]),
+    ("mimo-mtp-beside", _mtp_beside("mimo"), "mtp", "mimo-mtp", []),
+    ("mimo-mtp-nested", _in_target(lambda f: write_mimo_mtp_target(f, nested=True)), "mtp", "mimo-mtp", []),
 ]
 
 

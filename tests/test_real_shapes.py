@@ -8,8 +8,8 @@ import pytest
 from transformers import AutoConfig
 
 from eagle_demo.checkpoints import inspect_pair
-from real_shapes import (DEEPSEEK_V3_REDUCED, EAGLE3_LLAMA31_8B, LLAMA31_8B, QWEN3_8B, eagle3_shapes, model_shapes,
-                         write_header_only)
+from real_shapes import (DEEPSEEK_V3_REDUCED, EAGLE3_LLAMA31_8B, LLAMA31_8B, MIMO_7B, QWEN3_8B, eagle3_shapes,
+                         mimo_shapes, model_shapes, write_header_only)
 
 
 def _target(folder, config: dict, mtp: bool = False):
@@ -67,3 +67,24 @@ def test_deepseek_v3_mtp_at_reduced_width(root):
     assert any("DeepseekV3DecoderLayer (layer index 61)" in a for a in report.adaptations)
     assert 0 < report.draft_param_bytes < 2e9 and report.lm_head == "own" and all(
         not k.startswith("model.layers.61.") for k in report.ignored_keys)
+
+
+def test_mimo_7b_mtp(root):
+    target = root / "mimo-7b"
+    target.mkdir()
+    (target / "config.json").write_text(json.dumps(MIMO_7B))
+    write_header_only(target, mimo_shapes(MIMO_7B))
+    report = inspect_pair(str(target), str(target))
+    assert report.loadable, report.problem
+    assert (report.family, report.source_layout, report.target_model_type) == ("mtp", "mimo-mtp", "mimo")
+    assert (report.target_layers, report.target_hidden, report.target_vocab, report.draft_hidden) == (36, 4096, 151680,
+                                                                                                       4096)
+    assert any(a.startswith("target 'mimo' (MiMoForCausalLM) loaded as transformers Qwen2ForCausalLM")
+               for a in report.adaptations)
+    assert "decoder block built as Qwen2DecoderLayer (layer index 36), norms Qwen2RMSNorm, RoPE " \
+           "Qwen2RotaryEmbedding" in report.adaptations
+    assert report.lm_head == "target" and report.ignored_keys == ()
+    # the MTP layer alone (5 norms, q/k/v biases), in bf16: the target's body is not counted
+    h, kv, inter = 4096, 8 * 128, 11008
+    params = h * h + h + 2 * (h * kv + kv) + h * h + 3 * h * inter + 2 * h * h + 5 * h  # q, k, v, o, mlp, proj, norms
+    assert report.draft_param_bytes == 2 * params

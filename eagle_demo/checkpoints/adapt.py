@@ -14,6 +14,7 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_N
 from .detect import DraftSpec
 from .errors import CheckpointError, IncompatiblePairError, NotAnEagleDraftError, UnsupportedLayoutError
 from .files import WeightFiles, read_json, scan_weights
+from .mimo import MIMO_NOTE, is_mimo, mimo_config
 from .mtp import plan_mtp
 
 __all__ = ["TargetInfo", "DraftPlan", "read_target", "plan_draft", "tokenizer_vocab_size", "feature_layers"]
@@ -39,6 +40,7 @@ class TargetInfo:
     weights: WeightFiles | None
     has_tokenizer: bool
     tokenizer_vocab: int | None
+    notes: tuple[str, ...] = ()  # how the target itself was adapted (MiMo: run as Qwen2)
 
 
 def read_target(folder: Path, require_weights: bool = True) -> TargetInfo:
@@ -53,18 +55,14 @@ def read_target(folder: Path, require_weights: bool = True) -> TargetInfo:
     if model_type == "eagle" or "transformer_layer_config" in raw or "medusa_num_heads" in raw:
         raise CheckpointError(f"target {folder} is a draft/speculator checkpoint, not a full model; pass it as the "
                               "draft and a full causal LM as the target")
-    if raw.get("auto_map") and model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+    mimo = is_mimo(raw)
+    if raw.get("auto_map") and model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and not mimo:
         raise CheckpointError(f"target {folder} needs its own modeling code ('{model_type}', auto_map); this app never "
                               "runs code from a repo (trust_remote_code stays off), pick a model transformers supports")
-    if raw.get("is_encoder_decoder") or model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+    if not mimo and (raw.get("is_encoder_decoder") or model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES):
         raise CheckpointError(f"target {folder} is a '{model_type}' model, not a decoder-only causal LM; pick a "
                               "causal LM target (e.g. Llama, Qwen2, Qwen3, Mistral)")
-    try:
-        config = AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
-    except (ValueError, KeyError, OSError, TypeError) as exc:
-        raise CheckpointError(f"target config in {folder} could not be loaded by transformers "
-                              f"({' '.join(str(exc).split())[:160]}); this app never enables trust_remote_code, "
-                              "pick a model supported by the installed transformers") from exc
+    config = mimo_config(raw, folder) if mimo else _auto_config(folder)
     if getattr(config, "is_encoder_decoder", False):
         raise CheckpointError(f"target {folder} is an encoder-decoder model, not a decoder-only causal LM; pick a "
                               "causal LM target")
@@ -85,7 +83,16 @@ def read_target(folder: Path, require_weights: bool = True) -> TargetInfo:
         max_positions=int(getattr(text, "max_position_embeddings", 0) or 0) or None,
         tied=bool(getattr(text, "tie_word_embeddings", False) or getattr(config, "tie_word_embeddings", False)),
         weights=weights, has_tokenizer=any((folder / f).is_file() for f in _TOKENIZER_FILES),
-        tokenizer_vocab=tok_vocab)
+        tokenizer_vocab=tok_vocab, notes=(MIMO_NOTE,) if mimo else ())
+
+
+def _auto_config(folder: Path) -> PretrainedConfig:
+    try:
+        return AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
+    except (ValueError, KeyError, OSError, TypeError) as exc:
+        raise CheckpointError(f"target config in {folder} could not be loaded by transformers "
+                              f"({' '.join(str(exc).split())[:160]}); this app never enables trust_remote_code, "
+                              "pick a model supported by the installed transformers") from exc
 
 
 def tokenizer_vocab_size(folder: Path) -> int | None:

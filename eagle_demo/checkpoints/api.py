@@ -126,8 +126,8 @@ def _report(target: str, draft: str | None, info: TargetInfo, spec: DraftSpec | 
         base.update(dtype=str(weight.dtype).replace("torch.", ""), device=str(weight.device))
     if spec is None:
         return AdaptationReport(draft_path=None, family="none", source_layout="", **base,
-                                warnings=tuple(warnings or ()))
-    notes = list(spec.notes) + (plan.notes if plan else []) + (result.notes if result else [])
+                                adaptations=info.notes, warnings=tuple(warnings or ()))
+    notes = list(info.notes) + list(spec.notes) + (plan.notes if plan else []) + (result.notes if result else [])
     eagle = spec.family in ("eagle1", "eagle3", "mtp")
     if result is not None:
         draft_bytes, shared_bytes, embedding = result.draft_bytes, result.shared_bytes, result.embedding

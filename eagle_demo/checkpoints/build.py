@@ -18,6 +18,7 @@ from ..drafts.eagle3x import Eagle3xHead
 from ..drafts.hass import HassHead
 from .adapt import DraftPlan, TargetInfo
 from .errors import CheckpointError, CorruptCheckpointError, UnsupportedLayoutError
+from .mimo import MimoBody
 from .mtp import load_mtp_head, make_mtp_head, mtp_key_plan
 
 __all__ = ["make_head", "key_plan", "load_target", "load_tokenizer", "load_head", "HeadResult"]
@@ -135,15 +136,18 @@ def load_target(info: TargetInfo, dtype: str, device: str, warnings: list[str]) 
     device_map = _device_map(info, torch_dtype, dev, device)
     if device_map is not None:
         kwargs["device_map"] = device_map
+    loader = AutoModelForCausalLM
+    if info.model_type == "mimo":  # the Qwen2 body with the config read in mimo.py (never the repo's code)
+        loader, kwargs["config"] = MimoBody, info.config
     try:
         try:
-            model, loading = AutoModelForCausalLM.from_pretrained(str(info.folder), output_loading_info=True, **kwargs)
+            model, loading = loader.from_pretrained(str(info.folder), output_loading_info=True, **kwargs)
         except ValueError as exc:
             if "sdpa" not in str(exc).lower() and "scaled_dot_product" not in str(exc).lower():
                 raise
             kwargs["attn_implementation"] = "eager"
             warnings.append(f"{info.model_type} does not support SDPA attention here; using eager attention")
-            model, loading = AutoModelForCausalLM.from_pretrained(str(info.folder), output_loading_info=True, **kwargs)
+            model, loading = loader.from_pretrained(str(info.folder), output_loading_info=True, **kwargs)
     except CheckpointError:
         raise
     except Exception as exc:  # noqa: BLE001 - transformers/safetensors raise many unrelated types here

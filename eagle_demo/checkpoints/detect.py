@@ -185,6 +185,10 @@ def _not_eagle(spec: DraftSpec, cfg: dict, names: dict) -> DraftSpec:
         spec.layout = "causal_lm"
         kind = cfg.get("model_type") or (archs[0] if archs else "causal LM")
         spec.description = f"a full causal LM ({kind}, {len(layers) or '?'} layers)"
+        if cfg.get("num_nextn_predict_layers"):  # MTP declared, but no MTP layer in these weights
+            spec.description += (f" whose config declares num_nextn_predict_layers {cfg['num_nextn_predict_layers']} "
+                                 "but whose weights hold no MTP layer (no model.mtp_layers.*, model.layers.{L}.eh_proj "
+                                 "or mtp.fc)")
     else:
         spec.description = "an unrecognized checkpoint (no fc.weight, no Medusa or causal-LM keys)"
     spec.ignored = sorted(spec.weights.tensors) if spec.weights else []

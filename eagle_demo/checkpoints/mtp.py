@@ -4,7 +4,11 @@ DeepSeek-V3 / GLM-4.5 style: `model.layers.{L}.{enorm, hnorm, eh_proj, shared_he
 embed_tokens}` plus a full decoder block under the same prefix, L >= num_hidden_layers (vLLM
 `deepseek_mtp.py`, `get_spec_layer_idx_from_weight_name`). Qwen3-Next / Qwen3.5 style: `mtp.{fc,
 pre_fc_norm_embedding, pre_fc_norm_hidden, layers.0.*, norm}` with the target's embedding and lm_head (vLLM
-`qwen3_next_mtp.py`). The block is built from the target family's own transformers classes.
+`qwen3_next_mtp.py`). MiMo-7B style: `model.mtp_layers.{k}.{token_layernorm, hidden_layernorm, input_proj,
+final_layernorm}` with the Qwen2 block's tensors stored under the same prefix (the MiMo repo's `MiMoMTPLayers`;
+vLLM `mimo_mtp.py` and SGLang `mimo_mtp.py` insert `mtp_block.` when loading them, and a `mtp_block.` prefix in
+the file is accepted too); embedding and lm_head are the target's. The block is built from the target family's
+own transformers classes.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ __all__ = ["find_mtp", "read_mtp", "plan_mtp", "make_mtp_head", "mtp_key_plan", 
 
 _DS = re.compile(r"^((?:model\.)?layers\.(\d+)\.)(?:enorm|hnorm|eh_proj)\.weight$")
 _QWEN_PREFIXES = ("mtp.", "model.mtp.", "model.language_model.mtp.")
+_MIMO = re.compile(r"^((?:model\.)?mtp_layers\.(\d+)\.)input_proj\.weight$")
+_MIMO_ANY = re.compile(r"^(?:model\.)?mtp_layers\.(\d+)\.")
 _EXPERTS = re.compile(r"^(block\..*experts)\.(gate_up_proj|down_proj)$")
 _LINEAR_KINDS = ("linear_attention", "mamba", "gated_deltanet", "linear")
 
@@ -39,6 +45,9 @@ def find_mtp(weights: WeightFiles) -> tuple[str, str, int | None] | None:
     for prefix in _QWEN_PREFIXES:
         if f"{prefix}fc.weight" in weights.tensors and f"{prefix}pre_fc_norm_hidden.weight" in weights.tensors:
             return "qwen3_next", prefix, None
+    mimo = sorted((int(m.group(2)), m.group(1)) for k in weights.tensors if (m := _MIMO.match(k)))
+    if mimo and f"{mimo[0][1]}hidden_layernorm.weight" in weights.tensors:
+        return "mimo", mimo[0][1], None
     return None
 
 
@@ -54,6 +63,14 @@ def read_mtp(spec: DraftSpec, found: tuple[str, str, int | None]) -> DraftSpec:
         block_prefix = prefix
         layers = sorted({int(m.group(2)) for k in names if (m := _DS.match(k))})
         spec.description = f"DeepSeek-V3-style MTP layer {index}"
+    elif style == "mimo":
+        spec.layout = "mimo-mtp"
+        alias = {"enorm.weight": "token_layernorm.weight", "hnorm.weight": "hidden_layernorm.weight",
+                 "fc.weight": "input_proj.weight", "out_norm.weight": "final_layernorm.weight"}
+        nested = any(k.startswith(prefix + "mtp_block.") for k in names)
+        block_prefix = prefix + "mtp_block." if nested else prefix
+        layers = sorted({int(m.group(1)) for k in names if (m := _MIMO_ANY.match(k))})
+        spec.description = f"MiMo-style MTP layer {_MIMO_ANY.match(prefix).group(1)}"
     else:
         spec.layout = "qwen3next-mtp"
         alias = {"enorm.weight": "pre_fc_norm_embedding.weight", "hnorm.weight": "pre_fc_norm_hidden.weight",
@@ -69,10 +86,12 @@ def read_mtp(spec: DraftSpec, found: tuple[str, str, int | None]) -> DraftSpec:
     spec.names = mapped
     # unmapped MTP tensors (further MTP layers) are reported; the target's own weights are not "ignored"
     spec.ignored = sorted(k for k in set(names) - set(mapped.values())
-                          if (m := _DS.match(k)) and int(m.group(2)) != index or k.startswith(prefix))
+                          if (m := _DS.match(k)) and int(m.group(2)) != index or k.startswith(prefix)
+                          or style == "mimo" and _MIMO_ANY.match(k))
     fc = spec.shape("fc.weight")
     if fc is None or len(fc) != 2 or fc[1] != 2 * fc[0]:
-        raise CorruptCheckpointError(f"MTP fc/eh_proj in {spec.folder} is {list(fc or ())}, expected [H, 2H]; the "
+        name = {"deepseek": "eh_proj", "mimo": "input_proj"}.get(style, "fc")
+        raise CorruptCheckpointError(f"MTP {name} in {spec.folder} is {list(fc or ())}, expected [H, 2H]; the "
                                      "checkpoint is inconsistent")
     spec.hidden = fc[0]
     spec.fc_in = fc[1]

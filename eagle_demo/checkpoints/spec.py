@@ -62,7 +62,7 @@ class DraftSpec:
     hass_norms: tuple[str, ...] = ()  # HASS extra norms present: embed_norm / hidden_norm / lm_head_norm
     layer0_input_norm: bool = False  # HASS: layer 0 keeps its input norm
     mla: dict = field(default_factory=dict)  # MLA draft layer: q_lora_rank, kv_lora_rank, qk_* / v_head_dim
-    mtp_style: str = ""  # deepseek | qwen3_next
+    mtp_style: str = ""  # deepseek | qwen3_next | mimo
     mtp_index: int | None = None  # DeepSeek-style MTP layer index in the checkpoint
     unsupported: str | None = None  # reason load_pair refuses a recognized variant
     notes: list[str] = field(default_factory=list)
