@@ -532,6 +532,16 @@ def test_invalid_target_config_json(root, target):
     _raises(folder, write_vicuna_eagle1(root / "ok-draft"), "config.json in .* is not valid JSON")
 
 
+def test_target_config_field_of_the_wrong_type(root):
+    folder = root / "typed-target"
+    write_target(folder, "llama", layers=2)
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["hidden_size"] = "sixty-four"
+    (folder / "config.json").write_text(json.dumps(cfg))
+    _raises(folder, write_vicuna_eagle1(root / "ok-draft-typed"), "target config.json in .* has a field of the wrong "
+            "type .*hidden_size.*correct that field in config.json")
+
+
 def test_target_that_is_not_a_causal_lm(root):
     folder = root / "t5-target"
     write_json(folder, {"model_type": "t5", "is_encoder_decoder": True, "d_model": 64})

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from huggingface_hub.errors import StrictDataclassError
 from transformers import AutoConfig, DeepseekV3Config, LlamaConfig, PretrainedConfig
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
@@ -89,6 +90,9 @@ def read_target(folder: Path, require_weights: bool = True) -> TargetInfo:
 def _auto_config(folder: Path) -> PretrainedConfig:
     try:
         return AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
+    except StrictDataclassError as exc:  # transformers validates each field's type
+        raise CheckpointError(f"target config.json in {folder} has a field of the wrong type "
+                              f"({' '.join(str(exc).split())[:160]}); correct that field in config.json") from exc
     except (ValueError, KeyError, OSError, TypeError) as exc:
         raise CheckpointError(f"target config in {folder} could not be loaded by transformers "
                               f"({' '.join(str(exc).split())[:160]}); this app never enables trust_remote_code, "
