@@ -218,3 +218,35 @@ def test_load_during_a_generation_waits_and_never_disturbs_it(served):
     assert report["family"] == "eagle3"
     client.predict(SHIPPED_TARGET, SHIPPED_EAGLE1, "", "auto", "cpu", api_name="/load")
     _still_serving(client, reference)
+
+
+EXIT_SCRIPT = """
+import sys, time
+from eagle_demo.app import state
+from eagle_demo.config import RunConfig
+from eagle_demo.session import SHIPPED_EAGLE3, SHIPPED_TARGET
+key = state.make_key(SHIPPED_TARGET, SHIPPED_EAGLE3, None, "float32", "cpu", None)
+session = state.ensure(key)
+live = state.start_run(key, session.encode("def f(x):\\n"), RunConfig(max_new_tokens=1500), race=True)
+while not live.snapshot()[0].rounds:
+    time.sleep(0.05)
+time.sleep(1.0)  # the worker is inside the target's forward now
+assert not live.done.is_set(), "the run ended before the interpreter exit it is meant to race"
+print("exiting with", [t.name for t in state.WORKERS], flush=True)
+"""
+
+
+def test_exit_with_a_run_going_waits_for_its_worker(tmp_path):
+    """A daemon worker still inside torch when the interpreter finalizes aborts the process (status 134,
+    "terminate called without an active exception"): exit stops the run and waits for its worker."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), OMP_NUM_THREADS="1")
+    done = subprocess.run([sys.executable, "-c", EXIT_SCRIPT], env=env, capture_output=True, text=True,
+                          timeout=240, cwd=tmp_path)
+    assert "exiting with ['eagle-run']" in done.stdout, done.stdout + done.stderr[-2000:]
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "terminate called" not in done.stderr

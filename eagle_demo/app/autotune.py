@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import threading
 import time
@@ -23,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import TreeConfig, default_tree
 from ..errors import one_line
 from ..spaces_compat import gpu
-from .state import MODEL_GATE, REGISTRY, PairKey, PerPage, stop_abandoned
+from .state import MODEL_GATE, REGISTRY, PairKey, PerPage, spawn, stop_abandoned
 
 if TYPE_CHECKING:
     from ..autotree import AutoChoice
@@ -100,9 +99,8 @@ def start_tuning(key: PairKey, session: Session) -> Tuning:
             _TUNINGS.pop(next(iter(_TUNINGS)))
     stop_abandoned()  # called from a model event: a run still going was abandoned; it ends at its next round
     MODEL_GATE.acquire()  # taken here, so a run started after this call waits; the thread lets go when done
-    ctx = contextvars.copy_context()  # the request context (ZeroGPU reads it)
     try:
-        threading.Thread(target=ctx.run, args=(_calibrate, t, session), name="eagle-autotree", daemon=True).start()
+        spawn("eagle-autotree", _calibrate, t, session)
     except BaseException:
         MODEL_GATE.release()
         raise

@@ -10,12 +10,14 @@ run each page or API client has.
 
 from __future__ import annotations
 
+import atexit
 import contextvars
 import gc
 import json
 import logging
 import os
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +34,7 @@ if TYPE_CHECKING:
     from ..session import Session
 
 __all__ = ["PairKey", "make_key", "local_or_repo", "Registry", "REGISTRY", "LiveRun", "start_run", "stream_pair",
-           "in_worker", "PerPage", "MODEL_GATE", "stop_abandoned", "LAST_RUNS", "CLIENT_PAIRS", "PENDING",
+           "in_worker", "spawn", "PerPage", "MODEL_GATE", "stop_abandoned", "LAST_RUNS", "CLIENT_PAIRS", "PENDING",
            "BENCH_STOPS", "GenerateRequest", "BenchmarkStopped", "ensure", "decoder", "best_round", "suite_prompts"]
 
 log = logging.getLogger(__name__)
@@ -219,12 +221,57 @@ def in_worker(fn: Callable, *args, **kwargs):
         except BaseException as exc:  # re-raised in the caller
             box["error"] = exc
 
-    thread = threading.Thread(target=contextvars.copy_context().run, args=(work,), name="eagle-bench", daemon=True)
-    thread.start()
-    thread.join()
+    spawn("eagle-bench", work).join()
     if "error" in box:
         raise box["error"]
     return box["result"]
+
+
+WORKERS: set[threading.Thread] = set()  # model workers still going: runs, benchmarks, auto-tree calibrations
+WORKERS_LOCK = threading.Lock()
+EXIT_WAIT_SECONDS = 60.0
+
+
+def spawn(name: str, fn: Callable, *args) -> threading.Thread:
+    """Start fn(*args) in a daemon thread that carries this request's context (ZeroGPU reads it) and that the
+    interpreter's exit waits for (`_drain_at_exit`)."""
+    ctx = contextvars.copy_context()
+
+    def work() -> None:
+        try:
+            ctx.run(fn, *args)
+        finally:
+            with WORKERS_LOCK:
+                WORKERS.discard(threading.current_thread())
+
+    thread = threading.Thread(target=work, name=name, daemon=True)
+    with WORKERS_LOCK:
+        WORKERS.add(thread)
+    try:
+        thread.start()
+    except BaseException:
+        with WORKERS_LOCK:
+            WORKERS.discard(thread)
+        raise
+    return thread
+
+
+@atexit.register
+def _drain_at_exit() -> None:
+    """Stop every run and benchmark and wait for the workers to leave torch before the interpreter finalizes.
+    A daemon thread still inside torch at finalization aborts the process ("terminate called without an
+    active exception", exit status 134), which turned a green test run or a Ctrl-C'd app into a crash."""
+    stop_abandoned()
+    for stop in BENCH_STOPS.values():
+        stop.set()
+    deadline = time.monotonic() + EXIT_WAIT_SECONDS
+    with WORKERS_LOCK:
+        workers = list(WORKERS)
+    for thread in workers:  # a run ends at its next round, a benchmark after its prompt, a calibration in seconds
+        thread.join(max(0.0, deadline - time.monotonic()))
+    if any(t.is_alive() for t in workers):
+        log.warning("model workers still running at exit after %.0f s: %s", EXIT_WAIT_SECONDS,
+                    ", ".join(t.name for t in workers if t.is_alive()))
 
 
 RUNS: list[LiveRun] = []  # runs whose worker may still be going
@@ -259,8 +306,7 @@ def start_run(key: PairKey, prompt_ids: list[int], run: RunConfig, race: bool, n
         finally:
             live.done.set()
 
-    ctx = contextvars.copy_context()  # keeps the request context (ZeroGPU reads it)
-    threading.Thread(target=ctx.run, args=(work,), name="eagle-run", daemon=True).start()
+    spawn("eagle-run", work)
     return live
 
 
@@ -289,6 +335,10 @@ class PerPage:
     def pop(self, session_hash: str | None) -> Any:
         with self._lock:
             return self._items.pop(session_hash, None) if session_hash else None
+
+    def values(self) -> list[Any]:
+        with self._lock:
+            return list(self._items.values())
 
 
 LAST_RUNS = PerPage()  # session hash -> LiveRun
