@@ -1,12 +1,15 @@
-"""Draft shapes named on a script's command line: `auto`, `chainK` or `treeT/D/K` (total/depth/top-k)."""
+"""Draft shapes named on a script's command line: `auto`, `chainK`, `treeT/D/K` (total/depth/top-k), or `plain`
+(plain decoding of the target, no draft: tree None)."""
 
 from __future__ import annotations
 
 from eagle_demo.config import TreeConfig
 
 
-def parse_tree(text: str, session) -> tuple[str, TreeConfig]:
-    """(label, tree); `auto` runs (or reads the cached) autotree calibration for `session`."""
+def parse_tree(text: str, session) -> tuple[str, TreeConfig | None]:
+    """(label, tree); `auto` runs (or reads the cached) autotree calibration for `session`; `plain` is None."""
+    if text == "plain":
+        return "plain decoding", None
     if text == "auto":
         from eagle_demo.autotree import auto_tree
 

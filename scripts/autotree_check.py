@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from _shapes import parse_tree  # noqa: E402
-from peer_official import PROMPTS, weak_head  # noqa: E402
+from peer_official import PROMPTS, WEAK_NOISE, weak_head  # noqa: E402
 
 from eagle_demo import autotree  # noqa: E402
 from eagle_demo.config import RunConfig, TreeConfig  # noqa: E402
@@ -98,7 +98,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=2)
     args = ap.parse_args(argv)
     drafts = [(Path(d).name, d) for d in args.draft] if args.draft else [
-        ("shipped", str(ROOT / "assets" / "tiny-eagle1")), ("weak (noise 0.6)", str(weak_head(0.6)))]
+        ("shipped", str(ROOT / "assets" / "tiny-eagle1")), (f"weak (noise {WEAK_NOISE:g})", str(weak_head()))]
     for name, draft in drafts:
         check(name, draft, args)
     return 0
