@@ -314,6 +314,9 @@ def parse(argv):
     ap.add_argument("--head-lr", type=float, default=1e-3)
     ap.add_argument("--draft-vocab", type=int, default=4096, help="EAGLE-3 draft vocabulary (of 8192)")
     ap.add_argument("--target-dir", type=Path, default=None, help="skip target training: heads for this export")
+    ap.add_argument("--threads", type=int, default=0, help="CPU: torch threads (default: the cores, up to 8)")
+    ap.add_argument("--skip", nargs="*", default=[], choices=["bpb_before", "target_after"],
+                    help="measurements to leave out (a CPU run of the heads for an export measured already)")
     if "--smoke" in (sys.argv[1:] if argv is None else argv):  # tiny budgets unless given explicitly
         ap.set_defaults(device="cpu", minutes=3.0, target_minutes=0.3, data_minutes=0.3, eagle1_minutes=0.15,
                         eagle3_minutes=0.15, reserve_minutes=1.0, sequences=24, data_batch=12, head_batch=4)
@@ -330,18 +333,20 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     clock = Clock(args.minutes)
     if args.device == "cpu":
-        torch.set_num_threads(max(1, min(8, os.cpu_count() or 1)) if not args.smoke else 1)
+        torch.set_num_threads(args.threads or (max(1, min(8, os.cpu_count() or 1)) if not args.smoke else 1))
     work = Path(tempfile.mkdtemp(prefix="pair2-"))
     ctx: dict = {"work": work}
     report = Report(args.out, args)
     log(f"device {args.device}, carry {args.carry}, out {args.out}, work {work}")
     if not report.stage("load", lambda: load_stage(ctx, args)):
         return 1
-    report.stage("bpb_before", lambda: bpb_stage(ROOT / "assets" / "tiny-target", ctx["heldout"], args.device))
+    if "bpb_before" not in args.skip:
+        report.stage("bpb_before", lambda: bpb_stage(ROOT / "assets" / "tiny-target", ctx["heldout"], args.device))
     train = (lambda: given_target(ctx, args)) if args.target_dir else (lambda: target_stage(ctx, args, clock))
     if not report.stage("target", train):
         return 1
-    report.stage("target_after", lambda: after_stage(ctx, args))
+    if "target_after" not in args.skip:
+        report.stage("target_after", lambda: after_stage(ctx, args))
     if report.stage("head_data", lambda: data_stage(ctx, args, clock)):
         report.stage("eagle1", lambda: head_stage(ctx, args, clock, "eagle1"))
         report.stage("eagle3", lambda: head_stage(ctx, args, clock, "eagle3"))
