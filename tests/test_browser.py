@@ -205,6 +205,31 @@ def test_stop_in_one_tab_never_ends_another_tabs_run(browser, app_url):
         second.close()
 
 
+def test_a_stop_served_before_the_generates_note_ends_that_generate(page, monkeypatch):
+    """Generate sends a note (unqueued) before it joins the queue, and Stop is another unqueued request: the
+    server may serve the Stop first. Here the note is held back for a second so that it always does; the
+    Stop must still end the Generate it followed (it did not: the two-tab test once waited 120 s for it)."""
+    import time
+
+    from eagle_demo.app import state
+
+    put = state.PENDING.put
+
+    def slow_put(session_hash, value):
+        time.sleep(1.0)
+        put(session_hash, value)
+
+    page.locator("#prompt-box textarea").fill(CODE_PROMPT)
+    monkeypatch.setattr(state.PENDING, "put", slow_put)
+    _generate(page, 24, ignore_eos=False)
+    page.click("#stop-btn")
+    wait_state(page, "stopped")
+    assert "stopped before it started" in page.locator("#eagle-stats").inner_text()
+    monkeypatch.setattr(state.PENDING, "put", put)
+    _generate(page, 24, ignore_eos=False)  # the Stop ended that click only
+    _short_run_is_identical(page)
+
+
 def test_benchmark_stop_ends_the_benchmark_and_the_page_keeps_serving(page):
     page.get_by_role("tab", name="Benchmark").click()
     for box in page.locator("#bench-categories input[type=checkbox]").all():

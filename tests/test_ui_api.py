@@ -412,3 +412,27 @@ def test_a_cancelled_stream_frees_the_engine_for_the_next_request(app):
     text, stats = client.predict(CODE_PROMPT, 24, api_name="/generate")
     assert time.monotonic() - start < max(10.0, 5 * normal)
     assert stats["identical_to_baseline"] is True and stats["token_ids"] == reference[1]["token_ids"]
+
+
+def test_a_stop_served_before_its_generates_note_still_ends_that_generate():
+    """The page sends a Generate's note and a Stop as two unqueued requests, which the server may serve in
+    either order (tests/test_browser.py's two-tab test once waited 120 s for a Stop served first): the
+    Stop carries the page's Generate click count, so it ends the click it followed and no later one."""
+    from eagle_demo.app import state
+    from eagle_demo.app.stream import note_generate, stop_ui
+
+    class Page:
+        session_hash = "stop-order-test"
+
+    page = Page()
+    stop_ui(1, page)  # the Stop of click 1 served before click 1's note
+    note_generate(1, page)
+    assert state.stopped_before_start(page.session_hash, state.PENDING.pop(page.session_hash))
+    note_generate(2, page)  # the page's next Generate is not ended by that old Stop
+    assert not state.stopped_before_start(page.session_hash, state.PENDING.pop(page.session_hash))
+    note_generate(3, page)  # the usual order
+    stop_ui(3, page)
+    assert state.stopped_before_start(page.session_hash, state.PENDING.pop(page.session_hash))
+    stop_ui(0, page)  # a client that does not count its clicks: nothing recorded, nothing ended
+    note_generate(0, page)
+    assert not state.stopped_before_start(page.session_hash, state.PENDING.pop(page.session_hash))

@@ -17,7 +17,8 @@ from .autotune import AUTO, IDLE_LINE, PAGE_PRESETS, auto_line, calibrate_ui, tu
 from .forms import (CHAIN_MODE, TREE_MODE, GenerateForm, LoadForm, PairForm, handler, progress_fn,
                     tree_settings, tree_values)
 from .state import CLIENT_PAIRS, REGISTRY, PairKey, local_or_repo, suite_prompts
-from .stream import GenerateOutputs, generate_ui, note_generate, rerender_tokens, rerender_tree, stop_ui
+from .stream import CLICKS_JS, COUNT_CLICK_JS, GenerateOutputs, generate_ui, note_generate, rerender_tokens, \
+    rerender_tree, stop_ui
 
 __all__ = ["Playground", "build_playground", "wire_playground", "probe_by_default", "PRESETS", "CUSTOM",
            "definitions_markdown"]
@@ -108,6 +109,7 @@ class Playground:
     max_new: Any
     generate_btn: Any
     stop_btn: Any
+    clicks: Any  # hidden: the count of this page's Generate clicks, set by the page's own JavaScript
     tree_preset: Any
     auto_line: Any
     mode: Any
@@ -207,7 +209,9 @@ def _prompt_column() -> dict[str, Any]:
     with gr.Row():
         generate_btn = gr.Button("Generate", variant="primary", elem_id="generate-btn")
         stop_btn = gr.Button("Stop", variant="stop", elem_id="stop-btn")
-    return dict(prompt=prompt, race=race, show_rejected=show_rejected, chat=chat, ignore_eos=ignore_eos,
+    clicks = gr.Number(0, visible=False, elem_id="generate-clicks")  # carries the page's click count (stream.py)
+    return dict(clicks=clicks, prompt=prompt, race=race, show_rejected=show_rejected, chat=chat,
+                ignore_eos=ignore_eos,
                 max_new=max_new, generate_btn=generate_btn, stop_btn=stop_btn)
 
 
@@ -340,11 +344,14 @@ def wire_playground(pg: Playground) -> tuple:
                                    concurrency_limit=1, concurrency_id="model")
     probe_event = pg.probe_btn.click(handler(PairForm, probe), pg.panel, [*pair_outputs, pg.probe_loaded],
                                      api_visibility="private", concurrency_limit=1, concurrency_id="model")
-    pg.generate_btn.click(note_generate, None, None, queue=False, api_visibility="private").then(
+    # Generate notes its click (numbered in the page) and Stop sends the count it has seen: the two unqueued
+    # requests may be served in either order, and a Stop must still end the Generate it followed
+    pg.generate_btn.click(note_generate, pg.clicks, None, js=COUNT_CLICK_JS, queue=False,
+                          api_visibility="private").then(
         handler(GenerateForm, generate_ui), pg.generate_inputs(), list(pg.out),
         api_name="generate_stream", api_visibility="undocumented", concurrency_limit=1, concurrency_id="model",
         show_progress="hidden", show_progress_on=pg.out.result_state)
-    pg.stop_btn.click(stop_ui, None, None, queue=False, api_visibility="private")
+    pg.stop_btn.click(stop_ui, pg.clicks, None, js=CLICKS_JS, queue=False, api_visibility="private")
     pg.show_rejected.change(rerender_tokens, [pg.out.result_state, pg.show_rejected], pg.out.tokens, api_visibility="private",
                             queue=False)
     pg.out.round_slider.change(rerender_tree, [pg.out.result_state, pg.out.round_slider], pg.out.fig_tree, api_visibility="private",

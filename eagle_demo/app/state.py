@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = ["PairKey", "make_key", "local_or_repo", "Registry", "REGISTRY", "LiveRun", "start_run", "stream_pair",
            "in_worker", "spawn", "PerPage", "MODEL_GATE", "stop_abandoned", "LAST_RUNS", "CLIENT_PAIRS", "PENDING",
-           "BENCH_STOPS", "GenerateRequest", "BenchmarkStopped", "ensure", "decoder", "best_round", "suite_prompts"]
+           "BENCH_STOPS", "STOPPED_CLICKS", "GenerateRequest", "note_stop", "stopped_before_start", "BenchmarkStopped", "ensure", "decoder", "best_round", "suite_prompts"]
 
 log = logging.getLogger(__name__)
 
@@ -347,11 +347,30 @@ PENDING = PerPage()  # session hash -> GenerateRequest of the Generate click wai
 BENCH_STOPS = PerPage()  # session hash -> threading.Event of that page's running benchmark
 
 
-class GenerateRequest:
-    """One Generate click, noted before it joins the queue, so that a Stop pressed while it waits ends it."""
+STOPPED_CLICKS = PerPage()  # session hash -> the page's Generate click count when its latest Stop was pressed
 
-    def __init__(self):
+
+class GenerateRequest:
+    """One Generate click, noted before it joins the queue, so that a Stop pressed while it waits ends it.
+    `click` numbers the page's Generate clicks (1, 2, ...; 0 when the caller does not count them)."""
+
+    def __init__(self, click: int = 0):
+        self.click = click
         self.stopped = threading.Event()
+
+
+def note_stop(session_hash: str | None, clicks: int) -> None:
+    """A Stop pressed after the page's `clicks`-th Generate click: it ends that Generate even when its note
+    reaches the server after the Stop (the page sends them as two requests, served in either order)."""
+    if clicks > 0:
+        STOPPED_CLICKS.put(session_hash, max(clicks, STOPPED_CLICKS.get(session_hash) or 0))
+
+
+def stopped_before_start(session_hash: str | None, pending: GenerateRequest | None) -> bool:
+    """Whether the page pressed Stop after this Generate click and before its run started."""
+    if pending is None:
+        return False
+    return pending.stopped.is_set() or (pending.click > 0 and (STOPPED_CLICKS.get(session_hash) or 0) >= pending.click)
 
 
 class BenchmarkStopped(RuntimeError):

@@ -26,9 +26,9 @@ from ..view.tree_chart import tree_figure
 from .autotune import PAGE_PRESETS, page_tree
 from .forms import GenerateForm, progress_fn
 from .state import (BENCH_STOPS, CLIENT_PAIRS, LAST_RUNS, PENDING, REGISTRY, GenerateRequest, LiveRun, best_round,
-                    decoder, ensure, start_run)
+                    decoder, ensure, note_stop, start_run, stopped_before_start)
 
-__all__ = ["GenerateOutputs", "generate_ui", "note_generate", "stop_ui", "rerender_tokens", "rerender_tree", "UPDATE_SECONDS",
+__all__ = ["GenerateOutputs", "generate_ui", "note_generate", "stop_ui", "COUNT_CLICK_JS", "CLICKS_JS", "rerender_tokens", "rerender_tree", "UPDATE_SECONDS",
            "CHART_SECONDS", "CHART_TURNS"]
 
 UPDATE_SECONDS = 0.5
@@ -137,8 +137,7 @@ def generate_ui(form: GenerateForm, request: gr.Request | None, progress):
     hash_ = request.session_hash if request is not None else None
     tree, auto, auto_note = page_tree(PAGE_PRESETS.get(hash_), run.tree, key, session)  # waits for a calibration
     run = dataclasses.replace(run, tree=tree)
-    pending = PENDING.pop(hash_)
-    if pending is not None and pending.stopped.is_set():  # Stop was pressed while this waited its turn
+    if stopped_before_start(hash_, PENDING.pop(hash_)):  # Stop was pressed while this waited its turn
         live = LiveRun(key, bool(form.race_on), run.sampling.greedy, "stopped before it started")
         live.done.set()
         yield outputs_for(live, TextCache(session.decode), form.show, True, first)
@@ -168,18 +167,25 @@ def generate_ui(form: GenerateForm, request: gr.Request | None, progress):
             live.stop.set()
 
 
-def note_generate(request: gr.Request = None):
-    """Runs (unqueued) before each Generate joins the queue: a Stop that comes while it waits ends it."""
-    PENDING.put(request.session_hash if request is not None else None, GenerateRequest())
+COUNT_CLICK_JS = "(n) => (window.eagleGenerateClicks = (window.eagleGenerateClicks || 0) + 1)"
+CLICKS_JS = "(n) => window.eagleGenerateClicks || 0"
 
 
-def stop_ui(request: gr.Request = None):
+def note_generate(click: float | None = None, request: gr.Request = None):
+    """Runs (unqueued) before each Generate joins the queue: a Stop that comes while it waits ends it.
+    `click` is the page's count of its Generate clicks (COUNT_CLICK_JS), so a Stop whose request is served
+    before this one still finds the click it followed."""
+    PENDING.put(request.session_hash if request is not None else None, GenerateRequest(int(click or 0)))
+
+
+def stop_ui(clicks: float | None = None, request: gr.Request = None):
     """Tell this page's run to stop, and nothing else. The Generate event itself sees the stop, lets the
     engine finish its round, draws the final state and ends normally. Stop deliberately does not use
     Gradio's `cancels=`: the page's cancel finishes asynchronously and then clears whatever submission
     the Generate button has at that moment, so a Generate pressed before the cancel came back lost
     its run's output (the page stayed at 'stopped'; tests/test_browser.py flaked on this)."""
     hash_ = request.session_hash if request is not None else None
+    note_stop(hash_, int(clicks or 0))  # the page's Generate clicks so far (CLICKS_JS): a note still on its way
     pending = PENDING.get(hash_)
     if pending is not None:
         pending.stopped.set()
