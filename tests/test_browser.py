@@ -211,21 +211,21 @@ def test_a_stop_served_before_the_generates_note_ends_that_generate(page, monkey
     Stop must still end the Generate it followed (it did not: the two-tab test once waited 120 s for it)."""
     import time
 
-    from eagle_demo.app import state
+    from eagle_demo.app import pages
 
-    put = state.PENDING.put
+    put = pages.PENDING.put
 
     def slow_put(session_hash, value):
         time.sleep(1.0)
         put(session_hash, value)
 
     page.locator("#prompt-box textarea").fill(CODE_PROMPT)
-    monkeypatch.setattr(state.PENDING, "put", slow_put)
+    monkeypatch.setattr(pages.PENDING, "put", slow_put)
     _generate(page, 24, ignore_eos=False)
     page.click("#stop-btn")
     wait_state(page, "stopped")
     assert "stopped before it started" in page.locator("#eagle-stats").inner_text()
-    monkeypatch.setattr(state.PENDING, "put", put)
+    monkeypatch.setattr(pages.PENDING, "put", put)
     _generate(page, 24, ignore_eos=False)  # the Stop ended that click only
     _short_run_is_identical(page)
 

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 from ..config import TreeConfig, default_tree
 from ..errors import one_line
 from ..spaces_compat import gpu
-from .state import MODEL_GATE, REGISTRY, PairKey, PerPage, spawn, stop_abandoned
+from .pages import PerPage
+from .state import MODEL_GATE, REGISTRY, PairKey, spawn, stop_abandoned
 
 if TYPE_CHECKING:
     from ..autotree import AutoChoice

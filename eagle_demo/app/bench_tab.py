@@ -18,7 +18,8 @@ from ..view.bench_view import (BENCH_COLUMNS, MISSES_COLUMNS, bench_compare_figu
 from ..view.charts import empty_figure
 from .forms import BenchForm, handler, progress_fn, temperatures
 from .playground import Playground
-from .state import BENCH_STOPS, BenchmarkStopped, ensure, in_worker, local_or_repo, suite_prompts
+from .pages import BENCH_STOPS, BenchmarkStopped
+from .state import ensure, in_worker, local_or_repo, suite_prompts
 from .stream import stop_ui
 
 __all__ = ["BenchTab", "BenchOutputs", "build_bench_tab", "wire_bench_tab", "benchmark"]

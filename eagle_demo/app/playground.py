@@ -16,7 +16,8 @@ from ..view.tokens import token_html
 from .autotune import AUTO, IDLE_LINE, PAGE_PRESETS, auto_line, calibrate_ui, tuning
 from .forms import (CHAIN_MODE, TREE_MODE, GenerateForm, LoadForm, PairForm, handler, progress_fn,
                     tree_settings, tree_values)
-from .state import CLIENT_PAIRS, REGISTRY, PairKey, local_or_repo, suite_prompts
+from .pages import CLIENT_PAIRS
+from .state import REGISTRY, PairKey, local_or_repo, suite_prompts
 from .stream import CLICKS_JS, COUNT_CLICK_JS, GenerateOutputs, generate_ui, note_generate, rerender_tokens, \
     rerender_tree, stop_ui
 

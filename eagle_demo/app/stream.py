@@ -25,8 +25,8 @@ from ..view.tokens import TextCache, token_html
 from ..view.tree_chart import tree_figure
 from .autotune import PAGE_PRESETS, page_tree
 from .forms import GenerateForm, progress_fn
-from .state import (BENCH_STOPS, CLIENT_PAIRS, LAST_RUNS, PENDING, REGISTRY, GenerateRequest, LiveRun, best_round,
-                    decoder, ensure, note_stop, start_run, stopped_before_start)
+from .pages import BENCH_STOPS, CLIENT_PAIRS, LAST_RUNS, PENDING, GenerateRequest, note_stop, stopped_before_start
+from .state import REGISTRY, LiveRun, best_round, decoder, ensure, start_run
 
 __all__ = ["GenerateOutputs", "generate_ui", "note_generate", "stop_ui", "COUNT_CLICK_JS", "CLICKS_JS", "rerender_tokens", "rerender_tree", "UPDATE_SECONDS",
            "CHART_SECONDS", "CHART_TURNS"]
