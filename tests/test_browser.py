@@ -207,20 +207,25 @@ def test_stop_in_one_tab_never_ends_another_tabs_run(browser, app_url):
 
 def test_a_stop_served_before_the_generates_note_ends_that_generate(page, monkeypatch):
     """Generate sends a note (unqueued) before it joins the queue, and Stop is another unqueued request: the
-    server may serve the Stop first. Here the note is held back for a second so that it always does; the
-    Stop must still end the Generate it followed (it did not: the two-tab test once waited 120 s for it)."""
-    import time
+    server may serve the Stop first. Here the note is held back until the Stop has been served, so it always
+    is; the Stop must still end the Generate it followed (it did not: the two-tab test once waited 120 s)."""
+    import threading
 
-    from eagle_demo.app import pages
+    from eagle_demo.app import pages, stream
 
-    put = pages.PENDING.put
+    put, note_stop, stop_served = pages.PENDING.put, stream.note_stop, threading.Event()
 
-    def slow_put(session_hash, value):
-        time.sleep(1.0)
+    def stop_then_mark(session_hash, clicks):
+        note_stop(session_hash, clicks)
+        stop_served.set()
+
+    def put_after_the_stop(session_hash, value):
+        assert stop_served.wait(60), "the page's Stop never reached the server"
         put(session_hash, value)
 
     page.locator("#prompt-box textarea").fill(CODE_PROMPT)
-    monkeypatch.setattr(pages.PENDING, "put", slow_put)
+    monkeypatch.setattr(stream, "note_stop", stop_then_mark)
+    monkeypatch.setattr(pages.PENDING, "put", put_after_the_stop)
     _generate(page, 24, ignore_eos=False)
     page.click("#stop-btn")
     wait_state(page, "stopped")
