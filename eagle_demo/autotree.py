@@ -26,7 +26,7 @@ import json
 import math
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -35,7 +35,7 @@ import torch
 from .autotree_costs import Costs, clock_for
 from .autotree_costs import measure_costs as _measure_costs
 from .autotree_replay import Group, _count, replay, shapes_of, walk_tau  # noqa: F401 (_count: the rank model's counts)
-from .config import TreeConfig, default_tree
+from .config import RunConfig, TreeConfig, default_tree
 
 __all__ = ["AutoChoice", "Acceptance", "auto_tree", "predict_tau", "candidates", "choose", "groups", "round_cost"]
 
@@ -66,6 +66,11 @@ class AutoChoice:
         """The choice next to a measured speedup, e.g. "auto: chain k=6, predicted 2.60x, measured 2.41x"."""
         seen = f", measured {measured:.2f}x" if measured is not None else ""
         return f"auto: {self.tree.label()}, predicted {self.predicted_speedup:.2f}x{seen}"
+
+    def run_config(self, run: RunConfig) -> RunConfig:
+        """`run` with the chosen tree, its draft paused while it does not pay: the break-even tau is the predicted
+        round cost (`gate`)."""
+        return replace(run, tree=self.tree, pause_below=round(self.predicted_round_cost, 3))
 
     def to_dict(self) -> dict:
         """The JSON block of a run that used the choice (the /generate stats, the CLI summary, the bench report)."""

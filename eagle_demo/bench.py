@@ -70,7 +70,7 @@ def _result(item: PromptItem, repeat: int, prompt_tokens: int, eagle: RunStats, 
         eagle_tokens_per_second=eagle.tokens_per_second, baseline_tokens_per_second=base.tokens_per_second,
         speedup=r.speedup or 0.0, acceptance_by_depth=eagle.acceptance_by_depth, draft_seconds=eagle.draft_seconds,
         verify_seconds=eagle.verify_seconds, host_seconds=eagle.host_seconds,
-        equal_to_baseline=r.identical_to_baseline, round_cost=r.round_cost or 0.0,
+        equal_to_baseline=r.identical_to_baseline, round_cost=r.round_cost or 0.0, plain_rounds=eagle.plain_rounds,
     )
 
 
@@ -102,7 +102,8 @@ def run_bench(session: Session, items: list[PromptItem], run: RunConfig, repeats
     cats = []
     for c in dict.fromkeys(r.category for r in results):
         cats.append(_summary(c, [r for r in results if r.category == c]))
-    settings = {"max_new_tokens": run.max_new_tokens, "tree": run.tree.label(), "temperature": run.sampling.temperature,
+    settings = {"max_new_tokens": run.max_new_tokens, "tree": run.tree.label(), "pause_below": run.pause_below,
+                "temperature": run.sampling.temperature,
                 "top_p": run.sampling.top_p, "top_k": run.sampling.top_k, "repeats": repeats, "chat": chat,
                 "target": session.pair.target_path, "draft": session.pair.draft_path, "draft_family": session.family,
                 "device": str(session.device), "dtype": str(session.dtype)}

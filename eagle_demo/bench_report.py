@@ -45,6 +45,7 @@ class PromptResult:
     host_seconds: float
     equal_to_baseline: bool | None  # greedy, or sampled in float32 (seeded baseline); None for sampled bf16/fp16
     round_cost: float = 0.0  # tau / speedup: a mean round's price in plain decoding steps
+    plain_rounds: int = 0  # rounds the draft sat out (`gate`), counted in `rounds`
 
 
 @dataclass(frozen=True)

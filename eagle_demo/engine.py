@@ -18,6 +18,7 @@ from .config import RunConfig
 from .drafter import Drafter
 from .drafts.base import DraftHead
 from .events import DraftNode, Event, Finish, Prefill, Round, RunStart, Step
+from .gate import DraftGate
 from .sampling import PositionSampler, pick, process_logits
 from .target import TargetRunner
 
@@ -140,9 +141,16 @@ class SpeculativeEngine(_EngineBase):
         _sync(device)
         t1 = time.perf_counter()
         yield Prefill(token_id=token, seconds=t1 - t0, target_prob=prob)
-        new, rounds = [token], 0
+        new, rounds, gate, held = [token], 0, DraftGate(run.pause_below), _Held()
         while (reason := _end_reason(token, len(new), run, eos, stop)) is None:
+            if not gate.drafting:
+                yield self._plain_round(rounds, new, run, sampler, held, t1)
+                token, rounds = new[-1], rounds + 1
+                gate.after_plain()
+                continue
             ta = time.perf_counter()
+            if held.tokens:  # the draft catches up on the plain rounds' pairs in one extend
+                self.drafter.extend(*held.take())
             tree = self.drafter.draft(new[-1], tree_cfg)
             _sync(device)
             tb = time.perf_counter()
@@ -155,6 +163,7 @@ class SpeculativeEngine(_EngineBase):
             new.extend(committed)
             token = new[-1]
             done = token in eos or len(new) >= run.max_new_tokens
+            gate.after_draft(len(committed))
             td = time.perf_counter()
             extend_seconds = 0.0
             if not done:
@@ -179,6 +188,43 @@ class SpeculativeEngine(_EngineBase):
         self.drafter.reset()
         yield Finish(reason=reason, token_ids=tuple(new), new_tokens=len(new), rounds=rounds,
                      prefill_seconds=t1 - t0, decode_seconds=t2 - t1)
+
+
+    def _plain_round(self, index: int, new: list[int], run: RunConfig, sampler, held: "_Held",
+                     t1: float) -> Round:
+        """A round without a draft (the gate paused drafting): one plain target step, exactly as plain decoding
+        takes it. Its (feature, token) pair waits in `held` until drafting resumes."""
+        ts = time.perf_counter()
+        out = self.runner.forward(torch.tensor([new[-1]]))
+        self.runner.commit([0])
+        probs = process_logits(out.logits, run.sampling)[0]  # [V]
+        token = pick(out.logits[0], probs, run.sampling, sampler, len(new))
+        held.add(out.features, token)  # features [1, F]
+        _sync(self.runner.device)
+        te = time.perf_counter()
+        new.append(token)
+        return Round(
+            index=index, nodes=(DraftNode(new[-2], -1, 0, 1.0, 1.0),), accepted_path=(), accepted_ids=(),
+            bonus_id=token, committed_ids=(token,), target_probs=(float(probs[token]),), draft_seconds=0.0,
+            verify_seconds=te - ts, host_seconds=0.0, elapsed=te - t1, total_new_tokens=len(new),
+        )
+
+
+class _Held:
+    """(feature, token) pairs of plain rounds, for the draft's next extend."""
+
+    def __init__(self):
+        self.features: list[torch.Tensor] = []
+        self.tokens: list[int] = []
+
+    def add(self, features: torch.Tensor, token: int) -> None:
+        self.features.append(features)  # [1, F]
+        self.tokens.append(token)
+
+    def take(self) -> tuple[torch.Tensor, torch.Tensor]:
+        out = torch.cat(self.features), torch.tensor(self.tokens, dtype=torch.long)  # [n, F], [n]
+        self.features, self.tokens = [], []
+        return out
 
 
 def _end_reason(token: int, count: int, run: RunConfig, eos: frozenset[int],

@@ -53,10 +53,11 @@ class RunStats:
     host_seconds: float
     token_ids: tuple[int, ...]
     finish_reason: str
+    plain_rounds: int = 0  # rounds the draft sat out (`gate`): one plain target step each, counted in `rounds`
 
 
 def summarize(events: Iterable[Event]) -> RunStats:
-    mode, rounds, committed, accepted, offered = "", 0, 0, [], []
+    mode, rounds, committed, accepted, offered, plain = "", 0, 0, [], [], 0
     draft = verify = host = 0.0
     prefill_seconds = decode_seconds = 0.0
     token_ids: tuple[int, ...] = ()
@@ -70,6 +71,7 @@ def summarize(events: Iterable[Event]) -> RunStats:
             token_ids = (e.token_id,)
         elif isinstance(e, Round):
             rounds += 1
+            plain += len(e.nodes) == 1  # the root alone: the gate paused the draft
             committed += len(e.committed_ids)
             accepted.append(len(e.accepted_ids))
             offered.append(_offered_depth(e))
@@ -97,7 +99,7 @@ def summarize(events: Iterable[Event]) -> RunStats:
         tokens_per_second=committed / decode_seconds if decode_seconds > 0 else 0.0,
         prefill_seconds=prefill_seconds, decode_seconds=decode_seconds, acceptance_by_depth=tuple(by_depth),
         accepted_per_round=tuple(accepted), draft_seconds=draft, verify_seconds=verify, host_seconds=host,
-        token_ids=tuple(token_ids), finish_reason=reason,
+        token_ids=tuple(token_ids), finish_reason=reason, plain_rounds=plain,
     )
 
 

@@ -160,11 +160,12 @@ class Official:
         self.log.close()
 
 
-def run_ours(session, ids: list[int], tree, max_new: int) -> dict:
+def run_ours(session, ids: list[int], tree, max_new: int, pause_below: float = 0.0) -> dict:
     from eagle_demo.config import RunConfig
     from eagle_demo.events import Finish
 
-    run = RunConfig(max_new_tokens=max_new, ignore_eos=True, **({"tree": tree} if tree is not None else {}))
+    run = RunConfig(max_new_tokens=max_new, ignore_eos=True, pause_below=pause_below,
+                    **({"tree": tree} if tree is not None else {}))
     t, cpu = time.perf_counter(), time.thread_time()
     mode = "eagle" if tree is not None else "baseline"  # tree None: plain decoding of the same target
     finish = [ev for ev in session.stream(ids, run, mode) if isinstance(ev, Finish)][0]
@@ -190,23 +191,23 @@ def race(name: str, target: str, draft: str, python: Path, args) -> dict:
     import torch
 
     sys.path.insert(0, str(ROOT))
-    from _shapes import parse_tree
+    from _shapes import parse_shape
     from eagle_demo.session import load_session
 
     session = load_session(target, draft, threads=args.threads, device=args.device, dtype="float32")
     prompts = [session.encode(p) for p in PROMPTS]
-    shapes = [parse_tree(t, session) for t in args.ours]
-    official, ours = [], {label: [] for label, _ in shapes}
+    shapes = [parse_shape(t, session) for t in args.ours]
+    official, ours = [], {label: [] for label, _, _ in shapes}
     peer = Official(python, target, draft, args)
     try:
         peer.run(prompts[0])  # warm-up runs, dropped
-        for _, tree in shapes:
-            run_ours(session, prompts[0], tree, args.max_new_tokens)
+        for _, tree, pause in shapes:
+            run_ours(session, prompts[0], tree, args.max_new_tokens, pause)
         for _ in range(args.repeats):  # per prompt: the official run, then each of ours
             for ids in prompts:
                 official.append(peer.run(ids))
-                for label, tree in shapes:
-                    ours[label].append(run_ours(session, ids, tree, args.max_new_tokens))
+                for label, tree, pause in shapes:
+                    ours[label].append(run_ours(session, ids, tree, args.max_new_tokens, pause))
     finally:
         peer.close()
     ref = summary(official)
@@ -237,7 +238,8 @@ def main(argv=None) -> int:
     ap.add_argument("--draft", default=None)
     ap.add_argument("--pair", choices=["shipped", "weak", "both"], default="both")
     ap.add_argument("--ours", nargs="+", default=["auto", "plain"],
-                    help="our shapes: auto, chainK, treeT/D/K, or plain (our plain decoding of the target)")
+                    help="our shapes: auto, auto-fixed (auto's tree, the draft never paused), chainK, treeT/D/K, or plain "
+                         "(our plain decoding of the target)")
     ap.add_argument("--weak-noise", type=float, default=WEAK_NOISE)
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=3)

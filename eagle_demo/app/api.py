@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 
 import gradio as gr
 
@@ -33,7 +32,7 @@ def generate(prompt: str, max_new_tokens: int = 64, temperature: float = 0.0, to
     auto, auto_note = None, ""
     if draft_mode == "auto" and (depth, draft_top_k, total_tokens, chain_k) == (None,) * 4:
         auto, auto_note = choice_for(key, session)  # None without a draft (the run then says so)
-        run = dataclasses.replace(run, tree=auto.tree) if auto is not None else run
+        run = auto.run_config(run) if auto is not None else run
     note = "; ".join(n for n in (auto_note, session.context_note(len(ids), run)) if n)
     live = start_run(key, ids, run, bool(race), note, auto)
     live.done.wait()

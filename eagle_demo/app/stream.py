@@ -136,7 +136,7 @@ def generate_ui(form: GenerateForm, request: gr.Request | None, progress):
     session.check_length(ids, run)
     hash_ = request.session_hash if request is not None else None
     tree, auto, auto_note = page_tree(PAGE_PRESETS.get(hash_), run.tree, key, session)  # waits for a calibration
-    run = dataclasses.replace(run, tree=tree)
+    run = auto.run_config(run) if auto is not None else dataclasses.replace(run, tree=tree)
     if stopped_before_start(hash_, PENDING.pop(hash_)):  # Stop was pressed while this waited its turn
         live = LiveRun(key, bool(form.race_on), run.sampling.greedy, "stopped before it started")
         live.done.set()

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from ..config import ConfigError, RunConfig, SamplingConfig
+from ..gate import paused_line
 from .args import add_auto_tree_arg, add_pair_args, add_tree_args, auto_for_session, load_from_args
 
 __all__ = ["add_parser", "run"]
@@ -56,10 +57,14 @@ def run(args: argparse.Namespace) -> int:
         bar.set_postfix_str(name)
 
     options = dict(repeats=args.repeats, chat=chat, progress=progress)
+    auto_run = auto.run_config(run_config) if auto is not None else run_config  # its draft pauses below break-even
     if not args.compare_draft and not args.temperatures:
-        report = _with_auto(run_bench(session, items, run_config, **options), auto)
+        report = _with_auto(run_bench(session, items, auto_run, **options), auto)
         bar.close()
         print(report.table())
+        plain, rounds = (sum(getattr(r, f) for r in report.results) for f in ("plain_rounds", "rounds"))
+        if plain:
+            print(paused_line(plain, rounds, auto_run.pause_below))
         print(report.misses_line())
         _write(args, report.to_json(), report.to_csv())
         return 0
@@ -69,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
                                  **options)
     else:
         by = "temperature"
-        reports = sweep_temperatures(session, items, run_config, args.temperatures, **options)
+        reports = sweep_temperatures(session, items, auto_run, args.temperatures, **options)
     bar.close()
     # the choice was calibrated for the loaded draft, greedy: its prediction belongs to that report only
     reports = [_with_auto(r, auto) if r.settings["draft"] == session.pair.draft_path and r.settings["temperature"] == 0

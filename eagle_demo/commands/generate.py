@@ -10,6 +10,7 @@ import sys
 
 from ..config import ConfigError, RunConfig, SamplingConfig
 from ..events import Finish, Prefill, Round, Step, to_dict
+from ..gate import paused_line
 from ..metrics import RaceResult, race, summarize, verdict
 from .args import add_auto_tree_arg, add_pair_args, add_tree_args, auto_for_session, load_from_args, tree_from_args
 
@@ -63,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     auto = None
     if args.mode == "eagle":
         tree, auto = auto_for_session(args, session)
-        run_config = dataclasses.replace(run_config, tree=tree)
+        run_config = auto.run_config(run_config) if auto is not None else dataclasses.replace(run_config, tree=tree)
     note = session.context_note(len(prompt_ids), run_config) if args.mode == "eagle" else ""
     if note:
         sys.stderr.write(f"[note] {note}\n")
@@ -84,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
         "new_tokens": finish.new_tokens, "rounds": finish.rounds, "tau": round(stats.tau, 4),
         "decode_seconds": finish.decode_seconds, "prefill_seconds": finish.prefill_seconds, "mode": args.mode,
         "draft_family": session.family if args.mode == "eagle" else "", "finish_reason": finish.reason,
-        "tokens_per_second": stats.tokens_per_second, **({"auto": auto.to_dict()} if auto is not None else {}),
+        "tokens_per_second": stats.tokens_per_second, "plain_rounds": stats.plain_rounds,
+        **({"auto": auto.to_dict()} if auto is not None else {}),
     }
     result = None
     if args.race and args.mode == "eagle":  # the page's race: plain decoding of the same prompt right after
@@ -97,6 +99,8 @@ def run(args: argparse.Namespace) -> int:
         out.write(text.flush() + "\n")
         sys.stderr.write(f"[{args.mode}] {finish.new_tokens} new tokens, {finish.rounds} rounds, tau {stats.tau:.2f}, "
                          f"{stats.tokens_per_second:.1f} tokens/s, prefill {finish.prefill_seconds:.3f}s\n")
+        if stats.plain_rounds:
+            sys.stderr.write(f"[gate] {paused_line(stats.plain_rounds, stats.rounds, run_config.pause_below)}\n")
         if result is not None:
             _race_lines(result, sampling.greedy)
         if auto is not None:

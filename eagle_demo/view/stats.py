@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..gate import paused_line
 from ..metrics import RunView, race, verdict
 from .tokens import escape
 
@@ -20,7 +21,7 @@ def summary(eagle: RunView, baseline: RunView | None, greedy: bool, text: str = 
     e, start = eagle.stats(), eagle.start
     return {
         "text": text, "token_ids": list(eagle.token_ids), "prompt_tokens": start.prompt_tokens if start else 0,
-        "new_tokens": len(eagle.token_ids), "rounds": e.rounds, "tau": e.tau, "tokens_per_second": e.tokens_per_second,
+        "new_tokens": len(eagle.token_ids), "rounds": e.rounds, "plain_rounds": e.plain_rounds, "tau": e.tau, "tokens_per_second": e.tokens_per_second,
         **run_race(eagle, baseline, greedy).to_dict(),
         "acceptance_by_depth": list(e.acceptance_by_depth), "prefill_seconds": e.prefill_seconds,
         "decode_seconds": e.decode_seconds, "draft_seconds": e.draft_seconds, "verify_seconds": e.verify_seconds,
@@ -43,6 +44,8 @@ def stats_html(eagle: RunView | None, baseline: RunView | None, greedy: bool, st
         cells.append(("speedup", "-" if s["speedup"] is None else f"{s['speedup']:.2f}x", ""))
         if s["round_cost"] is not None:
             cells.append(("round cost", f"{s['round_cost']['steps']:.2f} steps", ""))
+        if s["plain_rounds"]:
+            cells.append(("plain rounds", f"{s['plain_rounds']} of {s['rounds']}", ""))
         cells += [("rounds", str(s["rounds"]), ""), ("new tokens", str(s["new_tokens"]), ""),
                   ("prefill", f"{1000 * s['prefill_seconds']:.0f} ms", "")]
         same = s["identical_to_baseline"]
@@ -59,6 +62,9 @@ def stats_html(eagle: RunView | None, baseline: RunView | None, greedy: bool, st
     if eagle is not None and eagle.prefill is not None and s["round_cost"] is not None:
         extra += (f'<div class="stat-why" title="speedup = tau / round cost; a round\'s cost is counted in plain '
                   f'decoding steps of the same target">why: {escape(s["round_cost"]["line"])}</div>')
+    if eagle is not None and eagle.prefill is not None and s["plain_rounds"] and auto is not None:
+        extra += (f'<div class="stat-gate">'
+                  f'{escape(paused_line(s["plain_rounds"], s["rounds"], auto.predicted_round_cost))}</div>')
     if auto is not None:
         measured = s["speedup"] if eagle is not None and eagle.prefill is not None else None
         extra += (f'<div class="stat-auto" title="the automatic tree: predicted = tau / round cost from its '

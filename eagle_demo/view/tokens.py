@@ -85,7 +85,8 @@ def token_pieces(view: RunView, show_rejected: bool = True, max_rejected: int = 
                     node = r.nodes[i]
                     out.append(Piece(node.token_id, "rejected", r.index, node.depth, node.draft_prob, None,
                                      others=others))
-            out.append(Piece(tok, "bonus", r.index, 0, None, tp, "correction" if rejected else "bonus"))
+            note = "correction" if rejected else "no draft: drafting paused" if len(r.nodes) == 1 else "bonus"
+            out.append(Piece(tok, "bonus", r.index, 0, None, tp, note))
     for s in view.steps:
         out.append(Piece(s.token_id, "target", s.index, 0, None, s.target_prob))
     return out

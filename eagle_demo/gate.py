@@ -1,0 +1,50 @@
+"""Pausing the draft while it does not pay: rounds fall back to plain target steps, losslessly.
+
+A drafting round costs `pause_below` plain steps (the automatic tree's predicted round cost) and commits tau
+tokens, so it pays only while tau exceeds that break-even. When the mean committed tokens of the last
+`WINDOW` drafting rounds falls under it, the next `PAUSE` rounds are plain steps (a round with no draft: the
+target's own token), then one probe round drafts again and its tokens enter the window; drafting resumes as
+soon as the window's mean is back at the break-even. A plain round is what plain decoding does, token for
+token (the same logits pipeline and the same position-keyed sampler), so the output never changes.
+
+Decisions depend on committed token counts only, never on timings: a seeded run is reproducible.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+__all__ = ["DraftGate", "WINDOW", "PAUSE", "paused_line"]
+
+WINDOW = 6  # drafting rounds whose mean tau is compared with the break-even
+PAUSE = 12  # plain rounds between two probe rounds
+
+
+class DraftGate:
+    """Whether the next round drafts. `pause_below` 0 never pauses (every explicit tree shape)."""
+
+    def __init__(self, pause_below: float = 0.0, window: int | None = None, pause: int | None = None):
+        self.pause_below, self.pause = float(pause_below), PAUSE if pause is None else pause
+        self.recent: deque[int] = deque(maxlen=WINDOW if window is None else window)  # last drafting rounds' tokens
+        self.plain_left = 0  # plain rounds still to run before the next probe
+
+    @property
+    def drafting(self) -> bool:
+        return self.plain_left == 0
+
+    def after_draft(self, committed: int) -> None:
+        self.recent.append(committed)
+        full = len(self.recent) == self.recent.maxlen
+        if self.pause_below > 0 and full and sum(self.recent) < self.pause_below * len(self.recent):
+            self.plain_left = self.pause
+
+    def after_plain(self) -> None:
+        self.plain_left -= 1
+
+
+def paused_line(plain_rounds: int, rounds: int, pause_below: float) -> str:
+    """What the page, the CLI and the bench say of a run whose draft paused; "" when it never did."""
+    if not plain_rounds:
+        return ""
+    return (f"drafting paused in {plain_rounds} of {rounds} rounds: the draft's recent tau fell under its break-even "
+            f"{pause_below:.2f} (a drafting round's cost in plain steps), so those rounds were plain target steps")

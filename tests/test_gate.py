@@ -1,0 +1,154 @@
+"""Pausing the draft (`gate`): the gate's rule, and that rounds without a draft keep every lossless promise on the
+eager and static paths (greedy equality with transformers' generate, seeded sampling equal to the seeded baseline,
+the enumerated chi-square test), and that the draft catches up exactly on the pairs of the plain rounds."""
+
+import pytest
+import torch
+
+import eagle_demo.gate as gate_mod
+from eagle_demo.config import ConfigError, RunConfig, SamplingConfig, TreeConfig
+from eagle_demo.engine import BaselineEngine, SpeculativeEngine
+from eagle_demo.events import Round
+from eagle_demo.gate import DraftGate
+from eagle_demo.metrics import summarize
+from fixtures import random_eagle1, random_eagle3, tiny_target
+from test_engine import PROMPT, hf_greedy, model_of
+from test_sampling import PROMPT as SMALL_PROMPT
+from test_sampling import chi2_pvalue, enumerate_probs
+
+TREES = [TreeConfig.chain(4), TreeConfig(depth=3, top_k=2, total_tokens=8)]
+
+
+def test_gate_pauses_below_the_break_even_probes_and_resumes():
+    gate = DraftGate(2.0, window=3, pause=2)
+    for committed in (1, 1):
+        gate.after_draft(committed)
+        assert gate.drafting  # the window is not full yet
+    gate.after_draft(1)
+    assert not gate.drafting
+    gate.after_plain()
+    assert not gate.drafting
+    gate.after_plain()
+    assert gate.drafting  # the probe round
+    gate.after_draft(5)  # window (1, 1, 5): mean 2.33 >= 2.0, drafting goes on
+    assert gate.drafting
+    gate.after_draft(1)  # (1, 5, 1): 2.33
+    assert gate.drafting
+    gate.after_draft(1)  # (5, 1, 1): 2.33
+    gate.after_draft(1)  # (1, 1, 1): 1.0
+    assert not gate.drafting
+
+
+def test_gate_off_never_pauses():
+    gate = DraftGate(0.0, window=2, pause=5)
+    for _ in range(10):
+        gate.after_draft(1)
+        assert gate.drafting
+    with pytest.raises(ConfigError, match="pause_below"):
+        RunConfig(pause_below=-1.0)
+
+
+def rounds_of(events):
+    return [e for e in events if isinstance(e, Round)]
+
+
+@pytest.mark.parametrize("static", [False, True], ids=["eager", "static"])
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+@pytest.mark.parametrize("tree", TREES, ids=lambda t: t.label())
+def test_paused_rounds_keep_greedy_equality(static, family, tree):
+    model = model_of(family)
+    engine = SpeculativeEngine(model, random_eagle1(model), static=static)
+    events = list(engine.generate(PROMPT, RunConfig(max_new_tokens=40, ignore_eos=True, tree=tree, pause_below=3.0)))
+    assert list(events[-1].token_ids) == hf_greedy(model, PROMPT, 40)
+    rounds = rounds_of(events)
+    plain = [r for r in rounds if len(r.nodes) == 1]
+    assert len(plain) >= 20 and len(rounds) - len(plain) >= 8  # both kinds ran, probes included
+    assert all(r.committed_ids == (r.bonus_id,) and not r.accepted_ids for r in plain)
+    stats = summarize(events)  # plain rounds offer no draft: acceptance by depth counts drafting rounds only
+    assert stats.rounds == len(rounds) and stats.new_tokens == 40
+
+
+def test_paused_rounds_with_eagle3_features():
+    model = model_of("llama", layers=8)
+    engine = SpeculativeEngine(model, random_eagle3(model, draft_vocab=48))
+    run = RunConfig(max_new_tokens=32, ignore_eos=True, tree=TreeConfig(3, 3, 10), pause_below=3.0)
+    assert list(list(engine.generate(PROMPT, run))[-1].token_ids) == hf_greedy(model, PROMPT, 32)
+
+
+def reference_tree(model, head, ids, root):
+    """The tree a draft whose cache took every pair before position `root` in one extend drafts there."""
+    engine = SpeculativeEngine(model, head)
+    engine.runner.reset(len(ids) + 16)
+    engine.drafter.reserve(len(ids) + 16)
+    out = engine.runner.forward(torch.tensor(ids[:root + 1]))
+    engine.drafter.extend(out.features[:root], torch.tensor(ids[1:root + 1]))
+    return list(engine.drafter.draft(ids[root], TREES[1]).token_list)
+
+
+def test_the_draft_catches_up_on_the_plain_rounds_pairs():
+    """Each probe round after a pause drafts the tree a draft that saw every committed pair drafts: the plain
+    rounds' (feature, token) pairs reach the draft's cache, in order."""
+    model = model_of("llama")
+    head = random_eagle1(model)
+    engine = SpeculativeEngine(model, head)
+    events = list(engine.generate(PROMPT, RunConfig(max_new_tokens=40, ignore_eos=True, tree=TREES[1],
+                                                    pause_below=3.0)))
+    ids = PROMPT + list(events[-1].token_ids)
+    rounds = rounds_of(events)
+    probes = [r for prev, r in zip(rounds, rounds[1:]) if len(prev.nodes) == 1 and len(r.nodes) > 1]
+    assert len(probes) >= 2
+    for r in probes:
+        root = len(PROMPT) + r.total_new_tokens - len(r.committed_ids) - 1
+        assert r.nodes[0].token_id == ids[root]
+        assert [n.token_id for n in r.nodes] == reference_tree(model, head, ids, root)
+
+
+@pytest.mark.parametrize("static", [False, True], ids=["eager", "static"])
+def test_paused_rounds_keep_seeded_sampling(static):
+    model = tiny_target("qwen2", seed=1)
+    cfg = SamplingConfig(temperature=0.8, top_p=0.95, top_k=40, seed=1)
+    run = RunConfig(max_new_tokens=30, ignore_eos=True, tree=TreeConfig(3, 3, 10), sampling=cfg, pause_below=3.0)
+    prompt = [1, 4, 8, 15, 16, 23, 42]
+    events = list(SpeculativeEngine(model, random_eagle1(model), static=static).generate(prompt, run))
+    assert any(len(r.nodes) == 1 for r in rounds_of(events))
+    assert list(events[-1].token_ids) == list(list(BaselineEngine(model).generate(prompt, run))[-1].token_ids)
+
+
+def test_paused_rounds_sample_the_target_distribution(monkeypatch):
+    """Draft, plain, draft, plain... (a window of one round, pauses of one): still the target's distribution."""
+    monkeypatch.setattr(gate_mod, "WINDOW", 1)
+    monkeypatch.setattr(gate_mod, "PAUSE", 1)
+    small = tiny_target("llama", layers=2, hidden=32, vocab=8, seed=3)
+    engine = SpeculativeEngine(small, random_eagle1(small, seed=5))
+    cfg, n, counts, plain = SamplingConfig(temperature=1.3), 800, {}, 0
+    for seed in range(n):
+        s = SamplingConfig(temperature=cfg.temperature, seed=seed)
+        run = RunConfig(max_new_tokens=3, ignore_eos=True, tree=TreeConfig.chain(1), sampling=s, pause_below=10.0)
+        events = list(engine.generate(SMALL_PROMPT, run))
+        plain += sum(len(r.nodes) == 1 for r in rounds_of(events))
+        key = tuple(events[-1].token_ids)
+        counts[key] = counts.get(key, 0) + 1
+    assert plain >= n // 2
+    assert chi2_pvalue(counts, enumerate_probs(small, cfg), n=n) > 1e-3
+
+
+def test_the_page_and_the_api_say_the_draft_paused():
+    from types import SimpleNamespace
+
+    from eagle_demo.metrics import RunView
+    from eagle_demo.view.stats import stats_html, summary
+    from eagle_demo.view.tokens import token_html
+    from eagle_demo.view.tree_chart import tree_figure
+
+    model = model_of("llama")
+    engine = SpeculativeEngine(model, random_eagle1(model))
+    view = RunView.of(engine.generate(PROMPT, RunConfig(max_new_tokens=40, ignore_eos=True, tree=TREES[0],
+                                                        pause_below=3.0)))
+    plain = [r for r in view.rounds if len(r.nodes) == 1]
+    stats = summary(view, None, True)
+    assert stats["plain_rounds"] == len(plain) >= 20 and stats["rounds"] == len(view.rounds)
+    auto = SimpleNamespace(predicted_round_cost=3.0, versus=lambda measured: "auto: chain k=4, predicted 1.00x")
+    html = stats_html(view, None, True, "done", auto=auto)
+    assert f"{len(plain)} of {len(view.rounds)}" in html and "under its break-even 3.00" in html
+    assert "no draft" in tree_figure(plain[0], lambda ids: "t")["layout"]["title"]["text"]
+    assert token_html(view, lambda ids: "t").count("no draft: drafting paused") == len(plain)  # tooltips
