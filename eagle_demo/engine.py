@@ -189,7 +189,6 @@ class SpeculativeEngine(_EngineBase):
         yield Finish(reason=reason, token_ids=tuple(new), new_tokens=len(new), rounds=rounds,
                      prefill_seconds=t1 - t0, decode_seconds=t2 - t1)
 
-
     def _plain_round(self, index: int, new: list[int], run: RunConfig, sampler, held: "_Held",
                      t1: float) -> Round:
         """A round without a draft (the gate paused drafting): one plain target step, exactly as plain decoding
@@ -199,7 +198,7 @@ class SpeculativeEngine(_EngineBase):
         self.runner.commit([0])
         probs = process_logits(out.logits, run.sampling)[0]  # [V]
         token = pick(out.logits[0], probs, run.sampling, sampler, len(new))
-        held.add(out.features, token)  # features [1, F]
+        held.add(out.features.clone(), token)  # [1, F]; a copy: a replayed CUDA graph rewrites its output buffer
         _sync(self.runner.device)
         te = time.perf_counter()
         new.append(token)

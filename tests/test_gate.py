@@ -11,6 +11,7 @@ from eagle_demo.engine import BaselineEngine, SpeculativeEngine
 from eagle_demo.events import Round
 from eagle_demo.gate import DraftGate
 from eagle_demo.metrics import summarize
+from eagle_demo.target import TargetOutput
 from fixtures import random_eagle1, random_eagle3, tiny_target
 from test_engine import PROMPT, hf_greedy, model_of
 from test_sampling import PROMPT as SMALL_PROMPT
@@ -90,7 +91,30 @@ def test_the_draft_catches_up_on_the_plain_rounds_pairs():
     rounds' (feature, token) pairs reach the draft's cache, in order."""
     model = model_of("llama")
     head = random_eagle1(model)
+    check_probes(model, head, SpeculativeEngine(model, head))
+
+
+def test_held_pairs_survive_reused_output_buffers():
+    """A replayed CUDA graph returns the same output tensors for every forward of its size, rewritten in place:
+    the plain rounds' features the draft holds must be copies. On the CPU, outputs are made to behave so."""
+    model = model_of("llama")
+    head = random_eagle1(model)
     engine = SpeculativeEngine(model, head)
+    real, buffers = engine.runner.forward, {}
+
+    def replayed(input_ids, depths=None, tree_mask=None):
+        out = real(input_ids, depths, tree_mask)
+        with torch.inference_mode():
+            logits, features = buffers.setdefault(input_ids.shape[0], (out.logits.clone(), out.features.clone()))
+            logits.copy_(out.logits)
+            features.copy_(out.features)
+        return TargetOutput(logits=logits, features=features)
+
+    engine.runner.forward = replayed
+    check_probes(model, head, engine)
+
+
+def check_probes(model, head, engine):
     events = list(engine.generate(PROMPT, RunConfig(max_new_tokens=40, ignore_eos=True, tree=TREES[1],
                                                     pause_below=3.0)))
     ids = PROMPT + list(events[-1].token_ids)
