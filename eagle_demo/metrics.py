@@ -54,6 +54,7 @@ class RunStats:
     token_ids: tuple[int, ...]
     finish_reason: str
     plain_rounds: int = 0  # rounds the draft sat out (`gate`): one plain target step each, counted in `rounds`
+    drafting_tau: float = 0.0  # tau over the rounds that drafted (equal to tau when no round was plain)
 
 
 def summarize(events: Iterable[Event]) -> RunStats:
@@ -100,6 +101,7 @@ def summarize(events: Iterable[Event]) -> RunStats:
         prefill_seconds=prefill_seconds, decode_seconds=decode_seconds, acceptance_by_depth=tuple(by_depth),
         accepted_per_round=tuple(accepted), draft_seconds=draft, verify_seconds=verify, host_seconds=host,
         token_ids=tuple(token_ids), finish_reason=reason, plain_rounds=plain,
+        drafting_tau=(committed - plain) / (rounds - plain) if rounds > plain else 0.0,
     )
 
 

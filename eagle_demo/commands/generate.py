@@ -86,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
         "decode_seconds": finish.decode_seconds, "prefill_seconds": finish.prefill_seconds, "mode": args.mode,
         "draft_family": session.family if args.mode == "eagle" else "", "finish_reason": finish.reason,
         "tokens_per_second": stats.tokens_per_second, "plain_rounds": stats.plain_rounds,
+        "drafting_tau": round(stats.drafting_tau, 4),
         **({"auto": auto.to_dict()} if auto is not None else {}),
     }
     result = None
@@ -100,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"[{args.mode}] {finish.new_tokens} new tokens, {finish.rounds} rounds, tau {stats.tau:.2f}, "
                          f"{stats.tokens_per_second:.1f} tokens/s, prefill {finish.prefill_seconds:.3f}s\n")
         if stats.plain_rounds:
-            sys.stderr.write(f"[gate] {paused_line(stats.plain_rounds, stats.rounds, run_config.pause_below)}\n")
+            sys.stderr.write(f"[gate] {paused_line(stats.plain_rounds, stats.rounds, run_config.pause_below)}; "
+                             f"tau of the drafting rounds {stats.drafting_tau:.2f}\n")
         if result is not None:
             _race_lines(result, sampling.greedy)
         if auto is not None:

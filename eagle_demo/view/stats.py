@@ -21,7 +21,8 @@ def summary(eagle: RunView, baseline: RunView | None, greedy: bool, text: str = 
     e, start = eagle.stats(), eagle.start
     return {
         "text": text, "token_ids": list(eagle.token_ids), "prompt_tokens": start.prompt_tokens if start else 0,
-        "new_tokens": len(eagle.token_ids), "rounds": e.rounds, "plain_rounds": e.plain_rounds, "tau": e.tau, "tokens_per_second": e.tokens_per_second,
+        "new_tokens": len(eagle.token_ids), "rounds": e.rounds, "plain_rounds": e.plain_rounds, "tau": e.tau,
+        "drafting_tau": e.drafting_tau, "tokens_per_second": e.tokens_per_second,
         **run_race(eagle, baseline, greedy).to_dict(),
         "acceptance_by_depth": list(e.acceptance_by_depth), "prefill_seconds": e.prefill_seconds,
         "decode_seconds": e.decode_seconds, "draft_seconds": e.draft_seconds, "verify_seconds": e.verify_seconds,
@@ -45,7 +46,8 @@ def stats_html(eagle: RunView | None, baseline: RunView | None, greedy: bool, st
         if s["round_cost"] is not None:
             cells.append(("round cost", f"{s['round_cost']['steps']:.2f} steps", ""))
         if s["plain_rounds"]:
-            cells.append(("plain rounds", f"{s['plain_rounds']} of {s['rounds']}", ""))
+            cells += [("plain rounds", f"{s['plain_rounds']} of {s['rounds']}", ""),
+                      ("tau of drafting rounds", f"{s['drafting_tau']:.2f}", "")]
         cells += [("rounds", str(s["rounds"]), ""), ("new tokens", str(s["new_tokens"]), ""),
                   ("prefill", f"{1000 * s['prefill_seconds']:.0f} ms", "")]
         same = s["identical_to_baseline"]
