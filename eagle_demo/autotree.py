@@ -39,7 +39,8 @@ from .config import RunConfig, TreeConfig, default_tree
 
 __all__ = ["AutoChoice", "Acceptance", "auto_tree", "predict_tau", "candidates", "choose", "groups", "round_cost"]
 
-METHOD = "replay-2"  # in the cache key: a choice made by another calibration method is made again
+METHOD = "replay-3"  # in the cache key: a choice made by another calibration method (or, replay-2, over the
+# stock CPU weight layout that `cpu_layout` replaced) is made again
 TOTALS_CPU = (3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32)
 TOTALS_GPU = (4, 6, 8, 12, 16, 24, 32, 48, 64)
 NEW_TOKENS = 40  # greedy continuation per calibration prompt; each of its positions is a replayed state

@@ -75,14 +75,23 @@ class _EngineBase:
     def _stops(self, run: RunConfig) -> frozenset[int]:
         return frozenset() if run.ignore_eos else self.eos
 
-
-class BaselineEngine(_EngineBase):
-    mode = "baseline"
+    def _step(self, token: int, run: RunConfig, sampler: PositionSampler | None, position: int):
+        """One plain target step on `token`: returns (output, next token id, its probability). Plain decoding
+        takes every step this way, and so does a speculative round without a draft."""
+        out = self.runner.forward(torch.tensor([token]))
+        self.runner.commit([0])
+        probs = process_logits(out.logits, run.sampling)[0]  # [V]
+        nxt = pick(out.logits[0], probs, run.sampling, sampler, position)
+        return out, nxt, float(probs[nxt])
 
     def generate(self, prompt_ids: list[int], run: RunConfig,
                  stop: threading.Event | None = None) -> Iterator[Event]:
-        with self.lock:
+        with self.lock:  # one generation at a time on this model
             yield from self._generate(list(prompt_ids), run, stop)
+
+
+class BaselineEngine(_EngineBase):
+    mode = "baseline"
 
     def _generate(self, prompt_ids, run, stop) -> Iterator[Event]:
         yield self._start(prompt_ids, run, "")
@@ -97,14 +106,11 @@ class BaselineEngine(_EngineBase):
         new, steps = [token], 0
         while (reason := _end_reason(token, len(new), run, eos, stop)) is None:
             ts = time.perf_counter()
-            out = self.runner.forward(torch.tensor([token]))
-            self.runner.commit([0])
-            probs = process_logits(out.logits, run.sampling)[0]  # [V]
-            token = pick(out.logits[0], probs, run.sampling, sampler, len(new))
+            _, token, prob = self._step(token, run, sampler, len(new))
             _sync(device)
             te = time.perf_counter()
             new.append(token)
-            yield Step(index=steps, token_id=token, target_prob=float(probs[token]), seconds=te - ts,
+            yield Step(index=steps, token_id=token, target_prob=prob, seconds=te - ts,
                        elapsed=te - t1, total_new_tokens=len(new))
             steps += 1
         t2 = time.perf_counter()
@@ -120,11 +126,6 @@ class SpeculativeEngine(_EngineBase):
         super().__init__(model, head.feature_layers, static)
         self.head = head
         self.drafter = Drafter(head)
-
-    def generate(self, prompt_ids: list[int], run: RunConfig,
-                 stop: threading.Event | None = None) -> Iterator[Event]:
-        with self.lock:
-            yield from self._generate(list(prompt_ids), run, stop)
 
     def _generate(self, prompt_ids, run, stop) -> Iterator[Event]:
         yield self._start(prompt_ids, run, self.head.family)
@@ -194,17 +195,14 @@ class SpeculativeEngine(_EngineBase):
         """A round without a draft (the gate paused drafting): one plain target step, exactly as plain decoding
         takes it. Its (feature, token) pair waits in `held` until drafting resumes."""
         ts = time.perf_counter()
-        out = self.runner.forward(torch.tensor([new[-1]]))
-        self.runner.commit([0])
-        probs = process_logits(out.logits, run.sampling)[0]  # [V]
-        token = pick(out.logits[0], probs, run.sampling, sampler, len(new))
+        out, token, prob = self._step(new[-1], run, sampler, len(new))
         held.add(out.features.clone(), token)  # [1, F]; a copy: a replayed CUDA graph rewrites its output buffer
         _sync(self.runner.device)
         te = time.perf_counter()
         new.append(token)
         return Round(
             index=index, nodes=(DraftNode(new[-2], -1, 0, 1.0, 1.0),), accepted_path=(), accepted_ids=(),
-            bonus_id=token, committed_ids=(token,), target_probs=(float(probs[token]),), draft_seconds=0.0,
+            bonus_id=token, committed_ids=(token,), target_probs=(prob,), draft_seconds=0.0,
             verify_seconds=te - ts, host_seconds=0.0, elapsed=te - t1, total_new_tokens=len(new),
         )
 

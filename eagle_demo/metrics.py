@@ -34,6 +34,10 @@ DEFINITIONS = {
     "speedup": "baseline decode time / EAGLE decode time, same prompt, same new tokens, same process and device",
     "round cost": "mean EAGLE round time / mean plain decoding step time, split into draft, verify and host; "
                   "speedup = tau / round cost",
+    "plain round": "a round without a draft: with the auto tree, when the last drafting rounds committed fewer "
+                   "tokens than a drafting round costs in plain steps, the draft sits out the next rounds and the "
+                   "target takes plain steps (one token each), then drafting resumes on a probe round",
+    "tau of drafting rounds": "tau over the rounds that drafted; tau itself counts plain rounds as 1.00 each",
 }
 
 

@@ -1,5 +1,5 @@
 """Pre-flight probe: seeded misconfigurations of the shipped EAGLE-3 head (its real convention: HF
-hidden_states (2, 8, 13) by the default rule, d2t as offsets, norm_before_residual false, rope_theta 10000,
+hidden_states (2, L // 2, L - 3) by the default rule, d2t as offsets, norm_before_residual false, rope_theta 10000,
 an EAGLE-3 loop) are measured and, where the rule says so, fixed. Outputs stay the target's throughout."""
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = ROOT / "assets" / "tiny-target"
 SHIPPED = ROOT / "assets" / "tiny-eagle3"
+_LAYERS = json.loads((TARGET / "config.json").read_text())["num_hidden_layers"]
+RULE = [2, _LAYERS // 2, _LAYERS - 3]  # the default EAGLE-3 feature rule: [2, 8, 13] for 16 layers
 
 
 def shipped_copy(folder: Path, sd_change=None, **config_change) -> Path:
@@ -41,10 +43,12 @@ def shipped_copy(folder: Path, sd_change=None, **config_change) -> Path:
 
 
 def absolute_d2t(sd: dict) -> dict:
-    """A head that stores d2t as absolute target ids (verl-SpeCo #67, SpecForge #534). Keeping the first
-    1663 draft tokens makes the ids valid under both readings, so nothing but acceptance tells them apart."""
+    """A head that stores d2t as absolute target ids (verl-SpeCo #67, SpecForge #534). Keeping the draft
+    tokens whose ids stay inside the target's vocabulary under both readings (the first 1663 for the shipped
+    head) leaves nothing but acceptance to tell them apart."""
+    vocab = json.loads((TARGET / "config.json").read_text())["vocab_size"]
     ids = torch.arange(sd["d2t"].shape[0]) + sd["d2t"].long()  # [Vd] the real target ids
-    keep = int(((ids + torch.arange(ids.shape[0])) < 4096).long().cumprod(0).sum())
+    keep = int(((ids + torch.arange(ids.shape[0])) < vocab).long().cumprod(0).sum())
     return {k: v for k, v in sd.items() if k != "t2d"} | {"lm_head.weight": sd["lm_head.weight"][:keep],
                                                           "d2t": ids[:keep].clone()}
 
@@ -91,9 +95,9 @@ def test_eagle3_draft_described_as_eagle1_is_fixed(tmp_path, shipped_tau):
     assert declared < SWITCH_BELOW and probe["tau"] >= SWITCH_FACTOR * declared
     assert probe["tau"] >= 0.95 * shipped_tau
     assert any("config declares EAGLE-1 but the weights are EAGLE-3" in a for a in pair.report.adaptations)
-    assert probe["loaded"]["feature_layers"] == [2, 8, 13]  # weight-first loading read it fused; the line says so
-    assert "(as the config states; the weights showed feature_layers=[2, 8, 13], loaded so)" in line
-    assert "(the weights showed feature_layers=[2, 8, 13])" in pair.report.to_markdown()
+    assert probe["loaded"]["feature_layers"] == RULE  # weight-first loading read it fused; the line says so
+    assert f"(as the config states; the weights showed feature_layers={RULE}, loaded so)" in line
+    assert f"(the weights showed feature_layers={RULE})" in pair.report.to_markdown()
     lossless(pair)
 
 
@@ -105,11 +109,11 @@ def test_the_weights_reading_stays_when_the_rule_does_not_switch(tmp_path, monke
     folder = shipped_copy(tmp_path / "said-eagle1-kept", architectures=["LlamaForCausalLMEagle"])
     pair = probe_pair(load_pair(str(TARGET), str(folder), dtype="float32", device="cpu"))
     probe = pair.report.probe
-    assert probe["declared"]["feature_layers"] is None and probe["loaded"]["feature_layers"] == [2, 8, 13]
-    assert probe["used"] == probe["loaded"] and pair.head.feature_layers == (2, 8, 13)
+    assert probe["declared"]["feature_layers"] is None and probe["loaded"]["feature_layers"] == RULE
+    assert probe["used"] == probe["loaded"] and pair.head.feature_layers == tuple(RULE)
     assert probe["tau"] > probe["declared_tau"]
     line = pair.report.adaptations[-1]
-    assert "kept the reading the weights showed, feature_layers=[2, 8, 13]" in line and "\n" not in line
+    assert f"kept the reading the weights showed, feature_layers={RULE}" in line and "\n" not in line
     lossless(pair)
 
 
@@ -119,7 +123,8 @@ def test_fused_draft_shipped_as_unfused_is_fixed(tmp_path, shipped_tau):
     pair = probe_pair(load_pair(str(TARGET), str(folder), dtype="float32", device="cpu"))
     probe = pair.report.probe
     assert probe["declared"]["feature_layers"] is None and check_rule(probe)
-    assert probe["used"]["feature_layers"] in ([2, 8, 13], [1, 7, 12]) and probe["tau"] >= 0.95 * shipped_tau
+    shifted = [i - 1 for i in RULE]  # the same layers, read by the other index convention
+    assert probe["used"]["feature_layers"] in (RULE, shifted) and probe["tau"] >= 0.95 * shipped_tau
     assert any("fc weights kept aside" in a for a in pair.report.adaptations)
     lossless(pair)
 
@@ -145,8 +150,8 @@ def test_d2t_ids_that_cannot_be_offsets_are_read_as_ids_at_load(tmp_path, shippe
 
 
 @pytest.mark.parametrize("name,change", [
-    ("ids-plus-one-as-given", {"eagle_aux_hidden_state_layer_ids": [1, 7, 12]}),
-    ("ids-as-given-read-plus-one", {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 8, 13]}}),
+    ("ids-plus-one-as-given", {"eagle_aux_hidden_state_layer_ids": [i - 1 for i in RULE]}),
+    ("ids-as-given-read-plus-one", {"eagle_config": {"eagle_aux_hidden_state_layer_ids": RULE}}),
     ("norm-before-residual", {"norm_before_residual": True}),
     ("rope-theta", {"rope_theta": 10.0}),
 ])
@@ -156,7 +161,7 @@ def test_open_choices_are_measured_and_the_rule_holds(tmp_path, shipped_tau, nam
     probe = pair.report.probe
     tried = [a["conventions"] for a in probe["alternatives"]]
     if "eagle_aux_hidden_state_layer_ids" in change or "eagle_config" in change:
-        assert any(c["feature_layers"] == [2, 8, 13] for c in tried)
+        assert any(c["feature_layers"] == RULE for c in tried)
     if name == "norm-before-residual":
         assert any(c["norm_before_residual"] is False for c in tried)
     if name == "rope-theta":

@@ -4,25 +4,34 @@ one-line error followed by a correct generation; concurrent clients; repeated st
 import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 import torch
 
 from eagle_demo.config import RunConfig
 from eagle_demo.session import SHIPPED_EAGLE1, SHIPPED_TARGET, load_session
-from layouts import (eagle1_weights, llama_config, write_bin, write_json, write_medusa, write_raw_eagle1,
-                     write_safetensors, write_vicuna_eagle1)
+from layouts import (eagle1_weights, llama_config, write_json, write_medusa, write_raw_eagle1,
+                     write_vicuna_eagle1)
 from test_ui_api import launch
 
 PROMPT = "def fibonacci(n):\n"
 
 
+def _shipped_shape() -> dict:
+    """The shipped target's shape, read from its config (so a new shipped pair needs no edit here)."""
+    cfg = json.loads((Path(SHIPPED_TARGET) / "config.json").read_text())
+    return dict(hidden=cfg["hidden_size"], vocab=cfg["vocab_size"], heads=cfg["num_attention_heads"],
+                kv=cfg["num_key_value_heads"], inter=cfg["intermediate_size"])
+
+
 def _compatible(folder, **mutate):
-    """An EAGLE-1 draft shaped for the shipped target (hidden 192, vocab 4096)."""
-    sd = eagle1_weights(hidden=192, vocab=4096, heads=6, kv=2, inter=512)
+    """An EAGLE-1 draft shaped for the shipped target."""
+    shape = _shipped_shape()
+    sd = eagle1_weights(**shape)
     for key, value in mutate.items():
         sd[key.replace("__", ".")] = value
-    return write_raw_eagle1(folder, sd, llama_config(hidden=192, vocab=4096, heads=6, kv=2, inter=512))
+    return write_raw_eagle1(folder, sd, llama_config(**shape))
 
 
 def _bad_drafts(root):
@@ -42,14 +51,16 @@ def _bad_drafts(root):
     cases.append(("medusa", str(write_medusa(root / "medusa")), "Medusa"))
     cases.append(("full LM as draft", SHIPPED_TARGET, "causal LM"))
     cases.append(("hidden mismatch", str(write_vicuna_eagle1(root / "small")), None))
-    cases.append(("NaN weights", str(_compatible(root / "nan", fc__weight=torch.full((192, 384), float("nan")))), "NaN"))
+    hidden = _shipped_shape()["hidden"]
+    nan = torch.full((hidden, 2 * hidden), float("nan"))  # [H, 2H] the EAGLE-1 fusion layer
+    cases.append(("NaN weights", str(_compatible(root / "nan", fc__weight=nan)), "NaN"))
     trunc = _compatible(root / "trunc")
     data = (trunc / "pytorch_model.bin").read_bytes()
     (trunc / "pytorch_model.bin").write_bytes(data[: len(data) // 2])
     cases.append(("truncated bin", str(trunc), None))
     sft = root / "sft"
     sft.mkdir()
-    write_json(sft, llama_config(hidden=192, vocab=4096, heads=6, kv=2, inter=512))
+    write_json(sft, llama_config(**_shipped_shape()))
     (sft / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{garbage")
     cases.append(("corrupted safetensors", str(sft), None))
     return cases

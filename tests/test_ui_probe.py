@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from eagle_demo.session import SHIPPED_EAGLE3, SHIPPED_TARGET, PromptError, load_session
-from test_probe import shipped_copy
+from test_probe import RULE, shipped_copy
 from test_ui_api import CODE_PROMPT, launch
 
 
@@ -51,9 +51,9 @@ def test_load_with_probe_on_the_shipped_pair(app):
     markdown, report = _load(app, SHIPPED_EAGLE3, True)
     probe = report["probe"]
     assert probe["tau"] > 1 and probe["used"] == probe["declared"]  # the shipped head is published right
-    assert probe["used"]["feature_layers"] == [2, 8, 13] and probe["prompts"] <= 3 and probe["max_new_tokens"] <= 32
+    assert probe["used"]["feature_layers"] == RULE and probe["prompts"] <= 3 and probe["max_new_tokens"] <= 32
     line = next(line for line in markdown.splitlines() if line.startswith("**Probe**"))
-    assert "declared feature_layers=[2, 8, 13]" in line and f"measured tau {probe['declared_tau']:.2f}" in line
+    assert f"declared feature_layers={RULE}" in line and f"measured tau {probe['declared_tau']:.2f}" in line
     assert "used as declared" in line
 
 

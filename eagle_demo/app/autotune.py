@@ -68,11 +68,14 @@ _TUNINGS: dict[PairKey, Tuning] = {}
 _LOCK = threading.Lock()
 
 
-def _current(t: Tuning | None, session: Session | None) -> bool:
-    """Whether t tuned this very session with the draft conventions it uses now."""
+def _current(t: Tuning | None, session: Session | None, used: str | None = None) -> bool:
+    """Whether t tuned this very session with the draft conventions it uses now (`used`, when the caller has
+    them already)."""
     from ..autotree import conventions
 
-    return t is not None and session is not None and t.session() is session and t.conventions == conventions(session)
+    if t is None or session is None or t.session() is not session:
+        return False
+    return t.conventions == (conventions(session) if used is None else used)
 
 
 def tuning(key: PairKey | None) -> Tuning | None:
@@ -89,11 +92,12 @@ def start_tuning(key: PairKey, session: Session) -> Tuning:
     current draft conventions."""
     from ..autotree import conventions
 
+    used = conventions(session)
     with _LOCK:
         t = _TUNINGS.get(key)
-        if _current(t, session) and not t.error:
+        if _current(t, session, used) and not t.error:
             return t
-        t = Tuning(weakref.ref(session), conventions(session))
+        t = Tuning(weakref.ref(session), used)
         _TUNINGS.pop(key, None)
         _TUNINGS[key] = t
         while len(_TUNINGS) > KEEP:

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
+from ..cpu_layout import column_major_linears
 from ..devices import DeviceError, resolve_device, resolve_dtype
 from ..drafts import DraftHead, Eagle1Head, Eagle3Head, Shared
 from ..drafts.eagle3_mla import MlaEagle3Head
@@ -167,6 +168,8 @@ def load_target(info: TargetInfo, dtype: str, device: str, warnings: list[str]) 
     if mismatched:
         raise CorruptCheckpointError(f"target {info.folder} has weights of the wrong shape (e.g. {mismatched[0]}); "
                                      "the config and the weights disagree, re-download the target")
+    if device_map is None:
+        column_major_linears(model)  # fp32 on a CPU only: a faster decode step, identical results (cpu_layout)
     return model.eval()
 
 
@@ -247,6 +250,7 @@ def load_head(plan: DraftPlan, target: PreTrainedModel) -> HeadResult:
     head.load_state_dict(state, strict=True)
     head.rotary_emb = type(head.rotary_emb)(config=plan.config).to(device)  # real fp32 inv_freq (not meta, not cast)
     head.eval().requires_grad_(False)
+    column_major_linears(head)  # as the target's (fp32 on a CPU only)
     if spec.source_dtype != str(dtype).replace("torch.", ""):
         notes.append(f"weights cast {spec.source_dtype} -> {str(dtype).replace('torch.', '')}")
     if getattr(target, "hf_device_map", None) and len(set(target.hf_device_map.values())) > 1:

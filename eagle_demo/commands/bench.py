@@ -62,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
         report = _with_auto(run_bench(session, items, auto_run, **options), auto)
         bar.close()
         print(report.table())
-        plain, rounds = (sum(getattr(r, f) for r in report.results) for f in ("plain_rounds", "rounds"))
+        plain = sum(r.plain_rounds for r in report.results)
+        rounds = sum(r.rounds for r in report.results)
         if plain:
             print(paused_line(plain, rounds, auto_run.pause_below))
         print(report.misses_line())

@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..cpu_layout import same_layout
+
 __all__ = ["DraftKV", "RopeTable", "attention", "mlp", "rms_norm"]
 
 INITIAL_CAPACITY = 256
@@ -141,6 +143,7 @@ def _fused_qkv(attn: nn.Module, head_dim: int) -> tuple[torch.Tensor, torch.Tens
     def build():
         qk_w = torch.cat([q.weight, k.weight])  # [(h+kv)*hd, in]
         w = torch.cat([qk_w, _rotate_rows(qk_w, head_dim), v.weight])  # [2*(h+kv)*hd + kv*hd, in]
+        w = same_layout(w, q.weight)
         if q.bias is None:
             return w, None
         qk_b = torch.cat([q.bias, k.bias])
@@ -188,7 +191,7 @@ def mlp(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
     width = gate.out_features
 
     def build():
-        w = torch.cat([gate.weight, up.weight])  # [2I, H]
+        w = same_layout(torch.cat([gate.weight, up.weight]), gate.weight)  # [2I, H]
         return w, (torch.cat([gate.bias, up.bias]) if gate.bias is not None else None)
 
     w, bias = _cached(module, "_lean_gate_up", (gate.weight, up.weight, gate.bias, up.bias), build)
