@@ -8,6 +8,9 @@ next feature whose logits propose depth-1 tokens.
 Lean by construction: one head forward per depth over the whole frontier; scores, top-k, the frontier and
 the tree mask stay on the device (the mask lives in one preallocated additive buffer); the tree is selected
 with tensor ops and reaches the host in a single copy per round (`tree.tree_from_device`).
+
+static=True: the head runs over fixed K/V pools under full-width masks (`static_draft.StaticDraft`), so each
+draft depth has fixed shapes and is replayed as a CUDA graph on a GPU; on a CPU it runs the same path eagerly.
 """
 
 from __future__ import annotations
@@ -17,29 +20,37 @@ import torch
 from .config import TreeConfig
 from .drafts.base import DraftHead
 from .drafts.lean import DraftKV
+from .static_draft import StaticDraft
 from .tree import Candidates, DraftTree, select_tree, tree_from_device
 
 __all__ = ["Drafter"]
 
 
 class Drafter:
-    def __init__(self, head: DraftHead):
+    def __init__(self, head: DraftHead, static: bool = False, graphs: bool = True):
         self.head = head
+        self.static_mode, self.graphs = static, graphs
+        self.static: StaticDraft | None = None
         self._consts: dict = {}
         self.reset()
 
     def reset(self) -> None:
-        self.cache = DraftKV()
+        self.cache = self.static.kv if self.static is not None else DraftKV()
         self.length = 0
         self.last_g: torch.Tensor | None = None  # [H]
         self._mask: torch.Tensor | None = None  # [k, capacity] additive, 0 outside a round's tree block
 
-    def reserve(self, positions: int) -> None:
-        """Size the buffers for `positions` draft positions (prompt + max new tokens + tree) up front."""
-        self.cache.capacity = max(self.cache.capacity, positions)
+    def reserve(self, positions: int, round_entries: int = 0) -> None:
+        """Size the buffers for `positions` draft positions (prompt + max new tokens + tree) up front;
+        round_entries: the entries a round's drafting writes past them (the static pools hold those too)."""
+        need = positions + round_entries if self.static_mode else positions
+        self.cache.capacity = max(self.cache.capacity, need)
         rope = getattr(self.head, "rope", None)
         if rope is not None:
-            rope.reserve(positions, self.head.fc.weight)
+            rope.reserve(need, self.head.fc.weight)
+        if self.static_mode and (self.static is None or self.static.capacity < need):
+            self.static = StaticDraft(self.head, need, self.graphs)  # new pools, no graphs yet
+            self.cache = self.static.kv
 
     @property
     def device(self) -> torch.device:
@@ -69,8 +80,12 @@ class Drafter:
         n > 1 attends causally over the new block (the head builds that mask). Returns the draft outputs [n, H]."""
         n = tokens.shape[0]
         positions = self._positions(self.length, n)  # [n]
-        g = self.head(features.to(self.device, self.dtype), tokens.to(self.device), positions, self.cache,
-                      None, from_target=True)  # [n, H]
+        features, tokens = features.to(self.device, self.dtype), tokens.to(self.device)
+        if self.static is None:
+            g = self.head(features, tokens, positions, self.cache, None, from_target=True)  # [n, H]
+        else:
+            mask = self.static.causal_mask(self.length, n)  # [1, 1, n, cap]
+            g = self.static.forward(features, tokens, positions, positions, mask, from_target=True)  # [n, H]
         self.length += n
         self.last_g = g[-1]
         return g
@@ -88,8 +103,8 @@ class Drafter:
         all_ids, all_logp = [ids[0]], [logp[0]]
         g = self.last_g[None]  # [1, H]
         for step in range(2, depth + 1):
-            g = head(g, ids[0], self._positions(self.length + step - 2, 1), self.cache, None)  # [1, H]
-            logp, ids = head.topk(g, 1)
+            g, logp, ids = self._depth(g, ids[0], self._positions(self.length + step - 2, 1), 1,
+                                       self.length + step - 2)  # [1, H], [1, 1], [1, 1]
             all_ids.append(ids[0])
             all_logp.append(logp[0])
         if depth > 1:
@@ -101,6 +116,20 @@ class Drafter:
         probs = torch.stack([torch.cumsum(logps, 0), logps]).exp()  # [2, depth] path score, given parent
         probs = torch.cat([probs.new_ones(2, 1), probs], 1)  # [2, depth+1]
         return tree_from_device(tokens, chain[0], chain[1], probs, chain=True)
+
+    def _depth(self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, k: int, start: int,
+               block: torch.Tensor | None = None):
+        """One draft depth over the frontier: g [n, H] and its top-k logp, ids [n, k]. The n new entries take
+        slots start..start+n-1; block: their additive rows over this round's tree entries and themselves (a
+        tree depth; the prefix before them is visible), None for a chain step (causal)."""
+        if self.static is None:
+            mask = None if block is None else self._tree_mask(self.length, block)
+            g = self.head(hidden, tokens, positions, self.cache, mask)  # [n, H]
+            return (g, *self.head.topk(g, k))
+        st = self.static
+        n = tokens.shape[0]
+        mask = st.causal_mask(start, n) if block is None else st.tree_mask(self.length, block)  # [1, 1, n, cap]
+        return st.depth(hidden, tokens, positions, self._positions(start, n), mask, k)
 
     def _tree_mask(self, prefix: int, block: torch.Tensor) -> torch.Tensor:
         """Write the additive tree block [k, m] after the prefix into the persistent mask buffer and return
@@ -133,11 +162,10 @@ class Drafter:
         added, offset = 0, k
         for step in range(2, cfg.depth + 1):
             block = torch.cat([parent_rows, eye], 1)  # [k, added+k]
-            mask = self._tree_mask(prefix, block)  # [1, 1, k, P+added+k]
             positions = self._positions(prefix + step - 2, 1).expand(k)  # siblings share a position
-            g = head(frontier_hidden, frontier_tokens, positions, self.cache, mask)  # [k, H]
+            g, logp, ids = self._depth(frontier_hidden, frontier_tokens, positions, k, prefix + added,
+                                       block)  # [k, H], [k, k], [k, k]
             added += k
-            logp, ids = head.topk(g, k)  # [k, k], [k, k]
             cum = frontier_scores[:, None] + logp  # [k, k]
             tokens.append(ids.reshape(-1))
             scores.append(cum.reshape(-1))
@@ -153,7 +181,7 @@ class Drafter:
             frontier_hidden = g[local_parent]  # [k, H]
             parent_rows = block[local_parent]  # [k, added]
             offset += k * k
-        if added:
+        if added and self.static is None:
             self.cache.crop(-added)  # drop the tree entries; the stable prefix stays
             self._mask[:, prefix:prefix + added].zero_()
         return self._candidates(cfg, tokens, scores, logps, frontiers)

@@ -125,7 +125,7 @@ class SpeculativeEngine(_EngineBase):
     def __init__(self, model: PreTrainedModel, head: DraftHead, static: bool = False):
         super().__init__(model, head.feature_layers, static)
         self.head = head
-        self.drafter = Drafter(head)
+        self.drafter = Drafter(head, static=static)  # static: the draft's depths are captured as graphs too
 
     def _generate(self, prompt_ids, run, stop) -> Iterator[Event]:
         yield self._start(prompt_ids, run, self.head.family)
@@ -134,7 +134,7 @@ class SpeculativeEngine(_EngineBase):
         need = len(prompt_ids) + run.max_new_tokens + tree_cfg.total_tokens
         self.runner.reset(need)
         self.drafter.reset()
-        self.drafter.reserve(need)
+        self.drafter.reserve(need, max(tree_cfg.depth - 1, 0) * tree_cfg.top_k)  # + one round's drafted entries
         t0 = time.perf_counter()
         out, token, prob = self._prefill(prompt_ids, run, sampler)
         shifted = torch.tensor(prompt_ids[1:] + [token], dtype=torch.long)  # pair i = (feature_i, token_i+1)

@@ -1,8 +1,9 @@
 """Static-shape target execution: the stock `transformers` target over a fixed-size KV cache, so every forward
 of n tokens has the same shapes and addresses and can be captured once as a CUDA graph and replayed.
 
-- The cache is one zeroed pool [layers, 2, 1, kv, capacity, d] sized to the run (prompt + max new tokens + tree),
-  never to the model's full context. A forward writes its n keys/values at slots length..length+n-1 (a device
+- The cache is two zeroed pools, keys [layers, 1, kv, capacity, dk] and values [layers, 1, kv, capacity, dv], sized
+  to the run (prompt + max new tokens + tree), never to the model's full context, and shaped by the first keys and
+  values the model writes (an MLA target's key and value widths differ from its config's head_dim). A forward writes its n keys/values at slots length..length+n-1 (a device
   index, `index_copy_`) and attention reads the whole pool under a full-width additive mask [1, 1, n, capacity]:
   committed slots and the block's own tree relation are visible, everything else (stale or unused) is not.
 - Every input of a forward lives in a per-size static buffer (token ids, positions, slots, tree block, length);
@@ -27,13 +28,15 @@ class _Layer(DynamicLayer):
         super().__init__()
         self.owner, self.index = owner, index
         self.is_initialized = True
-        self.keys, self.values = owner.pool[index, 0], owner.pool[index, 1]  # [1, kv, cap, d]
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
-        slots = self.owner.slots  # [n] device
-        self.keys.index_copy_(2, slots, key_states)  # [1, kv, n, d] into [1, kv, cap, d]
-        self.values.index_copy_(2, slots, value_states)
-        return self.keys, self.values
+        owner = self.owner
+        if owner.keys is None:  # the first forward (the prefill, never captured) shapes the pools
+            owner.allocate(key_states, value_states)
+        keys, values = owner.keys[self.index], owner.values[self.index]  # [1, kv, cap, dk], [1, kv, cap, dv]
+        keys.index_copy_(2, owner.slots, key_states)  # [1, kv, n, dk] at the slots
+        values.index_copy_(2, owner.slots, value_states)
+        return keys, values
 
     def get_seq_length(self) -> int:
         return self.owner.length
@@ -43,16 +46,23 @@ class _Layer(DynamicLayer):
 
 
 class StaticKV(DynamicCache):
-    """A fixed pool the model's layers write into at `slots`; `length` committed slots (host int)."""
+    """Fixed pools the model's layers write into at `slots`; `length` committed slots (host int)."""
 
-    def __init__(self, num_layers: int, kv_heads: int, head_dim: int, capacity: int, dtype, device):
+    def __init__(self, num_layers: int, capacity: int, device):
         Cache.__init__(self, layer_class_to_replicate=DynamicLayer)
-        self.pool = torch.zeros(num_layers, 2, 1, kv_heads, capacity, head_dim, dtype=dtype, device=device)
+        self.keys: torch.Tensor | None = None  # [L, 1, kv, cap, dk]
+        self.values: torch.Tensor | None = None  # [L, 1, kv, cap, dv]
         self.layer_class_to_replicate = None
         self.layers = [_Layer(self, i) for i in range(num_layers)]
         self.capacity = capacity
         self.length = 0
         self.slots = torch.zeros(1, dtype=torch.long, device=device)  # set per forward
+
+    def allocate(self, key: torch.Tensor, value: torch.Tensor) -> None:
+        """Zeroed pools shaped like the model's own keys [1, kv, n, dk] and values [1, kv, n, dv]."""
+        n = len(self.layers)
+        self.keys = key.new_zeros(n, *key.shape[:2], self.capacity, key.shape[-1])
+        self.values = value.new_zeros(n, *value.shape[:2], self.capacity, value.shape[-1])
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
         return self.length
@@ -75,10 +85,7 @@ class StaticTarget:
         cfg = model.config.get_text_config()
         self.model, self.base, self.lm_head = model, model.base_model, model.get_output_embeddings()
         device, dtype = self.lm_head.weight.device, self.lm_head.weight.dtype
-        heads = int(cfg.num_attention_heads)
-        head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // heads)
-        kv_heads = int(getattr(cfg, "num_key_value_heads", None) or heads)
-        self.cache = StaticKV(int(cfg.num_hidden_layers), kv_heads, head_dim, capacity, dtype, device)
+        self.cache = StaticKV(int(cfg.num_hidden_layers), capacity, device)
         self.device, self.dtype, self.capacity = device, dtype, capacity
         self.feature_layers = feature_layers
         self.graphs_on = graphs and device.type == "cuda"
@@ -171,6 +178,6 @@ class StaticTarget:
         m, start = len(start_keep), self.length
         if start_keep != list(range(m)):
             src = torch.tensor([start + i for i in start_keep], device=self.device)  # [m]
-            pool = self.cache.pool
-            pool[..., start:start + m, :] = pool[..., src, :]  # [L, 2, 1, kv, m, d]
+            for pool in (self.cache.keys, self.cache.values):  # one gather per pool, all layers at once
+                pool[..., start:start + m, :] = pool[..., src, :]  # [L, 1, kv, m, d]
         self.cache.length = start + m

@@ -73,14 +73,16 @@ def race(model, head, prompt, tree, static: bool, new: int) -> dict:
     e = best_run(eagle, prompt, run)
     step = b.decode_seconds / max(b.rounds, 1)
     rnd = e.decode_seconds / max(e.rounds, 1)
-    static_target = eagle.runner.static
+    static_target, static_draft = eagle.runner.static, eagle.drafter.static
     return {"plain_step_ms": round(1e3 * step, 3), "round_ms": round(1e3 * rnd, 3), "round_cost": round(rnd / step, 3),
             "tau": round(e.tau, 3), "speedup": round(e.tau * step / rnd, 3), "peak_gb": peak_gb(),
             "equal": e.token_ids == b.token_ids,  # promised in float32 only
             "draft_ms": round(1e3 * e.draft_seconds / max(e.rounds, 1), 3),
             "verify_ms": round(1e3 * e.verify_seconds / max(e.rounds, 1), 3),
             "graphs": sorted(static_target.graphs) if static_target is not None else [],
-            "capture_error": getattr(static_target, "capture_error", None) if static_target is not None else None}
+            "capture_error": getattr(static_target, "capture_error", None) if static_target is not None else None,
+            "draft_graphs": sorted(static_draft.graphs) if static_draft is not None else [],
+            "draft_capture_error": static_draft.capture_error if static_draft is not None else None}
 
 
 def section_tests() -> dict:

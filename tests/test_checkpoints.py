@@ -60,13 +60,15 @@ def target_embedding(folder: Path) -> torch.Tensor:
 
 
 def greedy_matches(pair: LoadedPair, tree: TreeConfig = TREE) -> None:
+    """Greedy EAGLE equals the target's own generate, on the growing path and on the static one (fixed pools
+    for the target and the draft: what CUDA graphs replay on a GPU)."""
     run = RunConfig(max_new_tokens=24, ignore_eos=True, tree=tree)
-    events = list(SpeculativeEngine(pair.target, pair.head).generate(PROMPT, run))
-    finish = events[-1]
-    assert isinstance(finish, Finish)
     ref = pair.target.generate(torch.tensor([PROMPT]), do_sample=False, max_new_tokens=24, eos_token_id=None,
                                pad_token_id=0, attention_mask=torch.ones(1, len(PROMPT), dtype=torch.long))
-    assert list(finish.token_ids) == ref[0, len(PROMPT):].tolist()
+    for static in (False, True):
+        finish = list(SpeculativeEngine(pair.target, pair.head, static=static).generate(PROMPT, run))[-1]
+        assert isinstance(finish, Finish)
+        assert list(finish.token_ids) == ref[0, len(PROMPT):].tolist(), f"static={static}"
 
 
 # ---- every layout: load, report, sharing, lossless greedy --------------------------------------------------

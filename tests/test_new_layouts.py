@@ -23,12 +23,14 @@ TREES = {"tree": TreeConfig(depth=3, top_k=2, total_tokens=8), "chain": TreeConf
 
 
 def greedy_equal(pair: LoadedPair, tree: TreeConfig) -> None:
+    """On the growing path and the static one (fixed target and draft pools, as CUDA graphs replay them)."""
     run = RunConfig(max_new_tokens=20, ignore_eos=True, tree=tree)
-    finish = list(SpeculativeEngine(pair.target, pair.head).generate(PROMPT, run))[-1]
-    assert isinstance(finish, Finish)
     ref = pair.target.generate(torch.tensor([PROMPT]), do_sample=False, max_new_tokens=20, eos_token_id=None,
                                pad_token_id=0, attention_mask=torch.ones(1, len(PROMPT), dtype=torch.long))
-    assert list(finish.token_ids) == ref[0, len(PROMPT):].tolist()
+    for static in (False, True):
+        finish = list(SpeculativeEngine(pair.target, pair.head, static=static).generate(PROMPT, run))[-1]
+        assert isinstance(finish, Finish)
+        assert list(finish.token_ids) == ref[0, len(PROMPT):].tolist(), f"static={static}"
 
 
 def _mtp_beside(style):

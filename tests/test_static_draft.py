@@ -1,0 +1,118 @@
+"""The static draft path (fixed K/V pools, full-width masks, a draft depth replayed as a CUDA graph on a GPU)
+drafts what the growing path drafts: the same candidates round after round, chain and tree, EAGLE-1 and
+EAGLE-3; with replays emulated on the CPU (every replay of a size rewrites the same output buffers, as a
+captured graph does); and losslessly through the engine (tests/test_static.py runs the engine with both the
+target and the draft static)."""
+
+import pytest
+import torch
+
+from eagle_demo import static_draft
+from eagle_demo.config import RunConfig, TreeConfig
+from eagle_demo.drafter import Drafter
+from eagle_demo.engine import SpeculativeEngine
+from eagle_demo.target import TargetRunner
+from fixtures import random_eagle1, random_eagle3
+from test_engine import PROMPT, hf_greedy, model_of
+
+SHAPES = [TreeConfig.chain(5), TreeConfig(depth=4, top_k=3, total_tokens=12)]
+
+
+class _Replay:
+    """A CPU stand-in for a captured graph: replay() reruns the depth and writes into the same outputs."""
+
+    def __init__(self, owner, key, x):
+        self.owner, self.key, self.x = owner, key, x
+        self.out = tuple(t.clone() for t in owner._run(x, key[1]))
+
+    def replay(self):
+        for buf, new in zip(self.out, self.owner._run(self.x, self.key[1])):
+            buf.copy_(new)
+
+
+def _emulate_graphs(drafter: Drafter) -> list:
+    captured = []
+
+    def capture(self, key, x):
+        replay = _Replay(self, key, x)
+        self.graphs[key] = (replay, replay.out)
+        captured.append(key)
+
+    drafter.static.graphs_on = True
+    drafter.static._capture = capture.__get__(drafter.static)
+    return captured
+
+
+def _setup(family):
+    model = model_of("llama", layers=8)
+    head = random_eagle1(model) if family == "eagle1" else random_eagle3(model, draft_vocab=48)
+    runner = TargetRunner(model, head.feature_layers)
+    runner.reset(64)
+    ids = torch.tensor(PROMPT + [3, 9, 27, 81 % 96, 50, 11, 70, 20, 33, 5])  # [n]
+    features = runner.forward(ids).features  # [n, F]
+    return head, ids, features
+
+
+@pytest.mark.parametrize("graphs", [False, True], ids=["eager", "replayed"])
+@pytest.mark.parametrize("cfg", SHAPES, ids=lambda t: t.label())
+@pytest.mark.parametrize("family", ["eagle1", "eagle3"])
+def test_static_drafter_proposes_what_the_growing_one_does(family, cfg, graphs):
+    head, ids, features = _setup(family)
+    growing, static = Drafter(head), Drafter(head, static=True)
+    entries = (cfg.depth - 1) * cfg.top_k
+    for d in (growing, static):
+        d.reset()
+        d.reserve(ids.shape[0] + 1, entries)
+    assert static.static is not None and static.static.capacity == ids.shape[0] + 1 + entries
+    captured = _emulate_graphs(static) if graphs else []
+    start = 0
+    for end in (len(PROMPT), len(PROMPT) + 1, len(PROMPT) + 4, ids.shape[0] - 1):  # rounds committing 1-4 tokens
+        for d in (growing, static):
+            d.extend(features[start:end], ids[start + 1:end + 1])
+            want_len = end
+            assert d.length == want_len
+        start = end
+        root = int(ids[end])
+        if cfg.top_k == 1:
+            a, b = growing.draft(root, cfg), static.draft(root, cfg)
+            assert a.token_list == b.token_list and a.parents == b.parents
+            torch.testing.assert_close(torch.tensor(a.scores), torch.tensor(b.scores))
+        else:
+            a, b = growing.candidates(cfg), static.candidates(cfg)
+            assert torch.equal(a.tokens, b.tokens) and torch.equal(a.parents, b.parents)
+            torch.testing.assert_close(a.scores, b.scores)
+            torch.testing.assert_close(a.logp, b.logp)
+    if graphs:
+        assert captured, "a draft depth was never replayed"
+
+
+def test_replayed_depths_stay_lossless_through_the_engine(monkeypatch):
+    model = model_of("llama")
+    engine = SpeculativeEngine(model, random_eagle1(model), static=True)
+    keys = []
+    real_init = static_draft.StaticDraft.__init__
+
+    def init(self, *args, **kwargs):
+        real_init(self, *args, **kwargs)
+        self.graphs_on = True
+
+    def capture(self, key, x):
+        replay = _Replay(self, key, x)
+        self.graphs[key] = (replay, replay.out)
+        keys.append(key)
+
+    monkeypatch.setattr(static_draft.StaticDraft, "__init__", init)
+    monkeypatch.setattr(static_draft.StaticDraft, "_capture", capture)
+    for tree in (TreeConfig.chain(5), TreeConfig(depth=3, top_k=3, total_tokens=10)):
+        run = RunConfig(max_new_tokens=32, ignore_eos=True, tree=tree)
+        assert list(list(engine.generate(PROMPT, run))[-1].token_ids) == hf_greedy(model, PROMPT, 32)
+    assert (1, 1) in keys and (3, 3) in keys
+
+
+def test_static_draft_capacity_is_checked():
+    head, ids, features = _setup("eagle1")
+    d = Drafter(head, static=True)
+    d.reserve(ids.shape[0], 0)  # no room for a round's drafted entries
+    d.extend(features[:-1], ids[1:])
+    with pytest.raises(ValueError, match="static draft cache holds"):
+        d.draft(int(ids[-1]), TreeConfig.chain(4))
