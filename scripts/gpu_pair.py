@@ -30,12 +30,15 @@ Back here: ``tar -xf target2.tar -C DIR`` and ``tar -xf heads.tar -C DIR`` give 
 bench and, once they pass, copy into assets/. ``--smoke`` runs every stage on the CPU with a tiny target
 and tiny budgets (about two minutes), writing into --out (default: a new temporary folder).
 ``--target-dir DIR`` skips the target's training and trains heads for an exported target (a rerun of the
-heads only).
+heads only). Across CPU sessions: ``--head-tokens FILE`` keeps the head data's token rows (the target's own
+continuations, the slow part; a later run with the same file and target reads them back), and
+``--init-heads DIR`` trains DIR/eagle1 and DIR/eagle3 further instead of starting from scratch.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -197,6 +200,9 @@ def data_stage(ctx: dict, args, clock: Clock) -> dict:
 
     heads.TARGET_DIR = ctx["target_dir"]
     ctx["target"] = heads.load_target(args.device)
+    stamp = weights_stamp(ctx["target_dir"])
+    if args.head_tokens and args.head_tokens.exists():
+        return _saved_tokens(ctx, args, stamp)
     tok = Tokenizer.from_file(str(args.carry / "tokenizer-code" / "tokenizer.json"))
     spans = carried.document_spans(ctx["train"], carried.manifest_names(args.carry, "train"))
     questions = [e.question for e in ctx["examples"]]
@@ -204,7 +210,29 @@ def data_stage(ctx: dict, args, clock: Clock) -> dict:
     run = DataRun(sequences=args.sequences, batch=args.data_batch,
                   minutes=clock.allot(args.data_minutes, args.reserve_minutes * 0.6))
     ctx["data"], record = build(ctx["target"], ctx["train"], spans, tok, questions, run, log)
+    if args.head_tokens:  # the costly part (the target's own continuations), kept for a later run
+        args.head_tokens.parent.mkdir(parents=True, exist_ok=True)
+        torch.save({"tokens": ctx["data"]["tokens"].cpu(), "n_corpus": ctx["data"]["n_corpus"], "target": stamp,
+                    "record": record}, args.head_tokens)
     return record
+
+
+def _saved_tokens(ctx: dict, args, stamp: str) -> dict:
+    """--head-tokens FILE that exists: the rows a previous run generated for this same target; features again."""
+    from eagle_demo.training.head_data import features
+
+    saved = torch.load(args.head_tokens, weights_only=True)
+    if saved["target"] != stamp:
+        raise ValueError(f"{args.head_tokens} holds head data for another target (weights {saved['target']}, this "
+                         f"one {stamp}); remove it or name another --head-tokens file")
+    ctx["data"] = features(ctx["target"], saved["tokens"], max(1, args.data_batch // 2))
+    ctx["data"]["n_corpus"] = int(saved["n_corpus"])
+    log(f"head data: {saved['tokens'].shape[0]} rows read from {args.head_tokens}")
+    return {**saved["record"], "read_from": str(args.head_tokens)}
+
+
+def weights_stamp(folder: Path) -> str:
+    return hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest()[:16]
 
 
 def head_stage(ctx: dict, args, clock: Clock, family: str) -> dict:
@@ -214,17 +242,20 @@ def head_stage(ctx: dict, args, clock: Clock, family: str) -> dict:
     extra = {}
     minutes = clock.allot(budget, args.reserve_minutes * (0.45 if family == "eagle1" else 0.2))
     batch = args.head_batch
+    init = args.init_heads / family if args.init_heads else None  # warm start from an exported head
+    if init is not None:
+        extra["init"] = str(init)
     if family == "eagle1":
-        head, hlog = heads.train_eagle1(ctx["data"], 10**6, batch, args.head_lr, minutes, unroll=4,
+        head, hlog = heads.train_eagle1(ctx["data"], 10**6, batch, args.head_lr, minutes, unroll=4, init=init,
                                         target=ctx["target"], progress=False)
         heads.export_eagle1(head, ctx["work"] / "eagle1")
     else:
         vd = min(args.draft_vocab, ctx["vocab"] // 2)
         head, t2d, hlog = heads.train_eagle3(ctx["data"], 10**6, batch, args.head_lr, 4, minutes,
-                                             target=ctx["target"], progress=False, draft_vocab=vd)
+                                             target=ctx["target"], progress=False, draft_vocab=vd, init=init)
         heads.export_eagle3(head, t2d, ctx["work"] / "eagle3")
         tokens = ctx["data"]["tokens"].cpu()
-        extra = {"draft_vocab": vd, "coverage": round(t2d[tokens].float().mean().item(), 4)}
+        extra.update(draft_vocab=int(t2d.sum()), coverage=round(t2d[tokens].float().mean().item(), 4))
     (ctx["work"] / f"training_log_{family}.json").write_text(json.dumps(hlog))
     last = hlog[-1]
     log(f"{family}: {len(hlog)} steps in {last['seconds']:.0f} s, loss {last['loss']:.4f}, top-1 by unroll step "
@@ -315,6 +346,11 @@ def parse(argv):
     ap.add_argument("--draft-vocab", type=int, default=4096, help="EAGLE-3 draft vocabulary (of 8192)")
     ap.add_argument("--target-dir", type=Path, default=None, help="skip target training: heads for this export")
     ap.add_argument("--threads", type=int, default=0, help="CPU: torch threads (default: the cores, up to 8)")
+    ap.add_argument("--head-tokens", type=Path, default=None,
+                    help="head data's token rows: read when the file exists (made for this same target), else "
+                         "written after generating them, for a later run")
+    ap.add_argument("--init-heads", type=Path, default=None,
+                    help="warm start: DIR/eagle1 and DIR/eagle3, heads exported for this target, trained further")
     ap.add_argument("--skip", nargs="*", default=[], choices=["bpb_before", "target_after"],
                     help="measurements to leave out (a CPU run of the heads for an export measured already)")
     if "--smoke" in (sys.argv[1:] if argv is None else argv):  # tiny budgets unless given explicitly

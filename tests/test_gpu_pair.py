@@ -97,8 +97,10 @@ def test_smoke_pipeline_exports_a_lossless_pair(carried, tmp_path):
 
     out = tmp_path / "out"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    rows = tmp_path / "head_tokens.pt"
     cmd = [sys.executable, str(ROOT / "scripts" / "gpu_pair.py"), "--smoke", "--carry", str(carried), "--out", str(out),
-           "--target-minutes", "0.05", "--data-minutes", "0.05", "--eagle1-minutes", "0.03", "--eagle3-minutes", "0.03"]
+           "--target-minutes", "0.05", "--data-minutes", "0.05", "--eagle1-minutes", "0.03", "--eagle3-minutes", "0.03",
+           "--head-tokens", str(rows)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     summary = json.loads((out / "summary.json").read_text())
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -121,6 +123,30 @@ def test_smoke_pipeline_exports_a_lossless_pair(carried, tmp_path):
             eagle = summarize(session.stream(ids, run, "eagle"))
             assert eagle.token_ids == summarize(session.stream(ids, run, "baseline")).token_ids
             assert len(eagle.token_ids) == 24
+    _heads_trained_further(carried, tmp_path, env, pair, rows, summary)
+
+
+def _heads_trained_further(carried, tmp_path, env, pair, rows, first):
+    """A later run of the heads only: the saved head-data rows are read back (no generation) and both heads
+    start from the exported ones; the check stage still finds them lossless. A file made for another target is
+    refused in one line."""
+    out = tmp_path / "again"
+    cmd = [sys.executable, str(ROOT / "scripts" / "gpu_pair.py"), "--smoke", "--carry", str(carried), "--out", str(out),
+           "--target-dir", str(pair / "target2"), "--skip", "bpb_before", "target_after", "--head-tokens", str(rows),
+           "--init-heads", str(pair), "--eagle1-minutes", "0.03", "--eagle3-minutes", "0.03"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    summary = json.loads((out / "summary.json").read_text())
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert summary["head_data"]["read_from"] == str(rows)
+    assert summary["head_data"]["sequences"] == first["head_data"]["sequences"]
+    assert summary["eagle1"]["init"] == str(pair / "eagle1") and summary["eagle3"]["init"] == str(pair / "eagle3")
+    assert summary["eagle3"]["draft_vocab"] == first["eagle3"]["draft_vocab"]
+    assert "error" not in summary["check"], summary["check"]
+    saved = torch.load(rows, weights_only=True)
+    torch.save({**saved, "target": "0" * 16}, rows)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    summary = json.loads((tmp_path / "again" / "summary.json").read_text())
+    assert "another target" in summary["head_data"]["error"] and "\n" not in summary["head_data"]["error"]
 
 
 def test_batches_mix_chat_rows_at_the_asked_share():

@@ -214,17 +214,27 @@ def vocab_map(tokens: torch.Tensor, vocab: int, vd: int) -> tuple[torch.Tensor, 
 
 
 def train_eagle3(data: dict, steps: int, batch: int, lr: float, unroll: int, minutes: float, target=None,
-                 progress: bool = True, draft_vocab: int = EAGLE3_DRAFT_VOCAB):
+                 progress: bool = True, draft_vocab: int = EAGLE3_DRAFT_VOCAB, init: Path | None = None):
     """Batched: `batch` whole sequences per step, `unroll` training-time-test steps (see the module doc).
-    Runs on the device of `target` (frozen; loaded from TARGET_DIR on the CPU when None)."""
+    Runs on the device of `target` (frozen; loaded from TARGET_DIR on the CPU when None). init: warm start
+    from an exported head of this target (its draft vocabulary and d2t are kept; `draft_vocab` is ignored)."""
     torch.manual_seed(SEED)
     target = target if target is not None else load_target()
     device = target.device
     tcfg = target.config
-    vd = draft_vocab
+    state = None
+    if init is not None:
+        state = {k: v for k, v in torch.load(init / "pytorch_model.bin", weights_only=True).items() if k != "t2d"}
+        d2t = state.pop("d2t").long()  # [Vd]
+        t2d = torch.zeros(tcfg.vocab_size, dtype=torch.bool)
+        t2d[torch.arange(d2t.shape[0]) + d2t] = True
+    else:
+        d2t, t2d = vocab_map(data["tokens"].cpu(), tcfg.vocab_size, draft_vocab)
+    vd = d2t.shape[0]
     cfg = draft_config(tcfg, draft_vocab_size=vd)
     head = Eagle3Head(cfg, tcfg.hidden_size, vd, target.get_input_embeddings(), tuple(data["layers"])).to(device)
-    d2t, t2d = vocab_map(data["tokens"].cpu(), tcfg.vocab_size, vd)
+    if state is not None:
+        head.load_state_dict({**{k: v.float() for k, v in state.items()}, "d2t": d2t}, strict=True)
     head.d2t.copy_(d2t)
     d2t, t2d = d2t.to(device), t2d.to(device)
     head.train()
