@@ -4,7 +4,9 @@ A drafting round costs `pause_below` plain steps (the automatic tree's predicted
 tokens, so it pays only while tau exceeds that break-even. When the mean committed tokens of the last
 `WINDOW` drafting rounds falls under it, the next `PAUSE` rounds are plain steps (a round with no draft: the
 target's own token), then one probe round drafts again and its tokens enter the window; drafting resumes as
-soon as the window's mean is back at the break-even. A plain round is what plain decoding does, token for
+soon as the window's mean is back at the break-even. A probe that finds the mean still under it pauses twice
+as long as the pause before (up to `MAX_PAUSE`), so a draft that keeps failing costs fewer probes; the pause
+is back to `PAUSE` once a drafting round keeps the mean at the break-even. A plain round is what plain decoding does, token for
 token (the same logits pipeline and the same position-keyed sampler), so the output never changes.
 
 Decisions depend on committed token counts only, never on timings: a seeded run is reproducible.
@@ -14,10 +16,11 @@ from __future__ import annotations
 
 from collections import deque
 
-__all__ = ["DraftGate", "WINDOW", "PAUSE", "paused_line"]
+__all__ = ["DraftGate", "WINDOW", "PAUSE", "MAX_PAUSE", "paused_line"]
 
 WINDOW = 6  # drafting rounds whose mean tau is compared with the break-even
-PAUSE = 12  # plain rounds between two probe rounds
+PAUSE = 12  # plain rounds before the first probe round
+MAX_PAUSE = 96  # the longest pause: each failed probe in a row doubles it up to this
 
 
 class DraftGate:
@@ -27,6 +30,7 @@ class DraftGate:
         self.pause_below, self.pause = float(pause_below), PAUSE if pause is None else pause
         self.recent: deque[int] = deque(maxlen=WINDOW if window is None else window)  # last drafting rounds' tokens
         self.plain_left = 0  # plain rounds still to run before the next probe
+        self.next_pause = self.pause  # the length of the next pause (doubles while probes fail)
 
     @property
     def drafting(self) -> bool:
@@ -36,7 +40,10 @@ class DraftGate:
         self.recent.append(committed)
         full = len(self.recent) == self.recent.maxlen
         if self.pause_below > 0 and full and sum(self.recent) < self.pause_below * len(self.recent):
-            self.plain_left = self.pause
+            self.plain_left = self.next_pause
+            self.next_pause = max(self.next_pause, min(2 * self.next_pause, MAX_PAUSE))
+        else:
+            self.next_pause = self.pause
 
     def after_plain(self) -> None:
         self.plain_left -= 1

@@ -40,6 +40,29 @@ def test_gate_pauses_below_the_break_even_probes_and_resumes():
     assert not gate.drafting
 
 
+def test_failed_probes_double_the_pause_up_to_its_cap(monkeypatch):
+    monkeypatch.setattr(gate_mod, "MAX_PAUSE", 8)
+    gate = DraftGate(2.0, window=2, pause=2)
+    gate.after_draft(1)
+    gate.after_draft(1)
+    pauses = []
+    for _ in range(5):  # each probe commits 1 token: the mean stays under the break-even
+        n = 0
+        while not gate.drafting:
+            gate.after_plain()
+            n += 1
+        pauses.append(n)
+        gate.after_draft(1)
+    assert pauses == [2, 4, 8, 8, 8]
+    for _ in range(gate.plain_left):
+        gate.after_plain()
+    gate.after_draft(5)  # the probe pays: (1, 5) mean 3.0, drafting resumes and the pause is back to 2
+    assert gate.drafting and gate.next_pause == 2
+    gate.after_draft(1)  # (5, 1): 3.0
+    gate.after_draft(1)  # (1, 1): 1.0, a pause of 2
+    assert gate.plain_left == 2
+
+
 def test_gate_off_never_pauses():
     gate = DraftGate(0.0, window=2, pause=5)
     for _ in range(10):
@@ -56,7 +79,8 @@ def rounds_of(events):
 @pytest.mark.parametrize("static", [False, True], ids=["eager", "static"])
 @pytest.mark.parametrize("family", ["llama", "qwen2"])
 @pytest.mark.parametrize("tree", TREES, ids=lambda t: t.label())
-def test_paused_rounds_keep_greedy_equality(static, family, tree):
+def test_paused_rounds_keep_greedy_equality(static, family, tree, monkeypatch):
+    monkeypatch.setattr(gate_mod, "MAX_PAUSE", gate_mod.PAUSE)  # a probe every 13 rounds: many of both kinds
     model = model_of(family)
     engine = SpeculativeEngine(model, random_eagle1(model), static=static)
     events = list(engine.generate(PROMPT, RunConfig(max_new_tokens=40, ignore_eos=True, tree=tree, pause_below=3.0)))
@@ -115,7 +139,7 @@ def test_held_pairs_survive_reused_output_buffers():
 
 
 def check_probes(model, head, engine):
-    events = list(engine.generate(PROMPT, RunConfig(max_new_tokens=40, ignore_eos=True, tree=TREES[1],
+    events = list(engine.generate(PROMPT, RunConfig(max_new_tokens=80, ignore_eos=True, tree=TREES[1],
                                                     pause_below=3.0)))
     ids = PROMPT + list(events[-1].token_ids)
     rounds = rounds_of(events)
