@@ -63,10 +63,16 @@ class AutoChoice:
         return (f"auto: {self.tree.label()}, predicted tau {self.predicted_tau:.2f}, round cost "
                 f"{self.predicted_round_cost:.2f} plain steps, predicted speedup {self.predicted_speedup:.2f}x")
 
-    def versus(self, measured: float | None) -> str:
-        """The choice next to a measured speedup, e.g. "auto: chain k=6, predicted 2.60x, measured 2.41x"."""
+    def versus(self, measured: float | None, tau: float | None = None) -> str:
+        """The choice next to a measured speedup, e.g. "auto: chain k=6, predicted 2.60x, measured 2.41x". With
+        the run's tau (of its drafting rounds) both taus are shown, so a gap reads as the text (acceptance
+        differs from the calibration text's) or as the machine (the same tau, a dearer round)."""
+        head = f"auto: {self.tree.label()}, predicted {self.predicted_speedup:.2f}x"
         seen = f", measured {measured:.2f}x" if measured is not None else ""
-        return f"auto: {self.tree.label()}, predicted {self.predicted_speedup:.2f}x{seen}"
+        if tau is None:
+            return head + seen
+        this = f"{seen} at tau {tau:.2f} (this text)" if seen else f", tau {tau:.2f} on this text"
+        return f"{head} at tau {self.predicted_tau:.2f} (calibration text){this}"
 
     def run_config(self, run: RunConfig) -> RunConfig:
         """`run` with the chosen tree, its draft paused while it does not pay: the break-even tau is the predicted

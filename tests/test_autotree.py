@@ -135,8 +135,11 @@ def test_a_run_waits_for_the_calibration_and_auto_runs_losslessly(counted):
     assert stats["auto"] == choice.to_dict() and stats["tree"] == choice.tree.label()
     assert set(stats["auto"]) == {"tree", "predicted_tau", "predicted_round_cost", "predicted_speedup"}
     strip = stats_html(eagle, baseline, True, "done", "", choice)
-    measured = f"measured {stats['speedup']:.2f}x"
-    assert f"auto: {choice.tree.label()}, predicted {choice.predicted_speedup:.2f}x, {measured}" in strip
+    measured = f"measured {stats['speedup']:.2f}x at tau {stats['tau']:.2f} (this text)"
+    predicted = f"predicted {choice.predicted_speedup:.2f}x at tau {choice.predicted_tau:.2f} (calibration text)"
+    assert f"auto: {choice.tree.label()}, {predicted}, {measured}" in strip
+    plain = f"auto: {choice.tree.label()}, predicted {choice.predicted_speedup:.2f}x"
+    assert choice.versus(2.0) == f"{plain}, measured 2.00x" and choice.versus(None) == plain
     assert "stat-auto" not in stats_html(eagle, baseline, True, "done")  # a tree picked by hand: no auto line
 
 

@@ -106,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
         if result is not None:
             _race_lines(result, sampling.greedy)
         if auto is not None:
-            sys.stderr.write(f"[{auto.versus(result.speedup if result is not None else None)}]\n")
+            tau = stats.drafting_tau if stats.plain_rounds else stats.tau  # the drafting rounds' tau
+            sys.stderr.write(f"[{auto.versus(result.speedup if result is not None else None, tau)}]\n")
     return 0
 
 

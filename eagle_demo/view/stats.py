@@ -68,9 +68,11 @@ def stats_html(eagle: RunView | None, baseline: RunView | None, greedy: bool, st
         extra += (f'<div class="stat-gate">'
                   f'{escape(paused_line(s["plain_rounds"], s["rounds"], auto.predicted_round_cost))}</div>')
     if auto is not None:
-        measured = s["speedup"] if eagle is not None and eagle.prefill is not None else None
+        ran = eagle is not None and eagle.prefill is not None and s["rounds"] > 0
+        measured = s["speedup"] if ran else None
+        tau = (s["drafting_tau"] if s["plain_rounds"] else s["tau"]) if ran else None  # the drafting rounds' tau
         extra += (f'<div class="stat-auto" title="the automatic tree: predicted = tau / round cost from its '
-                  f'calibration on this device">{escape(auto.versus(measured))}</div>')
+                  f'calibration on this device">{escape(auto.versus(measured, tau))}</div>')
     return (f'<div class="eagle-stats" data-state="{escape(state)}"><div class="stat status">'
             f'<span class="stat-label">status</span><span class="stat-value">{escape(status)}</span></div>'
             f"{body}{extra}</div>")
