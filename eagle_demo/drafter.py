@@ -44,11 +44,12 @@ class Drafter:
         """Size the buffers for `positions` draft positions (prompt + max new tokens + tree) up front;
         round_entries: the entries a round's drafting writes past them (the static pools hold those too)."""
         need = positions + round_entries if self.static_mode else positions
-        self.cache.capacity = max(self.cache.capacity, need)
         rope = getattr(self.head, "rope", None)
         if rope is not None:
             rope.reserve(need, self.head.fc.weight)
-        if self.static_mode and (self.static is None or self.static.capacity < need):
+        if not self.static_mode:
+            self.cache.capacity = max(self.cache.capacity, need)
+        elif self.static is None or self.static.capacity < need:
             self.static = StaticDraft(self.head, need, self.graphs)  # new pools, no graphs yet
             self.cache = self.static.kv
 

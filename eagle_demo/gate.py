@@ -6,8 +6,9 @@ tokens, so it pays only while tau exceeds that break-even. When the mean committ
 target's own token), then one probe round drafts again and its tokens enter the window; drafting resumes as
 soon as the window's mean is back at the break-even. A probe that finds the mean still under it pauses twice
 as long as the pause before (up to `MAX_PAUSE`), so a draft that keeps failing costs fewer probes; the pause
-is back to `PAUSE` once a drafting round keeps the mean at the break-even. A plain round is what plain decoding does, token for
-token (the same logits pipeline and the same position-keyed sampler), so the output never changes.
+is back to `PAUSE` once a drafting round keeps the mean at the break-even. A plain round is what plain
+decoding does, token for token (the same logits pipeline and the same position-keyed sampler), so the output
+never changes.
 
 Decisions depend on committed token counts only, never on timings: a seeded run is reproducible.
 """

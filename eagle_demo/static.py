@@ -1,11 +1,12 @@
 """Static-shape target execution: the stock `transformers` target over a fixed-size KV cache, so every forward
 of n tokens has the same shapes and addresses and can be captured once as a CUDA graph and replayed.
 
-- The cache is two zeroed pools, keys [layers, 1, kv, capacity, dk] and values [layers, 1, kv, capacity, dv], sized
-  to the run (prompt + max new tokens + tree), never to the model's full context, and shaped by the first keys and
-  values the model writes (an MLA target's key and value widths differ from its config's head_dim). A forward writes its n keys/values at slots length..length+n-1 (a device
-  index, `index_copy_`) and attention reads the whole pool under a full-width additive mask [1, 1, n, capacity]:
-  committed slots and the block's own tree relation are visible, everything else (stale or unused) is not.
+- The cache is two zeroed pools, keys [layers, 1, kv, capacity, dk] and values [layers, 1, kv, capacity, dv],
+  sized to the run (prompt + max new tokens + tree), never to the model's full context, and shaped by the first
+  keys and values the model writes (an MLA target's key and value widths differ from its config's head_dim).
+  A forward writes its n keys/values at slots length..length+n-1 (a device index, `index_copy_`) and
+  attention reads the whole pool under a full-width additive mask [1, 1, n, capacity]: committed slots and
+  the block's own tree relation are visible, everything else (stale or unused) is not.
 - Every input of a forward lives in a per-size static buffer (token ids, positions, slots, tree block, length);
   the mask is built from them on the device inside the forward, so a captured graph stays valid for any length.
 - On CUDA (`graphs=True`) the first forward of each size is captured with `torch.cuda.CUDAGraph` and replayed
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 import torch
 from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 
-__all__ = ["StaticTarget", "StaticKV"]
+__all__ = ["StaticTarget", "StaticKV", "capture_graph"]
 
 
 class _Layer(DynamicLayer):
@@ -78,6 +79,21 @@ class _Inputs:
     length: torch.Tensor  # [] long
     chain_depths: torch.Tensor  # [n] 0..n-1, constant
     causal: torch.Tensor  # [n, n] lower triangle, constant
+
+
+def capture_graph(run, device: torch.device) -> tuple:
+    """(graph, outputs) of `run()` captured as a CUDA graph, after two warm-up calls on a side stream (they write
+    only the slots the replay rewrites). Raises whatever the capture raises; callers fall back to eager."""
+    stream = torch.cuda.Stream(device)
+    stream.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(stream):
+        for _ in range(2):
+            run()
+    torch.cuda.current_stream(device).wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = run()
+    return graph, out
 
 
 class StaticTarget:
@@ -159,16 +175,7 @@ class StaticTarget:
 
     def _capture(self, n: int, x: _Inputs) -> None:
         try:
-            stream = torch.cuda.Stream(self.device)
-            stream.wait_stream(torch.cuda.current_stream(self.device))
-            with torch.cuda.stream(stream):
-                for _ in range(2):  # warm-up (writes only this block's own slots, rewritten by the replay)
-                    self._run(x)
-            torch.cuda.current_stream(self.device).wait_stream(stream)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                out = self._run(x)
-            self.graphs[n] = (graph, out)
+            self.graphs[n] = capture_graph(lambda: self._run(x), self.device)
         except Exception as exc:  # noqa: BLE001 - any capture failure: eager from now on
             self.graphs_on = False
             self.capture_error = f"{type(exc).__name__}: {exc}"

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .static import capture_graph
+
 __all__ = ["StaticDraft", "StaticDraftKV"]
 
 
@@ -136,16 +138,7 @@ class StaticDraft:
 
     def _capture(self, key: tuple[int, int], x: _Buffers) -> None:
         try:
-            stream = torch.cuda.Stream(self.device)
-            stream.wait_stream(torch.cuda.current_stream(self.device))
-            with torch.cuda.stream(stream):
-                for _ in range(2):  # warm-up: writes only this depth's own slots, rewritten by the replay
-                    self._run(x, key[1])
-            torch.cuda.current_stream(self.device).wait_stream(stream)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                out = self._run(x, key[1])
-            self.graphs[key] = (graph, out)
+            self.graphs[key] = capture_graph(lambda: self._run(x, key[1]), self.device)
         except Exception as exc:  # noqa: BLE001 - any capture failure: eager from now on
             self.graphs_on = False
             self.capture_error = f"{type(exc).__name__}: {exc}"

@@ -106,8 +106,8 @@ def run(args: argparse.Namespace) -> int:
         if result is not None:
             _race_lines(result, sampling.greedy)
         if auto is not None:
-            tau = stats.drafting_tau if stats.plain_rounds else stats.tau  # the drafting rounds' tau
-            sys.stderr.write(f"[{auto.versus(result.speedup if result is not None else None, tau)}]\n")
+            speedup = result.speedup if result is not None else None
+            sys.stderr.write(f"[{auto.versus(speedup, stats.drafting_tau)}]\n")  # the drafting rounds' tau
     return 0
 
 

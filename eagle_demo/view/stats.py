@@ -70,7 +70,7 @@ def stats_html(eagle: RunView | None, baseline: RunView | None, greedy: bool, st
     if auto is not None:
         ran = eagle is not None and eagle.prefill is not None and s["rounds"] > 0
         measured = s["speedup"] if ran else None
-        tau = (s["drafting_tau"] if s["plain_rounds"] else s["tau"]) if ran else None  # the drafting rounds' tau
+        tau = s["drafting_tau"] if ran else None  # the drafting rounds' tau (tau itself when none was plain)
         extra += (f'<div class="stat-auto" title="the automatic tree: predicted = tau / round cost from its '
                   f'calibration on this device">{escape(auto.versus(measured, tau))}</div>')
     return (f'<div class="eagle-stats" data-state="{escape(state)}"><div class="stat status">'
