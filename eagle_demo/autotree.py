@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -36,11 +35,12 @@ from .autotree_costs import Costs, clock_for
 from .autotree_costs import measure_costs as _measure_costs
 from .autotree_replay import Group, _count, replay, shapes_of, walk_tau  # noqa: F401 (_count: the rank model's counts)
 from .config import RunConfig, TreeConfig, default_tree
+from .retune import ShapeTable, model_tau, rank_model
 
 __all__ = ["AutoChoice", "Acceptance", "auto_tree", "predict_tau", "candidates", "choose", "groups", "round_cost"]
 
-METHOD = "replay-3"  # in the cache key: a choice made by another calibration method (or, replay-2, over the
-# stock CPU weight layout that `cpu_layout` replaced) is made again
+METHOD = "replay-4"  # in the cache key: a choice made by another calibration method (replay-2: over the stock
+# CPU weight layout that `cpu_layout` replaced; replay-3: without the table a run retunes from) is made again
 TOTALS_CPU = (3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32)
 TOTALS_GPU = (4, 6, 8, 12, 16, 24, 32, 48, 64)
 NEW_TOKENS = 40  # greedy continuation per calibration prompt; each of its positions is a replayed state
@@ -58,26 +58,31 @@ class AutoChoice:
     plain_step_ms: float
     calibration_seconds: float
     from_cache: bool = False
+    table: ShapeTable | None = None  # every candidate's figures: a run retunes its shape from them (`retune`)
 
     def line(self) -> str:
         return (f"auto: {self.tree.label()}, predicted tau {self.predicted_tau:.2f}, round cost "
                 f"{self.predicted_round_cost:.2f} plain steps, predicted speedup {self.predicted_speedup:.2f}x")
 
-    def versus(self, measured: float | None, tau: float | None = None) -> str:
+    def versus(self, measured: float | None, tau: float | None = None, retuned=()) -> str:
         """The choice next to a measured speedup, e.g. "auto: chain k=6, predicted 2.60x, measured 2.41x". With
         the run's tau (of its drafting rounds) both taus are shown, so a gap reads as the text (acceptance
-        differs from the calibration text's) or as the machine (the same tau, a dearer round)."""
+        differs from the calibration text's) or as the machine (the same tau, a dearer round). retuned: the
+        run's (round, shape) switches (`retune`), each named."""
         head = f"auto: {self.tree.label()}, predicted {self.predicted_speedup:.2f}x"
         seen = f", measured {measured:.2f}x" if measured is not None else ""
+        moved = "".join(f"; from round {at}: {label}" for at, label in retuned)
         if tau is None:
-            return head + seen
+            return head + seen + moved
         this = f"{seen} at tau {tau:.2f} (this text)" if seen else f", tau {tau:.2f} on this text"
-        return f"{head} at tau {self.predicted_tau:.2f} (calibration text){this}"
+        return f"{head} at tau {self.predicted_tau:.2f} (calibration text){this}{moved}"
 
-    def run_config(self, run: RunConfig) -> RunConfig:
+    def run_config(self, run: RunConfig, retune: bool = False) -> RunConfig:
         """`run` with the chosen tree, its draft paused while it does not pay: the break-even tau is the predicted
-        round cost (`gate`)."""
-        return replace(run, tree=self.tree, pause_below=round(self.predicted_round_cost, 3))
+        round cost (`gate`). retune: the run may move its shape on its own acceptance (`retune`; off by default:
+        over 128-token runs it has not paid, docs/perf.md "Retuning during a run")."""
+        table = self.table if retune else None
+        return replace(run, tree=self.tree, pause_below=round(self.predicted_round_cost, 3), retune=table)
 
     def to_dict(self) -> dict:
         """The JSON block of a run that used the choice (the /generate stats, the CLI summary, the bench report)."""
@@ -144,6 +149,7 @@ def auto_tree(session, *, budget_s: float = 3.0, refresh: bool = False, cache_di
         try:
             data = json.loads(path.read_text())
             data["tree"] = TreeConfig(**data["tree"])
+            data["table"] = ShapeTable.from_dict(data["table"]) if data.get("table") else None
             return AutoChoice(**{**data, "from_cache": True})
         except (ValueError, TypeError, KeyError):
             pass  # unreadable cache: calibrate again
@@ -159,6 +165,7 @@ def auto_tree(session, *, budget_s: float = 3.0, refresh: bool = False, cache_di
     path.parent.mkdir(parents=True, exist_ok=True)
     data = asdict(choice)
     data.pop("from_cache")
+    data["table"] = choice.table.to_dict() if choice.table is not None else None
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data, indent=1))
     tmp.replace(path)
@@ -194,6 +201,7 @@ class Acceptance:
     rounds: int  # states the figures come from
     measured: dict = field(default_factory=dict)  # TreeConfig -> tau replayed on the target's own text
     engine: tuple = ()  # the engine's own calibration runs: (tree, seconds, rounds, new tokens, runs, prompt tokens)
+    counts: tuple = ()  # (offered, accepted, lead): the rank model's raw counts, for retuning during a run
 
 
 def acceptance(session, budget_s: float, prompts: list[list[int]] | None = None) -> Acceptance:
@@ -205,42 +213,19 @@ def acceptance(session, budget_s: float, prompts: list[list[int]] | None = None)
     got = replay(engine, prompts or _calibration_ids(session), groups(dev), NEW_TOKENS, gen_tree, budget_s,
                  clock_for(dev))
     offered, accepted, lead = got.rank_offered, got.rank_accepted, got.lead
-    rank, chain = _rank_model(offered, accepted, lead)
+    rank, chain = rank_model(offered, accepted, lead)
     measured = {shape: walk_tau(by_prompt) for shape, by_prompt in got.accepted.items()}
     engine_runs = (gen_tree, got.engine_seconds, got.engine_rounds, got.engine_tokens, got.runs, got.prompt_tokens)
-    return Acceptance(rank=rank, chain=chain, rounds=got.states, measured=measured, engine=engine_runs)
-
-
-def _rank_model(offered, accepted, lead) -> tuple[tuple, tuple]:
-    if not offered:
-        return ((0.0,),), (0.0,)
-    depth, k = len(offered), len(offered[0])
-    # shrunk towards zero: a rank seen rarely (deep, wide) is not trusted to accept
-    rank = tuple(tuple(accepted[d][r] / (offered[d][r] + 1.0) for r in range(k)) for d in range(depth))
-    # a chain's own conditional (top-1 child under an all-top-1 path), shrunk towards the any-parent rate
-    top1 = [(lead[d][1] + rank[d][0]) / (lead[d][0] + 1.0) for d in range(depth)]
-    return rank, tuple(math.prod(top1[:d + 1]) for d in range(depth))
+    return Acceptance(rank=rank, chain=chain, rounds=got.states, measured=measured, engine=engine_runs,
+                      counts=(offered, accepted, lead))
 
 
 def predict_tau(stats: Acceptance, tree: TreeConfig) -> float:
-    """Expected tokens per round: the replayed figure when the shape was replayed, else the rank model (EAGLE-2
-    selection over expected acceptance: expand the top-k frontier per depth, keep the best total-1 nodes)."""
+    """Expected tokens per round: the replayed figure when the shape was replayed, else the rank model
+    (`retune.model_tau`)."""
     if tree in stats.measured:
         return stats.measured[tree]
-    if tree.is_chain:
-        depth = min(tree.depth, tree.total_tokens - 1, len(stats.chain))
-        return 1.0 + sum(stats.chain[:depth])
-
-    def a(d: int, r: int) -> float:
-        row = stats.rank[min(d, len(stats.rank)) - 1]
-        return row[r] if r < len(row) else 0.0
-
-    values, frontier = [], [1.0]
-    for d in range(1, tree.depth + 1):
-        children = [v * a(d, r) for v in frontier for r in range(tree.top_k)]
-        values.extend(children)
-        frontier = sorted(children, reverse=True)[:tree.top_k]
-    return 1.0 + sum(sorted(values, reverse=True)[:tree.total_tokens - 1])
+    return model_tau(stats.rank, stats.chain, tree)
 
 
 # ---- the choice ---------------------------------------------------------------------------------------------
@@ -270,11 +255,17 @@ def choose(stats: Acceptance, costs: Costs, seconds: float, device: torch.device
     ties go to the cheaper round."""
     best = None
     scale = overhead_scale(stats, costs)
-    for tree in shapes or candidates(device):
-        tau = predict_tau(stats, tree)
+    shapes = shapes or candidates(device)
+    taus = [predict_tau(stats, tree) for tree in shapes]
+    for tree, tau in zip(shapes, taus):
         cost = round_cost(costs, tree, tau, scale)
         if best is None or (tau / cost, -cost) > (best[0] / best[1], -best[1]):
             best = (tau, cost, tree)
     tau, cost, tree = best
+    table = None
+    if stats.counts and stats.counts[0]:
+        offered, accepted, lead = (tuple(tuple(float(x) for x in row) for row in m) for m in stats.counts)
+        table = ShapeTable(shapes=tuple(shapes), taus=tuple(taus), offered=offered, accepted=accepted, lead=lead,
+                           costs=costs, scale=scale)
     return AutoChoice(tree=tree, predicted_tau=tau, predicted_round_cost=cost, predicted_speedup=tau / cost,
-                      plain_step_ms=costs.plain * 1e3, calibration_seconds=seconds)
+                      plain_step_ms=costs.plain * 1e3, calibration_seconds=seconds, table=table)

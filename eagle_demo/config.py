@@ -105,6 +105,7 @@ class RunConfig:
     tree: TreeConfig = TreeConfig()
     sampling: SamplingConfig = SamplingConfig()
     pause_below: float = 0.0  # break-even tau: drafting pauses while it does not pay (`gate`); 0 never pauses
+    retune: object | None = None  # a `retune.ShapeTable`: the run moves its shape with its own acceptance
 
     def __post_init__(self) -> None:
         _check_int("max_new_tokens", self.max_new_tokens, 1, 8192)

@@ -19,6 +19,7 @@ from .drafter import Drafter
 from .drafts.base import DraftHead
 from .events import DraftNode, Event, Finish, Prefill, Round, RunStart, Step
 from .gate import DraftGate
+from .retune import Retuner
 from .sampling import PositionSampler, pick, process_logits
 from .target import TargetRunner
 
@@ -131,10 +132,13 @@ class SpeculativeEngine(_EngineBase):
         yield self._start(prompt_ids, run, self.head.family)
         device, eos, tree_cfg = self.runner.device, self._stops(run), run.tree
         sampler = None if run.sampling.greedy else PositionSampler(run.sampling.seed)
-        need = len(prompt_ids) + run.max_new_tokens + tree_cfg.total_tokens
+        retune = Retuner(run.retune, tree_cfg) if run.retune is not None else None
+        widest, drafted = (retune.table.widest() if retune is not None else
+                           (tree_cfg.total_tokens, max(tree_cfg.depth - 1, 0) * tree_cfg.top_k))
+        need = len(prompt_ids) + run.max_new_tokens + widest
         self.runner.reset(need)
         self.drafter.reset()
-        self.drafter.reserve(need, max(tree_cfg.depth - 1, 0) * tree_cfg.top_k)  # + one round's drafted entries
+        self.drafter.reserve(need, drafted)  # + one round's drafted entries
         t0 = time.perf_counter()
         out, token, prob = self._prefill(prompt_ids, run, sampler)
         shifted = torch.tensor(prompt_ids[1:] + [token], dtype=torch.long)  # pair i = (feature_i, token_i+1)
@@ -176,19 +180,23 @@ class SpeculativeEngine(_EngineBase):
                 _sync(device)
                 extend_seconds = time.perf_counter() - td
             te = time.perf_counter()
-            yield Round(
+            ev = Round(
                 index=rounds, nodes=_nodes(tree), accepted_path=verdict.path, accepted_ids=tuple(accepted),
                 bonus_id=verdict.bonus_id, committed_ids=tuple(committed),
                 target_probs=verdict.target_probs[:len(committed)], draft_seconds=(tb - ta) + extend_seconds,
                 verify_seconds=tc - tb, host_seconds=(te - tc) - extend_seconds, elapsed=te - t1,
                 total_new_tokens=len(new),
             )
+            if retune is not None and (switch := retune.after_round(ev)) is not None:
+                tree_cfg, gate.pause_below = switch[0], round(switch[1], 3)  # the next rounds' shape, its break-even
+            yield ev
             rounds += 1
         t2 = time.perf_counter()
         self.runner.reset()
         self.drafter.reset()
+        extra = {"retuned": retune.changes} if retune is not None and retune.changes else {}
         yield Finish(reason=reason, token_ids=tuple(new), new_tokens=len(new), rounds=rounds,
-                     prefill_seconds=t1 - t0, decode_seconds=t2 - t1)
+                     prefill_seconds=t1 - t0, decode_seconds=t2 - t1, extra=extra)
 
     def _plain_round(self, index: int, new: list[int], run: RunConfig, sampler, held: "_Held",
                      t1: float) -> Round:

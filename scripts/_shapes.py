@@ -1,7 +1,8 @@
-"""Draft shapes named on a script's command line: `auto`, `auto-fixed`, `chainK`, `treeT/D/K` (total/depth/top-k),
-or `plain` (plain decoding of the target, no draft: tree None). `auto` is the automatic tree with its draft paused
-while it does not pay (`eagle_demo.gate`, as every entry point runs it); `auto-fixed` is the same tree drafting
-every round."""
+"""Draft shapes named on a script's command line: `auto`, `auto-retune`, `auto-fixed`, `chainK`, `treeT/D/K`
+(total/depth/top-k), or `plain` (plain decoding of the target, no draft: tree None). `auto` is the automatic tree
+as every entry point runs it: its draft paused while it does not pay (`eagle_demo.gate`); `auto-retune` also moves
+its shape on the run's own acceptance (`eagle_demo.retune`, the CLI's --retune); `auto-fixed` keeps the
+calibration's shape drafting every round."""
 
 from __future__ import annotations
 
@@ -13,16 +14,19 @@ def parse_tree(text: str, session) -> tuple[str, TreeConfig | None]:
     return parse_shape(text, session)[:2]
 
 
-def parse_shape(text: str, session) -> tuple[str, TreeConfig | None, float]:
-    """(label, tree, pause_below): the RunConfig fields a shape sets (pause_below 0: the draft never pauses)."""
-    if text in ("auto", "auto-fixed"):
+def parse_shape(text: str, session) -> tuple[str, TreeConfig | None, dict]:
+    """(label, tree, fields): the RunConfig fields a shape sets besides the tree (pause_below, retune)."""
+    if text in ("auto", "auto-retune", "auto-fixed"):
         from eagle_demo.autotree import auto_tree
 
         choice = auto_tree(session)
         if text == "auto-fixed":
-            return f"auto, never paused ({choice.tree.label()})", choice.tree, 0.0
-        return f"auto ({choice.tree.label()})", choice.tree, choice.predicted_round_cost
-    return (*_fixed(text), 0.0)
+            return f"auto, never paused or retuned ({choice.tree.label()})", choice.tree, {}
+        paused = {"pause_below": choice.predicted_round_cost}
+        if text == "auto-retune":
+            return f"auto, retuned ({choice.tree.label()})", choice.tree, {**paused, "retune": choice.table}
+        return f"auto ({choice.tree.label()})", choice.tree, paused
+    return (*_fixed(text), {})
 
 
 def _fixed(text: str) -> tuple[str, TreeConfig | None]:

@@ -351,6 +351,8 @@ def parse(argv):
                          "written after generating them, for a later run")
     ap.add_argument("--init-heads", type=Path, default=None,
                     help="warm start: DIR/eagle1 and DIR/eagle3, heads exported for this target, trained further")
+    ap.add_argument("--heads", nargs="+", default=["eagle1", "eagle3"], choices=["eagle1", "eagle3"],
+                    help="head families to train (two CPU runs can train one each, side by side)")
     ap.add_argument("--skip", nargs="*", default=[], choices=["bpb_before", "target_after"],
                     help="measurements to leave out (a CPU run of the heads for an export measured already)")
     if "--smoke" in (sys.argv[1:] if argv is None else argv):  # tiny budgets unless given explicitly
@@ -384,8 +386,8 @@ def main(argv: list[str] | None = None) -> int:
     if "target_after" not in args.skip:
         report.stage("target_after", lambda: after_stage(ctx, args))
     if report.stage("head_data", lambda: data_stage(ctx, args, clock)):
-        report.stage("eagle1", lambda: head_stage(ctx, args, clock, "eagle1"))
-        report.stage("eagle3", lambda: head_stage(ctx, args, clock, "eagle3"))
+        for family in args.heads:
+            report.stage(family, lambda f=family: head_stage(ctx, args, clock, f))
         report.stage("pack", lambda: pack_heads(ctx, args))
     report.stage("check", lambda: check_stage(ctx, args))
     failed = [k for k, v in report.data.items() if isinstance(v, dict) and "error" in v]

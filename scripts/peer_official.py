@@ -160,18 +160,18 @@ class Official:
         self.log.close()
 
 
-def run_ours(session, ids: list[int], tree, max_new: int, pause_below: float = 0.0) -> dict:
+def run_ours(session, ids: list[int], tree, max_new: int, fields: dict | None = None) -> dict:
     from eagle_demo.config import RunConfig
     from eagle_demo.events import Finish
 
-    run = RunConfig(max_new_tokens=max_new, ignore_eos=True, pause_below=pause_below,
-                    **({"tree": tree} if tree is not None else {}))
+    run = RunConfig(max_new_tokens=max_new, ignore_eos=True, **(fields or {}),
+                    **({"tree": tree} if tree is not None else {}))  # fields: pause_below, retune (`_shapes`)
     t, cpu = time.perf_counter(), time.thread_time()
     mode = "eagle" if tree is not None else "baseline"  # tree None: plain decoding of the same target
     finish = [ev for ev in session.stream(ids, run, mode) if isinstance(ev, Finish)][0]
     seconds, cpu = time.perf_counter() - t, time.thread_time() - cpu
     return {"new_tokens": finish.new_tokens, "seconds": seconds, "cpu_seconds": cpu, "rounds": finish.rounds,
-            "tokens": list(finish.token_ids)}
+            "tokens": list(finish.token_ids), "retuned": finish.extra.get("retuned", [])}
 
 
 def _common_prefix_equal(a: list[int], b: list[int]) -> bool:
@@ -225,8 +225,10 @@ def race(name: str, target: str, draft: str, python: Path, args) -> dict:
         s["cpu_ratio"] = s["tokens_per_cpu_second"] / ref["tokens_per_cpu_second"]
         same = all(_common_prefix_equal(a["tokens"], b["tokens"]) for a, b in zip(runs, official))
         s["same_tokens_as_official"] = same
+        s["retuned_runs"] = sum(1 for r in runs if r["retuned"])  # runs whose shape moved (`retune`)
         print(f"  {'ours ' + label:<62}{s['tokens_per_second']:>11.1f}{s['tokens_per_cpu_second']:>11.1f}  tau "
-              f"{s['tau']:.2f}  ratio {s['ratio']:.2f}x wall, {s['cpu_ratio']:.2f}x CPU  same tokens: {same}")
+              f"{s['tau']:.2f}  ratio {s['ratio']:.2f}x wall, {s['cpu_ratio']:.2f}x CPU  same tokens: {same}"
+              + (f"  retuned in {s['retuned_runs']} of {len(runs)} runs" if s["retuned_runs"] else ""))
         rows[label] = s
     return rows
 
@@ -238,8 +240,8 @@ def main(argv=None) -> int:
     ap.add_argument("--draft", default=None)
     ap.add_argument("--pair", choices=["shipped", "weak", "both"], default="both")
     ap.add_argument("--ours", nargs="+", default=["auto", "plain"],
-                    help="our shapes: auto, auto-fixed (auto's tree, the draft never paused), chainK, treeT/D/K, or plain "
-                         "(our plain decoding of the target)")
+                    help="our shapes: auto, auto-retune (auto moving its shape, `retune`), auto-fixed (never paused), "
+                         "chainK, treeT/D/K, or plain (our plain decoding of the target)")
     ap.add_argument("--weak-noise", type=float, default=WEAK_NOISE)
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=3)

@@ -11,7 +11,7 @@ import torch
 from transformers import DynamicCache, LlamaConfig
 
 from eagle_demo.checkpoints import (AdaptationReport, CheckpointError, IncompatiblePairError, LoadedPair,
-                                    NotAnEagleDraftError, UnsupportedLayoutError, inspect_pair, load_pair)
+                                    NotAnEagleDraftError, inspect_pair, load_pair)
 from eagle_demo.checkpoints.files import WeightFiles
 from eagle_demo.config import RunConfig, TreeConfig
 from eagle_demo.engine import SpeculativeEngine

@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 
-from layouts import eagle1_weights, write_llama3_eagle1, write_medusa, write_target, write_vicuna_eagle1
+from layouts import write_medusa, write_target, write_vicuna_eagle1
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1", "OMP_NUM_THREADS": "1"}

@@ -198,7 +198,7 @@ def test_the_page_and_the_api_say_the_draft_paused():
     drafting = [r for r in view.rounds if len(r.nodes) > 1]
     assert stats["drafting_tau"] == pytest.approx(sum(len(r.committed_ids) for r in drafting) / len(drafting))
     auto = SimpleNamespace(predicted_round_cost=3.0,
-                           versus=lambda measured, tau=None: f"auto: chain k=4, measured at tau {tau:.2f}")
+                           versus=lambda measured, tau=None, retuned=(): f"auto: chain k=4, measured at tau {tau:.2f}")
     html = stats_html(view, None, True, "done", auto=auto)
     assert f"{len(plain)} of {len(view.rounds)}" in html and "under its break-even 3.00" in html
     assert f"{stats['drafting_tau']:.2f}" in html and "tau of drafting rounds" in html

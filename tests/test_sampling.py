@@ -1,7 +1,6 @@
 """Sampling is exactly the target's distribution: enumerated chi-square tests, a negative control that
 must fail, and seeded token-for-token equality with the baseline."""
 
-import itertools
 
 import pytest
 import torch

@@ -35,6 +35,9 @@ def add_auto_tree_arg(p: argparse.ArgumentParser) -> None:
                    help="the default without tree flags: the chain/tree that maximises predicted tau / round cost "
                         "for this pair and device (eagle_demo.autotree: a few seconds of calibration, cached on "
                         "disk); tree flags given beside it win")
+    p.add_argument("--retune", action="store_true",
+                   help="with the automatic tree: move the shape during the run as its own acceptance comes in "
+                        "(eagle_demo.retune; off by default: over short runs it has not paid)")
 
 
 def uses_auto(args: argparse.Namespace) -> bool:

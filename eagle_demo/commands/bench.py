@@ -57,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
         bar.set_postfix_str(name)
 
     options = dict(repeats=args.repeats, chat=chat, progress=progress)
-    auto_run = auto.run_config(run_config) if auto is not None else run_config  # its draft pauses below break-even
+    # its draft pauses below break-even (and moves its shape with --retune)
+    auto_run = auto.run_config(run_config, args.retune) if auto is not None else run_config
     if not args.compare_draft and not args.temperatures:
         report = _with_auto(run_bench(session, items, auto_run, **options), auto)
         bar.close()

@@ -64,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
     auto = None
     if args.mode == "eagle":
         tree, auto = auto_for_session(args, session)
-        run_config = auto.run_config(run_config) if auto is not None else dataclasses.replace(run_config, tree=tree)
+        run_config = (auto.run_config(run_config, args.retune) if auto is not None
+                      else dataclasses.replace(run_config, tree=tree))
     note = session.context_note(len(prompt_ids), run_config) if args.mode == "eagle" else ""
     if note:
         sys.stderr.write(f"[note] {note}\n")
@@ -107,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
             _race_lines(result, sampling.greedy)
         if auto is not None:
             speedup = result.speedup if result is not None else None
-            sys.stderr.write(f"[{auto.versus(speedup, stats.drafting_tau)}]\n")  # the drafting rounds' tau
+            retuned = finish.extra.get("retuned", ())  # the shapes the run moved to (`retune`)
+            sys.stderr.write(f"[{auto.versus(speedup, stats.drafting_tau, retuned)}]\n")  # drafting rounds' tau
     return 0
 
 

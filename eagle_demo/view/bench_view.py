@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..bench_report import BenchReport, draft_label, report_label
+from ..bench_report import draft_label, report_label
 from ..metrics import verdict
 from .charts import (BASELINE_COLOR, DEPTH_COLORS, EAGLE_COLOR, REJECTED_COLOR, TARGET_COLOR, Figure, figure)
 from .tokens import escape

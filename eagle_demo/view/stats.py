@@ -29,6 +29,7 @@ def summary(eagle: RunView, baseline: RunView | None, greedy: bool, text: str = 
         "host_seconds": e.host_seconds, "finish_reason": e.finish_reason, "tree": start.tree if start else "",
         "draft_family": start.draft_family if start else "", "device": start.device if start else "",
         "dtype": start.dtype if start else "", **({"auto": auto.to_dict()} if auto is not None else {}),
+        "retuned": [list(x) for x in eagle.finish.extra.get("retuned", ())] if eagle.finish is not None else [],
     }
 
 
@@ -71,8 +72,9 @@ def stats_html(eagle: RunView | None, baseline: RunView | None, greedy: bool, st
         ran = eagle is not None and eagle.prefill is not None and s["rounds"] > 0
         measured = s["speedup"] if ran else None
         tau = s["drafting_tau"] if ran else None  # the drafting rounds' tau (tau itself when none was plain)
+        retuned = s["retuned"] if ran else ()  # the shapes the run moved to (`retune`)
         extra += (f'<div class="stat-auto" title="the automatic tree: predicted = tau / round cost from its '
-                  f'calibration on this device">{escape(auto.versus(measured, tau))}</div>')
+                  f'calibration on this device">{escape(auto.versus(measured, tau, retuned))}</div>')
     return (f'<div class="eagle-stats" data-state="{escape(state)}"><div class="stat status">'
             f'<span class="stat-label">status</span><span class="stat-value">{escape(status)}</span></div>'
             f"{body}{extra}</div>")
