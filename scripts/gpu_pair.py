@@ -245,14 +245,16 @@ def head_stage(ctx: dict, args, clock: Clock, family: str) -> dict:
     init = args.init_heads / family if args.init_heads else None  # warm start from an exported head
     if init is not None:
         extra["init"] = str(init)
+    save = heads.Saver(args.out / "partial", family, args.save_every) if args.save_every > 0 else None
     if family == "eagle1":
         head, hlog = heads.train_eagle1(ctx["data"], 10**6, batch, args.head_lr, minutes, unroll=4, init=init,
-                                        target=ctx["target"], progress=False)
+                                        target=ctx["target"], progress=False, save=save)
         heads.export_eagle1(head, ctx["work"] / "eagle1")
     else:
         vd = min(args.draft_vocab, ctx["vocab"] // 2)
         head, t2d, hlog = heads.train_eagle3(ctx["data"], 10**6, batch, args.head_lr, 4, minutes,
-                                             target=ctx["target"], progress=False, draft_vocab=vd, init=init)
+                                             target=ctx["target"], progress=False, draft_vocab=vd, init=init,
+                                             save=save)
         heads.export_eagle3(head, t2d, ctx["work"] / "eagle3")
         tokens = ctx["data"]["tokens"].cpu()
         extra.update(draft_vocab=int(t2d.sum()), coverage=round(t2d[tokens].float().mean().item(), 4))
@@ -351,6 +353,9 @@ def parse(argv):
                          "written after generating them, for a later run")
     ap.add_argument("--init-heads", type=Path, default=None,
                     help="warm start: DIR/eagle1 and DIR/eagle3, heads exported for this target, trained further")
+    ap.add_argument("--save-every", type=float, default=0.0,
+                    help="minutes between exports of a head under training into OUT/partial/ (0: only at the end), "
+                         "so a run stopped from outside keeps its progress (a CPU run across sessions)")
     ap.add_argument("--heads", nargs="+", default=["eagle1", "eagle3"], choices=["eagle1", "eagle3"],
                     help="head families to train (two CPU runs can train one each, side by side)")
     ap.add_argument("--skip", nargs="*", default=[], choices=["bpb_before", "target_after"],

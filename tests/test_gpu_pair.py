@@ -133,7 +133,8 @@ def _heads_trained_further(carried, tmp_path, env, pair, rows, first):
     out = tmp_path / "again"
     cmd = [sys.executable, str(ROOT / "scripts" / "gpu_pair.py"), "--smoke", "--carry", str(carried), "--out", str(out),
            "--target-dir", str(pair / "target2"), "--skip", "bpb_before", "target_after", "--head-tokens", str(rows),
-           "--init-heads", str(pair), "--eagle1-minutes", "0.03", "--eagle3-minutes", "0.03"]
+           "--init-heads", str(pair), "--eagle1-minutes", "0.03", "--eagle3-minutes", "0.03",
+           "--save-every", "0.0002"]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     summary = json.loads((out / "summary.json").read_text())
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -142,6 +143,9 @@ def _heads_trained_further(carried, tmp_path, env, pair, rows, first):
     assert summary["eagle1"]["init"] == str(pair / "eagle1") and summary["eagle3"]["init"] == str(pair / "eagle3")
     assert summary["eagle3"]["draft_vocab"] == first["eagle3"]["draft_vocab"]
     assert "error" not in summary["check"], summary["check"]
+    for family in ("eagle1", "eagle3"):  # exported while training too (--save-every), with the log so far
+        assert (out / "partial" / family / "pytorch_model.bin").is_file()
+        assert json.loads((out / "partial" / f"training_log_{family}.json").read_text())
     saved = torch.load(rows, weights_only=True)
     torch.save({**saved, "target": "0" * 16}, rows)
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)

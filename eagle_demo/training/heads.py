@@ -133,13 +133,32 @@ def unroll_mask(n: int, step: int, dtype) -> torch.Tensor:
     return tree_attention_mask(0, visible, dtype)
 
 
+class Saver:
+    """Exports a head under training every `minutes` (wall clock) into `folder`, with its log so far."""
+
+    def __init__(self, folder: Path, family: str, minutes: float):
+        self.folder, self.family, self.every, self.last = Path(folder), family, minutes * 60, time.time()
+
+    def maybe(self, head, log: list, t2d: torch.Tensor | None = None) -> None:
+        if self.every <= 0 or time.time() - self.last < self.every:
+            return
+        if self.family == "eagle1":
+            export_eagle1(head, self.folder / "eagle1")
+        else:
+            export_eagle3(head, t2d.cpu(), self.folder / "eagle3")
+        (self.folder / f"training_log_{self.family}.json").write_text(json.dumps(log))
+        head.train()
+        self.last = time.time()
+
+
 def train_eagle1(data: dict, steps: int, batch: int, lr: float, minutes: float, unroll: int = 1,
                  init: Path | None = None, ce_weight: float = 0.1, target=None,
-                 progress: bool = True) -> tuple[Eagle1Head, list]:
+                 progress: bool = True, save: Saver | None = None) -> tuple[Eagle1Head, list]:
     """Batched: `batch` whole sequences per step. Step j of the unroll at position i reads step j-1's
     output at i-1 (the draft's own feature, as at depth j+1 of a round) and regresses the same true next
     feature; the mask is the one the EAGLE-3 unroll uses. Step j is weighted 0.8**j. Runs on the device
-    of `target` (frozen; loaded from TARGET_DIR on the CPU when None) and of `data`'s tensors."""
+    of `target` (frozen; loaded from TARGET_DIR on the CPU when None) and of `data`'s tensors. save: a
+    `Saver` that exports the head now and then, so a run stopped from outside keeps its progress."""
     torch.manual_seed(SEED)
     target = target if target is not None else load_target()
     device = target.device
@@ -185,6 +204,8 @@ def train_eagle1(data: dict, steps: int, batch: int, lr: float, minutes: float, 
         opt.step()
         log.append({"step": step, "loss": loss.item(), "top1": acc[0], "top1_by_step": acc,
                     "seconds": time.time() - t0})
+        if save is not None:
+            save.maybe(head, log)
         bar.set_postfix(loss=f"{loss.item():.3f}", top1="/".join(f"{a:.2f}" for a in acc))
         if minutes and time.time() - t0 > minutes * 60:
             break
@@ -214,7 +235,8 @@ def vocab_map(tokens: torch.Tensor, vocab: int, vd: int) -> tuple[torch.Tensor, 
 
 
 def train_eagle3(data: dict, steps: int, batch: int, lr: float, unroll: int, minutes: float, target=None,
-                 progress: bool = True, draft_vocab: int = EAGLE3_DRAFT_VOCAB, init: Path | None = None):
+                 progress: bool = True, draft_vocab: int = EAGLE3_DRAFT_VOCAB, init: Path | None = None,
+                 save: Saver | None = None):
     """Batched: `batch` whole sequences per step, `unroll` training-time-test steps (see the module doc).
     Runs on the device of `target` (frozen; loaded from TARGET_DIR on the CPU when None). init: warm start
     from an exported head of this target (its draft vocabulary and d2t are kept; `draft_vocab` is ignored)."""
@@ -276,6 +298,8 @@ def train_eagle3(data: dict, steps: int, batch: int, lr: float, unroll: int, min
         torch.nn.utils.clip_grad_norm_(head.parameters(), 0.5)
         opt.step()
         log.append({"step": step, "loss": loss.item(), "top1_by_step": acc, "seconds": time.time() - t0})
+        if save is not None:
+            save.maybe(head, log, t2d)
         bar.set_postfix(loss=f"{loss.item():.3f}", top1="/".join(f"{a:.2f}" for a in acc))
         if minutes and time.time() - t0 > minutes * 60:
             break
