@@ -133,8 +133,9 @@ class SpeculativeEngine(_EngineBase):
         device, eos, tree_cfg = self.runner.device, self._stops(run), run.tree
         sampler = None if run.sampling.greedy else PositionSampler(run.sampling.seed)
         retune = Retuner(run.retune, tree_cfg) if run.retune is not None else None
-        widest, drafted = (retune.table.widest() if retune is not None else
-                           (tree_cfg.total_tokens, max(tree_cfg.depth - 1, 0) * tree_cfg.top_k))
+        widest, drafted = tree_cfg.total_tokens, max(tree_cfg.depth - 1, 0) * tree_cfg.top_k
+        if retune is not None:  # any candidate may run
+            widest, drafted = (max(a, b) for a, b in zip((widest, drafted), retune.table.widest()))
         need = len(prompt_ids) + run.max_new_tokens + widest
         self.runner.reset(need)
         self.drafter.reset()
