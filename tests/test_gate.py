@@ -14,8 +14,7 @@ from eagle_demo.metrics import summarize
 from eagle_demo.target import TargetOutput
 from fixtures import random_eagle1, random_eagle3, tiny_target
 from test_engine import PROMPT, hf_greedy, model_of
-from test_sampling import PROMPT as SMALL_PROMPT
-from test_sampling import chi2_pvalue, enumerate_probs
+from test_sampling import chi2_pvalue, enumerate_probs, sample_runs
 
 TREES = [TreeConfig.chain(4), TreeConfig(depth=3, top_k=2, total_tokens=8)]
 
@@ -168,15 +167,9 @@ def test_paused_rounds_sample_the_target_distribution(monkeypatch):
     monkeypatch.setattr(gate_mod, "PAUSE", 1)
     small = tiny_target("llama", layers=2, hidden=32, vocab=8, seed=3)
     engine = SpeculativeEngine(small, random_eagle1(small, seed=5))
-    cfg, n, counts, plain = SamplingConfig(temperature=1.3), 800, {}, 0
-    for seed in range(n):
-        s = SamplingConfig(temperature=cfg.temperature, seed=seed)
-        run = RunConfig(max_new_tokens=3, ignore_eos=True, tree=TreeConfig.chain(1), sampling=s, pause_below=10.0)
-        events = list(engine.generate(SMALL_PROMPT, run))
-        plain += sum(len(r.nodes) == 1 for r in rounds_of(events))
-        key = tuple(events[-1].token_ids)
-        counts[key] = counts.get(key, 0) + 1
-    assert plain >= n // 2
+    n, cfg = 800, SamplingConfig(temperature=1.3)
+    counts, runs = sample_runs(engine, n, cfg, tree=TreeConfig.chain(1), pause_below=10.0)
+    assert sum(len(r.nodes) == 1 for events in runs for r in rounds_of(events)) >= n // 2
     assert chi2_pvalue(counts, enumerate_probs(small, cfg), n=n) > 1e-3
 
 

@@ -19,7 +19,7 @@ from fixtures import random_eagle1, tiny_target
 from test_autotree import SHAPES, _costs
 from test_engine import PROMPT, hf_greedy, model_of
 from test_sampling import PROMPT as SMALL_PROMPT
-from test_sampling import L, chi2_pvalue, enumerate_probs
+from test_sampling import chi2_pvalue, enumerate_probs, sample_runs
 
 CPU = torch.device("cpu")
 DEPTH = 7
@@ -160,14 +160,9 @@ def test_shapes_chosen_from_past_draws_still_sample_the_target_distribution(monk
     monkeypatch.setattr(retune_mod, "PRIOR", 1.0)
     small = tiny_target("llama", layers=2, hidden=32, vocab=8, seed=3)
     engine = SpeculativeEngine(small, random_eagle1(small, seed=5))
-    cfg, n, tally, switched = SamplingConfig(temperature=1.3), 800, {}, 0
-    for seed in range(n):
-        s = SamplingConfig(temperature=cfg.temperature, seed=seed)
-        run = RunConfig(max_new_tokens=L, ignore_eos=True, tree=TreeConfig.chain(1), sampling=s, retune=flip_table())
-        events = list(engine.generate(SMALL_PROMPT, run))
-        switched += bool(events[-1].extra.get("retuned"))
-        key = tuple(events[-1].token_ids)
-        tally[key] = tally.get(key, 0) + 1
+    n, cfg = 800, SamplingConfig(temperature=1.3)
+    tally, runs = sample_runs(engine, n, cfg, tree=TreeConfig.chain(1), retune=flip_table())
+    switched = sum(1 for events in runs if events[-1].extra.get("retuned"))
     assert 0 < switched < n  # the shape hung on the draws in some runs and not in others
     assert chi2_pvalue(tally, enumerate_probs(small, cfg), n=n) > 1e-3
 

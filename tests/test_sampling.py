@@ -40,13 +40,21 @@ def enumerate_probs(model, cfg):
 
 
 def sample_counts(engine, cfg, tree, n=N):
-    counts = {}
+    return sample_runs(engine, n, cfg, tree=tree)[0]
+
+
+def sample_runs(engine, n: int, cfg: SamplingConfig, **fields):
+    """One run per seed 0..n-1 (L new tokens from PROMPT, sampled as `cfg` says, other RunConfig fields as
+    given): (how often each token sequence came, every run's events)."""
+    tally, runs = {}, []
     for seed in range(n):
         s = SamplingConfig(temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k, seed=seed)
-        events = list(engine.generate(PROMPT, RunConfig(max_new_tokens=L, ignore_eos=True, tree=tree, sampling=s)))
+        run = RunConfig(max_new_tokens=L, ignore_eos=True, sampling=s, **fields)
+        events = list(engine.generate(PROMPT, run))
         key = tuple(events[-1].token_ids)
-        counts[key] = counts.get(key, 0) + 1
-    return counts
+        tally[key] = tally.get(key, 0) + 1
+        runs.append(events)
+    return tally, runs
 
 
 def chi2_pvalue(counts, probs, n=N):
