@@ -33,10 +33,12 @@ from .engine import SpeculativeEngine
 from .events import Round
 from .paths import SUITE
 
-__all__ = ["probe_pair", "probe_report", "declared_family", "SWITCH_BELOW", "SWITCH_FACTOR"]
+__all__ = ["probe_pair", "probe_report", "declared_family", "SWITCH_BELOW", "SWITCH_FACTOR", "NEAR"]
 
 SWITCH_BELOW = 1.3  # declared tau under this ...
 SWITCH_FACTOR = 1.5  # ... and an alternative at least this many times better: use the alternative
+NEAR = 0.05  # alternatives within this fraction of the best tau count as tied (the probe measures a few
+# prompts, so a few percent is noise): the first listed, i.e. the likeliest reading, wins
 MAX_PROMPTS, MAX_TOKENS = 3, 32
 
 
@@ -72,7 +74,10 @@ def probe_pair(pair: LoadedPair, prompts: list[list[int]] | None = None, max_new
 
     tau_declared = measure(declared, 0)
     results = [{"conventions": conv, "tau": round(measure(conv, i), 4)} for i, conv in enumerate(alternatives, 1)]
-    best = max(results, key=lambda r: r["tau"], default=None)
+    top = max((r["tau"] for r in results), default=None)
+    # a near tie goes to the likelier reading (listed first: the default feature rule before its -1 variant),
+    # not to the noise between two readings of adjacent, nearly equal hidden states
+    best = next((r for r in results if r["tau"] >= (1 - NEAR) * top), None) if results else None
     switch = best is not None and tau_declared < SWITCH_BELOW and best["tau"] >= SWITCH_FACTOR * tau_declared
     # without a switch, a reading that weight-first loading chose over the config stays when it measured no worse
     as_loaded = [r for r in results if r["conventions"] == loaded != declared and r["tau"] >= tau_declared]

@@ -110,13 +110,17 @@ WEAK_NOISE = 0.9  # official tau 1.72 and ours 1.71 on PROMPTS (0.6 left the off
 
 
 def weak_head(noise: float = WEAK_NOISE, seed: int = 0) -> Path:
-    """The shipped EAGLE-1 head mixed with seeded noise, in the same (yuhuili) layout."""
+    """The shipped EAGLE-1 head mixed with seeded noise, in the same (yuhuili) layout (cached per shipped head:
+    a new shipped pair gets its own weak head)."""
+    import hashlib
+
     import torch
 
-    out = cache_root() / "peer" / f"weak-eagle1-{noise:g}-{seed}"
+    src = ROOT / "assets" / "tiny-eagle1"
+    stamp = hashlib.sha256((src / "pytorch_model.bin").read_bytes()).hexdigest()[:12]
+    out = cache_root() / "peer" / f"weak-eagle1-{noise:g}-{seed}-{stamp}"
     if (out / "pytorch_model.bin").is_file():
         return out
-    src = ROOT / "assets" / "tiny-eagle1"
     state = torch.load(src / "pytorch_model.bin", map_location="cpu", weights_only=True)
     gen = torch.Generator().manual_seed(seed)
     for name, w in state.items():

@@ -1,6 +1,6 @@
 """The indentation check (eagle_demo.training.indent): a prompt ending in ``:\\n`` must continue with an
-indented line. It tells the two target generations apart: the first-generation target (its tokenizer glues a
-line break to the indentation after it) fails it, the second-generation checkpoint passes it."""
+indented line. The shipped (second-generation) target passes it; the first generation, whose tokenizer glued a
+line break to the indentation after it, failed it."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from eagle_demo.session import SHIPPED_TARGET
 from eagle_demo.training.indent import PROMPTS, check_folder, first_line_indented
 from eagle_demo.training.tokenizer import glued_line_breaks
 
-FIRST_GENERATION = bool(glued_line_breaks(Tokenizer.from_file(str(Path(SHIPPED_TARGET) / "tokenizer.json"))))
 # the background training job writes under the real cache (conftest points EAGLE_DEMO_CACHE elsewhere)
 REAL_CACHE = Path.home() / ".cache" / "eagle_demo"
 CKPT, TOKENIZER = REAL_CACHE / "train2" / "ckpt", REAL_CACHE / "tokenizer-code"
@@ -31,17 +30,11 @@ def test_first_line_rule():
         first_line_indented("def f(x):", "    pass")
 
 
-@pytest.mark.skipif(FIRST_GENERATION, reason="assets/ holds the first-generation pair, whose tokenizer glues a "
-                    "line break to the following indentation (issue 22); this check is for the second generation")
 def test_shipped_target_indents_after_a_block_opener():
+    assert not glued_line_breaks(Tokenizer.from_file(str(Path(SHIPPED_TARGET) / "tokenizer.json")))
     rows = check_folder(Path(SHIPPED_TARGET))
+    assert rows[0].prompt == "def f(x):\n"
     assert all(r.indented for r in rows), [(r.prompt, r.first_line) for r in rows]
-
-
-@pytest.mark.skipif(not FIRST_GENERATION, reason="assets/ holds the second-generation pair")
-def test_first_generation_target_fails_the_check():
-    rows = check_folder(Path(SHIPPED_TARGET))
-    assert sum(r.indented for r in rows) <= 1, [(r.prompt, r.first_line) for r in rows]
 
 
 @pytest.mark.skipif(not (CKPT / "last.pt").is_file() or not TOKENIZER.is_dir(), reason="no second-generation checkpoint on this machine "

@@ -5,6 +5,7 @@ with, the report says so in one line, tau comes back, and the output stays the t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -13,17 +14,19 @@ from safetensors import safe_open
 
 from eagle_demo.checkpoints import load_pair
 from eagle_demo.drafts.eagle3x import Unfused
-from eagle_demo.probe import SWITCH_BELOW, SWITCH_FACTOR, probe_pair
+from eagle_demo.probe import NEAR, SWITCH_BELOW, SWITCH_FACTOR, probe_pair
 from eagle_demo.training.seeded import CASES, OUT, SEEDED, seeded_draft
-from test_probe import SHIPPED, TARGET, lossless
+from test_probe import TARGET, lossless
 
 torch.set_num_threads(1)
 NEW = ("aux ids: heuristic for the wrong depth", "draft rope_theta", "norm_before_residual")
 
 
-@pytest.fixture(scope="module")
-def shipped_tau():
-    return probe_pair(load_pair(str(TARGET), str(SHIPPED), dtype="float32", device="cpu")).report.probe["tau"]
+def truthful_tau(case, folder) -> float:
+    """Tau of the same seeded head with a config that states its real conventions: what the probe should
+    bring back (the seeded constructions change the head itself, so not the shipped head's tau)."""
+    draft = seeded_draft(dataclasses.replace(case, config=case.truthful), folder)
+    return probe_pair(load_pair(str(TARGET), str(draft), dtype="float32", device="cpu")).report.probe["declared_tau"]
 
 
 def _applied(head, key: str):
@@ -37,12 +40,13 @@ def _applied(head, key: str):
 
 
 @pytest.mark.parametrize("case", [c for c in SEEDED if c.name in NEW], ids=lambda c: c.fixture.split(":")[-1])
-def test_seeded_misconfiguration_is_found_and_fixed(tmp_path, shipped_tau, case):
+def test_seeded_misconfiguration_is_found_and_fixed(tmp_path, case):
     pair = probe_pair(load_pair(str(TARGET), str(seeded_draft(case, tmp_path / "draft")), dtype="float32",
                                 device="cpu"))
     probe, report = pair.report.probe, pair.report
     assert all(probe["declared"][k] != v for k, v in case.truth.items())  # the config misstates the truth
-    best = max(probe["alternatives"], key=lambda a: a["tau"])
+    top = max(a["tau"] for a in probe["alternatives"])
+    best = next(a for a in probe["alternatives"] if a["tau"] >= (1 - NEAR) * top)  # a near tie: the likelier reading
     assert probe["declared_tau"] < SWITCH_BELOW and best["tau"] >= SWITCH_FACTOR * probe["declared_tau"]
     assert probe["used"] == best["conventions"] and probe["tau"] == best["tau"]
     assert probe["used"] == probe["declared"] | case.truth  # exactly the trained conventions, nothing else moved
@@ -59,7 +63,7 @@ def test_seeded_misconfiguration_is_found_and_fixed(tmp_path, shipped_tau, case)
         assert report.rope_theta == case.truth["rope_theta"]
     if "norm_before_residual" in case.truth:
         assert report.norm_before_residual is case.truth["norm_before_residual"]
-    assert probe["tau"] >= 0.9 * shipped_tau  # the speed the misstatement cost comes back
+    assert probe["tau"] >= 0.9 * truthful_tau(case, tmp_path / "truthful")  # the speed the misstatement cost comes back
     lossless(pair)
 
 

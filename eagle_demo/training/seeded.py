@@ -1,15 +1,15 @@
 """Seeded misconfigurations for the probe's tests (tests/test_probe_seeded.py) and figures
 (scripts/probe_seeded.py): drafts that depend on a convention, shipped with a config that states another.
 
-The tiny target forgives most misreadings: its residual stream is dominated by the token embedding
-(adjacent hidden states have cosine 0.97-0.99), and a one-layer head reads mostly its own position, where
-RoPE is the identity at any theta. The shipped head gives tau 2.33 with its layers (2, 8, 13), 2.38 with
-(1, 7, 12), 2.27 with norm_before_residual true and 2.07 at rope_theta 10. Heads of real targets are not
-that forgiving (vLLM #50170: 1.2% acceptance on layers the head was not trained on), so each case below
-starts from the shipped head and makes it depend on its convention; the probe is never told which:
+A small target forgives many misreadings: its residual stream is dominated by the token embedding, and a
+one-layer head reads mostly its own position, where RoPE is the identity at any theta (the first-generation
+head lost nothing to norm_before_residual true or rope_theta 10; figures for both generations in
+docs/checkpoint-formats.md). Heads of real targets are not that forgiving (vLLM #50170: 1.2% acceptance on
+layers the head was not trained on), so each case below starts from the shipped head and makes it depend on
+its convention; the probe is never told which:
 
-- aux ids (`aux`, trained): the shipped fc fine-tuned on hidden_states (2, 8, 13) with the usual EAGLE-3
-  loss (soft cross-entropy against the target's next token distribution over the draft vocabulary, 3-step
+- aux ids (`aux`, trained): the shipped fc fine-tuned on the default rule's hidden_states (RULE) with the
+  usual EAGLE-3 loss (soft cross-entropy against the target's next token distribution over the draft vocabulary, 3-step
   training-time-test unroll, as training/heads.py) plus an unlikelihood term, -log(1 - q(target token)),
   under the misreading (2, 4, 5): the default rule (2, L//2, L-3) evaluated for an 8-layer target. Saved as
   tests/seeded/aux.safetensors (fc.weight only, fp16). Data: BOS + windows of the CPython standard library's
@@ -21,13 +21,13 @@ starts from the shipped head and makes it depend on its convention; the probe is
   head's fc may have any scale. The shipped fc times 100 is the same head under `true` (up to fp16 rounding
   and RMSNorm's eps); under `false` its residual is the raw 100x fc output.
 
-    python -m eagle_demo.training.seeded aux     # -> tests/seeded/aux.safetensors (about 12 min on a busy CPU)
+    python -m eagle_demo.training.seeded aux     # -> tests/seeded/aux.safetensors (about 3 min on a busy CPU)
     python scripts/probe_seeded.py               # the probe on every seeded draft: the table in the docs
 
-Tried and dropped (400 steps each, on data without the leading BOS): an fc fine-tuned the same way on
+Tried and dropped on the first-generation pair (400 steps each, on data without the leading BOS): an fc fine-tuned the same way on
 (1, 7, 12) against the +1 misreading (2, 8, 13) separated them on its training text (top-1 0.55-0.69 vs
-0.24-0.41) but gave the same tau on the probe's prompts (2.21 both): off-by-one ids are not seedable on this
-target. Attention fine-tuned against rope_theta 1e6 (case `rope_1e6`) reached tau 1.86 vs 2.16: a larger
+0.24-0.41) but gave the same tau on the probe's prompts (2.21 both): off-by-one ids were not seedable on
+that target. Attention fine-tuned against rope_theta 1e6 (case `rope_1e6`) reached tau 1.86 vs 2.16: a larger
 theta only slows pairs that barely turn over a hundred positions.
 """
 
@@ -37,7 +37,7 @@ import argparse
 import json
 import sysconfig
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -52,9 +52,11 @@ ROOT = Path(__file__).resolve().parents[2]
 TARGET, SHIPPED = ASSETS / "tiny-target", ASSETS / "tiny-eagle3"
 OUT = ROOT / "tests" / "seeded"
 SEED = 2323
+_LAYERS = json.loads((TARGET / "config.json").read_text())["num_hidden_layers"]
+RULE = [2, _LAYERS // 2, _LAYERS - 3]  # the default EAGLE-3 feature rule, the layers the shipped head reads
 # name -> (trained tensors, true convention, misread convention); conventions as the probe writes them
 CASES = {
-    "aux": (("fc.weight",), {"feature_layers": [2, 8, 13]}, {"feature_layers": [2, 4, 5]}),
+    "aux": (("fc.weight",), {"feature_layers": RULE}, {"feature_layers": [2, 4, 5]}),
     # the dropped attempt of the module doc (not a test fixture): attention trained against rope_theta 1e6
     "rope_1e6": (tuple(f"midlayer.self_attn.{p}_proj.weight" for p in "qkvo"), {"rope_theta": 10000.0},
                  {"rope_theta": 1e6}),
@@ -74,17 +76,19 @@ class Seeded:
     fixture: str
     truth: dict
     config: dict  # changes to the shipped config.json
+    truthful: dict = field(default_factory=dict)  # the config changes that state the truth instead
 
 
 SEEDED = (
-    Seeded("aux ids: heuristic for the wrong depth", "vLLM #50170", "aux", {"feature_layers": [2, 8, 13]},
+    Seeded("aux ids: heuristic for the wrong depth", "vLLM #50170", "aux", {"feature_layers": RULE},
            {"eagle_aux_hidden_state_layer_ids": [2, 4, 5]}),
-    Seeded("draft rope_theta", "vllm-ascend #6612", "build:rope", {"rope_theta": 10000.0}, {"rope_theta": 100.0}),
+    Seeded("draft rope_theta", "vllm-ascend #6612", "build:rope", {"rope_theta": 10000.0}, {"rope_theta": 100.0},
+           {"rope_theta": 10000.0}),
     Seeded("norm_before_residual", "speculators vs EAGLE", "build:nbr", {"norm_before_residual": True},
-           {"norm_before_residual": False}),
-    Seeded("EAGLE-3 described as EAGLE-1", "SGLang #21272", "", {"feature_layers": [2, 8, 13]},
+           {"norm_before_residual": False}, {"norm_before_residual": True}),
+    Seeded("EAGLE-3 described as EAGLE-1", "SGLang #21272", "", {"feature_layers": RULE},
            {"architectures": ["LlamaForCausalLMEagle"]}),
-    Seeded("fused draft shipped as unfused", "vLLM #40656", "", {"feature_layers": [2, 8, 13]},
+    Seeded("fused draft shipped as unfused", "vLLM #40656", "", {"feature_layers": RULE},
            {"eagle_config": {"use_aux_hidden_state": False}}),
     Seeded("d2t stored as absolute ids", "SpecForge #534", "", {"d2t": "absolute"}, {}),
 )

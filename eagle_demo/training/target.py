@@ -1,4 +1,5 @@
-"""Train the shipped tiny target model (``assets/tiny-target``) from scratch on CPU.
+"""Train the first-generation tiny target (shipped in ``assets/tiny-target`` until the second generation,
+:mod:`eagle_demo.training.target2`, replaced it) from scratch on CPU.
 
 The target is a ``transformers.LlamaForCausalLM`` trained on the CPython-stdlib corpus
 (:mod:`eagle_demo.training.corpus`) with the 4096-token byte-level BPE tokenizer
@@ -89,7 +90,7 @@ Result of the shipped run (``assets/tiny-target``)
 was calibrated to 1505 steps (3.08 M tokens, 1.04 epochs). Train loss 3.22 (mean of steps
 1401-1500), validation loss 3.434 nats/token (0.94 nats/char), unchanged after the float16
 export. Training took 53.4 minutes of wall time because other jobs shared the two cores (1.7 s
-per step alone, 2-3 s shared). The log is ``assets/training_log_target.json``. The model is
+per step alone, 2-3 s shared). The log is ``docs/training/gen1_training_log_target.json``. The model is
 under-trained (train ~ val, loss still falling). Greedy samples are Python-shaped but repetitive,
 and a prompt that ends in a line break is continued unindented (see
 :mod:`eagle_demo.training.tokenizer`, ``--split``).
@@ -137,7 +138,7 @@ from eagle_demo.training.tokenizer import TOKENIZER_FILES, default_tokenizer_dir
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ASSETS_DIR = REPO_ROOT / "assets"
 DEFAULT_EXPORT_DIR = ASSETS_DIR / "tiny-target"
-DEFAULT_LOG_PATH = ASSETS_DIR / "training_log_target.json"
+DEFAULT_LOG_PATH = ASSETS_DIR.parent / "docs" / "training" / "gen1_training_log_target.json"
 
 # ---- model shape (see the module docstring for the measurements behind it) -----------------
 SHAPE = dict(
