@@ -3,10 +3,11 @@
 A drafting round costs `pause_below` plain steps (the automatic tree's predicted round cost) and commits tau
 tokens, so it pays only while tau exceeds that break-even. When the mean committed tokens of the last
 `WINDOW` drafting rounds falls under it, the next `PAUSE` rounds are plain steps (a round with no draft: the
-target's own token), then one probe round drafts again and its tokens enter the window; drafting resumes as
-soon as the window's mean is back at the break-even. A probe that finds the mean still under it pauses twice
-as long as the pause before (up to `MAX_PAUSE`), so a draft that keeps failing costs fewer probes; the pause
-is back to `PAUSE` once a drafting round keeps the mean at the break-even. A plain round is what plain
+target's own token), then one probe round drafts again. A probe that commits at least the break-even starts
+the window afresh (the rounds before the pause no longer hold drafting down: text that turned predictable,
+a loop say, gets drafted at once); otherwise its tokens enter the window, and a window still under the
+break-even pauses twice as long as the pause before (up to `MAX_PAUSE`), so a draft that keeps failing costs
+fewer probes. The pause is back to `PAUSE` once a drafting round keeps the mean at the break-even. A plain round is what plain
 decoding does, token for token (the same logits pipeline and the same position-keyed sampler), so the output
 never changes.
 
@@ -32,12 +33,16 @@ class DraftGate:
         self.recent: deque[int] = deque(maxlen=WINDOW if window is None else window)  # last drafting rounds' tokens
         self.plain_left = 0  # plain rounds still to run before the next probe
         self.next_pause = self.pause  # the length of the next pause (doubles while probes fail)
+        self.probing = False  # the next drafting round is a probe (it follows a pause)
 
     @property
     def drafting(self) -> bool:
         return self.plain_left == 0
 
     def after_draft(self, committed: int) -> None:
+        if self.probing and committed >= self.pause_below:  # the probe paid: judge the rounds from here on
+            self.recent.clear()
+        self.probing = False
         self.recent.append(committed)
         full = len(self.recent) == self.recent.maxlen
         if self.pause_below > 0 and full and sum(self.recent) < self.pause_below * len(self.recent):
@@ -48,6 +53,7 @@ class DraftGate:
 
     def after_plain(self) -> None:
         self.plain_left -= 1
+        self.probing = self.plain_left == 0
 
 
 def paused_line(plain_rounds: int, rounds: int, pause_below: float) -> str:

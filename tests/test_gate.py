@@ -62,6 +62,26 @@ def test_failed_probes_double_the_pause_up_to_its_cap(monkeypatch):
     assert gate.plain_left == 2
 
 
+def test_a_probe_that_pays_starts_the_window_afresh():
+    """Text that turns predictable after a pause (a loop, say) is drafted at once: the rounds before the pause no
+    longer hold the mean down. A probe under the break-even still joins the old window."""
+    gate = DraftGate(2.0, window=3, pause=2)
+    for committed in (1, 1, 1):
+        gate.after_draft(committed)
+    gate.after_plain()
+    gate.after_plain()
+    assert gate.drafting
+    gate.after_draft(3)  # the old window (1, 1, 3) has mean 1.67; the probe alone pays
+    assert gate.drafting and list(gate.recent) == [3]
+    gate.after_draft(1)
+    gate.after_draft(1)  # (3, 1, 1): 1.67, full: a pause
+    assert not gate.drafting
+    gate.after_plain()
+    gate.after_plain()
+    gate.after_draft(1)  # a probe under the break-even joins the window: (1, 1, 1)
+    assert list(gate.recent) == [1, 1, 1] and not gate.drafting
+
+
 def test_gate_off_never_pauses():
     gate = DraftGate(0.0, window=2, pause=5)
     for _ in range(10):
