@@ -6,7 +6,7 @@ calibration's shape drafting every round."""
 
 from __future__ import annotations
 
-from eagle_demo.config import TreeConfig
+from eagle_demo.config import RunConfig, TreeConfig
 
 
 def parse_tree(text: str, session) -> tuple[str, TreeConfig | None]:
@@ -22,10 +22,10 @@ def parse_shape(text: str, session) -> tuple[str, TreeConfig | None, dict]:
         choice = auto_tree(session)
         if text == "auto-fixed":
             return f"auto, never paused or retuned ({choice.tree.label()})", choice.tree, {}
-        paused = {"pause_below": choice.predicted_round_cost}
-        if text == "auto-retune":
-            return f"auto, retuned ({choice.tree.label()})", choice.tree, {**paused, "retune": choice.table}
-        return f"auto ({choice.tree.label()})", choice.tree, paused
+        run = choice.run_config(RunConfig(), retune=text == "auto-retune")  # as the entry points set it up
+        fields = {"pause_below": run.pause_below, "retune": run.retune}
+        label = "auto, retuned" if run.retune is not None else "auto"
+        return f"{label} ({choice.tree.label()})", choice.tree, fields
     return (*_fixed(text), {})
 
 

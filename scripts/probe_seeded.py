@@ -1,10 +1,11 @@
 """The pre-flight probe on each seeded misconfiguration of the shipped pair: what the config declares, the
-measured tau, every alternative measured, and what the probe uses. Prints a markdown table (docs/probe.md).
+measured tau, every alternative measured, and what the probe uses. Prints a markdown table (the one in
+docs/checkpoint-formats.md, "Seeded misconfigurations, measured").
 
-    python scripts/probe_seeded.py            # about 1 minute on one CPU thread
+    python scripts/probe_seeded.py            # about 30 s on one CPU thread
 
-The drafts are built from assets/tiny-eagle3 and the fixtures in tests/seeded/ (made by
-`python -m eagle_demo.training.seeded aux|rope`); see eagle_demo/training/seeded.py.
+The drafts are built from assets/tiny-eagle3 and the fixture in tests/seeded/ (made by
+`python -m eagle_demo.training.seeded aux`; the other cases are built exactly); see eagle_demo/training/seeded.py.
 """
 
 from __future__ import annotations
