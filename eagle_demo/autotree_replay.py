@@ -6,13 +6,13 @@ read off once the target's continuation is known.
 1. The engine generates a short greedy continuation of a calibration prompt (greedy EAGLE output equals plain
    decoding, whatever the shape), so the prompt plus it is the target's own text S.
 2. One target forward over S gives every position's features, one draft extend over all of them the draft's
-   output at every position. The state "S[..m] committed" is the draft's cache cut to m entries, its output at
-   m - 1 and the root S[m]: exactly where an engine round starts. States are visited from the end backwards, so
-   cutting the draft's cache is all that moving between them takes.
-3. At each state the drafter grows the EAGLE-2 candidates once per top-k at its deepest depth (the candidates
-   of a shallower depth are a prefix of them) and drafts the longest chain. A tree (total, depth, top-k) keeps
-   the total - 1 best candidates by path score, with `tree.select_tree`'s tie rule; its accepted length is how
-   far S[m+1..] runs down the kept nodes.
+   cache and output at every position. The state "S[..m] committed" is the draft's cache up to m entries, its
+   output at m - 1 and the root S[m]: exactly where an engine round starts.
+3. Every state's EAGLE-2 candidates are grown at once, once per top-k at its deepest depth (`replay_batch`:
+   one head forward per depth for a chunk of states, each state's rows masked to its own prefix and
+   ancestors; the candidates of a shallower depth are a prefix of them; top-k 1 is the chain). A tree (total,
+   depth, top-k) keeps the total - 1 best candidates by path score, with `tree.select_tree`'s tie rule; its
+   accepted length is how far S[m+1..] runs down the kept nodes.
 4. A shape's tau is the walk an engine run takes over the same text: from the state after the prompt, accept,
    jump past the accepted tokens and the bonus, repeat. All shapes are scored on the same text.
 """
@@ -27,12 +27,11 @@ from typing import Callable
 
 import torch
 
+from . import replay_batch
 from .config import RunConfig, TreeConfig
 from .events import DraftNode, Finish, Round
 
 __all__ = ["Group", "Replay", "replay", "replay_prompt", "shapes_of", "walk_tau"]
-
-MIN_STATES = 12  # states scored per prompt however late it runs
 
 
 @dataclass(frozen=True)
@@ -90,90 +89,57 @@ def _continuation(engine, ids: list[int], new_tokens: int, tree: TreeConfig, int
 
 
 def replay_prompt(engine, ids: list[int], groups: list[Group], new_tokens: int, gen_tree: TreeConfig,
-                  into: Replay, deadline: float = math.inf, clock: Callable[[], float] = time.perf_counter) -> None:
-    """Generate, then score every group's shapes at every state of this prompt's continuation (adds to into);
-    past the deadline the states scored so far (the last ones, MIN_STATES at least) stand for the prompt."""
+                  into: Replay, clock: Callable[[], float] = time.perf_counter) -> None:
+    """Generate, then score every group's shapes at every state of this prompt's continuation (adds to into):
+    one head forward per depth per chunk of states (`replay_batch`)."""
     text = list(ids) + _continuation(engine, ids, new_tokens, gen_tree, into, clock)
     deepest = max(g.depth for g in groups)
     first, last = len(ids), len(text) - 1 - deepest  # states whose next `deepest` tokens are known
     if last < first:
         return
-    runner, drafter = engine.runner, engine.drafter
+    runner, head = engine.runner, engine.drafter.head
+    dev = engine.drafter.device
     with engine.lock:
         runner.reset(len(text))
-        drafter.reset()
-        drafter.reserve(len(text) + 8 * max(g.top_k for g in groups))
         with torch.inference_mode():
             out = runner.forward(torch.tensor(text[:-1]))  # features [N-1, F]
         runner.reset()
-        g = drafter.extend(out.features, torch.tensor(text[1:]))  # [N-1, H]: the draft output after each pair
-        per_shape: dict[TreeConfig, dict[int, int]] = {}
+        engine.drafter.reserve(len(text) + deepest)  # the head's rotary table
+        every = torch.tensor(text, device=dev)  # [N]
+        kv, g = replay_batch.extend_text(head, out.features.to(dev, engine.drafter.dtype), every)  # g [N-1, H]
+        states = torch.arange(first, last + 1, device=dev)  # [S] committed lengths m; root text[m]
+        future = every[states[:, None] + 1 + torch.arange(deepest, device=dev)]  # [S, deepest]
         ranked = next((grp for grp in groups if grp.top_k > 1), None)  # its candidates feed the rank model too
-        for m in range(last, first - 1, -1):
-            if last - m >= MIN_STATES and clock() > deadline:
-                first = m + 1
-                break
-            drafter.cache.crop(m - drafter.cache.get_seq_length())
-            drafter.length, drafter.last_g = m, g[m - 1]
-            future = text[m + 1:m + 1 + deepest]
-            for group in groups:
-                counts = into if group is ranked else None
-                for shape, a in _score_state(drafter, text[m], future, group, counts).items():
-                    per_shape.setdefault(shape, {})[m] = a
-        drafter.reset()
-    for shape, by_state in per_shape.items():
-        into.accepted.setdefault(shape, []).append(by_state)
+        per_shape: dict[TreeConfig, list[int]] = {}
+        for group in groups:
+            batch = replay_batch.grow(head, kv, g, states, group.top_k, group.depth)
+            path = replay_batch.true_path(batch, future[:, :group.depth])  # [S, depth]
+            if group is ranked:
+                _count_batch(into, batch, path)
+            for shape, got in _group_lengths(group, batch, path).items():
+                per_shape[shape] = got.tolist()
+    for shape, got in per_shape.items():
+        into.accepted.setdefault(shape, []).append(dict(zip(range(first, last + 1), got)))
     into.states += last - first + 1
     into.tokens += len(text) - len(ids)
 
 
-def _score_state(drafter, root: int, future: list[int], group: Group,
-                 counts: Replay | None) -> dict[TreeConfig, int]:
-    """Accepted length of each of the group's shapes at this state; counts: add the rank model's counts."""
+def _group_lengths(group: Group, batch, path: torch.Tensor) -> dict[TreeConfig, torch.Tensor]:
+    """Accepted length [S] of each of the group's shapes at every state."""
     if group.top_k == 1:
-        drafted = drafter.draft(root, TreeConfig.chain(group.depth)).token_list[1:]
-        run = 0
-        while run < len(drafted) and drafted[run] == future[run]:
-            run += 1
-        return {TreeConfig.chain(d): min(d, run) for d in range(1, group.depth + 1)}
-    cand = drafter.candidates(TreeConfig(depth=group.depth, top_k=group.top_k, total_tokens=2))
-    tokens, parents, depths, scores, logp = torch.stack(
-        [cand.tokens.double(), cand.parents.double(), cand.depths.double(), cand.scores.double(),
-         cand.logp.double()]).tolist()  # one host copy
-    path = _true_path(tokens, parents, future, group.depth)
-    if counts is not None:
-        _count_ranks(counts, tokens, parents, depths, logp, path)
-    out = {}
-    k = group.top_k
-    for depth in range(1, group.depth + 1):
-        m = k + (depth - 1) * k * k  # the candidates of this depth: a prefix
-        ranks = [sum(1 for i in range(m) if scores[i] > scores[p] or (scores[i] == scores[p] and i < p))
-                 for p in path[:depth]]
-        for total in group.totals:
-            tree = TreeConfig(depth=depth, top_k=k, total_tokens=total)
-            if depth < total - 1 <= tree.max_draft_nodes:
-                out[tree] = sum(1 for _ in _while_below(ranks, total - 1))
-    return out
+        run = (path >= 0).int().cumprod(1).sum(1)  # [S] how far the chain matches
+        return {TreeConfig.chain(d): run.clamp(max=d) for d in range(1, group.depth + 1)}
+    shapes = shapes_of(group)
+    got = replay_batch.accepted_lengths(batch, path, [(t.depth, t.total_tokens) for t in shapes])
+    return {t: got[(t.depth, t.total_tokens)] for t in shapes}
 
 
-def _while_below(ranks: list[int], keep: int):
-    for r in ranks:  # ranks grow down the path (a child never outscores its parent)
-        if r >= keep:
-            return
-        yield r
-
-
-def _true_path(tokens: list, parents: list, future: list[int], depth: int) -> list[int]:
-    """Candidate indices of the target's own continuation, depth by depth, as far as the candidates hold it."""
-    path, parent = [], -1
-    for d in range(min(depth, len(future))):
-        nxt = next((i for i, (t, p) in enumerate(zip(tokens, parents))
-                    if int(p) == parent and int(t) == future[d]), None)
-        if nxt is None:
-            break
-        path.append(nxt)
-        parent = nxt
-    return path
+def _count_batch(into: Replay, batch, path: torch.Tensor) -> None:
+    """The rank model's counts from every state's candidates and true path (one host copy)."""
+    depths = batch.depths.tolist()
+    for tokens, parents, logp, row in zip(batch.tokens.tolist(), batch.parents.tolist(), batch.logp.tolist(),
+                                          path.tolist()):
+        _count_ranks(into, tokens, parents, depths, logp, [i for i in row if i >= 0])
 
 
 def _count_ranks(into: Replay, tokens, parents, depths, logp, path) -> None:
@@ -229,11 +195,9 @@ def walk_tau(by_prompt: list[dict[int, int]]) -> float:
 
 
 def replay(engine, prompts: list[list[int]], groups: list[Group], new_tokens: int, gen_tree: TreeConfig,
-           budget_s: float, clock: Callable[[], float] = time.perf_counter) -> Replay:
-    """Replay every prompt, each in an equal share of the budget (MIN_STATES states of each at least)."""
+           clock: Callable[[], float] = time.perf_counter) -> Replay:
+    """Replay every prompt, every state of each: the same text always gives the same figures."""
     out = Replay()
-    start = clock()
-    for i, ids in enumerate(prompts):
-        replay_prompt(engine, ids, groups, new_tokens, gen_tree, out, start + budget_s * (i + 1) / len(prompts),
-                      clock)
+    for ids in prompts:
+        replay_prompt(engine, ids, groups, new_tokens, gen_tree, out, clock)
     return out

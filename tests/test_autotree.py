@@ -286,3 +286,34 @@ def test_tests_never_touch_the_real_cache():
     from pathlib import Path
 
     assert not autotree.default_cache_dir().is_relative_to(Path.home() / ".cache" / "eagle_demo")
+
+
+@pytest.mark.parametrize("head", ["tiny-eagle1", "tiny-eagle3"])
+def test_the_batched_replay_grows_each_states_candidates_as_the_drafter_does(head):
+    """Every state's candidates from one batched forward per depth equal the drafter's own round from that state
+    (cache cut to the state): tokens, parents and depths exactly, scores to float rounding."""
+    from eagle_demo import replay_batch
+    from eagle_demo.paths import ASSETS
+
+    session = load_session(None, str(ASSETS / head), threads=1, device="cpu", dtype="float32")
+    engine = session.eagle
+    text = torch.tensor(session.encode("class Queue:\n    \"\"\"A first-in, first-out queue.\"\"\"\n\n    def "))
+    with torch.inference_mode():
+        engine.runner.reset(len(text))
+        features = engine.runner.forward(text[:-1]).features  # [N-1, F]
+        engine.runner.reset()
+    drafter = engine.drafter
+    drafter.reset()
+    drafter.reserve(len(text) + 16)
+    kv, g = replay_batch.extend_text(drafter.head, features, text)
+    states = torch.tensor([3, 7, len(text) - 2])
+    for k, depth in ((1, 6), (4, 4)):
+        batch = replay_batch.grow(drafter.head, kv, g, states, k, depth)
+        assert kv.get_seq_length() == len(text) - 1  # the tree entries are dropped again
+        for row, m in enumerate(states.tolist()):
+            drafter.reset()
+            drafter.extend(features[:m], text[1:m + 1])
+            want = drafter.candidates(TreeConfig(depth=depth, top_k=k, total_tokens=2))
+            assert torch.equal(batch.tokens[row], want.tokens) and torch.equal(batch.parents[row], want.parents)
+            assert torch.equal(batch.depths, want.depths)
+            torch.testing.assert_close(batch.scores[row], want.scores, rtol=1e-5, atol=1e-5)
