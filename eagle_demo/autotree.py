@@ -16,7 +16,7 @@ extend(tau) + host(total)) / plain step. A shape outside the replayed set falls 
 (`predict_tau` over acceptance by depth and sibling rank, counted from the same replay).
 
 The choice is cached on disk per (target, draft, their files, the draft's conventions after a probe, device,
-dtype, torch threads, calibration method) under $EAGLE_DEMO_CACHE/autotree (default ~/.cache/eagle_demo/autotree);
+dtype, torch threads, calibration method and text) under $EAGLE_DEMO_CACHE/autotree (default ~/.cache/eagle_demo/autotree);
 `refresh=True` re-tunes.
 """
 
@@ -48,10 +48,10 @@ TOTALS_GPU = (4, 6, 8, 12, 16, 24, 32, 48, 64)
 NEW_TOKENS = 64  # greedy continuation per calibration prompt; each of its positions is a replayed state
 # The calibration text: a function, a question and a paragraph of documentation, on the subject the product's
 # suite and page examples share (Python). Text a pair was not trained on undersells its draft: on the shipped
-# pair, 40 tokens after a history paragraph and an arithmetic question chose shapes at 0.72-0.80 of the best
-# shape's predicted speedup on the suite, these at 0.97-0.99 (docs/perf.md "Automatic tree").
+# pair, 40 tokens after a history paragraph and an arithmetic question chose shapes at 0.68-0.72 of the best
+# shape's predicted speedup on the suite, these at 0.90-0.94 (docs/perf.md "Automatic tree").
 PROMPTS = ("def merge_sorted(a, b):\n    \"\"\"Merge two sorted lists into one sorted list.\"\"\"\n",
-           "Question: What does the with statement do in Python?\nAnswer:",
+           "Question: How do I count the words in a text file in Python?\nAnswer:",
            "The json module converts Python objects to text and back. ")
 
 
@@ -127,7 +127,7 @@ def conventions(session) -> str:
 
 def _cache_file(session, device: torch.device, dtype: torch.dtype, cache_dir: Path | None) -> Path:
     report = session.report
-    parts = [METHOD, str(report.target_path), str(report.draft_path), str(device), str(dtype), torch.__version__,
+    parts = [METHOD, repr(PROMPTS), str(NEW_TOKENS), str(report.target_path), str(report.draft_path), str(device), str(dtype), torch.__version__,
              str(torch.get_num_threads()), _weights_stamp(report.target_path), _weights_stamp(report.draft_path),
              conventions(session)]
     key = hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
