@@ -1,15 +1,16 @@
 """Automatic tree: pick the draft shape (a chain length, or a tree total / depth / top-k) that maximises the
 predicted speedup, tau / round cost, for this pair on this device and dtype.
 
-Calibration (about 2.5 s on the shipped pair on one CPU thread):
-1. Costs (`autotree_costs`, in 0.28 x `budget_s`, 3 s by default): a plain step, the verify by size, the draft by depth and top-k, the draft's extend
-   and the round's host work, timed interleaved, kept at their fastest and fitted as lines (the verify: one line
-   over all sizes), so a busy machine moves no single size's price on its own.
+Calibration (2.4-3.0 s on the shipped pair on one CPU thread):
+1. Costs (`autotree_costs`, in 0.22 x `budget_s`, 3 s by default): a plain step, the verify by size, the draft
+   by depth and top-k, the draft's extend and the round's host work, timed interleaved, kept at their fastest
+   and fitted as lines (the verify: one line over all sizes), so a busy machine moves no single size's price on
+   its own.
 2. Acceptance (`autotree_replay`): every candidate shape's tau, replayed at every position of the target's own
    greedy text of the calibration prompts: exact for greedy decoding, every shape on the same text, the same
-   figures on every calibration of a pair (no state is left out for time). Candidates: chains 1..8 and
-   trees of top-k 2, 4 and 8 (GPU: also 10) at every depth and total the device allows, so the short wide
-   trees a weak head needs are in the set as well as the deep ones a strong head needs.
+   figures on every calibration of a pair (no state is left out for time). Candidates: chains 1..8 and trees of
+   top-k 2, 4 and 8 (GPU: also 10) at every depth and total the device allows (top-8 to depth 2 on a CPU), so
+   the short wide trees a weak head needs are in the set as well as the deep ones a strong head needs.
 
 Prediction: speedup = tau / round cost, the round cost in plain steps = (draft(depth, top-k) + verify(total) +
 extend(tau) + host(total)) / plain step. A shape outside the replayed set falls back to the rank model
@@ -46,13 +47,14 @@ METHOD = "replay-5"  # in the cache key: a choice made by another calibration me
 TOTALS_CPU = (3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32)
 TOTALS_GPU = (4, 6, 8, 12, 16, 24, 32, 48, 64)
 NEW_TOKENS = 64  # greedy continuation per calibration prompt; each of its positions is a replayed state
-# The calibration text: a function, a question and a paragraph of documentation, on the subject the product's
-# suite and page examples share (Python). Text a pair was not trained on undersells its draft: on the shipped
-# pair, 40 tokens after a history paragraph and an arithmetic question chose shapes at 0.68-0.72 of the best
-# shape's predicted speedup on the suite, these at 0.90-0.94 (docs/perf.md "Automatic tree").
+# The calibration text: a function, a question, a paragraph of documentation and a class, on the subject the
+# product's suite and page examples share (Python). Text a pair was not trained on undersells its draft: on the
+# shipped pair, 40 tokens after a history paragraph and an arithmetic question chose shapes at 0.68-0.72 of the
+# best shape's predicted speedup on the suite, these at 0.93-0.97 (docs/perf.md "Automatic tree").
 PROMPTS = ("def merge_sorted(a, b):\n    \"\"\"Merge two sorted lists into one sorted list.\"\"\"\n",
            "Question: How do I count the words in a text file in Python?\nAnswer:",
-           "The json module converts Python objects to text and back. ")
+           "The json module converts Python objects to text and back. ",
+           "class Timer:\n    \"\"\"Measure the time a block of code takes.\"\"\"\n")
 
 
 @dataclass(frozen=True)
@@ -101,7 +103,7 @@ class AutoChoice:
 def groups(device: torch.device) -> list[Group]:
     """What the replay grows per state: the chain, and per top-k its deepest tree (the totals its shapes keep)."""
     if device.type == "cpu":
-        return [Group(1, 8), Group(2, 6, TOTALS_CPU), Group(4, 6, TOTALS_CPU), Group(8, 3, TOTALS_CPU)]
+        return [Group(1, 8), Group(2, 6, TOTALS_CPU), Group(4, 6, TOTALS_CPU), Group(8, 2, TOTALS_CPU)]
     return [Group(1, 8), Group(2, 8, TOTALS_GPU), Group(4, 8, TOTALS_GPU), Group(8, 7, TOTALS_GPU),
             Group(10, 6, TOTALS_GPU)]
 
@@ -164,7 +166,7 @@ def auto_tree(session, *, budget_s: float = 3.0, refresh: bool = False, cache_di
     ids = _calibration_ids(session)
     say("measuring a plain step, the verify by size and the draft by depth")
     with engine.lock:
-        costs = measure_costs(engine, ids[0], budget_s * 0.28)
+        costs = measure_costs(engine, ids[0], budget_s * 0.22)
     say("replaying every candidate shape on the target's own text")
     stats = acceptance(session, ids)
     choice = choose(stats, costs, time.perf_counter() - t0, runner.device)
