@@ -17,8 +17,8 @@ extend(tau) + host(total)) / plain step. A shape outside the replayed set falls 
 (`predict_tau` over acceptance by depth and sibling rank, counted from the same replay).
 
 The choice is cached on disk per (target, draft, their files, the draft's conventions after a probe, device,
-dtype, torch threads, calibration method and text) under $EAGLE_DEMO_CACHE/autotree (default ~/.cache/eagle_demo/autotree);
-`refresh=True` re-tunes.
+dtype, torch threads, calibration method and text) under $EAGLE_DEMO_CACHE/autotree (default
+~/.cache/eagle_demo/autotree); `refresh=True` re-tunes.
 """
 
 from __future__ import annotations
@@ -129,9 +129,9 @@ def conventions(session) -> str:
 
 def _cache_file(session, device: torch.device, dtype: torch.dtype, cache_dir: Path | None) -> Path:
     report = session.report
-    parts = [METHOD, repr(PROMPTS), str(NEW_TOKENS), str(report.target_path), str(report.draft_path), str(device), str(dtype), torch.__version__,
-             str(torch.get_num_threads()), _weights_stamp(report.target_path), _weights_stamp(report.draft_path),
-             conventions(session)]
+    parts = [METHOD, repr(PROMPTS), str(NEW_TOKENS), str(report.target_path), str(report.draft_path), str(device),
+             str(dtype), torch.__version__, str(torch.get_num_threads()), _weights_stamp(report.target_path),
+             _weights_stamp(report.draft_path), conventions(session)]
     key = hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
     return (cache_dir or default_cache_dir()) / f"{key}.json"
 
