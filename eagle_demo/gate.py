@@ -21,7 +21,7 @@ from collections import deque
 __all__ = ["DraftGate", "WINDOW", "PAUSE", "MAX_PAUSE", "paused_line"]
 
 WINDOW = 10  # drafting rounds whose mean tau is compared with the break-even (6 paused strong heads in the
-# bursts of new text between loops: on the shipped pair 3-6% under never pausing; 10 keeps them within 1%)
+# bursts of new text between loops: on the shipped pair 1-7% under never pausing; 10 keeps them within 1.5%)
 PAUSE = 8  # plain rounds before the first probe round
 MAX_PAUSE = 96  # the longest pause: each failed probe in a row doubles it up to this
 

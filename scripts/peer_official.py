@@ -15,7 +15,8 @@ seeded Gaussian noise (`--weak-noise`, relative to each tensor's own spread) so 
 written in the same layout under $EAGLE_DEMO_CACHE/peer/ (about 2.5 MB; never committed).
 
 The official code runs in one worker process that keeps its model loaded; runs alternate per prompt (the official
-run, then each of our shapes, on the same prompt), after one dropped warm-up run of each. Every line reports one
+run, then each of our shapes, on the same prompt, their order rotated from prompt to prompt), after one dropped
+warm-up run of each. Every line reports one
 side's median tokens/s over the prompts and repeats (wall clock) and its tokens per CPU second (both sides time
 their own generating thread with `time.thread_time`, one torch thread each, so other processes on a shared
 machine do not enter that figure); the ratios are ours / official from that one run. Output ends with a JSON line.
@@ -207,11 +208,13 @@ def race(name: str, target: str, draft: str, python: Path, args) -> dict:
         peer.run(prompts[0])  # warm-up runs, dropped
         for _, tree, pause in shapes:
             run_ours(session, prompts[0], tree, args.max_new_tokens, pause)
-        for _ in range(args.repeats):  # per prompt: the official run, then each of ours
-            for ids in prompts:
+        turn = 0
+        for _ in range(args.repeats):  # per prompt: the official run, then each of ours, their order rotated
+            for ids in prompts:  # (the run right after the official process meets colder caches)
                 official.append(peer.run(ids))
-                for label, tree, pause in shapes:
+                for label, tree, pause in shapes[turn % len(shapes):] + shapes[:turn % len(shapes)]:
                     ours[label].append(run_ours(session, ids, tree, args.max_new_tokens, pause))
+                turn += 1
     finally:
         peer.close()
     ref = summary(official)
