@@ -1,6 +1,6 @@
 """The playground page end to end in a real headless Chromium (Debian's /usr/bin/chromium) via Playwright.
 
-EAGLE_DEMO_SCREENSHOTS=1 also saves assets/screenshots/playground.png and tree.png.
+EAGLE_DEMO_SCREENSHOTS=1 also saves assets/screenshots/playground.png, tree.png and benchmark.png.
 """
 
 from __future__ import annotations
@@ -248,6 +248,31 @@ def test_benchmark_stop_ends_the_benchmark_and_the_page_keeps_serving(page):
     _generate(page, 24, ignore_eos=False)
     _short_run_is_identical(page)
 
+
+
+def test_benchmark_compares_the_two_shipped_heads(page, app_url):
+    """The Benchmark tab races a second draft for the loaded target: a row per draft and category and a bar
+    group per draft, every run identical to plain decoding. EAGLE_DEMO_SCREENSHOTS=1 runs every category and
+    saves assets/screenshots/benchmark.png."""
+    from eagle_demo.paths import ASSETS
+
+    if Path(app_url[1]).resolve() != (ASSETS / "tiny-target").resolve():
+        pytest.skip("the page serves a stand-in pair, not the shipped one")
+    shots = os.environ.get("EAGLE_DEMO_SCREENSHOTS") == "1"
+    page.get_by_role("tab", name="Benchmark").click()
+    if shots:
+        for box in page.locator("#bench-categories input[type=checkbox]").all():
+            box.check()
+    page.locator("#bench-compare textarea").fill(str(ASSETS / "tiny-eagle3"))
+    page.click("#bench-btn")
+    page.wait_for_function("() => (document.querySelector('#bench-table').innerText.match(/overall/g) || [])"
+                           ".length >= 2", timeout=600_000 if shots else TIMEOUT_MS)  # both drafts' rows
+    rows = page.locator("#bench-table").inner_text()
+    assert "tiny-eagle1" in rows and "tiny-eagle3" in rows and "Traceback" not in rows
+    assert "yes" in rows.split() and "NO" not in rows.split()  # every category's runs equal plain decoding
+    if shots:
+        page.wait_for_timeout(1000)
+        page.screenshot(path=str(SHOTS / "benchmark.png"), full_page=True)
 
 
 def _probe_line(page) -> str:
