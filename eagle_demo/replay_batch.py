@@ -50,8 +50,8 @@ def extend_text(head, features: torch.Tensor, text: torch.Tensor) -> tuple[Draft
 def grow(head, kv: DraftKV, g: torch.Tensor, prefixes: torch.Tensor, top_k: int, depth: int) -> Batch:
     """The candidates of the states with the given prefix lengths (prefixes [S], each >= 1), in chunks of
     ROWS draft rows. kv: the cache over the text (`extend_text`), left as it was."""
-    parts = [_grow(head, kv, g, prefixes[i:i + max(1, ROWS // top_k)], top_k, depth)
-             for i in range(0, prefixes.shape[0], max(1, ROWS // top_k))]
+    chunk = max(1, ROWS // top_k)  # states per forward
+    parts = [_grow(head, kv, g, prefixes[i:i + chunk], top_k, depth) for i in range(0, prefixes.shape[0], chunk)]
     return Batch(*(torch.cat([getattr(p, f) for p in parts]) for f in ("tokens", "parents", "scores", "logp")),
                  depths=parts[0].depths, top_k=top_k)
 
