@@ -16,10 +16,10 @@ written in the same layout under $EAGLE_DEMO_CACHE/peer/ (about 2.5 MB; never co
 
 The official code runs in one worker process that keeps its model loaded; runs alternate per prompt (the official
 run, then each of our shapes, on the same prompt, their order rotated from prompt to prompt), after one dropped
-warm-up run of each. Every line reports one
-side's median tokens/s over the prompts and repeats (wall clock) and its tokens per CPU second (both sides time
-their own generating thread with `time.thread_time`, one torch thread each, so other processes on a shared
-machine do not enter that figure); the ratios are ours / official from that one run. Output ends with a JSON line.
+warm-up run of each. Every line reports one side's median tokens/s over the prompts and repeats (wall clock) and its
+tokens per CPU second (both sides time their own generating thread with `time.thread_time`, one torch thread each,
+so other processes on a shared machine do not enter that figure); the ratios are ours / official from that one run.
+Output ends with a JSON line.
 """
 
 from __future__ import annotations

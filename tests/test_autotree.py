@@ -290,8 +290,8 @@ def test_tests_never_touch_the_real_cache():
 
 @pytest.mark.parametrize("head", ["tiny-eagle1", "tiny-eagle3"])
 def test_the_batched_replay_grows_each_states_candidates_as_the_drafter_does(head):
-    """Every state's candidates from one batched forward per depth equal the drafter's own round from that state
-    (cache cut to the state): tokens, parents and depths exactly, scores to float rounding."""
+    """Every state's candidates from one batched forward per depth equal those of a drafter that took the state's
+    m committed positions: tokens, parents and depths exactly, scores to float rounding."""
     from eagle_demo import replay_batch
     from eagle_demo.paths import ASSETS
 

@@ -249,11 +249,10 @@ def test_benchmark_stop_ends_the_benchmark_and_the_page_keeps_serving(page):
     _short_run_is_identical(page)
 
 
-
 def test_benchmark_compares_the_two_shipped_heads(page, app_url):
-    """The Benchmark tab races a second draft for the loaded target: a row per draft and category and a bar
-    group per draft, every run identical to plain decoding. EAGLE_DEMO_SCREENSHOTS=1 runs every category and
-    saves assets/screenshots/benchmark.png."""
+    """The Benchmark tab races a second draft for the loaded target: a row per draft and category, every run
+    identical to plain decoding. EAGLE_DEMO_SCREENSHOTS=1 runs every category and saves
+    assets/screenshots/benchmark.png."""
     from eagle_demo.paths import ASSETS
 
     if Path(app_url[1]).resolve() != (ASSETS / "tiny-target").resolve():
