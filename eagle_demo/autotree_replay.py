@@ -104,7 +104,6 @@ def replay_prompt(engine, ids: list[int], groups: list[Group], new_tokens: int, 
         with torch.inference_mode():
             out = runner.forward(torch.tensor(text[:-1]))  # features [N-1, F]
         runner.reset()
-        engine.drafter.reserve(len(text) + deepest)  # the head's rotary table
         every = torch.tensor(text, device=dev)  # [N]
         kv, g = replay_batch.extend_text(head, out.features.to(dev, engine.drafter.dtype), every)  # g [N-1, H]
         states = torch.arange(first, last + 1, device=dev)  # [S] committed lengths m; root text[m]

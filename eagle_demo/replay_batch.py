@@ -41,6 +41,9 @@ def extend_text(head, features: torch.Tensor, text: torch.Tensor) -> tuple[Draft
     """The draft's cache over a whole text and its output after every position: features [N-1, F] of the
     target at positions 0..N-2, text [N]. Returns (cache with N-1 entries, g [N-1, H])."""
     kv = DraftKV(capacity=2 * text.shape[0])
+    rope = getattr(head, "rope", None)
+    if rope is not None:  # the rotary table up to the deepest draft position (the drafter's own pools untouched)
+        rope.reserve(2 * text.shape[0], head.fc.weight)
     positions = torch.arange(text.shape[0] - 1, device=features.device)  # [N-1]
     g = head(features, text[1:], positions, kv, None, from_target=True)  # [N-1, H]
     return kv, g

@@ -11,7 +11,6 @@ arithmetic prompt) and "now" (`autotree.PROMPTS`, `autotree.NEW_TOKENS` tokens e
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -21,6 +20,7 @@ sys.path.insert(0, str(ROOT))
 
 from eagle_demo import autotree  # noqa: E402
 from eagle_demo.autotree_replay import replay, walk_tau  # noqa: E402
+from eagle_demo.bench import load_suite  # noqa: E402
 from eagle_demo.config import default_tree  # noqa: E402
 from eagle_demo.paths import SUITE  # noqa: E402
 from eagle_demo.session import load_session  # noqa: E402
@@ -29,10 +29,6 @@ BEFORE = (("def merge_sorted(a, b):\n    \"\"\"Merge two sorted lists into one s
            "The history of the printing press begins in the fifteenth century, when",
            "Question: A train travels 60 km in 1.5 hours. What is its average speed?\nAnswer:"), 40)
 FRESH = ROOT / "docs" / "bench" / "gen2" / "fresh10.jsonl"
-
-
-def prompts_of(path: Path) -> list[str]:
-    return [json.loads(line)["prompt"] for line in path.read_text().splitlines() if line.strip()]
 
 
 def main(argv=None) -> int:
@@ -53,7 +49,7 @@ def main(argv=None) -> int:
         taus = {shape: walk_tau(got.accepted[shape]) for shape in shapes}
         return taus, {shape: tau / autotree.round_cost(costs, shape, tau) for shape, tau in taus.items()}
 
-    reference = {name: speedups(prompts_of(path), args.reference_tokens)[1]
+    reference = {name: speedups([item.prompt for item in load_suite(path)], args.reference_tokens)[1]
                  for name, path in (("suite", SUITE), ("fresh", FRESH))}
     print(f"{args.draft}: plain step {costs.plain * 1e3:.2f} ms")
     for name, ref in reference.items():
