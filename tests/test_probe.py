@@ -18,7 +18,7 @@ from eagle_demo.config import RunConfig, TreeConfig
 from eagle_demo.engine import SpeculativeEngine
 from eagle_demo.events import Finish
 from eagle_demo import probe as probe_module
-from eagle_demo.probe import SWITCH_BELOW, SWITCH_FACTOR, probe_pair
+from eagle_demo.probe import NEAR, SWITCH_BELOW, SWITCH_FACTOR, probe_pair
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,14 +54,20 @@ def absolute_d2t(sd: dict) -> dict:
 
 
 def check_rule(probe: dict) -> bool:
-    """Recompute the decision from the measured figures; return whether it switched."""
-    declared_tau = probe["tau"] if probe["used"] == probe["declared"] else None
-    best = max(probe["alternatives"], key=lambda a: a["tau"])
-    if probe["used"] == probe["declared"]:
-        assert not (declared_tau < SWITCH_BELOW and best["tau"] >= SWITCH_FACTOR * declared_tau)
-        return False
-    assert probe["used"] == best["conventions"] and probe["tau"] == best["tau"]
-    return True
+    """Recompute the decision from the measured figures, with the probe's own rule (a near tie within NEAR of
+    the best goes to the first listed reading); return whether it switched."""
+    alternatives = probe["alternatives"]
+    top = max(a["tau"] for a in alternatives)
+    best = next(a for a in alternatives if a["tau"] >= (1 - NEAR) * top)
+    declared_tau = probe["declared_tau"]
+    if declared_tau < SWITCH_BELOW and best["tau"] >= SWITCH_FACTOR * declared_tau:
+        assert probe["used"] == best["conventions"] and probe["tau"] == best["tau"]
+        return True
+    kept = [a for a in alternatives if a["conventions"] == probe["loaded"] != probe["declared"]
+            and a["tau"] >= declared_tau]
+    assert probe["used"] == (kept[0]["conventions"] if kept else probe["declared"])
+    assert probe["tau"] == (kept[0]["tau"] if kept else declared_tau)
+    return False
 
 
 def lossless(pair) -> None:
