@@ -77,12 +77,28 @@ def race(model, head, prompt, tree, static: bool, new: int) -> dict:
     return {"plain_step_ms": round(1e3 * step, 3), "round_ms": round(1e3 * rnd, 3), "round_cost": round(rnd / step, 3),
             "tau": round(e.tau, 3), "speedup": round(e.tau * step / rnd, 3), "peak_gb": peak_gb(),
             "equal": e.token_ids == b.token_ids,  # promised in float32 only
+            "first_divergence": divergence(model, prompt, b.token_ids, e.token_ids),
             "draft_ms": round(1e3 * e.draft_seconds / max(e.rounds, 1), 3),
             "verify_ms": round(1e3 * e.verify_seconds / max(e.rounds, 1), 3),
             "graphs": sorted(static_target.graphs) if static_target is not None else [],
             "capture_error": getattr(static_target, "capture_error", None) if static_target is not None else None,
             "draft_graphs": sorted(static_draft.graphs) if static_draft is not None else [],
             "draft_capture_error": static_draft.capture_error if static_draft is not None else None}
+
+
+@torch.inference_mode()
+def divergence(model, prompt, plain, eagle) -> dict | None:
+    """Where two greedy outputs first differ, and the target's own top-2 logit gap there (one fresh forward over
+    the prompt and the common prefix): in bf16, where equality is not promised, a gap near the dtype's rounding
+    says a near tie flipped (the verify's multi-row kernels round differently from a plain step's)."""
+    i = next((j for j, (x, y) in enumerate(zip(plain, eagle)) if x != y), None)
+    if i is None:
+        return None
+    device = model.get_output_embeddings().weight.device
+    ids = torch.tensor([list(prompt) + list(plain[:i])], device=device)  # [1, P+i]
+    top = model(input_ids=ids).logits[0, -1].float().topk(2)  # values [2], indices [2]
+    return {"index": i, "plain": int(plain[i]), "eagle": int(eagle[i]),
+            "top2": [int(t) for t in top.indices], "top2_gap": round(float(top.values[0] - top.values[1]), 5)}
 
 
 def section_tests() -> dict:
