@@ -12,7 +12,7 @@ next one runs):
    picks from these measured costs for an acceptance profile with tau about 6, with its predicted speedup and
    round cost in plain steps; peak memory with the static cache sized prompt + max new + tree.
 
-    python scripts/gpu_fast.py --out gpu_fast.json [--seconds 500] [--hbm-tbps 4.8]
+    python scripts/gpu_fast.py --out gpu_fast.json [--seconds 500] [--hbm-tbps 3.35]  (default: by the GPU's name)
     python scripts/gpu_fast.py --smoke
 """
 
@@ -215,21 +215,34 @@ def section_big(hbm_tbps: float) -> dict:
     return out
 
 
+def hbm_tbps(gpu_name: str) -> float:
+    """The card's memory bandwidth by its name (the weights-bandwidth bound of a plain step); 4.8 when unknown."""
+    for part, tbps in (("H100", 3.35), ("H200", 4.8), ("A100", 2.0), ("L40S", 0.864), ("L4", 0.3)):
+        if part in gpu_name:
+            return tbps
+    return 4.8
+
+
 def main() -> int:
     global DEVICE, SMOKE
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="gpu_fast.json")
     p.add_argument("--seconds", type=float, default=500.0, help="skip sections that start after this")
-    p.add_argument("--hbm-tbps", type=float, default=4.8, help="GPU memory bandwidth (H200: 4.8 TB/s)")
+    p.add_argument("--hbm-tbps", type=float, default=None,
+                   help="GPU memory bandwidth in TB/s (default from the GPU's name: H100 3.35, H200 4.8)")
     p.add_argument("--only", nargs="*")
     p.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU (checks this script)")
     args = p.parse_args()
     if args.smoke or not torch.cuda.is_available():
         DEVICE, SMOKE = "cpu", True
-    REPORT["env"] = {"torch": torch.__version__, "device": torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu",
-                     "smoke": SMOKE}
+    import transformers
+
+    name = torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu"
+    hbm = args.hbm_tbps or hbm_tbps(name)
+    REPORT["env"] = {"torch": torch.__version__, "transformers": transformers.__version__, "device": name,
+                     "hbm_tbps": hbm, "smoke": SMOKE}
     start = time.perf_counter()
-    sections = [("tests", section_tests), ("shipped", section_shipped), ("big", lambda: section_big(args.hbm_tbps))]
+    sections = [("tests", section_tests), ("shipped", section_shipped), ("big", lambda: section_big(hbm))]
     for name, fn in sections:
         if args.only and name not in args.only:
             continue
