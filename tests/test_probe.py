@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TARGET = ROOT / "assets" / "tiny-target"
 SHIPPED = ROOT / "assets" / "tiny-eagle3"
 _LAYERS = json.loads((TARGET / "config.json").read_text())["num_hidden_layers"]
-RULE = [2, _LAYERS // 2, _LAYERS - 3]  # the default EAGLE-3 feature rule: [2, 8, 13] for 16 layers
+RULE = [2, _LAYERS // 2, _LAYERS - 3]  # the default EAGLE-3 feature rule: [2, 12, 21] for 24 layers
 
 
 def shipped_copy(folder: Path, sd_change=None, **config_change) -> Path:
