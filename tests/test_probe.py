@@ -180,11 +180,13 @@ def test_open_choices_are_measured_and_the_rule_holds(tmp_path, shipped_tau, nam
 def test_inspect_probe_cli_json(tmp_path):
     folder = shipped_copy(tmp_path / "cli", architectures=["LlamaForCausalLMEagle"])
     proc = subprocess.run([sys.executable, "-m", "eagle_demo", "inspect", "--target", str(TARGET), "--draft",
-                           str(folder), "--probe", "--json"], capture_output=True, text=True, timeout=600, cwd=str(ROOT))
+                           str(folder), "--probe", "--json"],
+                          capture_output=True, text=True, timeout=600, cwd=str(ROOT))
     assert proc.returncode == 0, proc.stderr[-500:]
     probe = json.loads(proc.stdout)["probe"]
     assert set(probe) >= {"tau", "used", "declared", "alternatives"}
     assert all(set(a) == {"conventions", "tau"} for a in probe["alternatives"])
     bad = subprocess.run([sys.executable, "-m", "eagle_demo", "inspect", "--target", str(TARGET), "--draft",
-                          str(tmp_path / "missing"), "--probe"], capture_output=True, text=True, timeout=300, cwd=str(ROOT))
+                          str(tmp_path / "missing"), "--probe"],
+                          capture_output=True, text=True, timeout=300, cwd=str(ROOT))
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
