@@ -8,6 +8,8 @@ The official code needs transformers 4.36, so it runs in its own virtualenv, bui
 $EAGLE_DEMO_CACHE/peer-venv (default ~/.cache/eagle_demo/peer-venv): torch==2.13.0 (this machine's wheel),
 transformers==4.36.2, accelerate==0.21.0 and eagle-llm==1.2.1 without its web-UI/training pins (gradio, openai,
 fschat, wandb are never imported by `eagle.model`). The same script is the worker inside that venv (`--worker`).
+On a machine without internet (a lent GPU), `--wheels DIR` builds it from a folder of wheels instead, over the
+machine's own packages and torch (docs/gpu/README.md says which wheels).
 
 Pairs: "shipped" is assets/tiny-target + assets/tiny-eagle1 (EAGLE-1 yuhuili layout, read by both sides as is).
 "weak" is the shipped target with a deliberately degraded head: every weight of the shipped head is mixed with
@@ -42,6 +44,8 @@ PROMPTS = (
     "import json\n\n\ndef load_config(path):\n",
 )
 PEER_PINS = ("torch==2.13.0", "transformers==4.36.2", "accelerate==0.21.0")
+# --wheels: the machine's torch stays; these are the versions transformers 4.36.2 needs that a newer image lacks
+OFFLINE_PINS = ("transformers==4.36.2", "accelerate==0.21.0", "huggingface_hub==0.36.2", "tokenizers==0.15.2")
 
 
 def cache_root() -> Path:
@@ -91,19 +95,31 @@ def worker(args) -> int:
 
 # ---- our side and the race ----------------------------------------------------------------------------------
 
-def ensure_venv() -> Path:
-    venv = cache_root() / "peer-venv"
+def venv_env(**extra: str) -> dict:
+    """The environment for the official code's venv: without PYTHONPATH, which would put this project's own
+    transformers (e.g. one carried to a GPU machine in a folder on PYTHONPATH) before the venv's 4.36.2."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | extra
+
+
+def ensure_venv(wheels: Path | None = None) -> Path:
+    """The official code's virtualenv (built once). wheels: a folder of wheels to build it from with no index (a
+    machine without internet, e.g. a lent GPU); that venv sees the machine's own packages (its CUDA torch among
+    them) and takes from the folder only what the official code needs in other versions."""
+    venv = cache_root() / ("peer-venv-offline" if wheels else "peer-venv")
     python = venv / "bin" / "python"
     check = "import eagle.model.ea_model, transformers; assert transformers.__version__ == '4.36.2'"
     probe = [str(python), "-c", check]
-    if python.is_file() and subprocess.run(probe, capture_output=True).returncode == 0:
+    if python.is_file() and subprocess.run(probe, capture_output=True, env=venv_env()).returncode == 0:
         return python
     print(f"building the official code's virtualenv at {venv} (once)", file=sys.stderr)
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", *(["--system-site-packages"] if wheels else []), str(venv)],
+                   check=True)
     pip = [str(python), "-m", "pip", "install", "-q"]
-    subprocess.run(pip + list(PEER_PINS), check=True)
-    subprocess.run(pip + ["--no-deps", "eagle-llm==1.2.1"], check=True)  # its UI/training pins are not needed
-    subprocess.run(probe, check=True)
+    if wheels:  # exactly these; their other needs (numpy, requests, ...) are the machine's own
+        pip += ["--no-index", "--no-deps", "--find-links", str(wheels)]
+    subprocess.run(pip + list(OFFLINE_PINS if wheels else PEER_PINS), check=True, env=venv_env())
+    subprocess.run(pip + ["--no-deps", "eagle-llm==1.2.1"], check=True, env=venv_env())  # no UI/training pins
+    subprocess.run(probe, check=True, env=venv_env())
     return python
 
 
@@ -138,8 +154,8 @@ class Official:
     """The official code in its venv, loaded once; `run(ids)` generates one prompt there."""
 
     def __init__(self, python: Path, target: str, draft: str, args):
-        env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
-               "HF_HUB_OFFLINE": "1", "PYTHONWARNINGS": "ignore"}
+        env = venv_env(OMP_NUM_THREADS=str(args.threads), TRANSFORMERS_NO_ADVISORY_WARNINGS="1", HF_HUB_OFFLINE="1",
+                       PYTHONWARNINGS="ignore")
         cmd = [str(python), __file__, "--worker", "--target", target, "--draft", draft, "--device", args.device,
                "--threads", str(args.threads), "--max-new-tokens", str(args.max_new_tokens)]
         self.log = tempfile.TemporaryFile(mode="w+")  # its warnings; a pipe nobody reads could fill and block it
@@ -254,10 +270,12 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--wheels", type=Path, default=None,
+                    help="build the official code's venv offline from this folder of wheels (docs/gpu/README.md)")
     args = ap.parse_args(argv)
     if args.worker:
         return worker(args)
-    python = ensure_venv()
+    python = ensure_venv(args.wheels)
     target = args.target or str(ROOT / "assets" / "tiny-target")
     pairs = []
     if args.draft:
