@@ -8,8 +8,8 @@ The official code needs transformers 4.36, so it runs in its own virtualenv, bui
 $EAGLE_DEMO_CACHE/peer-venv (default ~/.cache/eagle_demo/peer-venv): torch==2.13.0 (this machine's wheel),
 transformers==4.36.2, accelerate==0.21.0 and eagle-llm==1.2.1 without its web-UI/training pins (gradio, openai,
 fschat, wandb are never imported by `eagle.model`). The same script is the worker inside that venv (`--worker`).
-On a machine without internet (a lent GPU), `--wheels DIR` builds it from a folder of wheels instead, over the
-machine's own packages and torch (docs/gpu/README.md says which wheels).
+On a machine without internet (a lent GPU), `--wheels DIR` installs the official code's packages from a folder of
+wheels into a folder put on PYTHONPATH instead, over the machine's own packages and torch (docs/gpu/README.md).
 
 Pairs: "shipped" is assets/tiny-target + assets/tiny-eagle1 (EAGLE-1 yuhuili layout, read by both sides as is).
 "weak" is the shipped target with a deliberately degraded head: every weight of the shipped head is mixed with
@@ -96,31 +96,39 @@ def worker(args) -> int:
 # ---- our side and the race ----------------------------------------------------------------------------------
 
 def venv_env(**extra: str) -> dict:
-    """The environment for the official code's venv: without PYTHONPATH, which would put this project's own
-    transformers (e.g. one carried to a GPU machine in a folder on PYTHONPATH) before the venv's 4.36.2."""
+    """The environment for the official code: without PYTHONPATH, which would put this project's own transformers
+    (e.g. one carried to a GPU machine in a folder on PYTHONPATH) before the official code's 4.36.2."""
     return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | extra
 
 
-def ensure_venv(wheels: Path | None = None) -> Path:
-    """The official code's virtualenv (built once). wheels: a folder of wheels to build it from with no index (a
-    machine without internet, e.g. a lent GPU); that venv sees the machine's own packages (its CUDA torch among
-    them) and takes from the folder only what the official code needs in other versions."""
-    venv = cache_root() / ("peer-venv-offline" if wheels else "peer-venv")
-    python = venv / "bin" / "python"
+def ensure_venv(wheels: Path | None = None) -> tuple[Path, dict]:
+    """(python, environment) that run the official code, built once. wheels: a folder of wheels to install from
+    with no index (a machine without internet, e.g. a lent GPU): the official code's packages go to a folder on
+    PYTHONPATH in front of this interpreter's own, so its torch (CUDA there) and everything else stay in use. A
+    venv would not do there: that machine's python is itself a venv, whose packages a nested venv cannot see."""
+    if wheels is not None:
+        site = cache_root() / "peer-site"
+        python, env = Path(sys.executable), venv_env(PYTHONPATH=str(site))
+    else:
+        venv = cache_root() / "peer-venv"
+        python, env = venv / "bin" / "python", venv_env()
     check = "import eagle.model.ea_model, transformers; assert transformers.__version__ == '4.36.2'"
     probe = [str(python), "-c", check]
-    if python.is_file() and subprocess.run(probe, capture_output=True, env=venv_env()).returncode == 0:
-        return python
-    print(f"building the official code's virtualenv at {venv} (once)", file=sys.stderr)
-    subprocess.run([sys.executable, "-m", "venv", *(["--system-site-packages"] if wheels else []), str(venv)],
-                   check=True)
-    pip = [str(python), "-m", "pip", "install", "-q"]
-    if wheels:  # exactly these; their other needs (numpy, requests, ...) are the machine's own
-        pip += ["--no-index", "--no-deps", "--find-links", str(wheels)]
-    subprocess.run(pip + list(OFFLINE_PINS if wheels else PEER_PINS), check=True, env=venv_env())
-    subprocess.run(pip + ["--no-deps", "eagle-llm==1.2.1"], check=True, env=venv_env())  # no UI/training pins
-    subprocess.run(probe, check=True, env=venv_env())
-    return python
+    if python.is_file() and subprocess.run(probe, capture_output=True, env=env).returncode == 0:
+        return python, env
+    if wheels is not None:  # exactly these; their other needs (numpy, requests, ...) are the machine's own
+        print(f"installing the official code from {wheels} into {site} (once)", file=sys.stderr)
+        pip = [str(python), "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--find-links", str(wheels),
+               "--upgrade", "--target", str(site)]
+        subprocess.run(pip + list(OFFLINE_PINS) + ["eagle-llm==1.2.1"], check=True, env=env)
+    else:
+        print(f"building the official code's virtualenv at {venv} (once)", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        pip = [str(python), "-m", "pip", "install", "-q"]
+        subprocess.run(pip + list(PEER_PINS), check=True, env=env)
+        subprocess.run(pip + ["--no-deps", "eagle-llm==1.2.1"], check=True, env=env)  # no UI/training pins
+    subprocess.run(probe, check=True, env=env)
+    return python, env
 
 
 WEAK_NOISE = 0.9  # official tau 1.72 and ours 1.71 on PROMPTS (0.6 left the official tree at tau 2.50)
@@ -153,9 +161,10 @@ def weak_head(noise: float = WEAK_NOISE, seed: int = 0) -> Path:
 class Official:
     """The official code in its venv, loaded once; `run(ids)` generates one prompt there."""
 
-    def __init__(self, python: Path, target: str, draft: str, args):
-        env = venv_env(OMP_NUM_THREADS=str(args.threads), TRANSFORMERS_NO_ADVISORY_WARNINGS="1", HF_HUB_OFFLINE="1",
-                       PYTHONWARNINGS="ignore")
+    def __init__(self, peer: tuple[Path, dict], target: str, draft: str, args):
+        python, env = peer
+        env = env | {"OMP_NUM_THREADS": str(args.threads), "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
+                     "HF_HUB_OFFLINE": "1", "PYTHONWARNINGS": "ignore"}
         cmd = [str(python), __file__, "--worker", "--target", target, "--draft", draft, "--device", args.device,
                "--threads", str(args.threads), "--max-new-tokens", str(args.max_new_tokens)]
         self.log = tempfile.TemporaryFile(mode="w+")  # its warnings; a pipe nobody reads could fill and block it
@@ -208,7 +217,7 @@ def summary(runs: list[dict]) -> dict:
             "tau": sum(r["new_tokens"] for r in runs) / max(1, sum(r["rounds"] for r in runs))}
 
 
-def race(name: str, target: str, draft: str, python: Path, args) -> dict:
+def race(name: str, target: str, draft: str, peer: tuple[Path, dict], args) -> dict:
     import torch
 
     sys.path.insert(0, str(ROOT))
@@ -219,7 +228,7 @@ def race(name: str, target: str, draft: str, python: Path, args) -> dict:
     prompts = [session.encode(p) for p in PROMPTS]
     shapes = [parse_shape(t, session) for t in args.ours]
     official, ours = [], {label: [] for label, _, _ in shapes}
-    peer = Official(python, target, draft, args)
+    peer = Official(peer, target, draft, args)
     try:
         peer.run(prompts[0])  # warm-up runs, dropped
         for _, tree, pause in shapes:
@@ -275,7 +284,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.worker:
         return worker(args)
-    python = ensure_venv(args.wheels)
+    peer = ensure_venv(args.wheels)
     target = args.target or str(ROOT / "assets" / "tiny-target")
     pairs = []
     if args.draft:
@@ -285,7 +294,7 @@ def main(argv=None) -> int:
             pairs.append(("shipped", str(ROOT / "assets" / "tiny-eagle1")))
         if args.pair in ("weak", "both"):
             pairs.append((f"weak (noise {args.weak_noise:g})", str(weak_head(args.weak_noise))))
-    report = {name: race(name, target, draft, python, args) for name, draft in pairs}
+    report = {name: race(name, target, draft, peer, args) for name, draft in pairs}
     print(json.dumps(report))
     return 0
 
