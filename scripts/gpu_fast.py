@@ -27,6 +27,7 @@ import traceback
 from pathlib import Path
 
 import torch
+import transformers
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -235,8 +236,6 @@ def main() -> int:
     args = p.parse_args()
     if args.smoke or not torch.cuda.is_available():
         DEVICE, SMOKE = "cpu", True
-    import transformers
-
     name = torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu"
     hbm = args.hbm_tbps or hbm_tbps(name)
     REPORT["env"] = {"torch": torch.__version__, "transformers": transformers.__version__, "device": name,
