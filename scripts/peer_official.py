@@ -101,7 +101,7 @@ def venv_env(**extra: str) -> dict:
     return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | extra
 
 
-def ensure_venv(wheels: Path | None = None) -> tuple[Path, dict]:
+def official_runtime(wheels: Path | None = None) -> tuple[Path, dict]:
     """(python, environment) that run the official code, built once. wheels: a folder of wheels to install from
     with no index (a machine without internet, e.g. a lent GPU): the official code's packages go to a folder on
     PYTHONPATH in front of this interpreter's own, so its torch (CUDA there) and everything else stay in use. A
@@ -159,7 +159,7 @@ def weak_head(noise: float = WEAK_NOISE, seed: int = 0) -> Path:
 
 
 class Official:
-    """The official code in its venv, loaded once; `run(ids)` generates one prompt there."""
+    """The official code in its own environment, loaded once; `run(ids)` generates one prompt there."""
 
     def __init__(self, peer: tuple[Path, dict], target: str, draft: str, args):
         python, env = peer
@@ -280,11 +280,11 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--wheels", type=Path, default=None,
-                    help="build the official code's venv offline from this folder of wheels (docs/gpu/README.md)")
+                    help="install the official code offline from this folder of wheels (docs/gpu/README.md)")
     args = ap.parse_args(argv)
     if args.worker:
         return worker(args)
-    peer = ensure_venv(args.wheels)
+    peer = official_runtime(args.wheels)
     target = args.target or str(ROOT / "assets" / "tiny-target")
     pairs = []
     if args.draft:
