@@ -17,7 +17,7 @@ extend(tau) + host(total)) / plain step. A shape outside the replayed set falls 
 (`predict_tau` over acceptance by depth and sibling rank, counted from the same replay).
 
 The choice is cached on disk per (target, draft, their files, the draft's conventions after a probe, device,
-dtype, torch threads, calibration method and text) under $EAGLE_DEMO_CACHE/autotree (default
+dtype, torch threads, static caches or not, calibration method and text) under $EAGLE_DEMO_CACHE/autotree (default
 ~/.cache/eagle_demo/autotree); `refresh=True` re-tunes.
 """
 
@@ -132,6 +132,8 @@ def _cache_file(session, device: torch.device, dtype: torch.dtype, cache_dir: Pa
     parts = [METHOD, repr(PROMPTS), str(NEW_TOKENS), str(report.target_path), str(report.draft_path), str(device),
              str(dtype), torch.__version__, str(torch.get_num_threads()), _weights_stamp(report.target_path),
              _weights_stamp(report.draft_path), conventions(session)]
+    if session.eagle.runner.static_mode:  # fixed-size caches (CUDA graphs on a GPU) price the parts otherwise
+        parts.append("static")
     key = hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
     return (cache_dir or default_cache_dir()) / f"{key}.json"
 

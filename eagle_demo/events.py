@@ -22,6 +22,7 @@ class RunStart:
     draft_family: str  # "eagle1", "eagle3", "" for baseline
     device: str
     dtype: str
+    static: bool = False  # fixed-size caches (CUDA graphs on a GPU), `static`
 
 
 @dataclass(frozen=True)

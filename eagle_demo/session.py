@@ -34,6 +34,7 @@ class Session:
     pair: LoadedPair
     eagle: SpeculativeEngine | None
     baseline: BaselineEngine
+    static: bool = False  # both engines over fixed-size caches (CUDA graphs on a GPU; `static`)
 
     @property
     def tokenizer(self):
@@ -138,7 +139,8 @@ class Session:
         from .checkpoints import attach_draft
 
         pair = attach_draft(self.pair, draft, draft_revision=draft_revision, **kwargs)
-        return Session(pair=pair, eagle=SpeculativeEngine(pair.target, pair.head), baseline=self.baseline)
+        return Session(pair=pair, eagle=SpeculativeEngine(pair.target, pair.head, static=self.static),
+                       baseline=self.baseline, static=self.static)
 
     def decode(self, ids) -> str:
         if self.tokenizer is None:
@@ -146,11 +148,15 @@ class Session:
         return self.tokenizer.decode(list(ids), skip_special_tokens=False)
 
 
-def load_session(target: str | None = None, draft: str | None = "default", threads: int = 0, **kwargs) -> Session:
+def load_session(target: str | None = None, draft: str | None = "default", threads: int = 0, static: bool = False,
+                 **kwargs) -> Session:
     """Load a pair (the shipped tiny pair by default) and build both engines.
 
     threads: torch CPU threads, see `devices.apply_cpu_threads` (0 = automatic: one thread for a small
-    model on CPU; -1 leaves torch's setting alone)."""
+    model on CPU; -1 leaves torch's setting alone). static: both engines, the baseline too, run the target (and
+    the draft) over fixed-size caches sized to each run, each forward size captured once as a CUDA graph on a
+    GPU and replayed (eager fallback when a capture fails; `static.StaticTarget`, `static_draft.StaticDraft`); on
+    a CPU the same path runs eagerly."""
     from .checkpoints import load_pair
     from .devices import apply_cpu_threads
 
@@ -159,8 +165,8 @@ def load_session(target: str | None = None, draft: str | None = "default", threa
         draft = SHIPPED_EAGLE1 if target == SHIPPED_TARGET else None
     pair = load_pair(target, draft, **kwargs)
     apply_cpu_threads(pair.target, threads)
-    eagle = SpeculativeEngine(pair.target, pair.head) if pair.head is not None else None
-    return Session(pair=pair, eagle=eagle, baseline=BaselineEngine(pair.target))
+    eagle = SpeculativeEngine(pair.target, pair.head, static=static) if pair.head is not None else None
+    return Session(pair=pair, eagle=eagle, baseline=BaselineEngine(pair.target, static=static), static=static)
 
 
 class TokenStreamDecoder:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 21's whole GPU visit in one device call (docs/gpu/README.md): the pinned transformers from .whl/, then
 # scripts/gpu_fast.py (static cache + CUDA graphs, bf16, the 8B-shaped target), then the official EAGLE code
-# against ours on the GPU (scripts/peer_official.py, its venv built offline from .whl-peer/). Each step has its
+# against ours on the GPU, ours with static caches + CUDA graphs (scripts/peer_official.py --static, the official
+# code installed offline from .whl-peer/). Each step has its
 # own time limit, so the last one still runs when an earlier one overruns. Reports and logs go to $OUT.
 #
 #   scripts/gpu_all.sh            # on the lent machine, $OUT set by the device tool
@@ -14,7 +15,7 @@ export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1
 if [ "${1:-}" = "--smoke" ]; then
   fast=(--smoke) peer=(--device cpu --repeats 1 --max-new-tokens 16 --pair shipped)
 else
-  fast=(--seconds "${FAST_SECTIONS_S:-300}") peer=(--device cuda --repeats 2 --pair both --wheels .whl-peer)
+  fast=(--seconds "${FAST_SECTIONS_S:-300}") peer=(--device cuda --repeats 2 --pair both --wheels .whl-peer --static)
   if compgen -G ".whl/*.whl" >/dev/null; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
       && export PYTHONPATH=/tmp/site

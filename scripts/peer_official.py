@@ -224,7 +224,8 @@ def race(name: str, target: str, draft: str, peer: tuple[Path, dict], args) -> d
     from _shapes import parse_shape
     from eagle_demo.session import load_session
 
-    session = load_session(target, draft, threads=args.threads, device=args.device, dtype="float32")
+    session = load_session(target, draft, threads=args.threads, device=args.device, dtype="float32",
+                           static=args.static)
     prompts = [session.encode(p) for p in PROMPTS]
     shapes = [parse_shape(t, session) for t in args.ours]
     official, ours = [], {label: [] for label, _, _ in shapes}
@@ -244,7 +245,8 @@ def race(name: str, target: str, draft: str, peer: tuple[Path, dict], args) -> d
         peer.close()
     ref = summary(official)
     load = os.getloadavg()
-    print(f"\n[{name}] {target} + {draft}; torch threads {torch.get_num_threads()}, {len(prompts)} prompts x "
+    print(f"\n[{name}] {target} + {draft}{'; ours static + graphs' if args.static else ''}; torch threads "
+          f"{torch.get_num_threads()}, {len(prompts)} prompts x "
           f"{args.repeats} repeats, {args.max_new_tokens} new tokens, greedy, EOS ignored; load average at the end "
           f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}")
     print(f"  {'':<62}{'wall tok/s':>11}{'CPU tok/s':>11}")
@@ -279,6 +281,8 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--static", action="store_true",
+                    help="our engines over fixed-size caches, CUDA graphs on a GPU (`load_session(static=True)`)")
     ap.add_argument("--wheels", type=Path, default=None,
                     help="install the official code offline from this folder of wheels (docs/gpu/README.md)")
     args = ap.parse_args(argv)

@@ -58,6 +58,12 @@ def test_auto_tree_on_the_shipped_pair_is_cached_per_pair(tmp_path):
     from eagle_demo.metrics import summarize
     eagle, base = summarize(session.stream(ids, run)), summarize(session.stream(ids, run, mode="baseline"))
     assert eagle.token_ids == base.token_ids
+    # fixed-size caches price the round's parts otherwise: their own choice, in a file of their own
+    static = load_session(threads=1, device="cpu", dtype="float32", static=True)
+    assert static.eagle.runner.static_mode and static.baseline.runner.static_mode
+    assert static.with_draft(str(static.report.draft_path)).eagle.runner.static_mode
+    key = autotree._cache_file(session, torch.device("cpu"), torch.float32, tmp_path)
+    assert autotree._cache_file(static, torch.device("cpu"), torch.float32, tmp_path) != key
 
 
 # ---- the page and /generate: "auto" per loaded pair ------------------------------------------------------------

@@ -7,7 +7,7 @@ import sys
 
 from ..config import ConfigError, TreeConfig, default_tree, tree_from
 
-__all__ = ["add_pair_args", "add_tree_args", "add_auto_tree_arg", "uses_auto", "auto_for_session",
+__all__ = ["add_pair_args", "add_engine_args", "add_tree_args", "add_auto_tree_arg", "uses_auto", "auto_for_session",
            "tree_from_args", "tree_for_session", "pair_from_args", "load_from_args"]
 
 
@@ -21,6 +21,13 @@ def add_pair_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=0,
                    help="torch CPU threads (0 = automatic: 1 for a model under 50 M parameters on CPU, "
                         "torch's default otherwise)")
+
+
+def add_engine_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--static", action="store_true",
+                   help="run the target and the draft over fixed-size caches, each forward size captured once as a "
+                        "CUDA graph on a GPU (eager if a capture fails); plain decoding gets the same treatment. On "
+                        "a CPU the same path runs eagerly")
 
 
 def add_tree_args(p: argparse.ArgumentParser) -> None:
@@ -85,4 +92,5 @@ def load_from_args(args: argparse.Namespace, need_draft: bool = True):
 
     draft = (args.draft if args.draft is not None else "default") if need_draft else None
     return load_session(args.target, draft, revision=args.revision, draft_revision=args.draft_revision,
-                        dtype=args.dtype, device=args.device, threads=getattr(args, "threads", 0))
+                        dtype=args.dtype, device=args.device, threads=getattr(args, "threads", 0),
+                        static=getattr(args, "static", False))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..config import ConfigError, RunConfig, SamplingConfig
 from ..gate import paused_line
-from .args import add_auto_tree_arg, add_pair_args, add_tree_args, auto_for_session, load_from_args
+from .args import add_auto_tree_arg, add_engine_args, add_pair_args, add_tree_args, auto_for_session, load_from_args
 
 __all__ = ["add_parser", "run"]
 
@@ -18,6 +18,7 @@ __all__ = ["add_parser", "run"]
 def add_parser(sub) -> None:
     b = sub.add_parser("bench", help="benchmark EAGLE against plain decoding on a prompt suite")
     add_pair_args(b)
+    add_engine_args(b)
     b.add_argument("--suite", default=None, help="JSONL prompt suite (default: the shipped suite)")
     b.add_argument("--categories", nargs="*", default=None)
     b.add_argument("--max-new-tokens", type=int, default=128)

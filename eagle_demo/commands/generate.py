@@ -12,7 +12,8 @@ from ..config import ConfigError, RunConfig, SamplingConfig
 from ..events import Finish, Prefill, Round, Step, to_dict
 from ..gate import paused_line
 from ..metrics import RaceResult, race, summarize, verdict
-from .args import add_auto_tree_arg, add_pair_args, add_tree_args, auto_for_session, load_from_args, tree_from_args
+from .args import (add_auto_tree_arg, add_engine_args, add_pair_args, add_tree_args, auto_for_session, load_from_args,
+                   tree_from_args)
 
 __all__ = ["add_parser", "run"]
 
@@ -20,6 +21,7 @@ __all__ = ["add_parser", "run"]
 def add_parser(sub) -> None:
     g = sub.add_parser("generate", help="generate text with EAGLE or plain decoding")
     add_pair_args(g)
+    add_engine_args(g)
     src = g.add_mutually_exclusive_group(required=True)
     src.add_argument("--prompt", help="prompt text")
     src.add_argument("--prompt-ids", help="comma-separated token ids, e.g. 1,2,3")
