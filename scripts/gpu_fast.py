@@ -3,7 +3,9 @@ with tiny shapes to check the script itself before spending device time.
 
 Sections (each prints its figures and lands in the JSON report as it ends; a failing section is recorded and the
 next one runs):
-1. tests: tests/test_static.py and tests/test_lean.py (the CUDA graph replay test runs on a GPU).
+1. tests: tests/test_static.py and tests/test_lean.py (the CUDA graph replay test runs on a GPU); then sdpa: the
+   draft's attention call in fp32 and bf16, masked with GQA, masked with repeated keys, unmasked (a lead on the
+   bf16 drafting slowdown).
 2. shipped: the shipped pair in fp32 and bf16, eager vs static cache + CUDA graphs, baseline given the same
    treatment: plain step ms, round ms and round cost at the auto choice and at chain 7, tau, greedy equality
    (fp32), peak GPU memory of each path, and the draft step time in fp32 vs bf16 (the bf16 drafting slowdown).
@@ -143,6 +145,50 @@ def section_shipped() -> dict:
     return out
 
 
+def section_sdpa() -> dict:
+    """The draft's attention call in fp32 and bf16 (the bf16 drafting slowdown): SDPA with an additive mask and
+    `enable_gqa` (what `drafts.lean.attention` runs) against keys/values repeated over the query heads (a mask with
+    GQA may leave only the math kernel) and against no mask, at the shipped head's and an 8B head's shapes, for a
+    chain step (1 query) and a tree depth (10 queries) over 512 keys: us per call, the fastest of 50 after a warm-up;
+    with the kernel count of one call from the profiler on a GPU."""
+    import torch.nn.functional as F
+
+    out = {}
+    shapes = {"shipped": (4, 2, 32), "8B": (32, 8, 128)}
+    for dtype in (torch.float32, torch.bfloat16):
+        for name, (heads, kv, hd) in shapes.items():
+            for n in (1, 10):
+                q = torch.randn(1, heads, n, hd, device=DEVICE, dtype=dtype)
+                k, v = (torch.randn(1, kv, 512, hd, device=DEVICE, dtype=dtype) for _ in range(2))
+                mask = torch.zeros(1, 1, n, 512, device=DEVICE, dtype=dtype)
+                mask[..., 400:] = torch.finfo(dtype).min
+                rep = heads // kv
+                calls = {"mask+gqa": lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True),
+                         "mask+repeat": lambda: F.scaled_dot_product_attention(
+                             q, k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1), attn_mask=mask),
+                         "gqa, no mask": lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)}
+                row = {}
+                for label, fn in calls.items():
+                    fn()
+                    t = []
+                    for _ in range(50):
+                        sync()
+                        t0 = time.perf_counter()
+                        fn()
+                        sync()
+                        t.append(time.perf_counter() - t0)
+                    row[label] = round(1e6 * min(t), 1)
+                    if DEVICE == "cuda":
+                        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                            fn()
+                            sync()
+                        row[label + " kernels"] = sum(e.count for e in prof.key_averages())
+                key = f"{str(dtype).replace('torch.', '')} {name} q{n}"
+                out[key] = row
+                log(f"  {key}: {row}")
+    return out
+
+
 def big_models():
     from transformers import AutoModelForCausalLM, LlamaConfig
 
@@ -241,7 +287,8 @@ def main() -> int:
     REPORT["env"] = {"torch": torch.__version__, "transformers": transformers.__version__, "device": name,
                      "hbm_tbps": hbm, "smoke": SMOKE}
     start = time.perf_counter()
-    sections = [("tests", section_tests), ("shipped", section_shipped), ("big", lambda: section_big(hbm))]
+    sections = [("tests", section_tests), ("sdpa", section_sdpa), ("shipped", section_shipped),
+                ("big", lambda: section_big(hbm))]
     for name, fn in sections:
         if args.only and name not in args.only:
             continue
