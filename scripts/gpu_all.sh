@@ -2,8 +2,8 @@
 # Issue 21's whole GPU visit in one device call (docs/gpu/README.md): the pinned transformers from .whl/, then
 # scripts/gpu_fast.py (static cache + CUDA graphs, bf16, the 8B-shaped target), then the official EAGLE code
 # against ours on the GPU, ours with static caches + CUDA graphs (scripts/peer_official.py --static, the official
-# code installed offline from .whl-peer/). Each step has its
-# own time limit, so the last one still runs when an earlier one overruns. Reports and logs go to $OUT.
+# code installed offline from .whl-peer/). Each step has its own time limit, so the last one still runs when an
+# earlier one overruns. Reports and logs go to $OUT.
 #
 #   scripts/gpu_all.sh            # on the lent machine, $OUT set by the device tool
 #   scripts/gpu_all.sh --smoke    # here, on the CPU: every step with tiny sizes (the peer from the usual venv)
