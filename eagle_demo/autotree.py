@@ -132,7 +132,7 @@ def _cache_file(session, device: torch.device, dtype: torch.dtype, cache_dir: Pa
     parts = [METHOD, repr(PROMPTS), str(NEW_TOKENS), str(report.target_path), str(report.draft_path), str(device),
              str(dtype), torch.__version__, str(torch.get_num_threads()), _weights_stamp(report.target_path),
              _weights_stamp(report.draft_path), conventions(session)]
-    if session.eagle.runner.static_mode:  # fixed-size caches (CUDA graphs on a GPU) price the parts otherwise
+    if session.static:  # fixed-size caches (CUDA graphs on a GPU) price the parts otherwise
         parts.append("static")
     key = hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
     return (cache_dir or default_cache_dir()) / f"{key}.json"

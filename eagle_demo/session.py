@@ -34,7 +34,11 @@ class Session:
     pair: LoadedPair
     eagle: SpeculativeEngine | None
     baseline: BaselineEngine
-    static: bool = False  # both engines over fixed-size caches (CUDA graphs on a GPU; `static`)
+
+    @property
+    def static(self) -> bool:
+        """Both engines run over fixed-size caches (CUDA graphs on a GPU; `load_session(static=True)`)."""
+        return self.baseline.runner.static_mode
 
     @property
     def tokenizer(self):
@@ -140,7 +144,7 @@ class Session:
 
         pair = attach_draft(self.pair, draft, draft_revision=draft_revision, **kwargs)
         return Session(pair=pair, eagle=SpeculativeEngine(pair.target, pair.head, static=self.static),
-                       baseline=self.baseline, static=self.static)
+                       baseline=self.baseline)
 
     def decode(self, ids) -> str:
         if self.tokenizer is None:
@@ -166,7 +170,7 @@ def load_session(target: str | None = None, draft: str | None = "default", threa
     pair = load_pair(target, draft, **kwargs)
     apply_cpu_threads(pair.target, threads)
     eagle = SpeculativeEngine(pair.target, pair.head, static=static) if pair.head is not None else None
-    return Session(pair=pair, eagle=eagle, baseline=BaselineEngine(pair.target, static=static), static=static)
+    return Session(pair=pair, eagle=eagle, baseline=BaselineEngine(pair.target, static=static))
 
 
 class TokenStreamDecoder:
