@@ -35,18 +35,23 @@ import torch
 
 from .autotree_costs import Costs, clock_for
 from .autotree_costs import measure_costs as _measure_costs
-from .autotree_replay import Group, _count, replay, shapes_of, walk_tau  # noqa: F401 (_count: the rank model's counts)
+from .autotree_replay import (  # noqa: F401 (_count: the rank model's counts)
+    Group, _count, replay, shapes_of, walk_drafted, walk_tau)
 from .config import RunConfig, TreeConfig, default_tree
 from .retune import ShapeTable, model_tau, rank_model
 
 __all__ = ["AutoChoice", "Acceptance", "auto_tree", "predict_tau", "candidates", "choose", "groups", "round_cost"]
 
-METHOD = "replay-5"  # in the cache key: a choice made by another calibration method (replay-2: over the stock
+METHOD = "replay-6"  # in the cache key: a choice made by another calibration method (replay-2: over the stock
 # CPU weight layout that `cpu_layout` replaced; replay-3: without the table a run retunes from; replay-4: 40-token
-# continuations of a code, a history and an arithmetic prompt, the states past the budget left out) is made again
+# continuations of a code, a history and an arithmetic prompt, the states past the budget left out; replay-5:
+# without stopping chains) is made again
 TOTALS_CPU = (3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32)
 TOTALS_GPU = (4, 6, 8, 12, 16, 24, 32, 48, 64)
-NEW_TOKENS = 64  # greedy continuation per calibration prompt; each of its positions is a replayed state
+# Stopping chains (`TreeConfig.stop_below`), CPU only: their stop reads one score per draft step, a sync on a GPU.
+STOPS_CPU = (0.002, 0.005, 0.01, 0.02, 0.05)
+NEW_TOKENS = 72  # greedy continuation per calibration prompt; its positions with 16 known tokens after them
+# (the deepest chain) are the replayed states
 # The calibration text: a function, a question, a paragraph of documentation and a class, on the subject the
 # product's suite and page examples share (Python). Text a pair was not trained on undersells its draft: on the
 # shipped pair, 40 tokens after a history paragraph and an arithmetic question chose shapes at 0.68-0.72 of the
@@ -103,7 +108,8 @@ class AutoChoice:
 def groups(device: torch.device) -> list[Group]:
     """What the replay grows per state: the chain, and per top-k its deepest tree (the totals its shapes keep)."""
     if device.type == "cpu":
-        return [Group(1, 8), Group(2, 6, TOTALS_CPU), Group(4, 6, TOTALS_CPU), Group(8, 2, TOTALS_CPU)]
+        chain = Group(1, 16, stops=tuple((d, p) for d in (8, 12, 16) for p in STOPS_CPU), fixed=8)
+        return [chain, Group(2, 6, TOTALS_CPU), Group(4, 6, TOTALS_CPU), Group(8, 2, TOTALS_CPU)]
     return [Group(1, 8), Group(2, 8, TOTALS_GPU), Group(4, 8, TOTALS_GPU), Group(8, 7, TOTALS_GPU),
             Group(10, 6, TOTALS_GPU)]
 
@@ -210,6 +216,7 @@ class Acceptance:
     chain: tuple[float, ...]  # chain[d-1] = P(the first d top-1 drafts are all accepted)
     rounds: int  # states the figures come from
     measured: dict = field(default_factory=dict)  # TreeConfig -> tau replayed on the target's own text
+    drafted: dict = field(default_factory=dict)  # stopping chain -> mean draft tokens per round, same walk
     engine: tuple = ()  # the engine's own calibration runs: (tree, seconds, rounds, new tokens, runs, prompt tokens)
     counts: tuple = ()  # (offered, accepted, lead): the rank model's raw counts, for retuning during a run
 
@@ -224,8 +231,10 @@ def acceptance(session, prompts: list[list[int]] | None = None) -> Acceptance:
     offered, accepted, lead = got.rank_offered, got.rank_accepted, got.lead
     rank, chain = rank_model(offered, accepted, lead)
     measured = {shape: walk_tau(by_prompt) for shape, by_prompt in got.accepted.items()}
+    drafted = {shape: walk_drafted(got.accepted[shape], by_prompt) for shape, by_prompt in got.drafted.items()}
     engine_runs = (gen_tree, got.engine_seconds, got.engine_rounds, got.engine_tokens, got.runs, got.prompt_tokens)
-    return Acceptance(rank=rank, chain=chain, rounds=got.states, measured=measured, engine=engine_runs,
+    return Acceptance(rank=rank, chain=chain, rounds=got.states, measured=measured, drafted=drafted,
+                      engine=engine_runs,
                       counts=(offered, accepted, lead))
 
 
@@ -239,9 +248,9 @@ def predict_tau(stats: Acceptance, tree: TreeConfig) -> float:
 
 # ---- the choice ---------------------------------------------------------------------------------------------
 
-def round_cost(costs: Costs, tree: TreeConfig, tau: float, scale: float = 1.0) -> float:
-    """Predicted round time in plain steps."""
-    return scale * costs.round(tree, tau) / costs.plain
+def round_cost(costs: Costs, tree: TreeConfig, tau: float, scale: float = 1.0, drafted: float | None = None) -> float:
+    """Predicted round time in plain steps (drafted: a stopping chain's mean draft tokens per round)."""
+    return scale * costs.round(tree, tau, drafted) / costs.plain
 
 
 def overhead_scale(stats: Acceptance, costs: Costs) -> float:
@@ -267,7 +276,7 @@ def choose(stats: Acceptance, costs: Costs, seconds: float, device: torch.device
     shapes = shapes or candidates(device)
     taus = [predict_tau(stats, tree) for tree in shapes]
     for tree, tau in zip(shapes, taus):
-        cost = round_cost(costs, tree, tau, scale)
+        cost = round_cost(costs, tree, tau, scale, stats.drafted.get(tree))
         if best is None or (tau / cost, -cost) > (best[0] / best[1], -best[1]):
             best = (tau, cost, tree)
     tau, cost, tree = best
@@ -275,6 +284,6 @@ def choose(stats: Acceptance, costs: Costs, seconds: float, device: torch.device
     if stats.counts and stats.counts[0]:
         offered, accepted, lead = (tuple(tuple(float(x) for x in row) for row in m) for m in stats.counts)
         table = ShapeTable(shapes=tuple(shapes), taus=tuple(taus), offered=offered, accepted=accepted, lead=lead,
-                           costs=costs, scale=scale)
+                           costs=costs, scale=scale, drafted=tuple(stats.drafted.get(t, 0.0) for t in shapes))
     return AutoChoice(tree=tree, predicted_tau=tau, predicted_round_cost=cost, predicted_speedup=tau / cost,
                       plain_step_ms=costs.plain * 1e3, calibration_seconds=seconds, table=table)

@@ -54,10 +54,13 @@ class Costs:
     def verify_at(self, n: int, tree: bool) -> float:
         return self.plain if n <= 1 else max(self.plain, self.verify(n) + (self.tree_extra if tree else 0.0))
 
-    def round(self, tree: TreeConfig, tau: float) -> float:
-        """Predicted seconds of one round of `tree` that commits tau tokens on average."""
+    def round(self, tree: TreeConfig, tau: float, drafted: float | None = None) -> float:
+        """Predicted seconds of one round of `tree` that commits tau tokens on average; drafted: a stopping
+        chain's mean draft tokens per round (its parts are lines in them, so the mean round is their round)."""
         depth = min(tree.depth, tree.total_tokens - 1) if tree.is_chain else tree.depth
         size = min(tree.total_tokens, tree.max_draft_nodes + 1)
+        if tree.is_chain and drafted is not None:
+            depth, size = drafted, drafted + 1
         line = self.draft.get(tree.top_k) or self.draft[max(self.draft)]
         return line(depth) + self.verify_at(size, not tree.is_chain) + self.extend(tau) + self.host(size)
 

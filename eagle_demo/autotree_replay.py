@@ -31,7 +31,7 @@ from . import replay_batch
 from .config import RunConfig, TreeConfig
 from .events import DraftNode, Finish, Round
 
-__all__ = ["Group", "Replay", "replay", "replay_prompt", "shapes_of", "walk_tau"]
+__all__ = ["Group", "Replay", "replay", "replay_prompt", "shapes_of", "walk_drafted", "walk_tau"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,8 @@ class Group:
     top_k: int
     depth: int
     totals: tuple[int, ...] = ()
+    stops: tuple[tuple[int, float], ...] = ()  # chains only: (longest, stop_below) of the stopping chains scored
+    fixed: int = 0  # chains only: the longest fixed chain scored (0: depth)
 
 
 @dataclass
@@ -49,6 +51,7 @@ class Replay:
     """Accepted lengths per shape per state, summed over the prompts replayed so far."""
 
     accepted: dict = field(default_factory=dict)  # TreeConfig -> list of per-prompt {state m: accepted}
+    drafted: dict = field(default_factory=dict)  # stopping chain -> list of per-prompt {state m: tokens drafted}
     rank_offered: list = field(default_factory=list)  # [depth][rank] counts for the rank model (autotree)
     rank_accepted: list = field(default_factory=list)
     lead: list = field(default_factory=list)
@@ -62,10 +65,11 @@ class Replay:
 
 
 def shapes_of(group: Group) -> list[TreeConfig]:
-    """The shapes one group's candidates score: chains 1..depth, or every (total, depth) that keeps more nodes
-    than its depth and no more than the expansion proposes."""
+    """The shapes one group's candidates score: chains 1..depth (or 1..fixed) and its stopping chains, or every
+    (total, depth) that keeps more nodes than its depth and no more than the expansion proposes."""
     if group.top_k == 1:
-        return [TreeConfig.chain(d) for d in range(1, group.depth + 1)]
+        return ([TreeConfig.chain(d) for d in range(1, (group.fixed or group.depth) + 1)]
+                + [TreeConfig.chain(d, stop) for d, stop in group.stops])
     out = []
     for depth in range(1, group.depth + 1):
         for total in group.totals:
@@ -110,6 +114,7 @@ def replay_prompt(engine, ids: list[int], groups: list[Group], new_tokens: int, 
         future = every[states[:, None] + 1 + torch.arange(deepest, device=dev)]  # [S, deepest]
         ranked = next((grp for grp in groups if grp.top_k > 1), None)  # its candidates feed the rank model too
         per_shape: dict[TreeConfig, list[int]] = {}
+        per_drafted: dict[TreeConfig, list[int]] = {}
         for group in groups:
             batch = replay_batch.grow(head, kv, g, states, group.top_k, group.depth)
             path = replay_batch.true_path(batch, future[:, :group.depth])  # [S, depth]
@@ -117,8 +122,12 @@ def replay_prompt(engine, ids: list[int], groups: list[Group], new_tokens: int, 
                 _count_batch(into, batch, path)
             for shape, got in _group_lengths(group, batch, path).items():
                 per_shape[shape] = got.tolist()
+            for shape, got in _chain_drafted(group, batch).items():
+                per_drafted[shape] = got.tolist()
     for shape, got in per_shape.items():
         into.accepted.setdefault(shape, []).append(dict(zip(range(first, last + 1), got)))
+    for shape, got in per_drafted.items():
+        into.drafted.setdefault(shape, []).append(dict(zip(range(first, last + 1), got)))
     into.states += last - first + 1
     into.tokens += len(text) - len(ids)
 
@@ -127,10 +136,21 @@ def _group_lengths(group: Group, batch, path: torch.Tensor) -> dict[TreeConfig, 
     """Accepted length [S] of each of the group's shapes at every state."""
     if group.top_k == 1:
         run = (path >= 0).int().cumprod(1).sum(1)  # [S] how far the chain matches
-        return {TreeConfig.chain(d): run.clamp(max=d) for d in range(1, group.depth + 1)}
+        fixed = {TreeConfig.chain(d): run.clamp(max=d) for d in range(1, (group.fixed or group.depth) + 1)}
+        return fixed | {shape: torch.minimum(run, got) for shape, got in _chain_drafted(group, batch).items()}
     shapes = shapes_of(group)
     got = replay_batch.accepted_lengths(batch, path, [(t.depth, t.total_tokens) for t in shapes])
     return {t: got[(t.depth, t.total_tokens)] for t in shapes}
+
+
+def _chain_drafted(group: Group, batch) -> dict[TreeConfig, torch.Tensor]:
+    """Tokens [S] each stopping chain of a chain group drafts at every state: the drafter's rule (`Drafter._chain`),
+    one more step while the path's log-probability so far is at least log(stop); a chain's path scores only fall,
+    so that is 1 + the number of its first depth - 1 scores at or over the floor."""
+    if group.top_k != 1:
+        return {}
+    return {TreeConfig.chain(d, stop): 1 + (batch.scores[:, :d - 1] >= math.log(stop)).sum(1)  # [S]
+            for d, stop in group.stops}
 
 
 def _count_batch(into: Replay, batch, path: torch.Tensor) -> None:
@@ -191,6 +211,18 @@ def walk_tau(by_prompt: list[dict[int, int]]) -> float:
             a = by_state[m]
             tokens, rounds, m = tokens + a + 1, rounds + 1, m + a + 1
     return tokens / rounds if rounds else 1.0
+
+
+def walk_drafted(by_prompt: list[dict[int, int]], drafted: list[dict[int, int]]) -> float:
+    """Draft tokens per round on `walk_tau`'s walk (a stopping chain's rounds draft 1..depth tokens)."""
+    total = rounds = 0
+    for by_state, counts in zip(by_prompt, drafted):
+        if not by_state:
+            continue
+        m = min(by_state)
+        while m in by_state:
+            total, rounds, m = total + counts[m], rounds + 1, m + by_state[m] + 1
+    return total / rounds if rounds else 1.0
 
 
 def replay(engine, prompts: list[list[int]], groups: list[Group], new_tokens: int, gen_tree: TreeConfig,

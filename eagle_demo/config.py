@@ -37,22 +37,36 @@ class TreeConfig:
         (EAGLE's code counts expansions after the first step, so its `depth=5` is our 6.)
     top_k: children expanded per frontier node and frontier width per depth.
     total_tokens: tokens the target verifies per round, the root included (EAGLE's `total_token`).
+    stop_below: chains only, 0 = off: the chain stops growing after the first draft token whose path
+        probability (the product of the chain's draft probabilities so far) is under it, so a round drafts
+        1..depth tokens (a confidence stop, decided on the draft's own scores: the output stays lossless).
     """
 
     depth: int = 4
     top_k: int = 4
     total_tokens: int = 16
+    stop_below: float = 0.0
 
     def __post_init__(self) -> None:
         _check_int("depth", self.depth, 1, 32)
         _check_int("top_k", self.top_k, 1, 64)
         _check_int("total_tokens", self.total_tokens, 2, 512)
+        if isinstance(self.stop_below, bool) or not isinstance(self.stop_below, (int, float)) or not (
+                0.0 <= self.stop_below < 1.0):
+            raise ConfigError(f"chain stop {self.stop_below!r} is out of range; use 0 (off) to below 1")
+        if self.stop_below and self.top_k != 1:
+            raise ConfigError("a chain stop applies to chains only; use top-k 1 (a chain) or stop 0")
 
     @classmethod
-    def chain(cls, k: int) -> "TreeConfig":
-        """A single path of k draft tokens (classic speculative decoding shape)."""
+    def chain(cls, k: int, stop_below: float = 0.0) -> "TreeConfig":
+        """A single path of k draft tokens (classic speculative decoding shape); stop_below: see the class."""
         _check_int("chain k", k, 1, 32)
-        return cls(depth=k, top_k=1, total_tokens=k + 1)
+        return cls(depth=k, top_k=1, total_tokens=k + 1, stop_below=float(stop_below))
+
+    @property
+    def stops(self) -> bool:
+        """A chain whose length follows the draft's confidence (`stop_below`)."""
+        return self.stop_below > 0.0
 
     @property
     def is_chain(self) -> bool:
@@ -66,7 +80,7 @@ class TreeConfig:
 
     def label(self) -> str:
         if self.is_chain:
-            return f"chain k={self.depth}"
+            return f"chain k={self.depth}" + (f" (stops under p={self.stop_below:g})" if self.stops else "")
         return f"tree {self.total_tokens}/{self.depth}/{self.top_k} (total/depth/top-k)"
 
 
@@ -143,14 +157,14 @@ def default_tree(device: str, family: str = "") -> TreeConfig:
 
 
 def tree_from(base: TreeConfig, depth: int | None = None, top_k: int | None = None, total_tokens: int | None = None,
-              chain: int | None = None, mode: str = "auto") -> TreeConfig:
+              chain: int | None = None, mode: str = "auto", chain_stop: float = 0.0) -> TreeConfig:
     """A tree from optional settings over `base` (usually `default_tree`): mode "chain" is a chain of `chain`
-    tokens, "tree" the given tree settings; "auto" is a chain when `chain` is given, else `base` with whichever
-    tree settings are given. Unset settings come from `base`."""
+    tokens (stopping under `chain_stop`), "tree" the given tree settings; "auto" is a chain when `chain` is
+    given, else `base` with whichever tree settings are given. Unset settings come from `base`."""
     if mode not in ("auto", "tree", "chain"):
         raise ConfigError(f"draft_mode must be 'auto', 'tree' or 'chain', got {mode!r}")
     if mode == "chain" or (mode == "auto" and chain is not None):
-        return TreeConfig.chain(int(chain) if chain is not None else base.depth)
+        return TreeConfig.chain(int(chain) if chain is not None else base.depth, float(chain_stop or 0.0))
     if mode == "auto" and depth is None and top_k is None and total_tokens is None:
         return base
     return TreeConfig(depth=int(depth) if depth is not None else base.depth,

@@ -15,6 +15,8 @@ draft depth has fixed shapes and is replayed as a CUDA graph on a GPU; on a CPU 
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .config import TreeConfig
@@ -94,20 +96,29 @@ class Drafter:
     @torch.inference_mode()
     def draft(self, root_token: int, cfg: TreeConfig) -> DraftTree:
         if cfg.top_k == 1:
-            return self._chain(root_token, min(cfg.depth, cfg.total_tokens - 1))
+            return self._chain(root_token, min(cfg.depth, cfg.total_tokens - 1), cfg.stop_below)
         return self._tree(root_token, cfg)
 
-    def _chain(self, root_token: int, depth: int) -> DraftTree:
-        """top-k 1: each step feeds the single new token; causal attention, no mask, no selection."""
+    def _chain(self, root_token: int, longest: int, stop_below: float = 0.0) -> DraftTree:
+        """top-k 1: each step feeds the single new token; causal attention, no mask, no selection. stop_below > 0:
+        no further step after a token whose path probability is under it (one host read of one score per step:
+        free on a CPU, a sync on a GPU)."""
         head, dev = self.head, self.device
         logp, ids = head.topk(self.last_g[None], 1)  # [1, 1], [1, 1]
         all_ids, all_logp = [ids[0]], [logp[0]]
         g = self.last_g[None]  # [1, H]
-        for step in range(2, depth + 1):
+        floor = math.log(stop_below) if stop_below > 0.0 else None
+        path, depth = 0.0, 1
+        for step in range(2, longest + 1):
+            if floor is not None:
+                path += float(logp)  # the path's log-probability down to depth step - 1
+                if path < floor:
+                    break
             g, logp, ids = self._depth(g, ids[0], self._positions(self.length + step - 2, 1), 1,
                                        self.length + step - 2)  # [1, H], [1, 1], [1, 1]
             all_ids.append(ids[0])
             all_logp.append(logp[0])
+            depth = step
         if depth > 1:
             self.cache.crop(-(depth - 1))
         logps = torch.cat(all_logp)  # [depth]

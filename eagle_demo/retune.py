@@ -80,22 +80,25 @@ class ShapeTable:
     lead: tuple[tuple[float, float], ...]  # [depth] (all-top-1 parents offered, their top-1 child accepted)
     costs: Costs
     scale: float = 1.0
+    drafted: tuple[float, ...] = ()  # a stopping chain's mean draft tokens per round, 0 for the other shapes
 
     def score(self, base: tuple, now: tuple) -> list[tuple[float, float, TreeConfig]]:
         """(tau, round cost in plain steps, shape) of every candidate: its replayed tau moved by the rank model
         `now` over the rank model `base` (both `rank_model` answers)."""
         out = []
-        for shape, tau in zip(self.shapes, self.taus):
+        drafted = self.drafted or (0.0,) * len(self.shapes)
+        for shape, tau, mean in zip(self.shapes, self.taus, drafted):
             ratio = model_tau(*now, shape) / max(model_tau(*base, shape), 1e-9)
             deepest = min(shape.depth, shape.total_tokens - 1)
             t = min(max(1.0, tau * ratio), deepest + 1.0)  # never past every draft accepted plus the bonus
-            out.append((t, self.scale * self.costs.round(shape, t) / self.costs.plain, shape))
+            out.append((t, self.scale * self.costs.round(shape, t, mean or None) / self.costs.plain, shape))
         return out
 
     def to_dict(self) -> dict:
         c = self.costs
         line = lambda x: [x.at, x.x0, x.slope]  # noqa: E731
-        return {"shapes": [[s.depth, s.top_k, s.total_tokens] for s in self.shapes], "taus": list(self.taus),
+        return {"shapes": [[s.depth, s.top_k, s.total_tokens, s.stop_below] for s in self.shapes],
+                "taus": list(self.taus), "drafted": list(self.drafted),
                 "offered": self.offered, "accepted": self.accepted, "lead": self.lead, "scale": self.scale,
                 "costs": {"plain": c.plain, "verify": line(c.verify), "tree_extra": c.tree_extra,
                           "draft": {str(k): line(v) for k, v in c.draft.items()}, "extend": line(c.extend),
@@ -110,7 +113,7 @@ class ShapeTable:
         rows = lambda m: tuple(tuple(float(x) for x in row) for row in m)  # noqa: E731
         return cls(shapes=tuple(TreeConfig(*s) for s in d["shapes"]), taus=tuple(d["taus"]),
                    offered=rows(d["offered"]), accepted=rows(d["accepted"]), lead=rows(d["lead"]), costs=costs,
-                   scale=float(d["scale"]))
+                   scale=float(d["scale"]), drafted=tuple(float(x) for x in d.get("drafted", ())))
 
     def widest(self) -> tuple[int, int]:
         """(most tokens a round verifies, most draft entries a round adds beyond its committed ones)."""

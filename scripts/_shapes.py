@@ -1,8 +1,8 @@
-"""Draft shapes named on a script's command line: `auto`, `auto-retune`, `auto-fixed`, `chainK`, `treeT/D/K`
-(total/depth/top-k), or `plain` (plain decoding of the target, no draft: tree None). `auto` is the automatic tree
-as every entry point runs it: its draft paused while it does not pay (`eagle_demo.gate`); `auto-retune` also moves
-its shape on the run's own acceptance (`eagle_demo.retune`, the CLI's --retune); `auto-fixed` keeps the
-calibration's shape drafting every round."""
+"""Draft shapes named on a script's command line: `auto`, `auto-retune`, `auto-fixed`, `chainK`, `chainK@P` (a
+chain of at most K that stops under path probability P), `treeT/D/K` (total/depth/top-k), or `plain` (plain
+decoding of the target, no draft: tree None). `auto` is the automatic tree as every entry point runs it: its draft
+paused while it does not pay (`eagle_demo.gate`); `auto-retune` also moves its shape on the run's own acceptance
+(`eagle_demo.retune`, the CLI's --retune); `auto-fixed` keeps the calibration's shape drafting every round."""
 
 from __future__ import annotations
 
@@ -32,7 +32,8 @@ def parse_shape(text: str, session) -> tuple[str, TreeConfig | None, dict]:
 def _fixed(text: str) -> tuple[str, TreeConfig | None]:
     if text == "plain":
         return "plain decoding", None
-    if text.startswith("chain"):
-        return text, TreeConfig.chain(int(text[5:]))
+    if text.startswith("chain"):  # chainK, or chainK@P: a chain of at most K that stops under path probability P
+        longest, _, stop = text[5:].partition("@")
+        return text, TreeConfig.chain(int(longest), float(stop or 0.0))
     total, depth, top_k = (int(x) for x in text[4:].split("/"))
     return text, TreeConfig(depth=depth, top_k=top_k, total_tokens=total)

@@ -96,7 +96,8 @@ def test_the_page_calibrates_once_per_pair_and_again_for_another(counted):
     assert lines[-1].startswith(f"auto: {t.choice.tree.label()}") and "predicted speedup" in lines[-1]
     assert all(line.startswith("auto: ") for line in lines)
     chat, preset, *shown, line = after_load(first)  # a Load after the calibration: auto, its tree shown
-    assert preset == AUTO and make_tree(*shown) == t.choice.tree and line == lines[-1]
+    panel = dataclasses.replace(t.choice.tree, stop_below=0.0)  # the panel has no chain stop: it shows the longest
+    assert preset == AUTO and make_tree(*shown) == panel and line == lines[-1]
     assert choice_for(first, REGISTRY.get(first)) == (t.choice, "") and counted == [1]  # nothing re-measured
     second = make_key("assets/tiny-target", "assets/tiny-eagle3", device="cpu")  # another pair: tuned again
     REGISTRY.load(second)
@@ -113,6 +114,7 @@ def test_the_page_calibrates_once_per_pair_and_again_for_another(counted):
 def test_a_run_waits_for_the_calibration_and_auto_runs_losslessly(counted):
     from eagle_demo.app import REGISTRY, make_key
     from eagle_demo.app.autotune import AUTO, page_tree, start_tuning
+    from eagle_demo.app.forms import make_tree, tree_settings
     from eagle_demo.app.state import start_run
     from eagle_demo.config import default_tree
     from eagle_demo.metrics import RunView
@@ -129,6 +131,8 @@ def test_a_run_waits_for_the_calibration_and_auto_runs_losslessly(counted):
     assert t.done.is_set() and live.error is None and first.mode == "eagle"  # the run waited for it
     tree, choice, note = page_tree(AUTO, static, key, session)  # the panel still shows the static default
     assert tree == t.choice.tree and choice == t.choice and note == ""
+    shown = make_tree(*tree_settings(t.choice.tree))  # the panel showing the choice runs it, its chain stop too
+    assert page_tree(AUTO, shown, key, session) == (t.choice.tree, t.choice, "")
     by_hand = TreeConfig.chain(2) if t.choice.tree != TreeConfig.chain(2) else TreeConfig.chain(3)
     assert page_tree(AUTO, by_hand, key, session) == (by_hand, None, "")  # settings moved by hand win
     assert page_tree("cpu", static, key, session) == (static, None, "")

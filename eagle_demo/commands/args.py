@@ -35,6 +35,9 @@ def add_tree_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--draft-top-k", type=int, default=None, help="children per expanded node")
     p.add_argument("--total-tokens", type=int, default=None, help="tokens verified per round, root included")
     p.add_argument("--chain", type=int, default=None, help="draft a single chain of K tokens instead of a tree")
+    p.add_argument("--chain-stop", type=float, default=0.0, metavar="P",
+                   help="with --chain: stop a round's chain after the first draft token whose path probability is "
+                        "under P (the chain then drafts 1..K tokens as the draft is sure of them)")
 
 
 def add_auto_tree_arg(p: argparse.ArgumentParser) -> None:
@@ -72,7 +75,8 @@ def tree_for_session(args: argparse.Namespace, session) -> TreeConfig:
 
 def tree_from_args(args: argparse.Namespace, device: str = "cpu", family: str = "") -> TreeConfig:
     """The tree flags over `config.default_tree(device, family)`, the default of every entry point."""
-    return tree_from(default_tree(device, family), args.depth, args.draft_top_k, args.total_tokens, args.chain)
+    return tree_from(default_tree(device, family), args.depth, args.draft_top_k, args.total_tokens, args.chain,
+                     chain_stop=getattr(args, "chain_stop", 0.0))
 
 
 def pair_from_args(args: argparse.Namespace) -> tuple[str, str]:
