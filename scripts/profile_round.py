@@ -55,16 +55,15 @@ class OpCount(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         c = self.counter
         c.ops[c.part] += 1
-        if func is torch.ops.aten._local_scalar_dense.default:  # .item(), int(t), float(t), bool(t)
-            c.reads[c.part] += 1
         return func(*args, **(kwargs or {}))
 
 
 @contextlib.contextmanager
 def count_host_reads(counter: Counter):
-    """`.tolist()`, `.cpu()` and `.numpy()` read tensors without dispatching on CPU: count them by wrapping."""
+    """Count the host's reads of tensor values by wrapping the Tensor methods that make them: on a CPU most of
+    them dispatch no op (a float() of a CPU tensor never reaches the dispatch mode), on a GPU each is a sync."""
     saved = {}
-    for name in ("tolist", "cpu", "numpy"):
+    for name in ("tolist", "cpu", "numpy", "item", "__float__", "__int__", "__bool__"):
         original = getattr(torch.Tensor, name)
         saved[name] = original
 
