@@ -95,7 +95,17 @@ class AutoChoice:
         round cost (`gate`). retune: the run may move its shape on its own acceptance (`retune`; off by default:
         over 128-token runs it has not paid, docs/perf.md "Retuning during a run")."""
         table = self.table if retune else None
-        return replace(run, tree=self.tree, pause_below=round(self.predicted_round_cost, 3), retune=table)
+        return replace(run, tree=self.tree, pause_below=round(self.predicted_round_cost, 3), retune=table,
+                       pause_by_length=self.break_even_by_length())
+
+    def break_even_by_length(self) -> tuple[float, ...]:
+        """A stopping chain's break-even for a round that drafted 1..k tokens: that round's predicted cost in plain
+        steps (the gate holds each round to its own; `gate.DraftGate`). () for other shapes."""
+        if not self.tree.stops or self.table is None:
+            return ()
+        t = self.table
+        return tuple(round(t.scale * t.costs.round(self.tree, self.predicted_tau, d) / t.costs.plain, 3)
+                     for d in range(1, self.tree.depth + 1))
 
     def to_dict(self) -> dict:
         """The JSON block of a run that used the choice (the /generate stats, the CLI summary, the bench report)."""

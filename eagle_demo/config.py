@@ -119,12 +119,14 @@ class RunConfig:
     tree: TreeConfig = TreeConfig()
     sampling: SamplingConfig = SamplingConfig()
     pause_below: float = 0.0  # break-even tau: drafting pauses while it does not pay (`gate`); 0 never pauses
+    pause_by_length: tuple[float, ...] = ()  # a stopping chain's break-even by drafted length 1..k (`gate`)
     retune: object | None = None  # a `retune.ShapeTable`: the run moves its shape with its own acceptance
 
     def __post_init__(self) -> None:
         _check_int("max_new_tokens", self.max_new_tokens, 1, 8192)
-        if not (0.0 <= float(self.pause_below) <= 64.0):
-            raise ConfigError(f"pause_below {self.pause_below} is out of range; use 0 (never pause) to 64")
+        for value in (self.pause_below, *self.pause_by_length):
+            if not (0.0 <= float(value) <= 64.0):
+                raise ConfigError(f"pause_below {value} is out of range; use 0 (never pause) to 64")
 
 
 # Device-aware presets. "cpu" was tuned on the 2-core development machine with the shipped tiny pair

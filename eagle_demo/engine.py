@@ -148,7 +148,7 @@ class SpeculativeEngine(_EngineBase):
         _sync(device)
         t1 = time.perf_counter()
         yield Prefill(token_id=token, seconds=t1 - t0, target_prob=prob)
-        new, rounds, gate, held = [token], 0, DraftGate(run.pause_below), _Held()
+        new, rounds, gate, held = [token], 0, DraftGate(run.pause_below, by_length=run.pause_by_length), _Held()
         while (reason := _end_reason(token, len(new), run, eos, stop)) is None:
             if not gate.drafting:
                 yield self._plain_round(rounds, new, run, sampler, held, t1)
@@ -170,7 +170,7 @@ class SpeculativeEngine(_EngineBase):
             new.extend(committed)
             token = new[-1]
             done = token in eos or len(new) >= run.max_new_tokens
-            gate.after_draft(len(committed))
+            gate.after_draft(len(committed), len(tree.token_list) - 1 if tree.is_chain else 0)
             td = time.perf_counter()
             extend_seconds = 0.0
             if not done:
@@ -191,6 +191,7 @@ class SpeculativeEngine(_EngineBase):
             )
             if retune is not None and (switch := retune.after_round(ev)) is not None:
                 tree_cfg, gate.pause_below = switch[0], round(switch[1], 3)  # the next rounds' shape, its break-even
+                gate.by_length = ()  # (by length: the calibrated shape's only)
             yield ev
             rounds += 1
         t2 = time.perf_counter()

@@ -11,7 +11,13 @@ fewer probes. The pause is back to `PAUSE` once a drafting round keeps the mean 
 round is what plain decoding does, token for token (the same logits pipeline and the same position-keyed
 sampler), so the output never changes.
 
-Decisions depend on committed token counts only, never on timings: a seeded run is reproducible.
+A stopping chain's rounds draft 1..k tokens and cost accordingly: with `by_length` (its break-even by drafted
+length, from the automatic tree's cost lines) each round is held to its own break-even, and the window compares
+its committed tokens with the sum of its rounds' break-evens. A round that stopped early is cheap, so its few
+tokens may still pay.
+
+Decisions depend on committed token counts (and drafted lengths) only, never on timings: a seeded run is
+reproducible.
 """
 
 from __future__ import annotations
@@ -29,9 +35,12 @@ MAX_PAUSE = 96  # the longest pause: each failed probe in a row doubles it up to
 class DraftGate:
     """Whether the next round drafts. `pause_below` 0 never pauses (every explicit tree shape)."""
 
-    def __init__(self, pause_below: float = 0.0, window: int | None = None, pause: int | None = None):
+    def __init__(self, pause_below: float = 0.0, window: int | None = None, pause: int | None = None,
+                 by_length: tuple[float, ...] = ()):
         self.pause_below, self.pause = float(pause_below), PAUSE if pause is None else pause
-        self.recent: deque[int] = deque(maxlen=WINDOW if window is None else window)  # last drafting rounds' tokens
+        self.by_length = tuple(by_length)  # break-even of a round that drafted d tokens at [d - 1]; () = pause_below
+        # last drafting rounds' (committed tokens, break-even)
+        self.recent: deque[tuple[int, float]] = deque(maxlen=WINDOW if window is None else window)
         self.plain_left = 0  # plain rounds still to run before the next probe
         self.next_pause = self.pause  # the length of the next pause (doubles while probes fail)
         self.probing = False  # the next drafting round is a probe (it follows a pause)
@@ -40,13 +49,20 @@ class DraftGate:
     def drafting(self) -> bool:
         return self.plain_left == 0
 
-    def after_draft(self, committed: int) -> None:
-        if self.probing and committed >= self.pause_below:  # the probe paid: judge the rounds from here on
+    def break_even(self, drafted: int) -> float:
+        if self.by_length and drafted > 0:
+            return self.by_length[min(drafted, len(self.by_length)) - 1]
+        return self.pause_below
+
+    def after_draft(self, committed: int, drafted: int = 0) -> None:
+        """A drafting round committed `committed` tokens after drafting a chain of `drafted` (0: not known)."""
+        due = self.break_even(drafted)
+        if self.probing and committed >= due:  # the probe paid: judge the rounds from here on
             self.recent.clear()
         self.probing = False
-        self.recent.append(committed)
+        self.recent.append((committed, due))
         full = len(self.recent) == self.recent.maxlen
-        if self.pause_below > 0 and full and sum(self.recent) < self.pause_below * len(self.recent):
+        if self.pause_below > 0 and full and sum(c for c, _ in self.recent) < sum(d for _, d in self.recent):
             self.plain_left = self.next_pause
             self.next_pause = max(self.next_pause, min(2 * self.next_pause, MAX_PAUSE))
         else:

@@ -23,7 +23,7 @@ def parse_shape(text: str, session) -> tuple[str, TreeConfig | None, dict]:
         if text == "auto-fixed":
             return f"auto, never paused or retuned ({choice.tree.label()})", choice.tree, {}
         run = choice.run_config(RunConfig(), retune=text == "auto-retune")  # as the entry points set it up
-        fields = {"pause_below": run.pause_below, "retune": run.retune}
+        fields = {"pause_below": run.pause_below, "pause_by_length": run.pause_by_length, "retune": run.retune}
         label = "auto, retuned" if run.retune is not None else "auto"
         return f"{label} ({choice.tree.label()})", choice.tree, fields
     return (*_fixed(text), {})

@@ -2,6 +2,7 @@
 probability is under the stop. The drafter follows that rule exactly, the replay predicts the same drafted and
 accepted lengths as an engine run, and the output stays lossless (greedy, eager and static; sampling)."""
 
+import dataclasses
 import math
 import sys
 from pathlib import Path
@@ -166,3 +167,50 @@ def test_the_replay_drafts_and_accepts_exactly_what_the_engine_does():
         assert walk_drafted(got.accepted[shape], got.drafted[shape]) == pytest.approx(total / rounds)
     assert checked > 15 and len(seen) >= 3
     assert math.isfinite(walk_drafted([], []))
+
+
+def test_the_gate_holds_each_round_of_a_stopping_chain_to_its_own_break_even():
+    """A round that stopped after one draft token costs less than the chain's mean round: its 2 tokens pay at a
+    break-even of 1.3 where the mean round's 2.2 would have paused; 1 token a round does not pay even then."""
+    from eagle_demo.gate import DraftGate
+
+    by_length = (1.3, 1.4, 1.5, 1.6)
+    gate, flat = DraftGate(2.2, window=3, pause=2, by_length=by_length), DraftGate(2.2, window=3, pause=2)
+    for _ in range(3):
+        gate.after_draft(2, drafted=1)
+        flat.after_draft(2, drafted=1)
+    assert gate.drafting and not flat.drafting
+    for _ in range(3):
+        gate.after_draft(1, drafted=1)
+    assert not gate.drafting
+    assert DraftGate(2.2, by_length=by_length).break_even(9) == 1.6  # past the table: its longest
+    assert DraftGate(2.2, by_length=by_length).break_even(0) == 2.2  # length not known: the mean round's
+
+
+def test_the_automatic_choice_gives_the_gate_each_lengths_break_even():
+    from eagle_demo.autotree import AutoChoice
+
+    line = Line(at=0.0, x0=0.0, slope=0.1)
+    costs = Costs(plain=1.0, verify=Line(at=1.0, x0=0.0, slope=0.05), tree_extra=0.0, draft={1: line},
+                  extend=Line(at=0.1, x0=0.0, slope=0.0), host=Line(at=0.0, x0=0.0, slope=0.0))
+    table = ShapeTable(shapes=(TreeConfig.chain(4, 0.01),), taus=(3.0,), offered=((1.0,),), accepted=((1.0,),),
+                       lead=((1.0, 1.0),), costs=costs, scale=1.1, drafted=(2.5,))
+    choice = AutoChoice(tree=TreeConfig.chain(4, 0.01), predicted_tau=3.0, predicted_round_cost=1.5,
+                        predicted_speedup=2.0, plain_step_ms=1.0, calibration_seconds=1.0, table=table)
+    run = choice.run_config(RunConfig())
+    want = tuple(round(1.1 * (0.1 * d + 1.0 + 0.05 * (d + 1) + 0.1), 3) for d in range(1, 5))
+    assert run.pause_by_length == want and run.pause_below == 1.5
+    fixed = dataclasses.replace(choice, tree=TreeConfig.chain(4))
+    assert fixed.run_config(RunConfig()).pause_by_length == ()
+
+
+@pytest.mark.parametrize("static", [False, True])
+def test_paused_rounds_of_a_stopping_chain_keep_greedy_equality(static):
+    """A break-even no stopping chain round reaches: the gate pauses and probes, the drafted lengths reach it."""
+    model = model_of("llama")
+    tree = TreeConfig.chain(6, 0.015)
+    run = RunConfig(max_new_tokens=40, ignore_eos=True, tree=tree, pause_below=3.0, pause_by_length=(3.0,) * 6)
+    events = list(SpeculativeEngine(model, random_eagle1(model), static=static).generate(PROMPT, run))
+    assert list(events[-1].token_ids) == hf_greedy(model, PROMPT, 40)
+    rounds = [ev for ev in events if isinstance(ev, Round)]
+    assert any(len(ev.nodes) == 1 for ev in rounds) and any(len(ev.nodes) > 1 for ev in rounds)

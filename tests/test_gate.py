@@ -72,14 +72,14 @@ def test_a_probe_that_pays_starts_the_window_afresh():
     gate.after_plain()
     assert gate.drafting
     gate.after_draft(3)  # the old window (1, 1, 3) has mean 1.67; the probe alone pays
-    assert gate.drafting and list(gate.recent) == [3]
+    assert gate.drafting and [c for c, _ in gate.recent] == [3]
     gate.after_draft(1)
     gate.after_draft(1)  # (3, 1, 1): 1.67, full: a pause
     assert not gate.drafting
     gate.after_plain()
     gate.after_plain()
     gate.after_draft(1)  # a probe under the break-even joins the window: (1, 1, 1)
-    assert list(gate.recent) == [1, 1, 1] and not gate.drafting
+    assert [c for c, _ in gate.recent] == [1, 1, 1] and not gate.drafting
 
 
 def test_gate_off_never_pauses():
