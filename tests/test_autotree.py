@@ -96,8 +96,7 @@ def test_the_page_calibrates_once_per_pair_and_again_for_another(counted):
     assert lines[-1].startswith(f"auto: {t.choice.tree.label()}") and "predicted speedup" in lines[-1]
     assert all(line.startswith("auto: ") for line in lines)
     chat, preset, *shown, line = after_load(first)  # a Load after the calibration: auto, its tree shown
-    panel = dataclasses.replace(t.choice.tree, stop_below=0.0)  # the panel has no chain stop: it shows the longest
-    assert preset == AUTO and make_tree(*shown) == panel and line == lines[-1]
+    assert preset == AUTO and make_tree(*shown) == t.choice.tree and line == lines[-1]
     assert choice_for(first, REGISTRY.get(first)) == (t.choice, "") and counted == [1]  # nothing re-measured
     second = make_key("assets/tiny-target", "assets/tiny-eagle3", device="cpu")  # another pair: tuned again
     REGISTRY.load(second)
@@ -133,6 +132,9 @@ def test_a_run_waits_for_the_calibration_and_auto_runs_losslessly(counted):
     assert tree == t.choice.tree and choice == t.choice and note == ""
     shown = make_tree(*tree_settings(t.choice.tree))  # the panel showing the choice runs it, its chain stop too
     assert page_tree(AUTO, shown, key, session) == (t.choice.tree, t.choice, "")
+    if t.choice.tree.stops:  # the stop set to 0 by hand is a fixed chain: a hand setting, it wins
+        fixed = make_tree(*tree_settings(t.choice.tree)[:5], 0.0)
+        assert page_tree(AUTO, fixed, key, session) == (fixed, None, "")
     by_hand = TreeConfig.chain(2) if t.choice.tree != TreeConfig.chain(2) else TreeConfig.chain(3)
     assert page_tree(AUTO, by_hand, key, session) == (by_hand, None, "")  # settings moved by hand win
     assert page_tree("cpu", static, key, session) == (static, None, "")

@@ -58,7 +58,7 @@ def test_the_page_starts_with_the_default_tree_of_this_machine():
     by_label = {b.label: b for b in demo.blocks.values() if isinstance(b, (Dropdown, Radio, Slider))}
     assert by_label["tree preset"].value == default_preset(resolve_device("auto").type)
     shown = make_tree(*(by_label[name].value for name in ("draft mode", "depth", "draft top-k", "total tokens",
-                                                           "chain k")))
+                                                           "chain k", "chain stop")))
     assert shown == default_tree(resolve_device("auto").type, "")
 
 

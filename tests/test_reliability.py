@@ -82,6 +82,7 @@ BAD_GENERATE = [
     ("total tokens 1", dict(total_tokens=1), "total_tokens"),
     ("draft top_k 0", dict(draft_top_k=0), "top_k"),
     ("chain k 0", dict(draft_mode="chain", chain_k=0), "chain"),
+    ("chain stop 1.5", dict(draft_mode="chain", chain_k=4, chain_stop=1.5), "chain stop"),
     ("prompt longer than the context", dict(prompt="x = 1\n" * 3000), "context"),
     ("chat template missing", dict(chat=True), "chat template"),
 ]

@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 import weakref
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..config import TreeConfig, default_tree
@@ -153,8 +153,6 @@ def page_tree(preset: str | None, shown: TreeConfig, key: PairKey,
         return shown, None, ""
     t = tuning(key)
     known = t.choice.tree if t is not None and t.choice is not None else None
-    if known is not None:  # the panel has no chain stop: a stopping chain shows as its longest chain
-        known = replace(known, stop_below=0.0)
     if shown not in (default_tree(session.device.type, session.family), known):
         return shown, None, ""
     choice, note = choice_for(key, session)

@@ -25,9 +25,9 @@ log = logging.getLogger(__name__)
 TREE_MODE, CHAIN_MODE = "dynamic tree", "chain"
 
 
-def make_tree(mode: str, depth, draft_top_k, total_tokens, chain_k) -> TreeConfig:
+def make_tree(mode: str, depth, draft_top_k, total_tokens, chain_k, chain_stop=0.0) -> TreeConfig:
     if mode == CHAIN_MODE:
-        return TreeConfig.chain(int(chain_k))
+        return TreeConfig.chain(int(chain_k), float(chain_stop or 0.0))
     return TreeConfig(depth=int(depth), top_k=int(draft_top_k), total_tokens=int(total_tokens))
 
 
@@ -37,16 +37,17 @@ def make_run(max_new_tokens, temperature, top_p, top_k, seed, tree: TreeConfig, 
     return RunConfig(max_new_tokens=int(max_new_tokens), ignore_eos=bool(ignore_eos), tree=tree, sampling=sampling)
 
 
-def tree_values(name: str) -> tuple[str, int, int, int, int]:
-    """A tree preset as the page's five draft settings (mode, depth, draft top-k, total tokens, chain k)."""
+def tree_values(name: str) -> tuple[str, int, int, int, int, float]:
+    """A tree preset as the page's six draft settings (mode, depth, draft top-k, total tokens, chain k, chain
+    stop)."""
     return tree_settings(TREE_PRESETS[name])
 
 
-def tree_settings(t: TreeConfig) -> tuple[str, int, int, int, int]:
-    """A tree as the page's five draft settings (mode, depth, draft top-k, total tokens, chain k)."""
+def tree_settings(t: TreeConfig) -> tuple[str, int, int, int, int, float]:
+    """A tree as the page's six draft settings (mode, depth, draft top-k, total tokens, chain k, chain stop)."""
     if t.is_chain:
-        return CHAIN_MODE, t.depth, t.top_k, t.total_tokens, t.depth
-    return TREE_MODE, t.depth, t.top_k, t.total_tokens, 4
+        return CHAIN_MODE, t.depth, t.top_k, t.total_tokens, t.depth, t.stop_below
+    return TREE_MODE, t.depth, t.top_k, t.total_tokens, 4, 0.0
 
 
 def temperatures(text: str | None) -> list[float]:
@@ -88,16 +89,18 @@ class LoadForm(PairForm):
 
 
 class _Tree:
-    """Reads the Draft panel's five fields."""
+    """Reads the Draft panel's six fields."""
 
     mode_value: str
     depth_value: int
     topk_value: int
     total_value: int
     chain_value: int
+    chain_stop_value: float
 
     def tree(self) -> TreeConfig:
-        return make_tree(self.mode_value, self.depth_value, self.topk_value, self.total_value, self.chain_value)
+        return make_tree(self.mode_value, self.depth_value, self.topk_value, self.total_value, self.chain_value,
+                         self.chain_stop_value)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,6 +117,7 @@ class GenerateForm(PairForm, _Tree):
     topk_value: int
     total_value: int
     chain_value: int
+    chain_stop_value: float
     race_on: bool
     show: bool
     ignore_eos_on: bool
@@ -134,6 +138,7 @@ class BenchForm(PairForm, _Tree):
     topk_value: int
     total_value: int
     chain_value: int
+    chain_stop_value: float
     compare_text: str = ""
     temps_text: str = ""
     top_p_value: float = 1.0

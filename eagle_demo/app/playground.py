@@ -118,6 +118,7 @@ class Playground:
     draft_top_k: Any
     total_tokens: Any
     chain_k: Any
+    chain_stop: Any
     temperature: Any
     top_p: Any
     top_k: Any
@@ -132,7 +133,7 @@ class Playground:
     @property
     def tree_inputs(self) -> list:
         """The draft settings, in `forms._Tree`'s order."""
-        return [self.mode, self.depth, self.draft_top_k, self.total_tokens, self.chain_k]
+        return [self.mode, self.depth, self.draft_top_k, self.total_tokens, self.chain_k, self.chain_stop]
 
     def generate_inputs(self) -> list:
         """`GenerateForm`'s fields, in order."""
@@ -217,7 +218,7 @@ def _prompt_column() -> dict[str, Any]:
 
 
 def _settings_column(tree_default: str) -> dict[str, Any]:
-    mode0, depth0, topk0, total0, chain0 = tree_values(tree_default)
+    mode0, depth0, topk0, total0, chain0, stop0 = tree_values(tree_default)
     with gr.Accordion("Draft", open=True):
         tree_preset = gr.Dropdown([AUTO, *TREE_PRESETS], value=tree_default, label="tree preset",
                                   elem_id="tree-preset")
@@ -229,6 +230,9 @@ def _settings_column(tree_default: str) -> dict[str, Any]:
         with gr.Row():
             total_tokens = gr.Slider(2, 128, value=total0, step=1, label="total tokens")
             chain_k = gr.Slider(1, 16, value=chain0, step=1, label="chain k")
+        chain_stop = gr.Slider(0.0, 0.2, value=stop0, step=0.001, label="chain stop",
+                               info="chain mode: a round's chain stops after the first draft token whose path "
+                                    "probability is under this (0 = always chain k tokens)")
     with gr.Accordion("Sampling", open=False):
         temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="temperature (0 = greedy)")
         top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p")
@@ -236,8 +240,8 @@ def _settings_column(tree_default: str) -> dict[str, Any]:
             top_k = gr.Number(0, precision=0, minimum=0, label="top-k (0 = off)")
             seed = gr.Number(0, precision=0, minimum=0, label="seed")
     return dict(tree_preset=tree_preset, auto_line=auto_md, mode=mode, depth=depth, draft_top_k=draft_top_k,
-                total_tokens=total_tokens, chain_k=chain_k, temperature=temperature, top_p=top_p, top_k=top_k,
-                seed=seed)
+                total_tokens=total_tokens, chain_k=chain_k, chain_stop=chain_stop, temperature=temperature, top_p=top_p,
+                top_k=top_k, seed=seed)
 
 
 def _run_views() -> dict[str, Any]:
@@ -300,7 +304,7 @@ def after_load(key: PairKey | None):
     default tree of the device and family until the calibration has chosen), that static preset without one."""
     session = REGISTRY.get(key) if key is not None else None
     if session is None:
-        return (gr.skip(),) * 8
+        return (gr.skip(),) * 9
     has_template = session.has_chat_template
     static = default_preset(session.device.type, session.family)
     t = tuning(key)
@@ -321,8 +325,8 @@ def apply_tree_preset(name: str, key: PairKey | None = None, request: gr.Request
     PAGE_PRESETS.put(request.session_hash if request is not None else None, name)
     if name == AUTO:
         t = tuning(key)
-        return tree_settings(t.choice.tree) if t is not None and t.choice is not None else (gr.skip(),) * 5
-    return tree_values(name) if name in TREE_PRESETS else (gr.skip(),) * 5
+        return tree_settings(t.choice.tree) if t is not None and t.choice is not None else (gr.skip(),) * 6
+    return tree_values(name) if name in TREE_PRESETS else (gr.skip(),) * 6
 
 
 def probe_by_default(demo: gr.Blocks, pg: Playground, device_type: str) -> None:
