@@ -244,8 +244,7 @@ def acceptance(session, prompts: list[list[int]] | None = None) -> Acceptance:
     drafted = {shape: walk_drafted(got.accepted[shape], by_prompt) for shape, by_prompt in got.drafted.items()}
     engine_runs = (gen_tree, got.engine_seconds, got.engine_rounds, got.engine_tokens, got.runs, got.prompt_tokens)
     return Acceptance(rank=rank, chain=chain, rounds=got.states, measured=measured, drafted=drafted,
-                      engine=engine_runs,
-                      counts=(offered, accepted, lead))
+                      engine=engine_runs, counts=(offered, accepted, lead))
 
 
 def predict_tau(stats: Acceptance, tree: TreeConfig) -> float:

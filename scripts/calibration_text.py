@@ -10,7 +10,6 @@ arithmetic prompt) and "now" (`autotree.PROMPTS`, `autotree.NEW_TOKENS` tokens e
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -18,25 +17,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _texts import pair_args, reference_texts  # noqa: E402
 from eagle_demo import autotree  # noqa: E402
 from eagle_demo.autotree_replay import replay, walk_tau  # noqa: E402
-from eagle_demo.bench import load_suite  # noqa: E402
 from eagle_demo.config import default_tree  # noqa: E402
-from eagle_demo.paths import SUITE  # noqa: E402
 from eagle_demo.session import load_session  # noqa: E402
 
 BEFORE = (("def merge_sorted(a, b):\n    \"\"\"Merge two sorted lists into one sorted list.\"\"\"\n",
            "The history of the printing press begins in the fifteenth century, when",
            "Question: A train travels 60 km in 1.5 hours. What is its average speed?\nAnswer:"), 40)
-FRESH = ROOT / "docs" / "bench" / "gen2" / "fresh10.jsonl"
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--target", default=str(ROOT / "assets" / "tiny-target"))
-    ap.add_argument("--draft", default=str(ROOT / "assets" / "tiny-eagle1"))
-    ap.add_argument("--reference-tokens", type=int, default=128, help="new tokens of the reference texts")
-    args = ap.parse_args(argv)
+    args = pair_args(__doc__.splitlines()[0], argv)
     session = load_session(args.target, args.draft, threads=1, device="cpu", dtype="float32")
     engine = session.eagle
     dev = engine.runner.device
@@ -49,8 +42,7 @@ def main(argv=None) -> int:
         taus = {shape: walk_tau(got.accepted[shape]) for shape in shapes}
         return taus, {shape: tau / autotree.round_cost(costs, shape, tau) for shape, tau in taus.items()}
 
-    reference = {name: speedups([item.prompt for item in load_suite(path)], args.reference_tokens)[1]
-                 for name, path in (("suite", SUITE), ("fresh", FRESH))}
+    reference = {name: speedups(*text)[1] for name, text in reference_texts(args.reference_tokens).items()}
     print(f"{args.draft}: plain step {costs.plain * 1e3:.2f} ms")
     for name, ref in reference.items():
         top = sorted(ref, key=ref.get, reverse=True)[:4]

@@ -11,41 +11,32 @@ engine run takes; its round is priced by `autotree_costs` at that mean length.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _texts import pair_args, reference_texts  # noqa: E402
 from eagle_demo import autotree  # noqa: E402
 from eagle_demo.autotree_costs import measure_costs  # noqa: E402
 from eagle_demo.autotree_replay import Group, replay, walk_drafted, walk_tau  # noqa: E402
-from eagle_demo.bench import load_suite  # noqa: E402
 from eagle_demo.config import TreeConfig, default_tree  # noqa: E402
-from eagle_demo.paths import SUITE  # noqa: E402
 from eagle_demo.session import load_session  # noqa: E402
 
-FRESH = ROOT / "docs" / "bench" / "gen2" / "fresh10.jsonl"
 DEEPEST = 16
 STOPS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1)
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--target", default=str(ROOT / "assets" / "tiny-target"))
-    ap.add_argument("--draft", default=str(ROOT / "assets" / "tiny-eagle1"))
-    ap.add_argument("--reference-tokens", type=int, default=128, help="new tokens of the suite's and fresh texts")
-    args = ap.parse_args(argv)
+    args = pair_args(__doc__.splitlines()[0], argv)
     session = load_session(args.target, args.draft, threads=1, device="cpu", dtype="float32")
     engine = session.eagle
     gen_tree = default_tree("cpu", session.family)
     chain_sizes = (2, 4, 6, 9, 13, DEEPEST + 1)
     costs = measure_costs(engine, session.encode(autotree.PROMPTS[0]), 4.0, chain_sizes, (4, 8), {1: (1, DEEPEST)})
     group = Group(1, DEEPEST, stops=tuple((d, p) for d in (8, 12, DEEPEST) for p in STOPS))
-    texts = {"calibration": (autotree.PROMPTS, autotree.NEW_TOKENS),
-             "suite": ([item.prompt for item in load_suite(SUITE)], args.reference_tokens),
-             "fresh": ([item.prompt for item in load_suite(FRESH)], args.reference_tokens)}
+    texts = {"calibration": (autotree.PROMPTS, autotree.NEW_TOKENS), **reference_texts(args.reference_tokens)}
     table = {}
     for name, (prompts, new_tokens) in texts.items():
         got = replay(engine, [session.encode(p) for p in prompts], [group], new_tokens, gen_tree)

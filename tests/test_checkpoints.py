@@ -277,6 +277,7 @@ def test_same_weights_in_two_layouts_give_identical_outputs(root, target, pair_o
 def test_our_own_heads_round_trip(root, target, family):
     """A head saved as config.json + its state_dict (how the shipped tiny heads are saved) loads back unchanged."""
     from transformers import AutoModelForCausalLM
+    from eagle_demo.cpu_layout import column_major_linears
     from fixtures import random_eagle1, random_eagle3
 
     tgt_folder = target("llama8")
@@ -287,6 +288,10 @@ def test_our_own_heads_round_trip(root, target, family):
     write_safetensors(folder, head.state_dict())
     pair = load_pair(str(tgt_folder), str(folder), device="cpu")
     assert pair.report.family == family and pair.report.ignored_keys == ()
+    loaded = pair.head.state_dict()
+    assert all(torch.equal(v, loaded[k]) for k, v in head.state_dict().items())  # the same values
+    for module in (model, head):  # in the loader's CPU layout (`cpu_layout`): matrix kernels round by layout
+        column_major_linears(module)
     ours = LoadedPair(target=model, tokenizer=None, head=head, report=pair.report, target_path="", draft_path=None)
     for x, y in zip(_draft_outputs(ours), _draft_outputs(pair)):
         assert torch.equal(x, y)
