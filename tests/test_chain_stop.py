@@ -171,11 +171,11 @@ def test_the_replay_drafts_and_accepts_exactly_what_the_engine_does():
 
 def test_the_gate_holds_each_round_of_a_stopping_chain_to_its_own_break_even():
     """A round that stopped after one draft token costs less than the chain's mean round: its 2 tokens pay at a
-    break-even of 1.3 where the mean round's 2.2 would have paused; 1 token a round does not pay even then."""
+    break-even of 1.3 where the mean round's 2.5 would have paused; 1 token a round does not pay even then."""
     from eagle_demo.gate import DraftGate
 
     by_length = (1.3, 1.4, 1.5, 1.6)
-    gate, flat = DraftGate(2.2, window=3, pause=2, by_length=by_length), DraftGate(2.2, window=3, pause=2)
+    gate, flat = DraftGate(2.5, window=3, pause=2, by_length=by_length), DraftGate(2.5, window=3, pause=2)
     for _ in range(3):
         gate.after_draft(2, drafted=1)
         flat.after_draft(2, drafted=1)
@@ -183,8 +183,8 @@ def test_the_gate_holds_each_round_of_a_stopping_chain_to_its_own_break_even():
     for _ in range(3):
         gate.after_draft(1, drafted=1)
     assert not gate.drafting
-    assert DraftGate(2.2, by_length=by_length).break_even(9) == 1.6  # past the table: its longest
-    assert DraftGate(2.2, by_length=by_length).break_even(0) == 2.2  # length not known: the mean round's
+    assert DraftGate(2.5, by_length=by_length).break_even(9) == 1.6  # past the table: its longest
+    assert DraftGate(2.5, by_length=by_length).break_even(0) == 2.5  # length not known: the mean round's
 
 
 def test_the_automatic_choice_gives_the_gate_each_lengths_break_even():

@@ -39,6 +39,18 @@ def test_gate_pauses_below_the_break_even_probes_and_resumes():
     assert not gate.drafting
 
 
+def test_a_window_within_the_margin_of_the_break_even_keeps_drafting():
+    """The break-even is a prediction (a loaded machine's calibration prices rounds 5-10% high): a window pauses
+    only under MARGIN x its break-even."""
+    assert gate_mod.MARGIN == 0.9
+    kept, paused = DraftGate(2.1, window=5, pause=2), DraftGate(2.1, window=5, pause=2)
+    for committed in (2, 2, 2, 2, 2):  # mean 2.0: under the break-even 2.1, within the margin (1.89)
+        kept.after_draft(committed)
+    for committed in (2, 2, 2, 2, 1):  # mean 1.8: under 0.9 x 2.1
+        paused.after_draft(committed)
+    assert kept.drafting and not paused.drafting
+
+
 def test_failed_probes_double_the_pause_up_to_its_cap(monkeypatch):
     monkeypatch.setattr(gate_mod, "MAX_PAUSE", 8)
     gate = DraftGate(2.0, window=2, pause=2)
