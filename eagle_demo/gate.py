@@ -81,4 +81,5 @@ def paused_line(plain_rounds: int, rounds: int, pause_below: float) -> str:
     if not plain_rounds:
         return ""
     return (f"drafting paused in {plain_rounds} of {rounds} rounds: the draft's recent tau fell under its break-even "
-            f"{pause_below:.2f} (a drafting round's cost in plain steps), so those rounds were plain target steps")
+            f"{pause_below:.2f} (a drafting round's predicted cost in plain steps, less the gate's {1 - MARGIN:.0%} "
+            f"margin), so those rounds were plain target steps")
