@@ -120,9 +120,10 @@ def replay_prompt(engine, ids: list[int], groups: list[Group], new_tokens: int, 
             path = replay_batch.true_path(batch, future[:, :group.depth])  # [S, depth]
             if group is ranked:
                 _count_batch(into, batch, path)
-            for shape, got in _group_lengths(group, batch, path).items():
+            drafted = _chain_drafted(group, batch)  # stopping chains only
+            for shape, got in _group_lengths(group, batch, path, drafted).items():
                 per_shape[shape] = got.tolist()
-            for shape, got in _chain_drafted(group, batch).items():
+            for shape, got in drafted.items():
                 per_drafted[shape] = got.tolist()
     for shape, got in per_shape.items():
         into.accepted.setdefault(shape, []).append(dict(zip(range(first, last + 1), got)))
@@ -132,12 +133,13 @@ def replay_prompt(engine, ids: list[int], groups: list[Group], new_tokens: int, 
     into.tokens += len(text) - len(ids)
 
 
-def _group_lengths(group: Group, batch, path: torch.Tensor) -> dict[TreeConfig, torch.Tensor]:
-    """Accepted length [S] of each of the group's shapes at every state."""
+def _group_lengths(group: Group, batch, path: torch.Tensor,
+                   drafted: dict[TreeConfig, torch.Tensor]) -> dict[TreeConfig, torch.Tensor]:
+    """Accepted length [S] of each of the group's shapes at every state (drafted: `_chain_drafted`'s)."""
     if group.top_k == 1:
         run = (path >= 0).int().cumprod(1).sum(1)  # [S] how far the chain matches
         fixed = {TreeConfig.chain(d): run.clamp(max=d) for d in range(1, (group.fixed or group.depth) + 1)}
-        return fixed | {shape: torch.minimum(run, got) for shape, got in _chain_drafted(group, batch).items()}
+        return fixed | {shape: torch.minimum(run, got) for shape, got in drafted.items()}
     shapes = shapes_of(group)
     got = replay_batch.accepted_lengths(batch, path, [(t.depth, t.total_tokens) for t in shapes])
     return {t: got[(t.depth, t.total_tokens)] for t in shapes}

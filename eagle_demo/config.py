@@ -159,7 +159,7 @@ def default_tree(device: str, family: str = "") -> TreeConfig:
 
 
 def tree_from(base: TreeConfig, depth: int | None = None, top_k: int | None = None, total_tokens: int | None = None,
-              chain: int | None = None, mode: str = "auto", chain_stop: float = 0.0) -> TreeConfig:
+              chain: int | None = None, mode: str = "auto", chain_stop: float | None = None) -> TreeConfig:
     """A tree from optional settings over `base` (usually `default_tree`): mode "chain" is a chain of `chain`
     tokens (stopping under `chain_stop`), "tree" the given tree settings; "auto" is a chain when `chain` is
     given, else `base` with whichever tree settings are given. Unset settings come from `base`."""

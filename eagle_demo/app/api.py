@@ -50,8 +50,7 @@ def request_tree(device: str, family: str, draft_mode: str = "auto", depth: int 
                  chain_stop: float | None = None):
     """/generate's static tree: `config.default_tree` of the pair, changed by the settings given (without
     settings and with draft_mode "auto", `generate` runs the automatic tree instead, as the page and the CLI)."""
-    return tree_from(default_tree(device, family), depth, draft_top_k, total_tokens, chain_k, draft_mode,
-                     chain_stop or 0.0)
+    return tree_from(default_tree(device, family), depth, draft_top_k, total_tokens, chain_k, draft_mode, chain_stop)
 
 
 def register_api() -> None:
