@@ -42,10 +42,11 @@ from .retune import ShapeTable, model_tau, rank_model
 
 __all__ = ["AutoChoice", "Acceptance", "auto_tree", "predict_tau", "candidates", "choose", "groups", "round_cost"]
 
-METHOD = "replay-6"  # in the cache key: a choice made by another calibration method (replay-2: over the stock
+METHOD = "replay-7"  # in the cache key: a choice made by another calibration method (replay-2: over the stock
 # CPU weight layout that `cpu_layout` replaced; replay-3: without the table a run retunes from; replay-4: 40-token
 # continuations of a code, a history and an arithmetic prompt, the states past the budget left out; replay-5:
-# without stopping chains) is made again
+# without stopping chains; replay-6: verify priced over the stock SDPA call that `attention` replaced on a CPU) is
+# made again
 TOTALS_CPU = (3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32)
 TOTALS_GPU = (4, 6, 8, 12, 16, 24, 32, 48, 64)
 # Stopping chains (`TreeConfig.stop_below`), CPU only: their stop reads one score per draft step, a sync on a GPU.

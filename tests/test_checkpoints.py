@@ -10,6 +10,7 @@ import pytest
 import torch
 from transformers import DynamicCache, LlamaConfig
 
+from eagle_demo import attention
 from eagle_demo.checkpoints import (AdaptationReport, CheckpointError, IncompatiblePairError, LoadedPair,
                                     NotAnEagleDraftError, inspect_pair, load_pair)
 from eagle_demo.checkpoints.files import WeightFiles
@@ -182,7 +183,7 @@ def test_layout_loads_adapts_and_decodes_losslessly(loaded, layout_id, tname, wr
     report = pair.report
     assert report.family == family and report.source_layout == layout
     assert report.problem is None and report.target_path == pair.target_path
-    assert pair.target.config._attn_implementation == "sdpa" and not pair.target.training
+    assert pair.target.config._attn_implementation in ("sdpa", attention.NAME) and not pair.target.training
     assert report.draft_hidden == expect.get("draft_hidden", 64)
     for key in ("fc_bias", "qkv_bias", "num_kv_heads", "num_heads", "head_dim", "embedding", "lm_head",
                 "feature_layers", "feature_convention", "draft_vocab", "rope_theta", "norm_before_residual",

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
+from ..attention import use_grouped_sdpa
 from ..cpu_layout import column_major_linears
 from ..devices import DeviceError, resolve_device, resolve_dtype
 from ..drafts import DraftHead, Eagle1Head, Eagle3Head, Shared
@@ -127,7 +128,8 @@ def key_plan(head: DraftHead, plan: DraftPlan) -> tuple[dict[str, str], list[str
 # ---- target ----------------------------------------------------------------------------------------
 
 def load_target(info: TargetInfo, dtype: str, device: str, warnings: list[str]) -> PreTrainedModel:
-    """AutoModelForCausalLM in eval mode with SDPA attention; never trust_remote_code."""
+    """AutoModelForCausalLM in eval mode with SDPA attention (`attention.use_grouped_sdpa` on a CPU); never
+    trust_remote_code."""
     try:
         dev = resolve_device(device)
         torch_dtype = resolve_dtype(dtype, dev)
@@ -170,6 +172,7 @@ def load_target(info: TargetInfo, dtype: str, device: str, warnings: list[str]) 
                                      "the config and the weights disagree, re-download the target")
     if device_map is None:
         column_major_linears(model)  # fp32 on a CPU only: a faster decode step, identical results (cpu_layout)
+    use_grouped_sdpa(model)  # a CPU target with grouped-query heads: a cheaper verify, identical results (attention)
     return model.eval()
 
 
