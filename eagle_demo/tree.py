@@ -123,8 +123,10 @@ def tree_from_device(tokens: torch.Tensor, parents: torch.Tensor, depths: torch.
                      probs: torch.Tensor, chain: bool) -> DraftTree:
     """A tree from device tensors: tokens/parents/depths [N] long (parent -1 for the root, parents first),
     probs [2, N] (path score, probability given the parent); chain: the drafter knows it drafted one path.
-    The ancestor mask is built on the device; nothing is read by the host here."""
-    mask = _ancestor_mask_t(parents.clamp(min=0))
+    The ancestor mask is built on the device (a chain's is lower-triangular); nothing is read by the host here."""
+    n = tokens.shape[0]
+    mask = torch.ones(n, n, dtype=torch.bool, device=tokens.device).tril_() if chain else \
+        _ancestor_mask_t(parents.clamp(min=0))  # [N, N]
     pack = torch.cat([torch.stack([tokens, parents, depths]).float(), probs.float()])  # [5, N]
     return DraftTree(tokens=tokens, depths=depths, mask=mask, is_chain=chain, pack=pack)
 

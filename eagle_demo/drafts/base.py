@@ -7,7 +7,15 @@ from torch import nn
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
-__all__ = ["DraftHead", "Shared"]
+__all__ = ["DraftHead", "Shared", "top_logp"]
+
+
+def top_logp(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The k best tokens of logits [m, V]: their log-probabilities [m, k] (fp32) and ids [m, k]. k = 1 takes
+    a max, which a CPU runs several times faster than a top-k over the vocabulary."""
+    logp = torch.log_softmax(logits.float(), dim=-1)  # [m, V]
+    top = logp.max(dim=-1, keepdim=True) if k == 1 else torch.topk(logp, k, dim=-1)
+    return top.values, top.indices  # [m, k], [m, k]
 
 
 class Shared:

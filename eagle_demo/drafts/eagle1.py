@@ -9,7 +9,7 @@ from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer
 
 from . import lean
-from .base import DraftHead, Shared
+from .base import DraftHead, Shared, top_logp
 
 __all__ = ["Eagle1Head"]
 
@@ -46,9 +46,7 @@ class Eagle1Head(DraftHead):
         return x if batched else x[0]  # [(b,) n, H]
 
     def topk(self, g: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-        logp = torch.log_softmax(self.lm_head(g).float(), dim=-1)  # [m, V]
-        top = torch.topk(logp, k, dim=-1)
-        return top.values, top.indices  # [m, k], [m, k]
+        return top_logp(self.lm_head(g), k)  # [m, k], [m, k]
 
 
 def _decoder_layer(config: LlamaConfig, index: int, qkv_bias: bool) -> LlamaDecoderLayer:

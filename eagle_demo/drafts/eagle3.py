@@ -10,7 +10,7 @@ from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaAttention, LlamaMLP, LlamaRMSNorm
 
 from . import lean
-from .base import DraftHead, Shared
+from .base import DraftHead, Shared, top_logp
 
 __all__ = ["Eagle3Head", "Eagle3Layer", "widen_inputs"]
 
@@ -82,6 +82,5 @@ class Eagle3Head(DraftHead):
         return self.lm_head(lean.rms_norm(self.norm, g))  # [m, Vd]
 
     def topk(self, g: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-        logp = torch.log_softmax(self.draft_logits(g).float(), dim=-1)  # [m, Vd]
-        top = torch.topk(logp, k, dim=-1)
-        return top.values, top.indices + self.d2t[top.indices]  # [m, k], target ids [m, k]
+        logp, ids = top_logp(self.draft_logits(g), k)  # [m, k], draft ids [m, k]
+        return logp, ids + self.d2t[ids]  # [m, k], target ids [m, k]

@@ -14,6 +14,7 @@ from torch import nn
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
+from .base import top_logp
 from .eagle1 import Eagle1Head
 
 __all__ = ["HassHead"]
@@ -52,6 +53,4 @@ class HassHead(Eagle1Head):
 
     def topk(self, g: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
         x = self.lm_head_norm(g) if self.lm_head_norm is not None else g  # [m, H]
-        logp = torch.log_softmax(self.lm_head(x).float(), dim=-1)  # [m, V]
-        top = torch.topk(logp, k, dim=-1)
-        return top.values, top.indices  # [m, k], [m, k]
+        return top_logp(self.lm_head(x), k)  # [m, k], [m, k]

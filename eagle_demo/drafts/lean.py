@@ -180,9 +180,8 @@ def attention(attn: nn.Module, x: torch.Tensor, rope: RopeTable, positions: torc
 
 def _causal_tail(n: int, total: int, like: torch.Tensor) -> torch.Tensor:
     """Additive mask [1, 1, n, total]: the new rows see the whole prefix and causally among themselves."""
-    visible = torch.ones(n, total, dtype=torch.bool, device=like.device).tril(total - n)  # [n, total]
-    return torch.zeros(n, total, dtype=like.dtype, device=like.device).masked_fill(
-        ~visible, torch.finfo(like.dtype).min)[None, None]
+    hidden = torch.full((n, total), torch.finfo(like.dtype).min, dtype=like.dtype, device=like.device)  # [n, total]
+    return hidden.triu_(total - n + 1)[None, None]  # row i sees keys 0..total-n+i
 
 
 def mlp(module: nn.Module, x: torch.Tensor) -> torch.Tensor:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .base import DraftHead, Shared
+from .base import DraftHead, Shared, top_logp
 
 __all__ = ["MtpHead", "MtpParts"]
 
@@ -77,6 +77,4 @@ class MtpHead(DraftHead):
 
     def topk(self, g: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
         x = g if self.feed_normed else self.out_norm(g)  # [m, H]
-        logp = torch.log_softmax(self.lm_head(x).float(), dim=-1)  # [m, V]
-        top = torch.topk(logp, k, dim=-1)
-        return top.values, top.indices  # [m, k], [m, k]
+        return top_logp(self.lm_head(x), k)  # [m, k], [m, k]
