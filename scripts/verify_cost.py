@@ -2,10 +2,12 @@
 
     OMP_NUM_THREADS=1 python scripts/verify_cost.py [--target assets/tiny-target] [--context 200]
 
-The target's own forward (`TargetRunner.forward`, the path every round's verify takes) after a prefilled
-context, for n new tokens, timed in the calling thread's CPU time (other processes on a shared machine do not
-enter it), sizes interleaved, the 20th percentile of the repeats; then the same for single fp32 linears of the
-target's shapes, to show where the step from one token to two comes from.
+The target as the engines load it (`checkpoints.load_pair`: column-major weights, `attention`'s grouped SDPA),
+its own forward (`TargetRunner.forward`, the path every round's verify takes) after a prefilled context, for n
+new tokens, timed in the calling thread's CPU time (other processes on a shared machine do not enter it), sizes
+and attention calls interleaved (the loader's and transformers' stock `sdpa`), the 20th percentile of the
+repeats; then the same for single fp32 linears of the target's shapes, to show where the step from one token to
+two comes from.
 """
 
 from __future__ import annotations
@@ -18,10 +20,9 @@ import time
 import torch
 import torch.nn.functional as F
 
-from transformers import AutoModelForCausalLM
-
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from eagle_demo.checkpoints import load_pair  # noqa: E402
 from eagle_demo.target import TargetRunner  # noqa: E402
 
 
@@ -29,19 +30,24 @@ def low(times: list[float]) -> float:
     return sorted(times)[len(times) // 5]
 
 
-def forward_costs(runner: TargetRunner, vocab: int, context: int, sizes: tuple[int, ...], repeats: int) -> dict:
+def forward_costs(runner: TargetRunner, vocab: int, context: int, sizes: tuple[int, ...], repeats: int,
+                  attentions: tuple[str, ...]) -> dict:
+    """{(attention, n): seconds}; every attention call runs on the same weights and context."""
     runner.reset(context + max(sizes) + 8)
     runner.forward(torch.randint(0, vocab, (context,)))  # [context]
     runner.commit(list(range(context)))
-    times: dict[int, list[float]] = {n: [] for n in sizes}
+    times: dict[tuple[str, int], list[float]] = {(a, n): [] for a in attentions for n in sizes}
     for _ in range(repeats):
-        for n in sizes:
-            ids = torch.randint(0, vocab, (n,))  # [n]
-            start = time.thread_time()
-            runner.forward(ids)
-            times[n].append(time.thread_time() - start)
-            runner.commit([])  # drop the block: the next size starts from the same context
-    return {n: low(t) for n, t in times.items()}
+        for a in attentions:
+            runner.model.set_attn_implementation(a)
+            for n in sizes:
+                ids = torch.randint(0, vocab, (n,))  # [n]
+                start = time.thread_time()
+                runner.forward(ids)
+                times[a, n].append(time.thread_time() - start)
+                runner.commit([])  # drop the block: the next size starts from the same context
+    runner.model.set_attn_implementation(attentions[0])
+    return {key: low(t) for key, t in times.items()}
 
 
 def linear_costs(model, sizes: tuple[int, ...], repeats: int = 200) -> list[tuple[str, dict]]:
@@ -73,13 +79,19 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    model = AutoModelForCausalLM.from_pretrained(args.target, dtype=torch.float32, attn_implementation="sdpa").eval()
+    model = load_pair(args.target, None, dtype="float32", device="cpu").target
     sizes = (1, 2, 3, 4, 5, 8, 12)
-    costs = forward_costs(TargetRunner(model), model.config.vocab_size, args.context, sizes, args.repeats)
+    loaded = model.config._attn_implementation
+    attentions = (loaded, "sdpa") if loaded != "sdpa" else ("sdpa",)
+    costs = forward_costs(TargetRunner(model), model.config.vocab_size, args.context, sizes, args.repeats,
+                          attentions)
     print(f"target {args.target}, context {args.context}, {args.threads} thread(s), CPU time, 20th percentile")
-    print("| tokens | ms | plain steps |\n|---:|---:|---:|")
-    for n in sizes:
-        print(f"| {n} | {costs[n] * 1e3:.2f} | {costs[n] / costs[1]:.2f} |")
+    print("| tokens | " + " | ".join(f"{a}: ms | plain steps" for a in attentions) + " |")
+    print("|---:|" + "---:|---:|" * len(attentions))
+    for n in sizes:  # plain steps: against the loader's own one-token step (the stock call's is the same call)
+        base = costs[attentions[0], 1]
+        print(f"| {n} | " + " | ".join(f"{costs[a, n] * 1e3:.2f} | {costs[a, n] / base:.2f}" for a in attentions)
+              + " |")
     print("\n| fp32 linear (K -> N) | " + " | ".join(f"{n} rows (us)" for n in sizes) + " |")
     print("|---|" + "---:|" * len(sizes))
     for name, cost in linear_costs(model, sizes):
