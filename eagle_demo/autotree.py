@@ -102,11 +102,7 @@ class AutoChoice:
     def break_even_by_length(self) -> tuple[float, ...]:
         """A stopping chain's break-even for a round that drafted 1..k tokens: that round's predicted cost in plain
         steps (the gate holds each round to its own; `gate.DraftGate`). () for other shapes."""
-        if not self.tree.stops or self.table is None:
-            return ()
-        t = self.table
-        return tuple(round(t.scale * t.costs.round(self.tree, self.predicted_tau, d) / t.costs.plain, 3)
-                     for d in range(1, self.tree.depth + 1))
+        return self.table.by_length(self.tree, self.predicted_tau) if self.table is not None else ()
 
     def to_dict(self) -> dict:
         """The JSON block of a run that used the choice (the /generate stats, the CLI summary, the bench report)."""

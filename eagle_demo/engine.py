@@ -191,7 +191,7 @@ class SpeculativeEngine(_EngineBase):
             )
             if retune is not None and (switch := retune.after_round(ev)) is not None:
                 tree_cfg, gate.pause_below = switch[0], round(switch[1], 3)  # the next rounds' shape, its break-even
-                gate.by_length = ()  # (by length: the calibrated shape's only)
+                gate.by_length = retune.by_length  # a stopping chain's, by drafted length; () for other shapes
             yield ev
             rounds += 1
         t2 = time.perf_counter()

@@ -94,6 +94,14 @@ class ShapeTable:
             out.append((t, self.scale * self.costs.round(shape, t, mean or None) / self.costs.plain, shape))
         return out
 
+    def by_length(self, shape: TreeConfig, tau: float) -> tuple[float, ...]:
+        """A stopping chain's break-even for a round that drafted 1..k tokens: that round's predicted cost in plain
+        steps (the gate holds each round to its own; `gate.DraftGate`). () for other shapes."""
+        if not shape.stops:
+            return ()
+        return tuple(round(self.scale * self.costs.round(shape, tau, d) / self.costs.plain, 3)
+                     for d in range(1, shape.depth + 1))
+
     def to_dict(self) -> dict:
         c = self.costs
         line = lambda x: [x.at, x.x0, x.slope]  # noqa: E731
@@ -132,10 +140,11 @@ class Retuner:
         self.seen = [0] * len(table.offered)  # drafting rounds that offered drafts at each depth (parent accepted)
         self.rounds = 0
         self.changes: list[tuple[int, str]] = []  # (round index, shape label) of each switch
+        self.by_length: tuple[float, ...] = ()  # the shape in use's break-even by drafted length, after a switch
 
     def after_round(self, ev: Round) -> tuple[TreeConfig, float] | None:
         """Count a drafting round; every EVERY of them, (shape, its round cost in plain steps) when the best
-        candidate beats the shape in use by MARGIN, else None."""
+        candidate beats the shape in use by MARGIN (its break-evens by length then in `by_length`), else None."""
         _count(ev, *self.counts)
         deepest = max((n.depth for n in ev.nodes), default=0)
         for d in range(min(deepest, len(ev.accepted_path) + 1, len(self.seen))):  # offered under an accepted parent
@@ -150,6 +159,7 @@ class Retuner:
             return None
         self.tree = best
         self.changes.append((ev.index + 1, best.label()))
+        self.by_length = self.table.by_length(best, tau)
         return best, cost
 
     def model(self) -> tuple[tuple, tuple]:

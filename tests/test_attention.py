@@ -120,3 +120,25 @@ def test_the_loader_switches_cpu_grouped_targets_only():
     eager = AutoModelForCausalLM.from_config(ungrouped.__class__(**{**ungrouped.to_dict(), "num_key_value_heads": 2}),
                                              attn_implementation="eager")
     assert not attention.use_grouped_sdpa(eager) and eager.config._attn_implementation == "eager"
+
+
+def test_sliding_window_target_equals_the_stock_generate():
+    """A Mistral target whose window is shorter than the text: the mask builder passes the window through."""
+    from transformers import AutoModelForCausalLM, MistralConfig
+
+    cfg = MistralConfig(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=2, sliding_window=6, bos_token_id=1,
+                        eos_token_id=2, pad_token_id=0)
+    models = []
+    for attn in ("sdpa", attention.NAME):
+        torch.manual_seed(3)
+        models.append(AutoModelForCausalLM.from_config(cfg, attn_implementation=attn, dtype=torch.float32).eval())
+    stock, ours = models
+    with torch.no_grad():
+        for p in (*stock.parameters(), *ours.parameters()):
+            if p.dim() == 2:  # sharper distributions, as fixtures.tiny_target
+                p.mul_(3.0)
+    assert hf_greedy(ours, PROMPT, 24) == hf_greedy(stock, PROMPT, 24)
+    run = RunConfig(max_new_tokens=24, ignore_eos=True, tree=TreeConfig.chain(4))
+    assert list(list(SpeculativeEngine(ours, random_eagle1(ours)).generate(PROMPT, run))[-1].token_ids) == \
+        hf_greedy(stock, PROMPT, 24)

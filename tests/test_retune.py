@@ -179,3 +179,18 @@ def test_the_auto_line_names_each_shape_the_run_moved_to():
     line = choice.versus(1.9, 3.1, [(16, "chain k=8"), (40, "chain k=4")])
     assert line.endswith("at tau 3.10 (this text); from round 16: chain k=8; from round 40: chain k=4")
     assert choice.versus(1.9, 3.1) == line.split("; from")[0]
+
+
+def test_a_switch_to_a_stopping_chain_brings_its_break_evens_by_length():
+    weak = choice_for(*WEAK)
+    stop = TreeConfig.chain(12, 0.01)
+    n = len(weak.table.shapes)
+    table = dataclasses.replace(weak.table, shapes=weak.table.shapes + (stop,), taus=weak.table.taus + (6.0,),
+                                drafted=(0.0,) * n + (5.0,))
+    r = Retuner(table, weak.tree)
+    assert r.by_length == () and table.by_length(weak.tree, 2.0) == ()
+    switch = next(s for i in range(4 * retune_mod.EVERY) if (s := r.after_round(chain_round(i, 2, 2))) is not None)
+    assert switch[0] == stop == r.tree
+    tau = next(t for t, _, s in table.score(r.base, r.model()) if s == stop)
+    assert r.by_length == table.by_length(stop, tau) and len(r.by_length) == 12
+    assert list(r.by_length) == sorted(r.by_length) and r.by_length[0] < switch[1] < r.by_length[-1]
