@@ -9,8 +9,8 @@ grouped heads, other devices, position biases) goes to transformers' own functio
 transformers' own SDPA mask builder and made additive once per forward (a bool mask costs a conversion in
 every layer).
 
-Registered through transformers' `AttentionInterface` with the stock SDPA mask builder: the model classes
-are transformers' own, only the attention call differs. Outputs equal the stock path's bit for bit on the
+Registered through transformers' `AttentionInterface` and `AttentionMaskInterface`: the model classes are
+transformers' own, only the attention call and the mask's dtype differ. Outputs equal the stock path's bit for bit on the
 shipped target (tests/test_attention.py); a verify of 5 tokens there takes 1.1 plain steps instead of 1.3.
 """
 
