@@ -107,7 +107,8 @@ def run_bench(session: Session, items: list[PromptItem], run: RunConfig, repeats
                 "temperature": run.sampling.temperature,
                 "top_p": run.sampling.top_p, "top_k": run.sampling.top_k, "repeats": repeats, "chat": chat,
                 "target": session.pair.target_path, "draft": session.pair.draft_path, "draft_family": session.family,
-                "device": str(session.device), "dtype": str(session.dtype)}
+                "device": str(session.device), "dtype": str(session.dtype),
+                "attention": str(session.pair.target.config._attn_implementation)}  # the target's (`attention`)
     top = [{"draft_id": d, "target_id": t, "draft": session.decode([d]), "target": session.decode([t]), "count": n}
            for (d, t), n in missed.most_common(TOP_MISSES)]
     return BenchReport(machine=machine_info(), settings=settings, results=tuple(results), categories=tuple(cats),

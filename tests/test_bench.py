@@ -28,6 +28,7 @@ def test_bench_cli_writes_json_and_csv(tmp_path):
     report = json.loads(out_json.read_text())
     assert report["overall"]["prompts"] == 2 and report["overall"]["runs"] == 2 and report["overall"]["all_equal"] is True
     assert report["settings"]["draft_family"] == "eagle1" and report["machine"]["torch"]
+    assert report["settings"]["attention"] == "sdpa_grouped_cpu"  # the shipped target's, as the loader set it
     row = report["results"][0]
     for key in ("id", "category", "new_tokens", "rounds", "tau", "eagle_tokens_per_second",
                 "baseline_tokens_per_second", "speedup", "acceptance_by_depth", "equal_to_baseline", "round_cost"):
