@@ -46,7 +46,8 @@ def main(argv=None) -> int:
             cost = costs.round(shape, tau, drafted) / costs.plain
             table.setdefault(shape, {})[name] = (tau / cost, tau, cost)
     print(f"{args.draft}: plain step {costs.plain * 1e3:.2f} ms, verify of 9 tokens "
-          f"{costs.verify_at(9, False) / costs.plain:.2f} plain steps, a draft depth {costs.draft[1].slope * 1e3:.2f} ms")
+          f"{costs.verify_at(9, False) / costs.plain:.2f} plain steps, "
+          f"a draft depth {costs.draft[1].slope * 1e3:.2f} ms")
     fixed = [s for s in table if not s.stops]
     best = {name: max(fixed, key=lambda s: table[s][name][0]) for name in texts}
     print("best fixed chain: " + ", ".join(f"{n} {best[n].depth} ({table[best[n]][n][0]:.2f}x)" for n in texts))
