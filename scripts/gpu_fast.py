@@ -12,7 +12,9 @@ next one runs):
 3. big: a Llama-3.1-8B-shaped bf16 target (random weights) and an EAGLE-3-shaped head: plain step eager vs
    graphs, against the weights-bandwidth time (weight bytes / --hbm-tbps); verify ms by size; the shape autotree
    picks from these measured costs for an acceptance profile with tau about 6, with its predicted speedup and
-   round cost in plain steps; peak memory with the static cache sized prompt + max new + tree.
+   round cost in plain steps; peak memory with the static cache sized prompt + max new + tree; and the verify
+   by size again with `attention.PACKED` (grouped heads packed into query rows; the stock call copies K and V
+   over the query heads under a mask), with its largest logit difference from the stock call.
 
     python scripts/gpu_fast.py --out gpu_fast.json [--seconds 500] [--hbm-tbps 3.35]  (default: by the GPU's name)
     python scripts/gpu_fast.py --smoke
@@ -226,26 +228,11 @@ def section_big(hbm_tbps: float) -> dict:
         out[label]["plain_step_vs_bandwidth"] = round(out[label]["plain_step_ms"] / out["bandwidth_step_ms"], 2)
         log(f"  8B {label}: {out[label]}")
     # verify cost by size on the static path (graphs), then autotree's choice for a tau-6 acceptance profile
-    eagle = SpeculativeEngine(model, head, static=True)
-    runner = eagle.runner
     sizes = (1, 2, 4, 8) if SMOKE else (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64)
-    runner.reset(len(prompt) + 80)
-    runner.forward(torch.tensor(prompt))
-    runner.commit(list(range(len(prompt))))
-    verify = {}
-    for n in sizes:
-        ids, depths, mask = torch.randint(0, 4000, (n,)), torch.arange(n), torch.ones(n, n, dtype=torch.bool).tril()
-        t = []
-        for _ in range(5 if SMOKE else 12):
-            sync()
-            t0 = time.perf_counter()
-            runner.forward(ids, depths, mask)
-            sync()
-            t.append(time.perf_counter() - t0)
-            runner.commit([])
-        verify[n] = min(t[2:] or t)
+    verify, logits = verify_by_size(model, head, prompt, sizes)
     out["verify_ms_by_size"] = {n: round(1e3 * v, 3) for n, v in verify.items()}
     log(f"  8B verify ms by size (static): {out['verify_ms_by_size']}")
+    out["packed_heads"] = packed_heads(model, head, prompt, tuple(sorted({*sizes[::2], sizes[-1]})), logits)
     draft_ms = out["static+graphs"]["draft_ms"] / 4 / 1e3  # per draft step, from the chain-4 rounds
     profile = Acceptance(rank=tuple((0.88, 0.06, 0.02, 0.01) for _ in range(8)),
                          chain=tuple(0.88 ** (d + 1) for d in range(8)), rounds=0)
@@ -256,9 +243,54 @@ def section_big(hbm_tbps: float) -> dict:
     choice = choose(profile, costs, 0.0, torch.device(DEVICE))
     out["auto_at_tau6_profile"] = choice.line()
     log(f"  8B {choice.line()}")
-    del model, head, eagle
+    del model, head
     if DEVICE == "cuda":
         torch.cuda.empty_cache()
+    return out
+
+
+def verify_by_size(model, head, prompt: list[int], sizes: tuple[int, ...]) -> tuple[dict, torch.Tensor]:
+    """Seconds of one static-path verify (graphs on a GPU) of n chain tokens after the prompt, the fastest after
+    two warm-ups; and the logits of the largest size (for comparing attention calls)."""
+    runner = SpeculativeEngine(model, head, static=True).runner
+    runner.reset(len(prompt) + 80)
+    runner.forward(torch.tensor(prompt))
+    runner.commit(list(range(len(prompt))))
+    verify, logits = {}, None
+    for n in sizes:
+        gen = torch.Generator().manual_seed(n)
+        ids, depths = torch.randint(0, 4000, (n,), generator=gen), torch.arange(n)
+        mask = torch.ones(n, n, dtype=torch.bool).tril()  # [n, n]
+        t = []
+        for _ in range(5 if SMOKE else 12):
+            sync()
+            t0 = time.perf_counter()
+            got = runner.forward(ids, depths, mask)
+            sync()
+            t.append(time.perf_counter() - t0)
+            logits = got.logits.float().clone()  # [n, V]
+            runner.commit([])
+        verify[n] = min(t[2:] or t)
+    runner.reset()
+    return verify, logits
+
+
+def packed_heads(model, head, prompt: list[int], sizes: tuple[int, ...], stock_logits: torch.Tensor) -> dict:
+    """The same verifies with `attention.PACKED` (grouped query heads packed into rows, the mask tiled; no K/V
+    copy), against the stock call's: ms by size, and the largest logit difference at the largest size."""
+    from eagle_demo import attention
+
+    if DEVICE == "cuda":
+        torch.cuda.empty_cache()  # the stock run's pools and graphs
+    model.set_attn_implementation(attention.PACKED)
+    try:
+        verify, logits = verify_by_size(model, head, prompt, sizes)
+    finally:
+        model.set_attn_implementation("sdpa")
+    out = {"verify_ms_by_size": {n: round(1e3 * v, 3) for n, v in verify.items()},
+           "max_logit_diff_vs_stock": round(float((logits - stock_logits).abs().max()), 5),
+           "same_argmax": bool(torch.equal(logits.argmax(-1), stock_logits.argmax(-1)))}
+    log(f"  8B packed heads: {out}")
     return out
 
 

@@ -23,11 +23,11 @@ TREES = [TreeConfig.chain(1), TreeConfig.chain(6), TreeConfig.chain(16, 0.05), T
 _GROUPED = {}
 
 
-def grouped(family: str, layers: int = 4):
-    """The same weights as `model_of(family)` (same seed), attention through `attention.NAME`."""
-    if (family, layers) not in _GROUPED:
-        _GROUPED[family, layers] = tiny_target(family, layers=layers, attn=attention.NAME)
-    return _GROUPED[family, layers]
+def grouped(family: str, layers: int = 4, attn: str = attention.NAME):
+    """The same weights as `model_of(family)` (same seed), attention through `attn`."""
+    if (family, layers, attn) not in _GROUPED:
+        _GROUPED[family, layers, attn] = tiny_target(family, layers=layers, attn=attn)
+    return _GROUPED[family, layers, attn]
 
 
 class _Module:
@@ -44,10 +44,11 @@ def test_forward_equals_the_stock_sdpa_call(n, kind):
     visible[..., -1, 3] = False  # a hole, as a tree mask has
     mask = {"bool": visible, "none": None,
             "additive": torch.zeros(visible.shape).masked_fill_(~visible, torch.finfo(torch.float32).min)}[kind]
-    got, _ = attention.grouped_sdpa_forward(_Module(), q, k, v, mask, scaling=0.2)  # [1, n, 4, 32]
     want, _ = sdpa_attention_forward(_Module(), q, k, v, mask, scaling=0.2)
-    assert got.shape == want.shape == (1, n, 4, 32)
-    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    for call in (attention.grouped_sdpa_forward, attention.packed_sdpa_forward):
+        got, _ = call(_Module(), q, k, v, mask, scaling=0.2)  # [1, n, 4, 32]
+        assert got.shape == want.shape == (1, n, 4, 32)
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
 
 
 def test_additive_mask_is_the_stock_mask_made_additive():
@@ -85,6 +86,20 @@ def test_greedy_equals_the_stock_generate(family, tree, static):
     model, stock = grouped(family), model_of(family)
     run = RunConfig(max_new_tokens=32, ignore_eos=True, tree=tree)
     want = hf_greedy(stock, PROMPT, 32)
+    for engine in (SpeculativeEngine(model, random_eagle1(model), static=static),
+                   BaselineEngine(model, static=static)):
+        assert list(list(engine.generate(PROMPT, run))[-1].token_ids) == want
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+@pytest.mark.parametrize("tree", TREES[1::2], ids=lambda t: t.label())
+@pytest.mark.parametrize("static", [False, True], ids=["eager", "static"])
+def test_packed_heads_greedy_equals_the_stock_generate(family, tree, static):
+    """The GPU candidate (`attention.PACKED`), checked on the CPU: the same tokens, eager and static."""
+    model, stock = grouped(family, attn=attention.PACKED), model_of(family)
+    want = hf_greedy(stock, PROMPT, 32)
+    assert hf_greedy(model, PROMPT, 32) == want
+    run = RunConfig(max_new_tokens=32, ignore_eos=True, tree=tree)
     for engine in (SpeculativeEngine(model, random_eagle1(model), static=static),
                    BaselineEngine(model, static=static)):
         assert list(list(engine.generate(PROMPT, run))[-1].token_ids) == want
