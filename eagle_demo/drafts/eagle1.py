@@ -35,7 +35,7 @@ class Eagle1Head(DraftHead):
         """hidden [n, F] or batched [b, n, F] (training), tokens [n] or [b, n] -> g [n, H] or [b, n, H]."""
         batched = hidden.dim() == 3
         emb = self.embed(tokens).to(hidden.dtype)  # [(b,) n, H]
-        x = self.fc(torch.cat([emb, hidden], dim=-1))  # [(b,) n, H]
+        x = lean.linear(self.fc, torch.cat([emb, hidden], dim=-1))  # [(b,) n, H]
         x = x if batched else x[None]  # [b, n, H]
         if batched:
             self.rope.reserve(int(positions.max()) + 1, x)
@@ -46,7 +46,7 @@ class Eagle1Head(DraftHead):
         return x if batched else x[0]  # [(b,) n, H]
 
     def topk(self, g: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return top_logp(self.lm_head(g), k)  # [m, k], [m, k]
+        return top_logp(lean.linear(self.lm_head, g), k)  # [m, k], [m, k]
 
 
 def _decoder_layer(config: LlamaConfig, index: int, qkv_bias: bool) -> LlamaDecoderLayer:

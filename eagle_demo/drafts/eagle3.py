@@ -69,7 +69,7 @@ class Eagle3Head(DraftHead):
         """hidden [n, F] or batched [b, n, F] (training), tokens [n] or [b, n] -> g [n, H] or [b, n, H]."""
         batched = hidden.dim() == 3
         if from_target:
-            hidden = self.fc(hidden)  # [(b,) n, 3Ht] -> [(b,) n, H]; the draft's own outputs skip fc
+            hidden = lean.linear(self.fc, hidden)  # [(b,) n, 3Ht] -> [(b,) n, H]; the draft's outputs skip fc
         emb = self.embed(tokens).to(hidden.dtype)  # [(b,) n, H]
         if not batched:
             emb, hidden = emb[None], hidden[None]  # [1, n, H]
@@ -79,7 +79,7 @@ class Eagle3Head(DraftHead):
         return g if batched else g[0]  # pre-norm output, fed back as the next hidden
 
     def draft_logits(self, g: torch.Tensor) -> torch.Tensor:
-        return self.lm_head(lean.rms_norm(self.norm, g))  # [m, Vd]
+        return lean.linear(self.lm_head, lean.rms_norm(self.norm, g))  # [m, Vd]
 
     def topk(self, g: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
         logp, ids = top_logp(self.draft_logits(g), k)  # [m, k], draft ids [m, k]

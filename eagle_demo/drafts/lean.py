@@ -17,8 +17,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..cpu_layout import same_layout
+from .base import embedding, linear
 
-__all__ = ["DraftKV", "RopeTable", "attention", "mlp", "rms_norm"]
+__all__ = ["DraftKV", "RopeTable", "attention", "embedding", "linear", "mlp", "rms_norm"]
 
 INITIAL_CAPACITY = 256
 
@@ -175,7 +176,7 @@ def attention(attn: nn.Module, x: torch.Tensor, rope: RopeTable, positions: torc
         mask = _causal_tail(n, k.shape[-2], y)
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=attn.scaling,
                                          enable_gqa=heads != kv_heads)  # [b, h, n, hd]
-    return attn.o_proj(out.transpose(1, 2).reshape(b, n, heads * hd))  # [b, n, H]
+    return linear(attn.o_proj, out.transpose(1, 2).reshape(b, n, heads * hd))  # [b, n, H]
 
 
 def _causal_tail(n: int, total: int, like: torch.Tensor) -> torch.Tensor:
@@ -195,7 +196,7 @@ def mlp(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
 
     w, bias = _cached(module, "_lean_gate_up", (gate.weight, up.weight, gate.bias, up.bias), build)
     y = F.linear(x, w, bias)  # [b, n, 2I]
-    return module.down_proj(module.act_fn(y[..., :width]) * y[..., width:])  # [b, n, H]
+    return linear(module.down_proj, module.act_fn(y[..., :width]) * y[..., width:])  # [b, n, H]
 
 
 def rms_norm(norm: nn.Module, x: torch.Tensor) -> torch.Tensor:
