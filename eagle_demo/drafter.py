@@ -21,7 +21,7 @@ import torch
 
 from .config import TreeConfig
 from .drafts.base import DraftHead
-from .drafts.lean import DraftKV
+from .drafts.lean import DraftKV, one_call
 from .static_draft import StaticDraft
 from .tree import Candidates, DraftTree, select_tree, tree_from_device
 
@@ -84,20 +84,22 @@ class Drafter:
         n = tokens.shape[0]
         positions = self._positions(self.length, n)  # [n]
         features, tokens = features.to(self.device, self.dtype), tokens.to(self.device)
-        if self.static is None:
-            g = self.head(features, tokens, positions, self.cache, None, from_target=True)  # [n, H]
-        else:
-            mask = self.static.causal_mask(self.length, n)  # [1, 1, n, cap]
-            g = self.static.forward(features, tokens, positions, positions, mask, from_target=True)  # [n, H]
+        with one_call():
+            if self.static is None:
+                g = self.head(features, tokens, positions, self.cache, None, from_target=True)  # [n, H]
+            else:
+                mask = self.static.causal_mask(self.length, n)  # [1, 1, n, cap]
+                g = self.static.forward(features, tokens, positions, positions, mask, from_target=True)  # [n, H]
         self.length += n
         self.last_g = g[-1]
         return g
 
     @torch.inference_mode()
     def draft(self, root_token: int, cfg: TreeConfig) -> DraftTree:
-        if cfg.top_k == 1:
-            return self._chain(root_token, min(cfg.depth, cfg.total_tokens - 1), cfg.stop_below)
-        return self._tree(root_token, cfg)
+        with one_call():  # the head's fused weights are checked once for the whole round
+            if cfg.top_k == 1:
+                return self._chain(root_token, min(cfg.depth, cfg.total_tokens - 1), cfg.stop_below)
+            return self._tree(root_token, cfg)
 
     def _chain(self, root_token: int, longest: int, stop_below: float = 0.0) -> DraftTree:
         """top-k 1: each step feeds the single new token; causal attention, no mask, no selection. stop_below > 0:

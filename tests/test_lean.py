@@ -55,3 +55,38 @@ def test_pooled_cache_grows_and_compacts_like_per_layer(monkeypatch):
         torch.testing.assert_close(a.keys, want_k, rtol=0, atol=0)
         torch.testing.assert_close(b.keys, want_k, rtol=0, atol=0)
         torch.testing.assert_close(a.values, torch.cat([r.values[..., :5, :], r.values[..., src, :]], -2))
+
+
+def test_fused_weights_are_checked_once_per_drafter_call():
+    """Inside one drafter call (`lean.one_call`) the fused q|k|v and gate|up weights are reused unchecked; a weight
+    written between calls is picked up by the next one, and outside any call every forward checks."""
+    from eagle_demo.drafts import lean
+
+    target = tiny_target("llama")
+    head = random_eagle1(target, seed=3)
+    torch.manual_seed(0)
+    hidden, tokens, positions = torch.randn(3, 64), torch.randint(0, 96, (3,)), torch.arange(3)
+
+    def run():
+        return head(hidden, tokens, positions, DraftKV(), None, from_target=True)  # [3, H]
+
+    with torch.inference_mode():
+        with lean.one_call():
+            before = run()
+            call = head.layers[0].self_attn.__dict__["_lean_qkv"][2]
+            assert call != 0 and head.layers[0].mlp.__dict__["_lean_gate_up"][2] == call
+            torch.testing.assert_close(run(), before, rtol=0, atol=0)
+        with torch.no_grad():
+            head.layers[0].self_attn.q_proj.weight.mul_(1.5)
+            head.layers[0].mlp.up_proj.weight.mul_(0.5)
+        with lean.one_call():
+            changed = run()
+            assert head.layers[0].self_attn.__dict__["_lean_qkv"][2] not in (0, call)
+        head.layers[0].mlp.gate_proj.weight.mul_(2.0)  # outside a call: checked at once
+        again = run()
+    assert not torch.allclose(changed, before) and not torch.allclose(again, changed)
+    fresh = random_eagle1(target, seed=3)
+    with torch.no_grad():
+        fresh.load_state_dict(head.state_dict())
+    with torch.inference_mode():
+        torch.testing.assert_close(fresh(hidden, tokens, positions, DraftKV(), None, from_target=True), again)

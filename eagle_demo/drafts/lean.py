@@ -12,6 +12,9 @@ gradients enabled (training) they are rebuilt on every call so gradients reach t
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -19,7 +22,7 @@ from torch import nn
 from ..cpu_layout import same_layout
 from .base import embedding, linear
 
-__all__ = ["DraftKV", "RopeTable", "attention", "embedding", "linear", "mlp", "rms_norm"]
+__all__ = ["DraftKV", "RopeTable", "attention", "embedding", "linear", "mlp", "one_call", "rms_norm"]
 
 INITIAL_CAPACITY = 256
 
@@ -78,6 +81,7 @@ class RopeTable:
         self.heads = heads
         self.table: torch.Tensor | None = None
         self.key: tuple = ()
+        self.checked = 0  # the drafter call (`one_call`) in which the key was last checked
 
     def _key(self, like: torch.Tensor) -> tuple:
         rotary = self.owner[0].rotary_emb
@@ -97,8 +101,11 @@ class RopeTable:
 
     def __call__(self, positions: torch.Tensor, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """positions [n] -> cos, sin [n, heads*hd] (the table grows when training asks past it)."""
-        if self.table is None or self._key(like) != self.key:
-            self.reserve(self.table.shape[0] if self.table is not None else INITIAL_CAPACITY, like)
+        call = _CALL[0]
+        if not call or self.checked != call:
+            if self.table is None or self._key(like) != self.key:
+                self.reserve(self.table.shape[0] if self.table is not None else INITIAL_CAPACITY, like)
+            self.checked = call
         rows = self.table[positions]  # [..., n, 2, heads*hd]
         return rows[..., 0, :], rows[..., 1, :]
 
@@ -125,6 +132,28 @@ def _versions(*tensors) -> tuple:
     return tuple((t._version, t.data_ptr(), t.dtype, t.device) for t in tensors if t is not None)
 
 
+_CALL = [0]  # nonzero inside `one_call`: the id of the drafter call under way
+_CALLS = itertools.count(1)
+
+
+@contextlib.contextmanager
+def one_call():
+    """One drafter call (an extend or a round's draft): no weight changes inside it, so each fused weight is checked
+    against its sources once per call instead of once per draft depth (the checks cost about 20 us a depth)."""
+    outer = _CALL[0]
+    _CALL[0] = outer or next(_CALLS)
+    try:
+        yield
+    finally:
+        _CALL[0] = outer
+
+
+def _checked(module: nn.Module, name: str):
+    """The cached value of `name` when it was checked in this drafter call (see `one_call`), else None."""
+    hit = module.__dict__.get(name)
+    return hit[1] if hit is not None and _CALL[0] and hit[2] == _CALL[0] else None
+
+
 def _cached(module: nn.Module, name: str, sources: tuple, build):
     """A fused tensor built from `sources`, cached on the module until a source changes."""
     if torch.is_grad_enabled() and any(s.requires_grad for s in sources if s is not None):
@@ -134,11 +163,13 @@ def _cached(module: nn.Module, name: str, sources: tuple, build):
     if hit is None or hit[0] != key:
         with torch.no_grad():
             hit = (key, build())
-        module.__dict__[name] = hit
+    module.__dict__[name] = (*hit[:2], _CALL[0])
     return hit[1]
 
 
 def _fused_qkv(attn: nn.Module, head_dim: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+    if (hit := _checked(attn, "_lean_qkv")) is not None:
+        return hit
     q, k, v = attn.q_proj, attn.k_proj, attn.v_proj
 
     def build():
@@ -185,16 +216,22 @@ def _causal_tail(n: int, total: int, like: torch.Tensor) -> torch.Tensor:
     return hidden.triu_(total - n + 1)[None, None]  # row i sees keys 0..total-n+i
 
 
-def mlp(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """A stock LlamaMLP (down(act(gate x) * up x)) with gate and up fused into one linear."""
+def _fused_gate_up(module: nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
+    if (hit := _checked(module, "_lean_gate_up")) is not None:
+        return hit
     gate, up = module.gate_proj, module.up_proj
-    width = gate.out_features
 
     def build():
         w = same_layout(torch.cat([gate.weight, up.weight]), gate.weight)  # [2I, H]
         return w, (torch.cat([gate.bias, up.bias]) if gate.bias is not None else None)
 
-    w, bias = _cached(module, "_lean_gate_up", (gate.weight, up.weight, gate.bias, up.bias), build)
+    return _cached(module, "_lean_gate_up", (gate.weight, up.weight, gate.bias, up.bias), build)
+
+
+def mlp(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """A stock LlamaMLP (down(act(gate x) * up x)) with gate and up fused into one linear."""
+    w, bias = _fused_gate_up(module)  # [2I, H], [2I] or None
+    width = w.shape[0] // 2
     y = F.linear(x, w, bias)  # [b, n, 2I]
     return linear(module.down_proj, module.act_fn(y[..., :width]) * y[..., width:])  # [b, n, H]
 
