@@ -90,3 +90,29 @@ def test_fused_weights_are_checked_once_per_drafter_call():
         fresh.load_state_dict(head.state_dict())
     with torch.inference_mode():
         torch.testing.assert_close(fresh(hidden, tokens, positions, DraftKV(), None, from_target=True), again)
+
+
+def test_drafter_calls_in_two_threads_keep_their_own_ids():
+    """A call that ends in one thread does not end (or leave behind) another thread's call."""
+    import threading
+
+    from eagle_demo.drafts import lean
+
+    inside, release, seen = threading.Event(), threading.Event(), {}
+
+    def other():
+        with lean.one_call():
+            seen["other"] = lean._call()
+            inside.set()
+            release.wait(5)
+        seen["other after"] = lean._call()
+
+    t = threading.Thread(target=other)
+    t.start()
+    inside.wait(5)
+    with lean.one_call():
+        mine = lean._call()
+    release.set()
+    t.join(5)
+    assert mine and seen["other"] and mine != seen["other"]
+    assert lean._call() == 0 and seen["other after"] == 0

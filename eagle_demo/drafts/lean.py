@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import threading
 
 import torch
 import torch.nn.functional as F
@@ -101,7 +102,7 @@ class RopeTable:
 
     def __call__(self, positions: torch.Tensor, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """positions [n] -> cos, sin [n, heads*hd] (the table grows when training asks past it)."""
-        call = _CALL[0]
+        call = _call()
         if not call or self.checked != call:
             if self.table is None or self._key(like) != self.key:
                 self.reserve(self.table.shape[0] if self.table is not None else INITIAL_CAPACITY, like)
@@ -132,26 +133,31 @@ def _versions(*tensors) -> tuple:
     return tuple((t._version, t.data_ptr(), t.dtype, t.device) for t in tensors if t is not None)
 
 
-_CALL = [0]  # nonzero inside `one_call`: the id of the drafter call under way
 _CALLS = itertools.count(1)
+_LOCAL = threading.local()  # .call: nonzero inside `one_call`, the id of this thread's drafter call under way
+
+
+def _call() -> int:
+    return getattr(_LOCAL, "call", 0)
 
 
 @contextlib.contextmanager
 def one_call():
     """One drafter call (an extend or a round's draft): no weight changes inside it, so each fused weight is checked
-    against its sources once per call instead of once per draft depth (the checks cost about 20 us a depth)."""
-    outer = _CALL[0]
-    _CALL[0] = outer or next(_CALLS)
+    against its sources once per call instead of once per draft depth (the checks cost about 20 us a depth).
+    Per thread: a generation in another thread neither shares nor ends this one's call."""
+    outer = _call()
+    _LOCAL.call = outer or next(_CALLS)
     try:
         yield
     finally:
-        _CALL[0] = outer
+        _LOCAL.call = outer
 
 
 def _checked(module: nn.Module, name: str):
     """The cached value of `name` when it was checked in this drafter call (see `one_call`), else None."""
-    hit = module.__dict__.get(name)
-    return hit[1] if hit is not None and _CALL[0] and hit[2] == _CALL[0] else None
+    hit, call = module.__dict__.get(name), _call()
+    return hit[1] if hit is not None and call and hit[2] == call else None
 
 
 def _cached(module: nn.Module, name: str, sources: tuple, build):
@@ -163,7 +169,7 @@ def _cached(module: nn.Module, name: str, sources: tuple, build):
     if hit is None or hit[0] != key:
         with torch.no_grad():
             hit = (key, build())
-    module.__dict__[name] = (*hit[:2], _CALL[0])
+    module.__dict__[name] = (*hit[:2], _call())
     return hit[1]
 
 
