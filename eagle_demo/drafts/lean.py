@@ -6,8 +6,9 @@ Fusions (exact algebra, only float rounding differs from the stock `transformers
   of each head's rows, so rotate_half(W x + b) = (R W) x + R b. RoPE is then q*cos + rot(q)*sin on the q|k
   block at once, with cos/sin tiled over the heads in the table.
 - gate and up of the MLP are one linear.
-Fused weights are cached per module and rebuilt when a weight changes (its version counter moves); with
-gradients enabled (training) they are rebuilt on every call so gradients reach the original parameters.
+Fused weights are cached per module and rebuilt when a weight changes (its version counter moves), checked
+once per drafter call (`one_call`) rather than once per draft depth; with gradients enabled (training) they are
+rebuilt on every call so gradients reach the original parameters.
 """
 
 from __future__ import annotations
