@@ -268,9 +268,9 @@ def verify_by_size(model, head, prompt: list[int], sizes: tuple[int, ...]) -> tu
             got = runner.forward(ids, depths, mask)
             sync()
             t.append(time.perf_counter() - t0)
-            logits = got.logits.float().clone()  # [n, V]
             runner.commit([])
         verify[n] = min(t[2:] or t)
+        logits = got.logits.float().clone()  # [n, V] (a replayed graph rewrites its output buffer)
     runner.reset()
     return verify, logits
 

@@ -4,7 +4,7 @@ sampling equal to the stock baseline), eager and static."""
 
 import pytest
 import torch
-from transformers import LlamaConfig
+from transformers import AutoModelForCausalLM, LlamaConfig
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import sdpa_mask
 
@@ -84,11 +84,16 @@ def test_verify_logits_equal_the_stock_call():
 @pytest.mark.parametrize("static", [False, True], ids=["eager", "static"])
 def test_greedy_equals_the_stock_generate(family, tree, static):
     model, stock = grouped(family), model_of(family)
-    run = RunConfig(max_new_tokens=32, ignore_eos=True, tree=tree)
     want = hf_greedy(stock, PROMPT, 32)
-    for engine in (SpeculativeEngine(model, random_eagle1(model), static=static),
-                   BaselineEngine(model, static=static)):
-        assert list(list(engine.generate(PROMPT, run))[-1].token_ids) == want
+    assert engine_tokens(model, tree, static) == [want, want]
+
+
+def engine_tokens(model, tree: TreeConfig, static: bool) -> list[list[int]]:
+    """Greedy tokens of EAGLE (a random EAGLE-1 head) and of the baseline on `model`, 32 new, EOS ignored."""
+    run = RunConfig(max_new_tokens=32, ignore_eos=True, tree=tree)
+    return [list(list(engine.generate(PROMPT, run))[-1].token_ids)
+            for engine in (SpeculativeEngine(model, random_eagle1(model), static=static),
+                           BaselineEngine(model, static=static))]
 
 
 @pytest.mark.parametrize("family", ["llama", "qwen2"])
@@ -99,10 +104,7 @@ def test_packed_heads_greedy_equals_the_stock_generate(family, tree, static):
     model, stock = grouped(family, attn=attention.PACKED), model_of(family)
     want = hf_greedy(stock, PROMPT, 32)
     assert hf_greedy(model, PROMPT, 32) == want
-    run = RunConfig(max_new_tokens=32, ignore_eos=True, tree=tree)
-    for engine in (SpeculativeEngine(model, random_eagle1(model), static=static),
-                   BaselineEngine(model, static=static)):
-        assert list(list(engine.generate(PROMPT, run))[-1].token_ids) == want
+    assert engine_tokens(model, tree, static) == [want, want]
 
 
 def test_greedy_eagle3_equals_the_stock_generate():
@@ -126,20 +128,16 @@ def test_seeded_sampling_equals_the_stock_baseline(static):
 def test_the_loader_switches_cpu_grouped_targets_only():
     pair = load_pair(SHIPPED_TARGET, SHIPPED_EAGLE1)
     assert pair.target.config._attn_implementation == attention.NAME  # 4 query heads over 2 key/value heads
-    ungrouped = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                            num_attention_heads=4, num_key_value_heads=4)
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_config(ungrouped, attn_implementation="sdpa")
+    small = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4)
+    model = AutoModelForCausalLM.from_config(LlamaConfig(**small, num_key_value_heads=4), attn_implementation="sdpa")
     assert not attention.use_grouped_sdpa(model) and model.config._attn_implementation == "sdpa"
-    eager = AutoModelForCausalLM.from_config(ungrouped.__class__(**{**ungrouped.to_dict(), "num_key_value_heads": 2}),
-                                             attn_implementation="eager")
+    eager = AutoModelForCausalLM.from_config(LlamaConfig(**small, num_key_value_heads=2), attn_implementation="eager")
     assert not attention.use_grouped_sdpa(eager) and eager.config._attn_implementation == "eager"
 
 
 def test_sliding_window_target_equals_the_stock_generate():
     """A Mistral target whose window is shorter than the text: the mask builder passes the window through."""
-    from transformers import AutoModelForCausalLM, MistralConfig
+    from transformers import MistralConfig
 
     cfg = MistralConfig(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                         num_attention_heads=4, num_key_value_heads=2, sliding_window=6, bos_token_id=1,
