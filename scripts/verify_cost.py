@@ -6,8 +6,8 @@ The target as the engines load it (`checkpoints.load_pair`: column-major weights
 its own forward (`TargetRunner.forward`, the path every round's verify takes) after a prefilled context, for n
 new tokens, timed in the calling thread's CPU time (other processes on a shared machine do not enter it), sizes
 and attention calls interleaved (the loader's and transformers' stock `sdpa`), the 20th percentile of the
-repeats; then the same for single fp32 linears of the target's shapes, to show where the step from one token to
-two comes from.
+repeats; then the same for single fp32 linears, one of the target's own weights per shape in the loader's layout,
+to show where the step from one token to two comes from.
 """
 
 from __future__ import annotations
@@ -51,10 +51,14 @@ def forward_costs(runner: TargetRunner, vocab: int, context: int, sizes: tuple[i
 
 
 def linear_costs(model, sizes: tuple[int, ...], repeats: int = 200) -> list[tuple[str, dict]]:
-    shapes = {tuple(m.weight.shape) for m in model.modules() if isinstance(m, torch.nn.Linear)}
+    """One of the model's own weights per shape, in the layout the loader gave it (`cpu_layout`), timed alone:
+    a weight that fits the core's cache stays there between repeats, where a forward reads it from further out."""
+    weights = {}
+    for m in model.modules():
+        if isinstance(m, torch.nn.Linear):
+            weights.setdefault(tuple(m.weight.shape), m.weight.detach())
     rows = []
-    for out_f, in_f in sorted(shapes):
-        weight = torch.randn(out_f, in_f)  # [N, K]
+    for (out_f, in_f), weight in sorted(weights.items()):  # weight [N, K]
         cost = {}
         for n in sizes:
             x = torch.randn(n, in_f)  # [n, K]
