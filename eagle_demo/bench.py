@@ -46,7 +46,8 @@ def load_suite(path: str | Path | None = None, categories: Iterable[str] | None 
         wanted = set(categories)
         unknown = wanted - {i.category for i in items}
         if unknown:
-            raise ValueError(f"unknown categories {sorted(unknown)}; the suite has {sorted({i.category for i in items})}")
+            raise ValueError(f"unknown categories {sorted(unknown)}; "
+                             f"the suite has {sorted({i.category for i in items})}")
         items = [i for i in items if i.category in wanted]
     return items
 

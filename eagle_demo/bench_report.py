@@ -102,8 +102,8 @@ class BenchReport:
         head = [f"auto: {auto['tree']}, predicted tau {auto['predicted_tau']:.2f}, round cost "
                 f"{auto['predicted_round_cost']:.2f} plain steps, predicted {auto['predicted_speedup']:.2f}x, "
                 f"measured {auto['measured_speedup']:.2f}x"] if auto else []
-        lines = [f"{'category':<14}{'prompts':>8}{'runs':>6}{'tau':>7}{'EAGLE tok/s':>13}{'base tok/s':>12}{'speedup':>9}"
-                 f"{'round cost':>12}{'equal':>7}"]
+        lines = [f"{'category':<14}{'prompts':>8}{'runs':>6}{'tau':>7}{'EAGLE tok/s':>13}{'base tok/s':>12}"
+                 f"{'speedup':>9}{'round cost':>12}{'equal':>7}"]
         for c in (*self.categories, self.overall):
             eq = verdict(c.all_equal)
             lines.append(f"{c.category:<14}{c.prompts:>8}{c.runs:>6}{c.tau:>7.2f}{c.eagle_tokens_per_second:>13.1f}"

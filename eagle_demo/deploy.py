@@ -105,8 +105,9 @@ def _shared_changes(plan: Plan, engine: str, cfg: dict, report) -> None:
         # vLLM llama_eagle3.py builds range(config.num_hidden_layers) layers (multi-layer, PR #26164); SGLang
         # trusts the config too (sglang #33966, yuhuili/EAGLE3-Vicuna1.3-13B declares 40 for 1 layer)
         plan.config_changes["num_hidden_layers"] = report.draft_layers or 1
-        plan.change(f"num_hidden_layers {layers} -> {report.draft_layers or 1} (the layers in the weights): the engines "
-                    "build as many layers as the config says, so extra ones stay random or real ones fail to load",
+        plan.change(f"num_hidden_layers {layers} -> {report.draft_layers or 1} (the layers in the weights): "
+                    "the engines build as many layers as the config says, so extra ones stay random or real ones "
+                    "fail to load",
                     required=True)
     if report.source_layout == "hass-eagle1":
         plan.notes.append("HASS extra norms: vLLM reads them only in the speculators format (embedding_layernorm / "
@@ -155,14 +156,16 @@ def _plan_sglang(plan: Plan, target: str, draft: str, report, tree: TreeConfig, 
     dtype = " --dtype bfloat16" if report.target_model_type == "qwen2" else ""  # fp16 overflows on Qwen2
     plan.command = (f"python -m sglang.launch_server --model-path {shlex.quote(target)} "
                     f"--speculative-algorithm {'EAGLE3' if eagle3 else 'EAGLE'} "
-                    f"--speculative-draft-model-path {shlex.quote('<ADAPTED_DRAFT_DIR>' if plan.needs_copy else draft)} "
+                    "--speculative-draft-model-path "
+                    f"{shlex.quote('<ADAPTED_DRAFT_DIR>' if plan.needs_copy else draft)} "
                     f"{_sglang_tree(tree)}{dtype}")
 
 
 def _sglang_tree(tree: TreeConfig) -> str:
     topk = 1 if tree.is_chain else tree.top_k
     tokens = tree.depth + 1 if tree.is_chain else tree.total_tokens
-    return f"--speculative-num-steps {tree.depth} --speculative-eagle-topk {topk} --speculative-num-draft-tokens {tokens}"
+    return (f"--speculative-num-steps {tree.depth} --speculative-eagle-topk {topk} "
+            f"--speculative-num-draft-tokens {tokens}")
 
 
 def _plan_mtp(plan: Plan, target: str, draft: str, report, tree: TreeConfig) -> Plan:

@@ -57,7 +57,8 @@ def version_checks(pins: dict[str, str]) -> list[Check]:
 
 
 def device_checks() -> list[Check]:
-    out = [Check("torch threads", "ok", f"{torch.get_num_threads()} by default (the engines pick their own, see --threads)")]
+    out = [Check("torch threads", "ok",
+                 f"{torch.get_num_threads()} by default (the engines pick their own, see --threads)")]
     if torch.cuda.is_available():
         name = torch.cuda.get_device_name(0)
         bf16 = "bf16 supported" if torch.cuda.is_bf16_supported() else "no bf16 (float16 is used)"

@@ -56,7 +56,8 @@ class PositionSampler:
         """probs [V] (sums to 1) -> token id drawn with the uniform of `position`."""
         cdf = torch.cumsum(probs.double(), dim=0)  # [V]
         u = self.uniform(position) * float(cdf[-1])
-        token = int(torch.searchsorted(cdf, torch.tensor([u], dtype=torch.float64, device=cdf.device), right=True).item())
+        token = int(torch.searchsorted(cdf, torch.tensor([u], dtype=torch.float64, device=cdf.device),
+                                       right=True).item())
         token = min(token, probs.shape[0] - 1)
         while probs[token] <= 0 and token > 0:  # never land on a zero-probability token
             token -= 1

@@ -23,7 +23,8 @@ else
 fi
 python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__,
       'cuda', torch.cuda.is_available())" 2>&1 | tee "$OUT/env.txt"
-timeout "${FAST_S:-420}" python3 scripts/gpu_fast.py --out "$OUT/gpu_fast.json" "${fast[@]}" 2>&1 | tee "$OUT/gpu_fast.log"
+timeout "${FAST_S:-420}" python3 scripts/gpu_fast.py --out "$OUT/gpu_fast.json" "${fast[@]}" 2>&1 \
+  | tee "$OUT/gpu_fast.log"
 timeout "${PEER_S:-150}" python3 scripts/peer_official.py --ours auto chain7 plain "${peer[@]}" 2>&1 \
   | tee "$OUT/peer.log"
 echo "gpu_all done: $(ls "$OUT")"

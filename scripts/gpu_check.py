@@ -1,7 +1,7 @@
 """One prepared run of the CUDA path, for a machine with a GPU (measurements, not tests).
 
-Sections (cuda-tests first: tests/test_cuda.py under pytest), in order of importance; each prints its figures and adds them to the JSON report as soon as it
-ends, and a section that fails is recorded and the next one runs:
+Sections (cuda-tests first: tests/test_cuda.py under pytest), in order of importance; each prints its figures
+and adds them to the JSON report as soon as it ends, and a section that fails is recorded and the next one runs:
 
 1. shipped-fp32: the shipped pair on CUDA in fp32, whole prompt suite, baseline and EAGLE interleaved
    (`run_bench`): every greedy output must equal the baseline's; tau and speedup for the CPU preset chain and
@@ -82,7 +82,8 @@ def bench_summary(report) -> dict:
     equal = [r.equal_to_baseline for r in report.results if r.equal_to_baseline is not None]
     rounds = sum(r.rounds for r in report.results) or 1
     return {"prompts": o.prompts, "runs": o.runs, "tau": round(o.tau, 3),
-            "eagle_tok_s": round(o.eagle_tokens_per_second, 1), "baseline_tok_s": round(o.baseline_tokens_per_second, 1),
+            "eagle_tok_s": round(o.eagle_tokens_per_second, 1),
+            "baseline_tok_s": round(o.baseline_tokens_per_second, 1),
             "speedup": round(o.speedup, 3), "equal": f"{sum(equal)}/{len(equal)}",
             "ms_per_round_draft": round(1e3 * sum(r.draft_seconds for r in report.results) / rounds, 3),
             "ms_per_round_verify": round(1e3 * sum(r.verify_seconds for r in report.results) / rounds, 3),

@@ -147,7 +147,8 @@ def main() -> int:
     ap.add_argument("--chromium", default="/usr/bin/chromium")
     ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's choice)")
     ap.add_argument("--update-seconds", type=float, default=None, help=f"redraw interval (app: {ui.UPDATE_SECONDS})")
-    ap.add_argument("--chart-seconds", type=float, default=None, help=f"chart redraw interval (app: {ui.CHART_SECONDS})")
+    ap.add_argument("--chart-seconds", type=float, default=None,
+                    help=f"chart redraw interval (app: {ui.CHART_SECONDS})")
     ap.add_argument("--switch-seconds", type=float, default=None,
                     help="sys.setswitchinterval for the whole process (default: Python's 5 ms)")
     args = ap.parse_args()

@@ -306,7 +306,8 @@ def write_eagle31(folder: Path, sd: dict, norm_output: bool = True, ids=(1, 3, 4
     """EAGLE-3.1 (SpecForge #568 / vLLM #42764): fc_norm.{0,1,2}.weight [Ht] and a norm_output flag."""
     ht = sd["fc.weight"].shape[1] // 3
     sd = dict(sd, **{f"fc_norm.{i}.weight": _norm(ht) for i in range(3)})
-    write_json(folder, eagle3_config(draft_vocab=sd["lm_head.weight"].shape[0], architectures=["LlamaForCausalLMEagle3"],
+    write_json(folder, eagle3_config(draft_vocab=sd["lm_head.weight"].shape[0],
+                                     architectures=["LlamaForCausalLMEagle3"],
                                      norm_output=norm_output, rope_theta=10000.0,
                                      eagle_config={"eagle_aux_hidden_state_layer_ids": list(ids),
                                                    "use_aux_hidden_state": True}))
@@ -322,8 +323,10 @@ def multilayer_eagle3_weights(layers: int = 2, seed: int = 21, **kw) -> dict[str
     kv_rows, inter = sd["midlayer.self_attn.k_proj.weight"].shape[0], sd["midlayer.mlp.gate_proj.weight"].shape[0]
     for i in range(1, layers):
         p = f"layers.{i}."
-        out.update({p + "self_attn.q_proj.weight": _rand(q_rows, hidden), p + "self_attn.k_proj.weight": _rand(kv_rows, hidden),
-                    p + "self_attn.v_proj.weight": _rand(kv_rows, hidden), p + "self_attn.o_proj.weight": _rand(hidden, q_rows),
+        out.update({p + "self_attn.q_proj.weight": _rand(q_rows, hidden),
+                    p + "self_attn.k_proj.weight": _rand(kv_rows, hidden),
+                    p + "self_attn.v_proj.weight": _rand(kv_rows, hidden),
+                    p + "self_attn.o_proj.weight": _rand(hidden, q_rows),
                     p + "mlp.gate_proj.weight": _rand(inter, hidden), p + "mlp.up_proj.weight": _rand(inter, hidden),
                     p + "mlp.down_proj.weight": _rand(hidden, inter), p + "input_layernorm.weight": _norm(hidden),
                     p + "post_attention_layernorm.weight": _norm(hidden)})

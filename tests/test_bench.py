@@ -26,7 +26,8 @@ def test_bench_cli_writes_json_and_csv(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "overall" in proc.stdout
     report = json.loads(out_json.read_text())
-    assert report["overall"]["prompts"] == 2 and report["overall"]["runs"] == 2 and report["overall"]["all_equal"] is True
+    assert (report["overall"]["prompts"] == 2 and report["overall"]["runs"] == 2
+            and report["overall"]["all_equal"] is True)
     assert report["settings"]["draft_family"] == "eagle1" and report["machine"]["torch"]
     assert report["settings"]["attention"] == "sdpa_grouped_cpu"  # the shipped target's, as the loader set it
     row = report["results"][0]

@@ -60,7 +60,8 @@ def test_a_fused_weight_follows_its_source():
     assert is_column_major(col) and torch.equal(col, fused)
 
 
-@pytest.mark.parametrize("tree", [TreeConfig.chain(5), TreeConfig(depth=3, top_k=3, total_tokens=12)], ids=lambda t: t.label())
+@pytest.mark.parametrize("tree", [TreeConfig.chain(5), TreeConfig(depth=3, top_k=3, total_tokens=12)],
+                         ids=lambda t: t.label())
 @pytest.mark.parametrize("family", ["eagle1", "eagle3"])
 def test_greedy_on_a_relaid_pair_equals_the_stock_target(family, tree):
     stock = tiny_target("llama", layers=6)

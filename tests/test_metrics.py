@@ -7,7 +7,8 @@ from eagle_demo.metrics import breakdown, misses, speedup, summarize
 
 
 def chain_round(index: int, k: int, accepted: int) -> Round:
-    nodes = (DraftNode(1, -1, 0, 1.0, 1.0),) + tuple(DraftNode(10 + d, d - 1, d, 0.9, 0.9 ** d) for d in range(1, k + 1))
+    nodes = (DraftNode(1, -1, 0, 1.0, 1.0),) + tuple(DraftNode(10 + d, d - 1, d, 0.9, 0.9 ** d)
+                                                      for d in range(1, k + 1))
     path = tuple(range(1, accepted + 1))
     committed = tuple(10 + d for d in path) + (99,)
     return Round(index=index, nodes=nodes, accepted_path=path, accepted_ids=tuple(10 + d for d in path), bonus_id=99,

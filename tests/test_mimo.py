@@ -13,7 +13,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from eagle_demo.checkpoints import CheckpointError, CorruptCheckpointError, NotAnEagleDraftError, inspect_pair, load_pair
+from eagle_demo.checkpoints import (CheckpointError, CorruptCheckpointError, NotAnEagleDraftError, inspect_pair,
+                                    load_pair)
 from layouts import write_mimo_mtp_target, write_safetensors
 
 torch.set_num_threads(1)
@@ -71,7 +72,8 @@ def test_mimo_head_computes_the_engines_formula(mimo):
     with torch.no_grad():
         emb = raw["model.embed_tokens.weight"][tokens].clone()
         emb[0] = 0.0
-        x = torch.cat([norm("hidden_layernorm", hidden), norm("token_layernorm", emb)], -1) @ raw[p + "input_proj.weight"].T
+        x = (torch.cat([norm("hidden_layernorm", hidden), norm("token_layernorm", emb)], -1)
+             @ raw[p + "input_proj.weight"].T)
         rope = Qwen2RotaryEmbedding(config=cfg)(x[None], positions[None])
         y = block(x[None], attention_mask=None, position_ids=positions[None], cache=DynamicCache(), use_cache=True,
                   position_embeddings=rope)

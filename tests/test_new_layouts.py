@@ -13,9 +13,10 @@ from eagle_demo.checkpoints import LoadedPair, UnsupportedLayoutError, inspect_p
 from eagle_demo.config import RunConfig, TreeConfig
 from eagle_demo.engine import SpeculativeEngine
 from eagle_demo.events import Finish
-from layouts import (VOCAB, deepseek_target, eagle3_weights, write_deepseek_mtp_target, write_eagle31, write_glm_mtp_target,
-                     write_hass_eagle1, write_mimo_mtp_target, write_mla_eagle3, write_multilayer_eagle3,
-                     write_nvidia_eagle3, write_qwen_mtp_target, write_speculators_hass, write_target)
+from layouts import (VOCAB, deepseek_target, eagle3_weights, write_deepseek_mtp_target, write_eagle31,
+                     write_glm_mtp_target, write_hass_eagle1, write_mimo_mtp_target, write_mla_eagle3,
+                     write_multilayer_eagle3, write_nvidia_eagle3, write_qwen_mtp_target, write_speculators_hass,
+                     write_target)
 
 torch.set_num_threads(1)
 PROMPT = [1, 5, 9, 13, 4, 7, 22, 30]

@@ -78,7 +78,8 @@ def chi2_pvalue(counts, probs, n=N):
 SETTINGS = [
     ("chain", TreeConfig.chain(3), SamplingConfig(temperature=1.3)),
     ("tree", TreeConfig(depth=3, top_k=3, total_tokens=10), SamplingConfig(temperature=1.3)),
-    ("tree-topk-topp", TreeConfig(depth=2, top_k=2, total_tokens=5), SamplingConfig(temperature=0.9, top_k=5, top_p=0.9)),
+    ("tree-topk-topp", TreeConfig(depth=2, top_k=2, total_tokens=5),
+     SamplingConfig(temperature=0.9, top_k=5, top_p=0.9)),
 ]
 
 
@@ -117,7 +118,8 @@ def test_negative_control_biased_verifier_fails(small, monkeypatch):
 def test_seeded_sampling_equals_seeded_baseline(seed):
     model = tiny_target("qwen2", seed=seed)
     cfg = SamplingConfig(temperature=0.8, top_p=0.95, top_k=40, seed=seed)
-    run = RunConfig(max_new_tokens=24, ignore_eos=True, tree=TreeConfig(depth=3, top_k=3, total_tokens=10), sampling=cfg)
+    run = RunConfig(max_new_tokens=24, ignore_eos=True, tree=TreeConfig(depth=3, top_k=3, total_tokens=10),
+                    sampling=cfg)
     prompt = [1, 4, 8, 15, 16, 23, 42]
     eagle = list(SpeculativeEngine(model, random_eagle1(model)).generate(prompt, run))[-1].token_ids
     base = list(BaselineEngine(model).generate(prompt, run))[-1].token_ids

@@ -70,7 +70,8 @@ def test_greedy_equals_baseline_and_tau_floor(which, request):
 def test_chain_mode_is_lossless_with_eagle3(eagle3):
     ids = eagle3.encode(PROMPTS[0])
     run = RunConfig(max_new_tokens=48, tree=TreeConfig.chain(4))
-    assert summarize(eagle3.stream(ids, run, "eagle")).token_ids == summarize(eagle3.stream(ids, run, "baseline")).token_ids
+    assert (summarize(eagle3.stream(ids, run, "eagle")).token_ids
+            == summarize(eagle3.stream(ids, run, "baseline")).token_ids)
 
 
 def test_a_second_draft_shares_the_target_and_stays_lossless(eagle1, tmp_path):

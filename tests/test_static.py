@@ -47,7 +47,8 @@ def test_static_seeded_sampling_equals_seeded_baseline(seed):
                     sampling=cfg)
     prompt = [1, 4, 8, 15, 16, 23, 42]
     eagle = tokens(SpeculativeEngine(model, random_eagle1(model), static=True), run, prompt)
-    assert eagle == tokens(BaselineEngine(model, static=True), run, prompt) == tokens(BaselineEngine(model), run, prompt)
+    assert (eagle == tokens(BaselineEngine(model, static=True), run, prompt)
+            == tokens(BaselineEngine(model), run, prompt))
 
 
 def test_static_sampling_is_the_target_distribution():

@@ -357,10 +357,10 @@ def wire_playground(pg: Playground) -> tuple:
         api_name="generate_stream", api_visibility="undocumented", concurrency_limit=1, concurrency_id="model",
         show_progress="hidden", show_progress_on=pg.out.result_state)
     pg.stop_btn.click(stop_ui, pg.clicks, None, js=CLICKS_JS, queue=False, api_visibility="private")
-    pg.show_rejected.change(rerender_tokens, [pg.out.result_state, pg.show_rejected], pg.out.tokens, api_visibility="private",
-                            queue=False)
-    pg.out.round_slider.change(rerender_tree, [pg.out.result_state, pg.out.round_slider], pg.out.fig_tree, api_visibility="private",
-                           queue=False)
+    pg.show_rejected.change(rerender_tokens, [pg.out.result_state, pg.show_rejected], pg.out.tokens,
+                            api_visibility="private", queue=False)
+    pg.out.round_slider.change(rerender_tree, [pg.out.result_state, pg.out.round_slider], pg.out.fig_tree,
+                               api_visibility="private", queue=False)
     defaults = [pg.out.chat, pg.tree_preset, *pg.tree_inputs, pg.auto_line]
     after = load_event.success(after_load, pg.out.pair_state, defaults, api_visibility="private")
     # the automatic tree: calibrate in the background as a model event (runs wait for it), then show the choice

@@ -28,8 +28,8 @@ from .forms import GenerateForm, progress_fn
 from .pages import BENCH_STOPS, CLIENT_PAIRS, LAST_RUNS, PENDING, GenerateRequest, note_stop, stopped_before_start
 from .state import REGISTRY, LiveRun, best_round, decoder, ensure, start_run
 
-__all__ = ["GenerateOutputs", "generate_ui", "note_generate", "stop_ui", "COUNT_CLICK_JS", "CLICKS_JS", "rerender_tokens", "rerender_tree", "UPDATE_SECONDS",
-           "CHART_SECONDS", "CHART_TURNS"]
+__all__ = ["GenerateOutputs", "generate_ui", "note_generate", "stop_ui", "COUNT_CLICK_JS", "CLICKS_JS",
+           "rerender_tokens", "rerender_tree", "UPDATE_SECONDS", "CHART_SECONDS", "CHART_TURNS"]
 
 UPDATE_SECONDS = 0.5
 CHART_SECONDS = 1.5

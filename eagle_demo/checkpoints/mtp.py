@@ -110,7 +110,8 @@ def mtp_parts(config) -> MtpParts:
     model_cls = MODEL_FOR_CAUSAL_LM_MAPPING.get(type(config), None)
     module = sys.modules.get(model_cls.__module__) if model_cls is not None else None
     stem = model_cls.__name__.removesuffix("ForCausalLM") if model_cls is not None else ""
-    found = [getattr(module, stem + s, None) if module else None for s in ("DecoderLayer", "RMSNorm", "RotaryEmbedding")]
+    found = [getattr(module, stem + s, None) if module else None
+             for s in ("DecoderLayer", "RMSNorm", "RotaryEmbedding")]
     if not all(found):
         raise UnsupportedLayoutError(f"the target's model type '{config.model_type}' has no decoder-layer/RMSNorm/"
                                      "rotary classes in transformers to build its MTP layer from; pick an EAGLE draft")
@@ -123,9 +124,9 @@ def plan_mtp(plan, spec: DraftSpec, target) -> None:
     kinds = [str(k) for k in (getattr(text, "layer_types", None) or [])]
     linear = sorted({k for k in kinds if k in _LINEAR_KINDS})
     if linear:
-        raise UnsupportedLayoutError(f"the target {target.folder} has {linear[0]} layers whose recurrent state cannot be "
-                                     "rolled back after a rejected draft, so this playground cannot verify drafts on "
-                                     "it; use vLLM or SGLang for this model")
+        raise UnsupportedLayoutError(f"the target {target.folder} has {linear[0]} layers whose recurrent state "
+                                     "cannot be rolled back after a rejected draft, so this playground cannot verify "
+                                     "drafts on it; use vLLM or SGLang for this model")
     if spec.hidden != target.hidden:
         raise IncompatiblePairError(f"MTP layer hidden size {spec.hidden} does not match the target hidden size "
                                     f"{target.hidden}; pass the MTP weights of this target")

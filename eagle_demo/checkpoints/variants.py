@@ -83,7 +83,8 @@ def read_eagle3_variants(spec: DraftSpec, top: dict, layer: dict, eagle_config: 
         widths = {spec.shape(k)[0] for k in fc_norms}
         if len(widths) != 1 or spec.fc_norms * widths.pop() != spec.fc_in:
             raise CorruptCheckpointError(f"EAGLE-3.1 fc_norm weights in {spec.folder} do not split the fc input "
-                                         f"{spec.fc_in} into {spec.fc_norms} equal parts; the checkpoint is inconsistent")
+                                         f"{spec.fc_in} into {spec.fc_norms} equal parts; "
+                                         "the checkpoint is inconsistent")
         spec.notes.append(f"EAGLE-3.1 fc_norm: {spec.fc_norms} per-feature RMSNorms before fc")
     if "input_norm.weight" in spec.names:
         width = spec.shape("input_norm.weight")[0]

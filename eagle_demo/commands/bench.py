@@ -30,7 +30,8 @@ def add_parser(sub) -> None:
     b.add_argument("--compare-draft", nargs="+", default=None, metavar="DRAFT",
                    help="also run these drafts on the same target (loaded once) and compare them")
     b.add_argument("--temperatures", nargs="+", type=float, default=None, metavar="T",
-                   help="run the suite at each sampling temperature (0 = greedy) and compare: acceptance falls as T rises")
+                   help="run the suite at each sampling temperature (0 = greedy) and compare: "
+                        "acceptance falls as T rises")
     b.add_argument("--json", dest="json_out", default=None, help="write the JSON report here")
     b.add_argument("--csv", dest="csv_out", default=None, help="write the per-prompt CSV here")
 

@@ -42,7 +42,8 @@ class Eagle3xHead(Eagle3Head):
                  norm_before_residual: bool = False, num_layers: int = 1, fc_norms: int = 0,
                  input_norm: bool = False, norm_output: bool = False, spare_fc_in: int = 0):
         """feature_layers None: no fusion (the target's post-norm last hidden state, width H, goes in as is).
-        spare_fc_in: an unfused draft whose file still has fc weights keeps them here, unused (the probe may try them)."""
+        spare_fc_in: an unfused draft whose file still has fc weights keeps them here, unused (the probe may
+        try them)."""
         super().__init__(config, target_hidden_size, draft_vocab_size, embed_tokens, feature_layers or (),
                          norm_before_residual)
         h, eps = self.hidden_size, config.rms_norm_eps

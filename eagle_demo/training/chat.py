@@ -4,11 +4,11 @@ documentation in ``corpus2``, and a chat template for the ``code`` tokenizer.
 Examples: every section of a reST document of the training split whose name starts with ``pydoc/``
 (the Python 3.11 documentation, its changelogs left out; nothing of the held-out packages, nothing of the
 validation split) gives at most one example: the question is made from the section heading
-(``"Using Lists as Stacks"`` -> ``"Explain using lists as stacks."``), the answer is the first prose paragraph under it, with reST roles
-turned into plain text (``:meth:`append``` -> ```append```); a paragraph ending in ``::`` keeps the
-literal block that follows (dedented, at most :data:`MAX_BLOCK_LINES` lines). Sections whose heading or
-paragraph is too short, too long or still full of markup are skipped. The selection is deterministic: a
-SHA-256 of (document name, heading) orders the candidates, and the first ``n`` distinct questions are kept.
+(``"Using Lists as Stacks"`` -> ``"Explain using lists as stacks."``), the answer is the first prose paragraph
+under it, with reST roles turned into plain text (``:meth:`append``` -> ```append```); a paragraph ending in
+``::`` keeps the literal block that follows (dedented, at most :data:`MAX_BLOCK_LINES` lines). Sections whose
+heading or paragraph is too short, too long or still full of markup are skipped. The selection is deterministic:
+a SHA-256 of (document name, heading) orders the candidates, and the first ``n`` distinct questions are kept.
 
 Template (:data:`CHAT_TEMPLATE`): no new tokens (the vocabulary is the trained one), plain text markers::
 

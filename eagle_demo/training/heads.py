@@ -126,7 +126,8 @@ def unroll_mask(n: int, step: int, dtype) -> torch.Tensor:
     step-s key at position i-step+s (s = 1..step), the chain this query grew from."""
     blocks = [torch.ones(n, n, dtype=torch.bool).tril(-step)]  # [n, n] step-0 keys
     for s in range(1, step + 1):
-        blocks.append(torch.eye(n, dtype=torch.bool).roll(s - step, dims=1) & torch.ones(n, n, dtype=torch.bool).tril(0))
+        blocks.append(torch.eye(n, dtype=torch.bool).roll(s - step, dims=1)
+                      & torch.ones(n, n, dtype=torch.bool).tril(0))
     visible = torch.cat(blocks, 1)  # [n, (step+1) n]
     visible[:step] = False  # rows whose chain would start before position 0
     visible[torch.arange(min(step, n)), torch.arange(min(step, n))] = True  # keep rows finite (masked out of the loss)

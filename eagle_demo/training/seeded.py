@@ -24,11 +24,11 @@ its convention; the probe is never told which:
     python -m eagle_demo.training.seeded aux     # -> tests/seeded/aux.safetensors (about 3 min on a busy CPU)
     python scripts/probe_seeded.py               # the probe on every seeded draft: the table in the docs
 
-Tried and dropped on the first-generation pair (400 steps each, on data without the leading BOS): an fc fine-tuned the same way on
-(1, 7, 12) against the +1 misreading (2, 8, 13) separated them on its training text (top-1 0.55-0.69 vs
-0.24-0.41) but gave the same tau on the probe's prompts (2.21 both): off-by-one ids were not seedable on
-that target. Attention fine-tuned against rope_theta 1e6 (case `rope_1e6`) reached tau 1.86 vs 2.16: a larger
-theta only slows pairs that barely turn over a hundred positions.
+Tried and dropped on the first-generation pair (400 steps each, on data without the leading BOS): an fc
+fine-tuned the same way on (1, 7, 12) against the +1 misreading (2, 8, 13) separated them on its training text
+(top-1 0.55-0.69 vs 0.24-0.41) but gave the same tau on the probe's prompts (2.21 both): off-by-one ids were not
+seedable on that target. Attention fine-tuned against rope_theta 1e6 (case `rope_1e6`) reached tau 1.86 vs 2.16:
+a larger theta only slows pairs that barely turn over a hundred positions.
 """
 
 from __future__ import annotations

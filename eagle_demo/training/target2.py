@@ -117,7 +117,8 @@ def write_tokens(corpus: Path, tokenizer: Path, out: Path) -> dict:
         arr.tofile(out / f"{split}.u16")
         n_bytes = sum(len(d.encode("utf-8")) for d in docs)
         meta[split] = {"documents": len(docs), "tokens": int(arr.size), "text_bytes": n_bytes,
-                       "bytes_per_token": round(n_bytes / arr.size, 4), "corpus_sha": _file_digest(corpus / f"{split}.txt")}
+                       "bytes_per_token": round(n_bytes / arr.size, 4),
+                       "corpus_sha": _file_digest(corpus / f"{split}.txt")}
     size = (out / "train.u16").stat().st_size + (out / "val.u16").stat().st_size
     if size > MAX_TOKEN_FILE_BYTES:
         raise SystemExit(f"token files are {size / 2**20:.1f} MiB (> 64 MiB); lower MAX_PACKAGE_BYTES")
@@ -252,7 +253,8 @@ def bench(vocab_size: int, shapes: list[dict], threads: int = 1) -> list[dict]:
         one = build_model(vocab_size, **{**shape, "num_hidden_layers": 1}).eval()
         n = sum(p.numel() for p in target.parameters())
         row = dict(shape=shape, vocab=vocab_size, params_m=round(n / 1e6, 2), fp16_mb=round(2 * n / 1e6, 1),
-                   step_ms=round(_time_step(target, 200, 1, 30), 2), verify8_ms=round(_time_step(target, 200, 8, 30), 2),
+                   step_ms=round(_time_step(target, 200, 1, 30), 2),
+                   verify8_ms=round(_time_step(target, 200, 8, 30), 2),
                    one_layer_ms=round(_time_step(one, 200, 1, 30), 2))
         row["ratio"] = round(row["step_ms"] / row["one_layer_ms"], 1)
         print(json.dumps(row), flush=True)

@@ -93,7 +93,8 @@ def bench_sweep_figure(reports) -> Figure:
     """Overall speedup (left axis) and tau (right axis) against the sampling temperature."""
     temps = [r.settings["temperature"] for r in reports]
     traces = [{"type": "scatter", "mode": "lines+markers+text", "x": temps, "y": [r.overall.speedup for r in reports],
-               "name": "speedup (x)", "line": {"color": EAGLE_COLOR}, "text": [f"{r.overall.speedup:.2f}x" for r in reports],
+               "name": "speedup (x)", "line": {"color": EAGLE_COLOR},
+               "text": [f"{r.overall.speedup:.2f}x" for r in reports],
                "textposition": "top center", "cliponaxis": False},
               {"type": "scatter", "mode": "lines+markers", "x": temps, "y": [r.overall.tau for r in reports],
                "name": "tau (tokens per round)", "yaxis": "y2", "line": {"color": TARGET_COLOR, "dash": "dash"}}]
