@@ -1,0 +1,141 @@
+"""What one draft depth costs on a CPU, part by part, and what a draft restricted to the most frequent token ids
+would save: a measurement, not a test.
+
+    OMP_NUM_THREADS=1 python scripts/draft_depth.py [--draft assets/tiny-eagle1] [--hot 4096 2048 1024]
+        [--prompts 6] [--chain 8]
+
+1. One chain depth of the loaded pair (`Drafter._depth`: the head's forward on one token and its top-1 over the
+   vocabulary), repeated after a 128-token extend, best of 5 loops of 500: the depth, the head's forward alone,
+   the lm_head with its top-1 alone, the forward after a sweep through 8 MB (the caches emptied of the head's
+   weights), and the depth with the top-1 taken over the first N token ids only (for each --hot N).
+2. End to end, for the full vocabulary and each --hot N: tau and tokens/s of a fixed chain (--chain, no stop,
+   never paused) over the first --prompts suite prompts, 128 tokens each, twice, with greedy equality to plain
+   decoding checked (the target verifies every draft, so a restricted draft stays lossless).
+
+A restricted top-1 is FR-Spec's idea (SGLang's `--speculative-token-map`): the lm_head reads N rows instead of the
+whole vocabulary. The shipped tokenizer numbers its BPE merges in the order it learned them, so its first ids
+stand in for a frequency ranking. Only this script restricts a draft; the engines never do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from eagle_demo.config import RunConfig, TreeConfig  # noqa: E402
+from eagle_demo.drafts.base import top_logp  # noqa: E402
+from eagle_demo.drafts.lean import one_call  # noqa: E402
+from eagle_demo.events import Finish  # noqa: E402
+from eagle_demo.session import load_session  # noqa: E402
+
+
+def best_us(fn, loops: int = 500, rounds: int = 5) -> float:
+    for _ in range(loops // 2):
+        fn()
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(loops):
+            fn()
+        times.append((time.perf_counter() - start) / loops)
+    return min(times) * 1e6
+
+
+def restrict(head, hot: int | None) -> None:
+    """The head's top-1 over the first `hot` token ids (None: the head's own top-k over the whole vocabulary)."""
+    head.__dict__.pop("topk", None)
+    if hot is None:
+        return
+    weight = head.lm_head.module.weight  # [V, H], the target's (shared)
+    rows = weight[:hot].t().contiguous().t()  # [hot, H] in the loader's column-major layout
+    head.topk = lambda g, k: top_logp(F.linear(g, rows), k)  # ids < hot are target ids already
+
+
+@torch.inference_mode()
+def depth_parts(session, hot_sizes: list[int]) -> dict:
+    drafter = session.eagle.drafter
+    head = drafter.head
+    drafter.reset()
+    drafter.reserve(512, 16)
+    context = 128
+    drafter.extend(torch.randn(context, session.eagle.runner.lm_head.weight.shape[1]),
+                   torch.randint(0, 1000, (context,)))
+    g, token = drafter.last_g[None], torch.tensor([5])  # [1, H], [1]
+    at = drafter.length
+    sweep = torch.zeros(2 * 1024 * 1024)  # 8 MB
+
+    def depth():
+        with one_call():
+            drafter._depth(g, token, drafter._positions(at, 1), 1, at)
+        drafter.cache.crop(-1)
+
+    def forward():
+        with one_call():
+            head(g, token, drafter._positions(at, 1), drafter.cache, None)
+        drafter.cache.crop(-1)
+
+    def after_sweep():
+        sweep.add_(1.0)
+        forward()
+
+    out = {"depth": best_us(depth), "head forward alone": best_us(forward),
+           "lm_head and top-1 alone": best_us(lambda: head.topk(g, 1)),
+           "8 MB sweep": best_us(lambda: sweep.add_(1.0)), "8 MB sweep, then the head forward": best_us(after_sweep)}
+    for hot in hot_sizes:
+        restrict(head, hot)
+        out[f"depth, top-1 over the first {hot} ids"] = best_us(depth)
+    restrict(head, None)
+    drafter.reset()
+    return {k: round(v, 1) for k, v in out.items()}
+
+
+def end_to_end(session, hot_sizes: list[int], prompts: list[str], chain: int) -> list[dict]:
+    head = session.eagle.head
+    ids = [session.encode(p) for p in prompts]
+    run = RunConfig(max_new_tokens=128, ignore_eos=True, tree=TreeConfig.chain(chain))
+    plain = [[e for e in session.stream(x, run, mode="baseline") if isinstance(e, Finish)][0].token_ids for x in ids]
+    rows = []
+    for repeat in range(2):
+        for hot in [None, *hot_sizes]:
+            restrict(head, hot)
+            taus, tokens, seconds, equal = [], 0, 0.0, True
+            for x, want in zip(ids, plain):
+                f = [e for e in session.stream(x, run, mode="eagle") if isinstance(e, Finish)][0]
+                taus.append(f.new_tokens / f.rounds)
+                tokens, seconds = tokens + f.new_tokens, seconds + f.decode_seconds
+                equal = equal and f.token_ids == want
+            rows.append({"repeat": repeat, "ids": hot or "all", "tau": round(sum(taus) / len(taus), 2),
+                         "tokens_per_second": round(tokens / seconds, 1), "equal_to_plain": equal})
+            print(rows[-1], flush=True)
+    restrict(head, None)
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--draft", default="default")
+    ap.add_argument("--hot", type=int, nargs="*", default=[4096, 2048, 1024])
+    ap.add_argument("--prompts", type=int, default=6)
+    ap.add_argument("--chain", type=int, default=8)
+    args = ap.parse_args(argv)
+    session = load_session(None, args.draft, threads=1)
+    print(f"torch threads {torch.get_num_threads()}; one draft depth, best of 5 loops of 500, us:")
+    for name, us in depth_parts(session, args.hot).items():
+        print(f"  {name:45s} {us:8.1f}")
+    lines = (ROOT / "assets" / "prompts" / "suite.jsonl").read_text().splitlines()[:args.prompts]
+    print(f"\nchain {args.chain}, first {args.prompts} suite prompts, 128 tokens, never paused:")
+    end_to_end(session, args.hot, [json.loads(line)["prompt"] for line in lines], args.chain)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
