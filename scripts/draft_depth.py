@@ -5,16 +5,18 @@ would save: a measurement, not a test.
         [--prompts 6] [--chain 8]
 
 1. One chain depth of the loaded pair (`Drafter._depth`: the head's forward on one token and its top-1 over the
-   vocabulary), repeated after a 128-token extend, best of 5 loops of 500: the depth, the head's forward alone,
-   the lm_head with its top-1 alone, the forward after a sweep through 8 MB (the caches emptied of the head's
-   weights), and the depth with the top-1 taken over the first N token ids only (for each --hot N).
+   vocabulary), repeated after an extend over the target's features of 128 tokens, best of 5 loops of 500: the
+   depth, the head's forward alone, the lm_head with its top-1 alone, the forward after a sweep through 8 MB (the
+   caches emptied of the head's weights), and the depth with the top-1 taken over the first N token ids only (for
+   each --hot N).
 2. End to end, for the full vocabulary and each --hot N: tau and tokens/s of a fixed chain (--chain, no stop,
    never paused) over the first --prompts suite prompts, 128 tokens each, twice, with greedy equality to plain
    decoding checked (the target verifies every draft, so a restricted draft stays lossless).
 
 A restricted top-1 is FR-Spec's idea (SGLang's `--speculative-token-map`): the lm_head reads N rows instead of the
-whole vocabulary. The shipped tokenizer numbers its BPE merges in the order it learned them, so its first ids
-stand in for a frequency ranking. Only this script restricts a draft; the engines never do.
+whole vocabulary (heads that share the target's lm_head: EAGLE-1/2, HASS). The shipped tokenizer numbers its BPE
+merges in the order it learned them, so its first ids stand in for a frequency ranking. Only this script restricts
+a draft; the engines never do.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from eagle_demo.config import RunConfig, TreeConfig  # noqa: E402
-from eagle_demo.drafts.base import top_logp  # noqa: E402
+from eagle_demo.drafts.base import Shared, top_logp  # noqa: E402
 from eagle_demo.drafts.lean import one_call  # noqa: E402
 from eagle_demo.events import Finish  # noqa: E402
 from eagle_demo.session import load_session  # noqa: E402
@@ -48,6 +50,11 @@ def best_us(fn, loops: int = 500, rounds: int = 5) -> float:
             fn()
         times.append((time.perf_counter() - start) / loops)
     return min(times) * 1e6
+
+
+def shares_lm_head(head) -> bool:
+    """An EAGLE-1/2-style head: its logits come from the target's own lm_head over the whole vocabulary."""
+    return isinstance(getattr(head, "lm_head", None), Shared)
 
 
 def restrict(head, hot: int | None) -> None:
@@ -66,9 +73,12 @@ def depth_parts(session, hot_sizes: list[int]) -> dict:
     head = drafter.head
     drafter.reset()
     drafter.reserve(512, 16)
-    context = 128
-    drafter.extend(torch.randn(context, session.eagle.runner.lm_head.weight.shape[1]),
-                   torch.randint(0, 1000, (context,)))
+    runner = session.eagle.runner
+    text = torch.randint(0, 1000, (129,))  # [129] token ids
+    runner.reset(256)
+    out = runner.forward(text[:-1])  # features [128, F] of the target, as a prefill gives them
+    runner.reset()
+    drafter.extend(out.features, text[1:])  # pair i = (feature_i, token_i+1)
     g, token = drafter.last_g[None], torch.tensor([5])  # [1, H], [1]
     at = drafter.length
     sweep = torch.zeros(2 * 1024 * 1024)  # 8 MB
@@ -128,6 +138,9 @@ def main(argv=None) -> int:
     ap.add_argument("--chain", type=int, default=8)
     args = ap.parse_args(argv)
     session = load_session(None, args.draft, threads=1)
+    if args.hot and not shares_lm_head(session.eagle.head):
+        print(f"the {session.eagle.head.family} head has its own lm_head (its own vocabulary): --hot is left out")
+        args.hot = []
     print(f"torch threads {torch.get_num_threads()}; one draft depth, best of 5 loops of 500, us:")
     for name, us in depth_parts(session, args.hot).items():
         print(f"  {name:45s} {us:8.1f}")
