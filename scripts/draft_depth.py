@@ -22,7 +22,6 @@ a draft; the engines never do.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -33,6 +32,7 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from eagle_demo.bench import load_suite  # noqa: E402
 from eagle_demo.config import RunConfig, TreeConfig  # noqa: E402
 from eagle_demo.drafts.base import Shared, top_logp  # noqa: E402
 from eagle_demo.drafts.lean import one_call  # noqa: E402
@@ -108,18 +108,22 @@ def depth_parts(session, hot_sizes: list[int]) -> dict:
     return {k: round(v, 1) for k, v in out.items()}
 
 
+def finish(session, ids: list[int], run: RunConfig, mode: str) -> Finish:
+    return next(e for e in session.stream(ids, run, mode=mode) if isinstance(e, Finish))
+
+
 def end_to_end(session, hot_sizes: list[int], prompts: list[str], chain: int) -> list[dict]:
     head = session.eagle.head
     ids = [session.encode(p) for p in prompts]
     run = RunConfig(max_new_tokens=128, ignore_eos=True, tree=TreeConfig.chain(chain))
-    plain = [[e for e in session.stream(x, run, mode="baseline") if isinstance(e, Finish)][0].token_ids for x in ids]
+    plain = [finish(session, x, run, "baseline").token_ids for x in ids]
     rows = []
     for repeat in range(2):
         for hot in [None, *hot_sizes]:
             restrict(head, hot)
             taus, tokens, seconds, equal = [], 0, 0.0, True
             for x, want in zip(ids, plain):
-                f = [e for e in session.stream(x, run, mode="eagle") if isinstance(e, Finish)][0]
+                f = finish(session, x, run, "eagle")
                 taus.append(f.new_tokens / f.rounds)
                 tokens, seconds = tokens + f.new_tokens, seconds + f.decode_seconds
                 equal = equal and f.token_ids == want
@@ -144,9 +148,8 @@ def main(argv=None) -> int:
     print(f"torch threads {torch.get_num_threads()}; one draft depth, best of 5 loops of 500, us:")
     for name, us in depth_parts(session, args.hot).items():
         print(f"  {name:45s} {us:8.1f}")
-    lines = (ROOT / "assets" / "prompts" / "suite.jsonl").read_text().splitlines()[:args.prompts]
     print(f"\nchain {args.chain}, first {args.prompts} suite prompts, 128 tokens, never paused:")
-    end_to_end(session, args.hot, [json.loads(line)["prompt"] for line in lines], args.chain)
+    end_to_end(session, args.hot, [item.prompt for item in load_suite()[:args.prompts]], args.chain)
     return 0
 
 
