@@ -188,7 +188,8 @@ def _jobs(engine, prompt: list[int], chain_sizes, tree_sizes, draft_depths: dict
 def measure_costs(engine, prompt: list[int], budget_s: float, chain_sizes: tuple[int, ...],
                   tree_sizes: tuple[int, ...], draft_depths: dict[int, tuple[int, int]], sweeps: int = 40) -> Costs:
     """Time every part once per sweep until the budget is spent (3 sweeps at least), keep each part's fastest
-    (`clock_for` the device's clock)."""
+    (`clock_for` the device's clock). No separate warm-up: a part's first, cold try is one of its three or more,
+    and the fastest try discards it."""
     runner, drafter = engine.runner, engine.drafter
     dev = runner.device
     sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
@@ -199,9 +200,6 @@ def measure_costs(engine, prompt: list[int], budget_s: float, chain_sizes: tuple
     drafter.reserve(need + 8 * max(draft_depths))
     with torch.inference_mode():
         jobs = _jobs(engine, prompt, chain_sizes, tree_sizes, draft_depths)
-        for fn in jobs.values():  # warm-up
-            fn()
-        sync()
         best = {key: float("inf") for key in jobs}
         deadline = clock() + budget_s
         for sweep in range(sweeps):

@@ -3,8 +3,10 @@
 No model of acceptance: for greedy decoding a shape's accepted length at a position is a fact that can be
 read off once the target's continuation is known.
 
-1. The engine generates a short greedy continuation of a calibration prompt (greedy EAGLE output equals plain
-   decoding, whatever the shape), so the prompt plus it is the target's own text S.
+1. The target continues every calibration prompt greedily, all prompts in one forward per step
+   (`packed_text`), so each prompt plus its continuation is the target's own text S. The text costs the same
+   whatever the draft: a weak draft's engine run would cost more than plain decoding. A short engine run
+   of the first prompt is timed apart, for what the engine's bookkeeping adds to a round (`overhead_scale`).
 2. One target forward over S gives every position's features, one draft extend over all of them the draft's
    cache and output at every position. The state "S[..m] committed" is the draft's cache up to m entries, its
    output at m - 1 and the root S[m]: exactly where an engine round starts.
@@ -28,10 +30,13 @@ from typing import Callable
 import torch
 
 from . import replay_batch
+from .packed_text import greedy_texts
 from .config import RunConfig, TreeConfig
 from .events import DraftNode, Finish, Round
 
 __all__ = ["Group", "Replay", "replay", "replay_prompt", "shapes_of", "walk_drafted", "walk_tau"]
+
+TIMED_TOKENS = 32  # the timed engine run: enough rounds for a mean, a fraction of the text's cost
 
 
 @dataclass(frozen=True)
@@ -57,7 +62,7 @@ class Replay:
     lead: list = field(default_factory=list)
     states: int = 0
     tokens: int = 0
-    engine_seconds: float = 0.0  # the generations themselves (clock of the replay), prefill included
+    engine_seconds: float = 0.0  # the timed engine run (clock of the replay), prefill included
     engine_rounds: int = 0
     engine_tokens: int = 0
     prompt_tokens: int = 0
@@ -79,8 +84,9 @@ def shapes_of(group: Group) -> list[TreeConfig]:
     return out
 
 
-def _continuation(engine, ids: list[int], new_tokens: int, tree: TreeConfig, into: Replay,
-                  clock: Callable[[], float]) -> list[int]:
+def _timed_run(engine, ids: list[int], new_tokens: int, tree: TreeConfig, into: Replay,
+               clock: Callable[[], float]) -> None:
+    """One engine run of `tree`, timed whole (its rounds, tokens and prefill go into `into`)."""
     run = RunConfig(max_new_tokens=new_tokens, ignore_eos=True, tree=tree)
     start = clock()
     finish = [ev for ev in engine.generate(ids, run) if isinstance(ev, Finish)][0]
@@ -89,14 +95,12 @@ def _continuation(engine, ids: list[int], new_tokens: int, tree: TreeConfig, int
     into.engine_tokens += finish.new_tokens
     into.prompt_tokens += len(ids)
     into.runs += 1
-    return list(finish.token_ids)
 
 
-def replay_prompt(engine, ids: list[int], groups: list[Group], new_tokens: int, gen_tree: TreeConfig,
-                  into: Replay, clock: Callable[[], float] = time.perf_counter) -> None:
-    """Generate, then score every group's shapes at every state of this prompt's continuation (adds to into):
-    one head forward per depth per chunk of states (`replay_batch`)."""
-    text = list(ids) + _continuation(engine, ids, new_tokens, gen_tree, into, clock)
+def replay_prompt(engine, ids: list[int], continuation: list[int], groups: list[Group], into: Replay) -> None:
+    """Score every group's shapes at every state of this prompt's greedy continuation (adds to into): one head
+    forward per depth per chunk of states (`replay_batch`)."""
+    text = list(ids) + list(continuation)
     deepest = max(g.depth for g in groups)
     first, last = len(ids), len(text) - 1 - deepest  # states whose next `deepest` tokens are known
     if last < first:
@@ -229,8 +233,12 @@ def walk_drafted(by_prompt: list[dict[int, int]], drafted: list[dict[int, int]])
 
 def replay(engine, prompts: list[list[int]], groups: list[Group], new_tokens: int, gen_tree: TreeConfig,
            clock: Callable[[], float] = time.perf_counter) -> Replay:
-    """Replay every prompt, every state of each: the same text always gives the same figures."""
+    """Replay every prompt, every state of each: the same text always gives the same figures. gen_tree: the
+    shape of the timed engine run (`TIMED_TOKENS` of the first prompt)."""
     out = Replay()
-    for ids in prompts:
-        replay_prompt(engine, ids, groups, new_tokens, gen_tree, out, clock)
+    _timed_run(engine, prompts[0], min(TIMED_TOKENS, new_tokens), gen_tree, out, clock)
+    with engine.lock:
+        texts = greedy_texts(engine.runner, prompts, new_tokens)
+    for ids, continuation in zip(prompts, texts):
+        replay_prompt(engine, ids, continuation, groups, out)
     return out

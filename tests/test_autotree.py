@@ -265,15 +265,14 @@ def test_walk_tau_follows_the_rounds_an_engine_would_take():
 def test_the_replay_accepts_exactly_what_the_engine_accepts():
     """On the shipped pair, the replayed accepted length at each state an engine run visits equals that run's
     accepted length in that round, for a chain and for trees (the target's own text, greedy)."""
-    from eagle_demo.autotree_replay import Group, Replay, replay_prompt
+    from eagle_demo.autotree_replay import TIMED_TOKENS, Group, replay
 
     session = load_session(threads=1, device="cpu", dtype="float32")
     engine = session.eagle
     ids = session.encode("def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n")
     groups = [Group(1, 5), Group(4, 3, (8, 12)), Group(8, 2, (6, 16))]
-    got = Replay()
-    replay_prompt(engine, ids, groups, 40, TreeConfig.chain(4), got)
-    assert got.states == 40 - 5 and got.runs == 1 and got.engine_tokens == 40
+    got = replay(engine, [ids], groups, 40, TreeConfig.chain(4))
+    assert got.states == 40 - 5 and got.runs == 1 and got.engine_tokens == min(TIMED_TOKENS, 40)
     checked = 0
     for shape in (TreeConfig.chain(5), TreeConfig.chain(2), TreeConfig(3, 4, 12), TreeConfig(2, 8, 16)):
         by_state = got.accepted[shape][0]
@@ -285,6 +284,31 @@ def test_the_replay_accepts_exactly_what_the_engine_accepts():
                 checked += 1
     assert checked > 20
     assert {t for t in got.accepted} == {t for g in groups for t in autotree.shapes_of(g)}
+
+
+@pytest.mark.parametrize("family", ["shipped", "qwen3", "mistral"])
+def test_packed_greedy_texts_equal_each_prompts_own_plain_decoding(family):
+    """All prompts continued in one forward per step give, prompt by prompt, plain greedy decoding's tokens
+    (prompts of different lengths, one of a single token); the shipped pair and two random targets."""
+    from eagle_demo.engine import BaselineEngine
+    from eagle_demo.events import Finish
+    from eagle_demo.packed_text import greedy_texts
+
+    if family == "shipped":
+        model = load_session(threads=1, device="cpu", dtype="float32").pair.target
+        prompts = [[5, 9, 200, 17, 3, 44, 91], [1], [300, 12, 12, 7], list(range(40, 75))]
+    else:
+        from fixtures import tiny_target
+
+        model = tiny_target(family, seed=3)
+        prompts = [[5, 9, 20, 17, 3, 44, 91], [1], [30, 12, 12, 7], list(range(40, 75))]
+    plain = BaselineEngine(model)
+    want = [[ev for ev in plain.generate(p, RunConfig(max_new_tokens=24, ignore_eos=True))
+             if isinstance(ev, Finish)][0].token_ids for p in prompts]
+    assert greedy_texts(plain.runner, prompts, 24) == [list(w) for w in want]
+    assert greedy_texts(plain.runner, prompts[:1], 1) == [list(want[0][:1])]
+    with pytest.raises(ValueError, match="at least one token"):
+        greedy_texts(plain.runner, [[3], []], 4)
 
 
 def test_candidates_include_short_wide_trees_and_deep_chains():

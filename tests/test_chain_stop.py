@@ -142,15 +142,14 @@ def test_the_shape_table_keeps_the_stop_and_the_mean_length():
 def test_the_replay_drafts_and_accepts_exactly_what_the_engine_does():
     """On the shipped pair, at each state an engine run with a stopping chain visits, the replay's drafted and
     accepted lengths equal that round's."""
-    from eagle_demo.autotree_replay import Group, Replay, replay_prompt, walk_drafted
+    from eagle_demo.autotree_replay import Group, replay, walk_drafted
     from eagle_demo.session import load_session
 
     session = load_session(threads=1, device="cpu", dtype="float32")
     engine = session.eagle
     ids = session.encode("class Stack:\n    \"\"\"A last-in, first-out stack of items.\"\"\"\n")
     shapes = [TreeConfig.chain(10, 0.01), TreeConfig.chain(6, 0.2)]
-    got = Replay()
-    replay_prompt(engine, ids, [Group(1, 10, stops=((10, 0.01), (6, 0.2)), fixed=3)], 64, TreeConfig.chain(4), got)
+    got = replay(engine, [ids], [Group(1, 10, stops=((10, 0.01), (6, 0.2)), fixed=3)], 64, TreeConfig.chain(4))
     assert set(got.accepted) == {TreeConfig.chain(d) for d in (1, 2, 3)} | set(shapes)
     assert set(got.drafted) == set(shapes)
     checked, seen = 0, set()

@@ -116,3 +116,26 @@ def test_drafter_calls_in_two_threads_keep_their_own_ids():
     t.join(5)
     assert mine and seen["other"] and mine != seen["other"]
     assert lean._call() == 0 and seen["other after"] == 0
+
+
+def test_the_blocked_top_k_of_many_rows_equals_a_top_k_over_the_whole_vocabulary():
+    """Many rows on a CPU take the two-stage top-k: the same log-probabilities and ids as torch's max / top-k
+    over the whole row, best first; tied values give the tied values (ids of those values); a vocabulary
+    that is no multiple of the block falls back to torch's."""
+    from eagle_demo.drafts import base
+
+    torch.manual_seed(0)
+    for rows, vocab in ((16, 8192), (57, 1024), (300, 32000), (20, 1000)):
+        logits = torch.randn(rows, vocab) * 4
+        logits[3, 5:9] = logits[3].max() + 1  # four tied best values in one row
+        logp = torch.log_softmax(logits, -1)
+        for k in (1, 2, 4, 8):
+            values, ids = base.top_logp(logits, k)
+            want = logp.topk(k, -1)
+            assert torch.equal(values, want.values), (rows, vocab, k)
+            assert torch.equal(logp.gather(1, ids), values)
+            untied = torch.arange(rows) != 3
+            assert torch.equal(ids[untied], want.indices[untied]), (rows, vocab, k)
+            assert set(ids[3].tolist()) <= set(range(5, 9)) or k > 4
+    big = torch.randn(64, 4096)
+    assert torch.equal(base._blocked_top(torch.log_softmax(big, -1), 3)[1], torch.log_softmax(big, -1).topk(3).indices)

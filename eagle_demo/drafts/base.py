@@ -11,12 +11,36 @@ from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 __all__ = ["DraftHead", "Shared", "embedding", "linear", "top_logp"]
 
 
+BLOCK = 128  # vocabulary block of the two-stage top-k
+MANY_ROWS = 16  # from this many rows a CPU takes the two-stage top-k
+
+
 def top_logp(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The k best tokens of logits [m, V]: their log-probabilities [m, k] (fp32) and ids [m, k]. k = 1 takes
-    a max, which a CPU runs several times faster than a top-k over the vocabulary."""
+    """The k best tokens of logits [m, V]: their log-probabilities [m, k] (fp32, best first) and ids [m, k].
+    k = 1 takes a max, which a CPU runs several times faster than a top-k over the vocabulary. Many rows on
+    a CPU (the calibration replay's): `_blocked_top`, 3-5x faster, the same values, and the same ids wherever
+    the values are not tied."""
     logp = torch.log_softmax(logits.float(), dim=-1)  # [m, V]
+    m, v = logp.shape
+    if logp.device.type == "cpu" and m >= MANY_ROWS and v % BLOCK == 0 and k * BLOCK < v:
+        return _blocked_top(logp, k)
     top = logp.max(dim=-1, keepdim=True) if k == 1 else torch.topk(logp, k, dim=-1)
     return top.values, top.indices  # [m, k], [m, k]
+
+
+def _blocked_top(logp: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Top-k in two stages: each block of `BLOCK` ids keeps its maximum, the k blocks with the highest maxima
+    hold the k best values (a block outside them has k values at least as good in them), and a top-k over
+    those k * BLOCK values picks them. A CPU's max-with-index and top-k over the whole vocabulary cost several
+    times its plain max; these run over V / BLOCK and k * BLOCK values."""
+    m, v = logp.shape
+    blocks = logp.view(m, v // BLOCK, BLOCK)  # [m, nb, B]
+    best = blocks.amax(-1)  # [m, nb]
+    chosen = best.argmax(-1, keepdim=True) if k == 1 else best.topk(k, -1).indices  # [m, k] block ids
+    values = blocks.gather(1, chosen[..., None].expand(m, k, BLOCK)).reshape(m, k * BLOCK)  # [m, k*B]
+    top = values.max(-1, keepdim=True) if k == 1 else values.topk(k, -1)  # [m, k]
+    ids = chosen.gather(1, top.indices // BLOCK) * BLOCK + top.indices % BLOCK  # [m, k]
+    return top.values, ids
 
 
 class Shared:
