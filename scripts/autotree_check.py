@@ -6,7 +6,7 @@ decoding in CPU time on the peer prompts (is the predicted round cost the measur
 Times are this thread's CPU time (`time.thread_time`), so other processes on a shared machine do not enter them;
 the wall time of each calibration and the load average are printed beside. The measured round cost of a shape is
 its tau over its measured speedup; the predicted one is autotree's model at that same tau (the last calibration's
-costs), so the two columns compare the cost model alone.
+costs; a stopping chain at the run's own mean draft length), so the two columns compare the cost model alone.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from peer_official import PROMPTS, WEAK_NOISE, weak_head  # noqa: E402
 
 from eagle_demo import autotree  # noqa: E402
 from eagle_demo.config import RunConfig, TreeConfig  # noqa: E402
-from eagle_demo.events import Finish  # noqa: E402
+from eagle_demo.events import Finish, Round  # noqa: E402
 from eagle_demo.session import load_session  # noqa: E402
 
 
@@ -52,17 +52,21 @@ def calibrate(session, times: int):
     return choice, seen["stats"], seen["costs"]
 
 
-def cpu_run(session, prompts, tree: TreeConfig | None, max_new: int) -> tuple[int, int, float]:
-    """(new tokens, rounds, CPU seconds) over the prompts; tree None: plain decoding."""
-    new = rounds = 0
+def cpu_run(session, prompts, tree: TreeConfig | None, max_new: int) -> tuple[int, int, float, int, int]:
+    """(new tokens, rounds, CPU seconds, drafting rounds, tokens they drafted) over the prompts; tree None: plain
+    decoding."""
+    new = rounds = drafting = drafted = 0
     cpu = 0.0
     for ids in prompts:
         run = RunConfig(max_new_tokens=max_new, ignore_eos=True, tree=tree or TreeConfig.chain(1))
         start = time.thread_time()
-        finish = [e for e in session.stream(ids, run, mode="eagle" if tree else "baseline") if isinstance(e, Finish)][0]
+        events = list(session.stream(ids, run, mode="eagle" if tree else "baseline"))
         cpu += time.thread_time() - start
+        finish = [e for e in events if isinstance(e, Finish)][0]
         new, rounds = new + finish.new_tokens, rounds + finish.rounds
-    return new, rounds, cpu
+        sizes = [len(e.nodes) - 1 for e in events if isinstance(e, Round) and len(e.nodes) > 1]
+        drafting, drafted = drafting + len(sizes), drafted + sum(sizes)
+    return new, rounds, cpu, drafting, drafted
 
 
 def check(name: str, draft: str, args) -> None:
@@ -73,7 +77,7 @@ def check(name: str, draft: str, args) -> None:
     prompts = [session.encode(p) for p in PROMPTS]
     shapes = [("plain", None)] + [(label, choice.tree) if label == "auto" else parse_tree(label, session)
                                   for label in args.shapes]
-    totals = {label: [0, 0, 0.0] for label, _ in shapes}
+    totals = {label: [0, 0, 0.0, 0, 0] for label, _ in shapes}
     cpu_run(session, prompts[:1], choice.tree, 16)  # warm-up
     for _ in range(args.repeats):  # interleaved
         for label, tree in shapes:
@@ -83,9 +87,10 @@ def check(name: str, draft: str, args) -> None:
     print(f"  {'shape':<44}{'speedup':>8}{'tau':>7}{'cost':>7}{'model':>7}   (CPU time, {len(prompts)} prompts x "
           f"{args.repeats}, {args.max_new_tokens} tokens)")
     for label, tree in shapes[1:]:
-        new, rounds, cpu = totals[label]
+        new, rounds, cpu, drafting, drafted = totals[label]
         speedup, tau = new / cpu / base, new / rounds
-        model = autotree.round_cost(costs, tree, tau, scale)
+        mean = drafted / drafting if tree.is_chain and tree.stop_below > 0 and drafting else None
+        model = autotree.round_cost(costs, tree, tau, scale, mean)  # a stopping chain: at this run's mean draft
         print(f"  {label + ' (' + tree.label() + ')':<44}{speedup:>7.2f}x{tau:>7.2f}{tau / speedup:>7.2f}{model:>7.2f}")
 
 
