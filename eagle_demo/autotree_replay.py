@@ -62,10 +62,9 @@ class Replay:
     lead: list = field(default_factory=list)
     states: int = 0
     tokens: int = 0
-    engine_seconds: float = 0.0  # the timed engine run (clock of the replay), prefill included
-    engine_rounds: int = 0
-    engine_tokens: int = 0
-    prompt_tokens: int = 0
+    round_seconds: list = field(default_factory=list)  # each round of the timed engine run (clock of the replay)
+    round_tokens: int = 0  # the tokens those rounds committed
+    engine_tokens: int = 0  # the timed run's new tokens, its prefill's included
     runs: int = 0
 
 
@@ -86,14 +85,17 @@ def shapes_of(group: Group) -> list[TreeConfig]:
 
 def _timed_run(engine, ids: list[int], new_tokens: int, tree: TreeConfig, into: Replay,
                clock: Callable[[], float]) -> None:
-    """One engine run of `tree`, timed whole (its rounds, tokens and prefill go into `into`)."""
+    """One engine run of `tree`, each round timed from the event before it (the prefill is not a round)."""
     run = RunConfig(max_new_tokens=new_tokens, ignore_eos=True, tree=tree)
-    start = clock()
-    finish = [ev for ev in engine.generate(ids, run) if isinstance(ev, Finish)][0]
-    into.engine_seconds += clock() - start
-    into.engine_rounds += finish.rounds
-    into.engine_tokens += finish.new_tokens
-    into.prompt_tokens += len(ids)
+    last = clock()
+    for ev in engine.generate(ids, run):
+        now = clock()
+        if isinstance(ev, Round):
+            into.round_seconds.append(now - last)
+            into.round_tokens += len(ev.committed_ids)
+        elif isinstance(ev, Finish):
+            into.engine_tokens += ev.new_tokens
+        last = now
     into.runs += 1
 
 

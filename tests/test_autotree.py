@@ -225,12 +225,11 @@ def test_the_choice_is_the_best_measured_speedup_not_the_longest_or_the_cheapest
                            SHAPES).tree == TreeConfig.chain(2)
 
 
-def test_the_engine_runs_scale_the_prediction_but_never_the_choice():
+def test_the_engine_run_scales_the_prediction_but_never_the_choice():
     costs = _costs()
     base = _stats([1.6, 1.7, 1.72, 2.2, 2.45, 2.6])
-    # the engine's own runs: 10 rounds of chain 7 (tau 2) at 19.5 ms where the parts predict 15.6 ms (1.25x),
-    # after 2 prefills of 20 tokens (17 ms each)
-    ran = dataclasses.replace(base, engine=(TreeConfig.chain(7), 10 * 0.0195 + 2 * 0.017, 10, 20, 2, 40))
+    # the engine's own timed run: chain 7 (tau 2), its median round 19.5 ms where the parts predict 15.6 ms (1.25x)
+    ran = dataclasses.replace(base, engine=(TreeConfig.chain(7), 0.0195, 2.0))
     plain, scaled = (autotree.choose(s, costs, 1.0, torch.device("cpu"), SHAPES) for s in (base, ran))
     expect = 0.0195 / costs.round(TreeConfig.chain(7), 2.0)
     assert autotree.overhead_scale(ran, costs) == pytest.approx(expect) and 1.2 < expect < 1.3
@@ -273,6 +272,8 @@ def test_the_replay_accepts_exactly_what_the_engine_accepts():
     groups = [Group(1, 5), Group(4, 3, (8, 12)), Group(8, 2, (6, 16))]
     got = replay(engine, [ids], groups, 40, TreeConfig.chain(4))
     assert got.states == 40 - 5 and got.runs == 1 and got.engine_tokens == min(TIMED_TOKENS, 40)
+    assert got.round_tokens == got.engine_tokens - 1 and len(got.round_seconds) >= got.round_tokens / 5  # chain 4
+    assert all(t > 0 for t in got.round_seconds)
     checked = 0
     for shape in (TreeConfig.chain(5), TreeConfig.chain(2), TreeConfig(3, 4, 12), TreeConfig(2, 8, 16)):
         by_state = got.accepted[shape][0]
