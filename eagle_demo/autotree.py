@@ -1,13 +1,14 @@
 """Automatic tree: pick the draft shape (a chain length, or a tree total / depth / top-k) that maximises the
 predicted speedup, tau / round cost, for this pair on this device and dtype.
 
-Calibration (2.4-3.0 s on the shipped pair on one CPU thread):
+Calibration (1.8-2.1 s on the shipped pair on one CPU thread, docs/perf.md "Calibration in about 2 s"):
 1. Costs (`autotree_costs`, in 0.15 x `budget_s`, 3 s by default): a plain step, the verify by size, the draft
    by depth and top-k, the draft's extend and the round's host work, timed interleaved, kept at their fastest
    and fitted as lines (the verify: one line over all sizes), so a busy machine moves no single size's price on
    its own.
 2. Acceptance (`autotree_replay`): every candidate shape's tau, replayed at every position of the target's own
-   greedy text of the calibration prompts: exact for greedy decoding, every shape on the same text, the same
+   greedy text of the calibration prompts (all prompts continued at once, `packed_text`; the engine's
+   bookkeeping per round from a short timed run): exact for greedy decoding, every shape on the same text, the same
    figures on every calibration of a pair (no state is left out for time). Candidates: chains 1..8 and trees of
    top-k 2, 4 and 8 (GPU: also 10) at every depth and total the device allows (top-8 to depth 2 on a CPU), so
    the short wide trees a weak head needs are in the set as well as the deep ones a strong head needs.
