@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import statistics
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -226,7 +225,7 @@ class Acceptance:
     rounds: int  # states the figures come from
     measured: dict = field(default_factory=dict)  # TreeConfig -> tau replayed on the target's own text
     drafted: dict = field(default_factory=dict)  # stopping chain -> mean draft tokens per round, same walk
-    engine: tuple = ()  # the engine's own timed run: (tree, its median round in seconds, its tokens per round)
+    engine: tuple = ()  # the engine's own timed runs: (tree, ((median round in seconds, tokens per round), ...))
     counts: tuple = ()  # (offered, accepted, lead): the rank model's raw counts, for retuning during a run
 
 
@@ -241,8 +240,7 @@ def acceptance(session, prompts: list[list[int]] | None = None) -> Acceptance:
     rank, chain = rank_model(offered, accepted, lead)
     measured = {shape: walk_tau(by_prompt) for shape, by_prompt in got.accepted.items()}
     drafted = {shape: walk_drafted(got.accepted[shape], by_prompt) for shape, by_prompt in got.drafted.items()}
-    times = got.round_seconds
-    engine_runs = (gen_tree, statistics.median(times), got.round_tokens / len(times)) if times else ()
+    engine_runs = (gen_tree, tuple(got.timed)) if got.timed else ()
     return Acceptance(rank=rank, chain=chain, rounds=got.states, measured=measured, drafted=drafted,
                       engine=engine_runs, counts=(offered, accepted, lead))
 
@@ -263,14 +261,14 @@ def round_cost(costs: Costs, tree: TreeConfig, tau: float, scale: float = 1.0, d
 
 
 def overhead_scale(stats: Acceptance, costs: Costs) -> float:
-    """What the engine's own timed run costs per round (its median round: one slow round, a page fault or a
-    burst of load, does not move it) over what the parts predict for that round (1 to 1.6): the bookkeeping
-    between the parts. It scales every shape alike, so it moves the predicted speedup shown and the gate's
-    break-even, not the choice."""
+    """What the engine's own timed runs cost per round over what the parts predict for those rounds (1 to 1.6):
+    the bookkeeping between the parts. Each run gives its median round (one slow round, a page fault say, does
+    not move it) and the faster run counts (a burst of load slows a run, never speeds one up). It scales every
+    shape alike, so it moves the predicted speedup shown and the gate's break-even, not the choice."""
     if not stats.engine:
         return 1.0
-    tree, per_round, tau = stats.engine
-    return min(1.6, max(1.0, per_round / costs.round(tree, tau)))
+    tree, runs = stats.engine
+    return min(1.6, max(1.0, min(per_round / costs.round(tree, tau) for per_round, tau in runs)))
 
 
 def choose(stats: Acceptance, costs: Costs, seconds: float, device: torch.device,

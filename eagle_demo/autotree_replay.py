@@ -22,6 +22,8 @@ read off once the target's continuation is known.
 from __future__ import annotations
 
 import math
+import statistics
+import threading
 import time
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -32,11 +34,11 @@ import torch
 from . import replay_batch
 from .packed_text import greedy_texts
 from .config import RunConfig, TreeConfig
-from .events import DraftNode, Finish, Round
+from .events import DraftNode, Round
 
 __all__ = ["Group", "Replay", "replay", "replay_prompt", "shapes_of", "walk_drafted", "walk_tau"]
 
-TIMED_TOKENS = 32  # the timed engine run: enough rounds for a mean, a fraction of the text's cost
+TIMED_ROUNDS = 8  # rounds of each timed engine run (two runs, before and after the replay)
 
 
 @dataclass(frozen=True)
@@ -62,10 +64,7 @@ class Replay:
     lead: list = field(default_factory=list)
     states: int = 0
     tokens: int = 0
-    round_seconds: list = field(default_factory=list)  # each round of the timed engine run (clock of the replay)
-    round_tokens: int = 0  # the tokens those rounds committed
-    engine_tokens: int = 0  # the timed run's new tokens, its prefill's included
-    runs: int = 0
+    timed: list = field(default_factory=list)  # per timed engine run: (its median round in seconds, tokens a round)
 
 
 def shapes_of(group: Group) -> list[TreeConfig]:
@@ -83,20 +82,21 @@ def shapes_of(group: Group) -> list[TreeConfig]:
     return out
 
 
-def _timed_run(engine, ids: list[int], new_tokens: int, tree: TreeConfig, into: Replay,
-               clock: Callable[[], float]) -> None:
-    """One engine run of `tree`, each round timed from the event before it (the prefill is not a round)."""
-    run = RunConfig(max_new_tokens=new_tokens, ignore_eos=True, tree=tree)
+def _timed_run(engine, ids: list[int], tree: TreeConfig, clock: Callable[[], float]) -> tuple[float, float]:
+    """`TIMED_ROUNDS` rounds of an engine run of `tree`, each timed from the event before it (the prefill is not
+    a round): (the median round in seconds, tokens committed per round)."""
+    run = RunConfig(max_new_tokens=TIMED_ROUNDS * tree.total_tokens + 1, ignore_eos=True, tree=tree)
+    stop, times, tokens = threading.Event(), [], 0
     last = clock()
-    for ev in engine.generate(ids, run):
+    for ev in engine.generate(ids, run, stop):
         now = clock()
         if isinstance(ev, Round):
-            into.round_seconds.append(now - last)
-            into.round_tokens += len(ev.committed_ids)
-        elif isinstance(ev, Finish):
-            into.engine_tokens += ev.new_tokens
+            times.append(now - last)
+            tokens += len(ev.committed_ids)
+            if len(times) == TIMED_ROUNDS:
+                stop.set()  # the run ends before its next round
         last = now
-    into.runs += 1
+    return statistics.median(times), tokens / len(times)
 
 
 def replay_prompt(engine, ids: list[int], continuation: list[int], groups: list[Group], into: Replay) -> None:
@@ -236,11 +236,13 @@ def walk_drafted(by_prompt: list[dict[int, int]], drafted: list[dict[int, int]])
 def replay(engine, prompts: list[list[int]], groups: list[Group], new_tokens: int, gen_tree: TreeConfig,
            clock: Callable[[], float] = time.perf_counter) -> Replay:
     """Replay every prompt, every state of each: the same text always gives the same figures. gen_tree: the
-    shape of the timed engine run (`TIMED_TOKENS` of the first prompt)."""
+    shape of the timed engine runs, one on the first prompt before the replay and one on the last after it (a
+    burst of load seldom spans both, and `overhead_scale` keeps the faster)."""
     out = Replay()
-    _timed_run(engine, prompts[0], min(TIMED_TOKENS, new_tokens), gen_tree, out, clock)
+    out.timed.append(_timed_run(engine, prompts[0], gen_tree, clock))
     with engine.lock:
         texts = greedy_texts(engine.runner, prompts, new_tokens)
     for ids, continuation in zip(prompts, texts):
         replay_prompt(engine, ids, continuation, groups, out)
+    out.timed.append(_timed_run(engine, prompts[-1], gen_tree, clock))
     return out

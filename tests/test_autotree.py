@@ -228,8 +228,9 @@ def test_the_choice_is_the_best_measured_speedup_not_the_longest_or_the_cheapest
 def test_the_engine_run_scales_the_prediction_but_never_the_choice():
     costs = _costs()
     base = _stats([1.6, 1.7, 1.72, 2.2, 2.45, 2.6])
-    # the engine's own timed run: chain 7 (tau 2), its median round 19.5 ms where the parts predict 15.6 ms (1.25x)
-    ran = dataclasses.replace(base, engine=(TreeConfig.chain(7), 0.0195, 2.0))
+    # the engine's own timed runs: chain 7 (tau 2), the faster one's median round 19.5 ms where the parts predict
+    # 15.6 ms (1.25x); the other ran in a burst of load
+    ran = dataclasses.replace(base, engine=(TreeConfig.chain(7), ((0.0195, 2.0), (0.0301, 2.0))))
     plain, scaled = (autotree.choose(s, costs, 1.0, torch.device("cpu"), SHAPES) for s in (base, ran))
     expect = 0.0195 / costs.round(TreeConfig.chain(7), 2.0)
     assert autotree.overhead_scale(ran, costs) == pytest.approx(expect) and 1.2 < expect < 1.3
@@ -264,16 +265,15 @@ def test_walk_tau_follows_the_rounds_an_engine_would_take():
 def test_the_replay_accepts_exactly_what_the_engine_accepts():
     """On the shipped pair, the replayed accepted length at each state an engine run visits equals that run's
     accepted length in that round, for a chain and for trees (the target's own text, greedy)."""
-    from eagle_demo.autotree_replay import TIMED_TOKENS, Group, replay
+    from eagle_demo.autotree_replay import Group, replay
 
     session = load_session(threads=1, device="cpu", dtype="float32")
     engine = session.eagle
     ids = session.encode("def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n")
     groups = [Group(1, 5), Group(4, 3, (8, 12)), Group(8, 2, (6, 16))]
     got = replay(engine, [ids], groups, 40, TreeConfig.chain(4))
-    assert got.states == 40 - 5 and got.runs == 1 and got.engine_tokens == min(TIMED_TOKENS, 40)
-    assert got.round_tokens == got.engine_tokens - 1 and len(got.round_seconds) >= got.round_tokens / 5  # chain 4
-    assert all(t > 0 for t in got.round_seconds)
+    assert got.states == 40 - 5 and len(got.timed) == 2
+    assert all(seconds > 0 and 1 <= tau <= 5 for seconds, tau in got.timed)  # chain 4: 1 to 5 tokens a round
     checked = 0
     for shape in (TreeConfig.chain(5), TreeConfig.chain(2), TreeConfig(3, 4, 12), TreeConfig(2, 8, 16)):
         by_state = got.accepted[shape][0]
