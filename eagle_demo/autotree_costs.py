@@ -121,12 +121,6 @@ def clock_for(device: torch.device) -> Callable[[], float]:
     return time.perf_counter
 
 
-def _rollback(runner, m: int) -> None:
-    """Forget the last m committed target positions."""
-    runner.cache.crop(-m)
-    runner.length -= m
-
-
 def _jobs(engine, prompt: list[int], chain_sizes, tree_sizes, draft_depths: dict[int, tuple[int, int]]) -> dict:
     from .acceptance import verify_tree
     from .sampling import pick, process_logits
@@ -141,7 +135,7 @@ def _jobs(engine, prompt: list[int], chain_sizes, tree_sizes, draft_depths: dict
         runner.commit([0])
         probs = process_logits(out.logits, GREEDY)[0]  # [V]
         float(probs[pick(out.logits[0], probs, GREEDY, None, 0)])
-        _rollback(runner, 1)
+        runner.rollback(1)
 
     def verify(n: int, tree: bool):
         mask = torch.ones(n, n, dtype=torch.bool).tril() if tree else None  # [n, n]
@@ -150,7 +144,7 @@ def _jobs(engine, prompt: list[int], chain_sizes, tree_sizes, draft_depths: dict
         def go():
             runner.forward(ids[:n], torch.arange(n) if tree else None, mask)
             runner.commit(keep)
-            _rollback(runner, len(keep))
+            runner.rollback(len(keep))
         return go
 
     def draft(depth: int, k: int):

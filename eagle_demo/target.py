@@ -148,5 +148,13 @@ class TargetRunner:
         self.length = start + m
         self._pending = 0
 
+    def rollback(self, m: int) -> None:
+        """Forget the last m committed positions (calibration times a step, then takes it back)."""
+        if self.static is not None:
+            self.static.cache.length -= m
+        else:
+            self.cache.crop(-m)
+        self.length -= m
+
     def cache_length(self) -> int:
         return self.cache.get_seq_length()

@@ -13,7 +13,7 @@ OUT=${OUT:-out/gpu}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1
 if [ "${1:-}" = "--smoke" ]; then
-  fast=(--smoke) peer=(--device cpu --repeats 1 --max-new-tokens 16 --pair shipped)
+  fast=(--smoke) peer=(--device cpu --repeats 1 --max-new-tokens 16 --pair shipped --static)
 else
   fast=(--seconds "${FAST_SECTIONS_S:-300}") peer=(--device cuda --repeats 2 --pair both --wheels .whl-peer --static)
   if compgen -G ".whl/*.whl" >/dev/null; then

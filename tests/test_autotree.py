@@ -64,6 +64,10 @@ def test_auto_tree_on_the_shipped_pair_is_cached_per_pair(tmp_path):
     assert static.with_draft(str(static.report.draft_path)).eagle.runner.static_mode
     key = autotree._cache_file(session, torch.device("cpu"), torch.float32, tmp_path)
     assert autotree._cache_file(static, torch.device("cpu"), torch.float32, tmp_path) != key
+    fixed = auto_tree(static, budget_s=1.0, cache_dir=tmp_path)  # calibrates over the fixed pools too
+    assert not fixed.from_cache and len(list(tmp_path.iterdir())) == 2
+    run = RunConfig(max_new_tokens=24, tree=fixed.tree)
+    assert summarize(static.stream(ids, run)).token_ids == base.token_ids
 
 
 # ---- the page and /generate: "auto" per loaded pair ------------------------------------------------------------
