@@ -225,7 +225,7 @@ class Acceptance:
     rounds: int  # states the figures come from
     measured: dict = field(default_factory=dict)  # TreeConfig -> tau replayed on the target's own text
     drafted: dict = field(default_factory=dict)  # stopping chain -> mean draft tokens per round, same walk
-    engine: tuple = ()  # the engine's own timed runs: (tree, ((median round in seconds, tokens per round), ...))
+    engine: tuple = ()  # the engine's own timed runs: (tree, ((a round in plain steps, tokens per round), ...))
     counts: tuple = ()  # (offered, accepted, lead): the rank model's raw counts, for retuning during a run
 
 
@@ -235,7 +235,8 @@ def acceptance(session, prompts: list[list[int]] | None = None) -> Acceptance:
     engine = session.eagle
     dev = engine.runner.device
     gen_tree = default_tree(dev.type, session.family)
-    got = replay(engine, prompts or _calibration_ids(session), groups(dev), NEW_TOKENS, gen_tree, clock_for(dev))
+    got = replay(engine, session.baseline, prompts or _calibration_ids(session), groups(dev), NEW_TOKENS, gen_tree,
+                 clock_for(dev))
     offered, accepted, lead = got.rank_offered, got.rank_accepted, got.lead
     rank, chain = rank_model(offered, accepted, lead)
     measured = {shape: walk_tau(by_prompt) for shape, by_prompt in got.accepted.items()}
@@ -261,14 +262,17 @@ def round_cost(costs: Costs, tree: TreeConfig, tau: float, scale: float = 1.0, d
 
 
 def overhead_scale(stats: Acceptance, costs: Costs) -> float:
-    """What the engine's own timed runs cost per round over what the parts predict for those rounds (1 to 1.6):
-    the bookkeeping between the parts. Each run gives its median round (one slow round, a page fault say, does
-    not move it) and the faster run counts (a burst of load slows a run, never speeds one up). It scales every
-    shape alike, so it moves the predicted speedup shown and the gate's break-even, not the choice."""
+    """What the engine's own timed runs cost per round in plain steps (each run: its median round over the median
+    step of plain decoding timed right before it, so one slow round does not move it, and a machine that changes
+    speed between calibration's phases changes both) over what the parts predict for those rounds, 1 to 1.6: the
+    bookkeeping between the parts. Of the two runs the cheaper counts (a burst of load during one lifts it).
+    It scales every shape alike, so it moves the predicted speedup shown and the gate's break-even, not the
+    choice."""
     if not stats.engine:
         return 1.0
     tree, runs = stats.engine
-    return min(1.6, max(1.0, min(per_round / costs.round(tree, tau) for per_round, tau in runs)))
+    predicted = lambda tau: costs.round(tree, tau) / costs.plain  # noqa: E731
+    return min(1.6, max(1.0, min(cost / predicted(tau) for cost, tau in runs)))
 
 
 def choose(stats: Acceptance, costs: Costs, seconds: float, device: torch.device,

@@ -34,7 +34,7 @@ import torch
 from . import replay_batch
 from .packed_text import greedy_texts
 from .config import RunConfig, TreeConfig
-from .events import DraftNode, Round
+from .events import DraftNode, Round, Step
 
 __all__ = ["Group", "Replay", "replay", "replay_prompt", "shapes_of", "walk_drafted", "walk_tau"]
 
@@ -64,7 +64,7 @@ class Replay:
     lead: list = field(default_factory=list)
     states: int = 0
     tokens: int = 0
-    timed: list = field(default_factory=list)  # per timed engine run: (its median round in seconds, tokens a round)
+    timed: list = field(default_factory=list)  # per timed run: (a round's cost in plain steps, tokens per round)
 
 
 def shapes_of(group: Group) -> list[TreeConfig]:
@@ -82,21 +82,31 @@ def shapes_of(group: Group) -> list[TreeConfig]:
     return out
 
 
-def _timed_run(engine, ids: list[int], tree: TreeConfig, clock: Callable[[], float]) -> tuple[float, float]:
-    """`TIMED_ROUNDS` rounds of an engine run of `tree`, each timed from the event before it (the prefill is not
-    a round): (the median round in seconds, tokens committed per round)."""
+def _timed_run(engine, baseline, ids: list[int], tree: TreeConfig, clock: Callable[[], float]) -> tuple[float, float]:
+    """`TIMED_ROUNDS` plain decoding steps of `baseline`, then as many rounds of an engine run of `tree`, each
+    timed from the event before it (a prefill is neither): (the median round over the median step, the rounds'
+    tokens per round). Both runs take a fraction of a second, so a machine that changes speed between
+    calibration's phases changes both alike."""
+    steps = _times(baseline.generate(ids, RunConfig(max_new_tokens=TIMED_ROUNDS + 1, ignore_eos=True)), Step,
+                   clock)
     run = RunConfig(max_new_tokens=TIMED_ROUNDS * tree.total_tokens + 1, ignore_eos=True, tree=tree)
-    stop, times, tokens = threading.Event(), [], 0
-    last = clock()
-    for ev in engine.generate(ids, run, stop):
+    stop = threading.Event()
+    rounds = _times(engine.generate(ids, run, stop), Round, clock, stop)
+    tau = sum(len(ev.committed_ids) for _, ev in rounds) / len(rounds)
+    return statistics.median(t for t, _ in rounds) / statistics.median(t for t, _ in steps), tau
+
+
+def _times(events, kind: type, clock: Callable[[], float], stop: threading.Event | None = None) -> list:
+    """(seconds since the event before, event) of each `kind` event; stop: set after `TIMED_ROUNDS` of them."""
+    out, last = [], clock()
+    for ev in events:
         now = clock()
-        if isinstance(ev, Round):
-            times.append(now - last)
-            tokens += len(ev.committed_ids)
-            if len(times) == TIMED_ROUNDS:
+        if isinstance(ev, kind):
+            out.append((now - last, ev))
+            if stop is not None and len(out) == TIMED_ROUNDS:
                 stop.set()  # the run ends before its next round
         last = now
-    return statistics.median(times), tokens / len(times)
+    return out
 
 
 def replay_prompt(engine, ids: list[int], continuation: list[int], groups: list[Group], into: Replay) -> None:
@@ -233,16 +243,17 @@ def walk_drafted(by_prompt: list[dict[int, int]], drafted: list[dict[int, int]])
     return total / rounds if rounds else 1.0
 
 
-def replay(engine, prompts: list[list[int]], groups: list[Group], new_tokens: int, gen_tree: TreeConfig,
+def replay(engine, baseline, prompts: list[list[int]], groups: list[Group], new_tokens: int, gen_tree: TreeConfig,
            clock: Callable[[], float] = time.perf_counter) -> Replay:
-    """Replay every prompt, every state of each: the same text always gives the same figures. gen_tree: the
-    shape of the timed engine runs, one on the first prompt before the replay and one on the last after it (a
-    burst of load seldom spans both, and `overhead_scale` keeps the faster)."""
+    """Replay every prompt, every state of each: the same text always gives the same figures. baseline: plain
+    decoding of the same target (a session's `baseline`). gen_tree: the shape of the timed runs (`_timed_run`),
+    one on the first prompt before the replay and one on the last after it (a burst of load seldom spans both,
+    and `overhead_scale` keeps the cheaper)."""
     out = Replay()
-    out.timed.append(_timed_run(engine, prompts[0], gen_tree, clock))
+    out.timed.append(_timed_run(engine, baseline, prompts[0], gen_tree, clock))
     with engine.lock:
         texts = greedy_texts(engine.runner, prompts, new_tokens)
     for ids, continuation in zip(prompts, texts):
         replay_prompt(engine, ids, continuation, groups, out)
-    out.timed.append(_timed_run(engine, prompts[-1], gen_tree, clock))
+    out.timed.append(_timed_run(engine, baseline, prompts[-1], gen_tree, clock))
     return out

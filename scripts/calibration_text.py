@@ -38,7 +38,8 @@ def main(argv=None) -> int:
     costs = autotree.measure_costs(engine, session.encode(autotree.PROMPTS[0]), 2.0)
 
     def speedups(prompts, new_tokens) -> tuple[dict, dict]:
-        got = replay(engine, [session.encode(p) for p in prompts], autotree.groups(dev), new_tokens, gen_tree)
+        got = replay(engine, session.baseline, [session.encode(p) for p in prompts], autotree.groups(dev), new_tokens,
+                     gen_tree)
         taus = {shape: walk_tau(got.accepted[shape]) for shape in shapes}
         return taus, {shape: tau / autotree.round_cost(costs, shape, tau) for shape, tau in taus.items()}
 

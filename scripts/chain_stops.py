@@ -39,7 +39,7 @@ def main(argv=None) -> int:
     texts = {"calibration": (autotree.PROMPTS, autotree.NEW_TOKENS), **reference_texts(args.reference_tokens)}
     table = {}
     for name, (prompts, new_tokens) in texts.items():
-        got = replay(engine, [session.encode(p) for p in prompts], [group], new_tokens, gen_tree)
+        got = replay(engine, session.baseline, [session.encode(p) for p in prompts], [group], new_tokens, gen_tree)
         for shape, by_prompt in got.accepted.items():
             tau = walk_tau(by_prompt)
             drafted = walk_drafted(by_prompt, got.drafted[shape]) if shape.stops else None
