@@ -8,9 +8,9 @@ Calibration (1.8-2.1 s on the shipped pair on one CPU thread, docs/perf.md "Cali
    its own.
 2. Acceptance (`autotree_replay`): every candidate shape's tau, replayed at every position of the target's own
    greedy text of the calibration prompts (all prompts continued at once, `packed_text`; the engine's
-   bookkeeping per round from a short timed run): exact for greedy decoding, every shape on the same text, the same
-   figures on every calibration of a pair (no state is left out for time). Candidates: chains 1..8 and trees of
-   top-k 2, 4 and 8 (GPU: also 10) at every depth and total the device allows (top-8 to depth 2 on a CPU), so
+   bookkeeping per round from two short timed runs): exact for greedy decoding, every shape on the same text, the
+   same figures on every calibration of a pair (no state is left out for time). Candidates: chains 1..8 and trees
+   of top-k 2, 4 and 8 (GPU: also 10) at every depth and total the device allows (top-8 to depth 2 on a CPU), so
    the short wide trees a weak head needs are in the set as well as the deep ones a strong head needs.
 
 Prediction: speedup = tau / round cost, the round cost in plain steps = (draft(depth, top-k) + verify(total) +

@@ -5,8 +5,9 @@ read off once the target's continuation is known.
 
 1. The target continues every calibration prompt greedily, all prompts in one forward per step
    (`packed_text`), so each prompt plus its continuation is the target's own text S. The text costs the same
-   whatever the draft: a weak draft's engine run would cost more than plain decoding. A short engine run
-   of the first prompt is timed apart, for what the engine's bookkeeping adds to a round (`overhead_scale`).
+   whatever the draft: a weak draft's engine run would cost more than plain decoding. Two short runs, plain
+   decoding then engine rounds, are timed apart, for what the engine's bookkeeping adds to a round
+   (`_timed_run`, `autotree.overhead_scale`).
 2. One target forward over S gives every position's features, one draft extend over all of them the draft's
    cache and output at every position. The state "S[..m] committed" is the draft's cache up to m entries, its
    output at m - 1 and the root S[m]: exactly where an engine round starts.
@@ -32,9 +33,9 @@ from typing import Callable
 import torch
 
 from . import replay_batch
-from .packed_text import greedy_texts
 from .config import RunConfig, TreeConfig
 from .events import DraftNode, Round, Step
+from .packed_text import greedy_texts
 
 __all__ = ["Group", "Replay", "replay", "replay_prompt", "shapes_of", "walk_drafted", "walk_tau"]
 
