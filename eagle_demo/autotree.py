@@ -1,7 +1,7 @@
 """Automatic tree: pick the draft shape (a chain length, or a tree total / depth / top-k) that maximises the
 predicted speedup, tau / round cost, for this pair on this device and dtype.
 
-Calibration (1.8-2.1 s on the shipped pair on one CPU thread, docs/perf.md "Calibration in about 2 s"):
+Calibration (2.1-2.2 s on the shipped pair on one CPU thread, docs/perf.md "Calibration in about 2 s"):
 1. Costs (`autotree_costs`, in 0.15 x `budget_s`, 3 s by default): a plain step, the verify by size, the draft
    by depth and top-k, the draft's extend and the round's host work, timed interleaved, kept at their fastest
    and fitted as lines (the verify: one line over all sizes), so a busy machine moves no single size's price on
