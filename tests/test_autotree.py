@@ -278,7 +278,7 @@ def test_the_replay_accepts_exactly_what_the_engine_accepts():
     groups = [Group(1, 5), Group(4, 3, (8, 12)), Group(8, 2, (6, 16))]
     got = replay(engine, session.baseline, [ids], groups, 40, TreeConfig.chain(4))
     assert got.states == 40 - 5 and len(got.timed) == 2
-    assert all(seconds > 0 and 1 <= tau <= 5 for seconds, tau in got.timed)  # chain 4: 1 to 5 tokens a round
+    assert all(cost > 0 and 1 <= tau <= 5 for cost, tau in got.timed)  # in plain steps; chain 4: 1 to 5 a round
     checked = 0
     for shape in (TreeConfig.chain(5), TreeConfig.chain(2), TreeConfig(3, 4, 12), TreeConfig(2, 8, 16)):
         by_state = got.accepted[shape][0]
