@@ -271,8 +271,7 @@ def overhead_scale(stats: Acceptance, costs: Costs) -> float:
     if not stats.engine:
         return 1.0
     tree, runs = stats.engine
-    predicted = lambda tau: costs.round(tree, tau) / costs.plain  # noqa: E731
-    return min(1.6, max(1.0, min(cost / predicted(tau) for cost, tau in runs)))
+    return min(1.6, max(1.0, min(cost * costs.plain / costs.round(tree, tau) for cost, tau in runs)))
 
 
 def choose(stats: Acceptance, costs: Costs, seconds: float, device: torch.device,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from .kv import BufferCache
-from .target import TargetRunner
+from .target import TargetRunner, tree_attention_mask
 
 __all__ = ["greedy_texts"]
 
@@ -24,7 +24,7 @@ def greedy_texts(runner: TargetRunner, prompts: list[list[int]], new_tokens: int
     ties, as `sampling.pick` takes it; EOS is not special)."""
     if not prompts or any(not p for p in prompts):
         raise ValueError("every calibration prompt needs at least one token")
-    dev, low = runner.device, torch.finfo(runner.dtype).min
+    dev = runner.device
     b = len(prompts)
     lengths = torch.tensor([len(p) for p in prompts], device=dev)  # [B]
     rows = torch.arange(b, device=dev)  # [B]
@@ -35,23 +35,23 @@ def greedy_texts(runner: TargetRunner, prompts: list[list[int]], new_tokens: int
     keys = torch.cat([owner, rows.repeat(max(new_tokens - 1, 0))])  # [total - B] the owner of every cache entry
     cache = BufferCache(runner.num_layers, total)
     visible = (owner[:, None] == owner[None]) & (positions[None] <= positions[:, None])  # [P, P] causal, per prompt
-    hidden = _forward(runner, cache, ids, positions, visible, low)  # [P, H]
+    hidden = _forward(runner, cache, ids, positions, visible)  # [P, H]
     token = runner.lm_head(hidden[torch.cumsum(lengths, 0) - 1]).argmax(-1)  # [B] each prompt's first new token
     out, width = [token], owner.shape[0]
     for step in range(1, new_tokens):
         width += b
         visible = keys[None, :width] == rows[:, None]  # [B, width] each row sees its own prompt's entries
-        hidden = _forward(runner, cache, token, lengths + step - 1, visible, low)  # [B, H]
+        hidden = _forward(runner, cache, token, lengths + step - 1, visible)  # [B, H]
         token = runner.lm_head(hidden).argmax(-1)  # [B]
         out.append(token)
     return torch.stack(out, 1).tolist()  # [B, new_tokens]
 
 
 def _forward(runner: TargetRunner, cache: BufferCache, ids: torch.Tensor, positions: torch.Tensor,
-             visible: torch.Tensor, low: float) -> torch.Tensor:
+             visible: torch.Tensor) -> torch.Tensor:
     """The target's base model over new entries ids [n] at positions [n], each row seeing `visible` [n, width]
     of the cache after them; returns the last hidden states [n, H]."""
-    mask = torch.zeros(visible.shape, dtype=runner.dtype, device=ids.device).masked_fill_(~visible, low)  # [n, w]
-    out = runner.base(input_ids=ids[None], attention_mask=mask[None, None], position_ids=positions[None],
-                      cache=cache, use_cache=True)
+    mask = tree_attention_mask(0, visible, runner.dtype)  # [1, 1, n, width] additive, no prefix
+    out = runner.base(input_ids=ids[None], attention_mask=mask, position_ids=positions[None], cache=cache,
+                      use_cache=True)
     return out.last_hidden_state[0]  # [n, H]
