@@ -14,7 +14,7 @@ the draft (`Drafter.draft`), the draft's extend by the committed tokens, the hos
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
@@ -50,6 +50,7 @@ class Costs:
     draft: dict  # top_k -> Line over depth (top_k 1: the chain)
     extend: Line  # draft extend by m committed tokens
     host: Line  # acceptance and bookkeeping of a verified block of n tokens
+    hot: dict = field(default_factory=dict)  # hot vocabulary -> Line over depth of its chain's draft
 
     def verify_at(self, n: int, tree: bool) -> float:
         return self.plain if n <= 1 else max(self.plain, self.verify(n) + (self.tree_extra if tree else 0.0))
@@ -61,7 +62,7 @@ class Costs:
         size = min(tree.total_tokens, tree.max_draft_nodes + 1)
         if tree.is_chain and drafted is not None:
             depth, size = drafted, drafted + 1
-        line = self.draft.get(tree.top_k) or self.draft[max(self.draft)]
+        line = self.hot.get(tree.hot_vocab) or self.draft.get(tree.top_k) or self.draft[max(self.draft)]
         return line(depth) + self.verify_at(size, not tree.is_chain) + self.extend(tau) + self.host(size)
 
 
@@ -121,7 +122,8 @@ def clock_for(device: torch.device) -> Callable[[], float]:
     return time.perf_counter
 
 
-def _jobs(engine, prompt: list[int], chain_sizes, tree_sizes, draft_depths: dict[int, tuple[int, int]]) -> dict:
+def _jobs(engine, prompt: list[int], chain_sizes, tree_sizes, draft_depths: dict[int, tuple[int, int]],
+          hot: tuple[int, ...] = ()) -> dict:
     from .acceptance import verify_tree
     from .sampling import pick, process_logits
     from .tree import make_tree
@@ -147,8 +149,9 @@ def _jobs(engine, prompt: list[int], chain_sizes, tree_sizes, draft_depths: dict
             runner.rollback(len(keep))
         return go
 
-    def draft(depth: int, k: int):
-        cfg = TreeConfig.chain(depth) if k == 1 else TreeConfig(depth=depth, top_k=k, total_tokens=depth + 2)
+    def draft(depth: int, k: int, hot: int = 0):
+        cfg = TreeConfig.chain(depth, hot_vocab=hot) if k == 1 else TreeConfig(depth=depth, top_k=k,
+                                                                                total_tokens=depth + 2)
         return lambda: drafter.draft(root, cfg)
 
     def extend(m: int):
@@ -174,16 +177,21 @@ def _jobs(engine, prompt: list[int], chain_sizes, tree_sizes, draft_depths: dict
     jobs.update({("tree", n): verify(n, True) for n in tree_sizes})
     for k, (lo, hi) in draft_depths.items():
         jobs[("draft", k, lo)], jobs[("draft", k, hi)] = draft(lo, k), draft(hi, k)
+    lo, hi = draft_depths.get(1, (1, 1))
+    for n in hot:
+        jobs[("hot", n, lo)], jobs[("hot", n, hi)] = draft(lo, 1, n), draft(hi, 1, n)
     jobs.update({("extend", m): extend(m) for m in (1, 8)})
     jobs.update({("host", n): host(n) for n in (2, max(tree_sizes))})
     return jobs
 
 
 def measure_costs(engine, prompt: list[int], budget_s: float, chain_sizes: tuple[int, ...],
-                  tree_sizes: tuple[int, ...], draft_depths: dict[int, tuple[int, int]], sweeps: int = 40) -> Costs:
+                  tree_sizes: tuple[int, ...], draft_depths: dict[int, tuple[int, int]], sweeps: int = 40,
+                  hot: tuple[int, ...] = ()) -> Costs:
     """Time every part once per sweep until the budget is spent (3 sweeps at least), keep each part's fastest
     (`clock_for` the device's clock). No separate warm-up: a part's first, cold try is one of its three or more,
-    and the fastest try discards it."""
+    and the fastest try discards it. hot: the hot vocabularies whose chains' drafts are timed as well (at the
+    chain's depths in draft_depths)."""
     runner, drafter = engine.runner, engine.drafter
     dev = runner.device
     sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
@@ -193,7 +201,7 @@ def measure_costs(engine, prompt: list[int], budget_s: float, chain_sizes: tuple
     drafter.reset()
     drafter.reserve(need + 8 * max(draft_depths))
     with torch.inference_mode():
-        jobs = _jobs(engine, prompt, chain_sizes, tree_sizes, draft_depths)
+        jobs = _jobs(engine, prompt, chain_sizes, tree_sizes, draft_depths, hot)
         best = {key: float("inf") for key in jobs}
         deadline = clock() + budget_s
         for sweep in range(sweeps):
@@ -210,7 +218,9 @@ def measure_costs(engine, prompt: list[int], budget_s: float, chain_sizes: tuple
                                     {n: best[("tree", n)] for n in tree_sizes})
     draft = {k: Line.through(lo, best[("draft", k, lo)], hi, best[("draft", k, hi)])
              for k, (lo, hi) in draft_depths.items()}
+    lo, hi = draft_depths.get(1, (1, 1))
+    hot_lines = {n: Line.through(lo, best[("hot", n, lo)], hi, best[("hot", n, hi)]) for n in hot}
     big = max(tree_sizes)
     return Costs(plain=best[("plain", 1)], verify=verify, tree_extra=tree_extra, draft=draft,
                  extend=Line.through(1, best[("extend", 1)], 8, best[("extend", 8)]),
-                 host=Line.through(2, best[("host", 2)], big, best[("host", big)]))
+                 host=Line.through(2, best[("host", 2)], big, best[("host", big)]), hot=hot_lines)

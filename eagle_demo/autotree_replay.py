@@ -52,6 +52,7 @@ class Group:
     totals: tuple[int, ...] = ()
     stops: tuple[tuple[int, float], ...] = ()  # chains only: (longest, stop_below) of the stopping chains scored
     fixed: int = 0  # chains only: the longest fixed chain scored (0: depth)
+    hot: int = 0  # chains only: their drafts over the first `hot` token ids (`TreeConfig.hot_vocab`; 0: all)
 
 
 @dataclass
@@ -72,8 +73,8 @@ def shapes_of(group: Group) -> list[TreeConfig]:
     """The shapes one group's candidates score: chains 1..depth (or 1..fixed) and its stopping chains, or every
     (total, depth) that keeps more nodes than its depth and no more than the expansion proposes."""
     if group.top_k == 1:
-        return ([TreeConfig.chain(d) for d in range(1, (group.fixed or group.depth) + 1)]
-                + [TreeConfig.chain(d, stop) for d, stop in group.stops])
+        return ([TreeConfig.chain(d, hot_vocab=group.hot) for d in range(1, (group.fixed or group.depth) + 1)]
+                + [TreeConfig.chain(d, stop, group.hot) for d, stop in group.stops])
     out = []
     for depth in range(1, group.depth + 1):
         for total in group.totals:
@@ -133,7 +134,7 @@ def replay_prompt(engine, ids: list[int], continuation: list[int], groups: list[
         per_shape: dict[TreeConfig, list[int]] = {}
         per_drafted: dict[TreeConfig, list[int]] = {}
         for group in groups:
-            batch = replay_batch.grow(head, kv, g, states, group.top_k, group.depth)
+            batch = replay_batch.grow(head, kv, g, states, group.top_k, group.depth, group.hot)
             path = replay_batch.true_path(batch, future[:, :group.depth])  # [S, depth]
             if group is ranked:
                 _count_batch(into, batch, path)
@@ -155,7 +156,8 @@ def _group_lengths(group: Group, batch, path: torch.Tensor,
     """Accepted length [S] of each of the group's shapes at every state (drafted: `_chain_drafted`'s)."""
     if group.top_k == 1:
         run = (path >= 0).int().cumprod(1).sum(1)  # [S] how far the chain matches
-        fixed = {TreeConfig.chain(d): run.clamp(max=d) for d in range(1, (group.fixed or group.depth) + 1)}
+        fixed = {TreeConfig.chain(d, hot_vocab=group.hot): run.clamp(max=d)
+                 for d in range(1, (group.fixed or group.depth) + 1)}
         return fixed | {shape: torch.minimum(run, got) for shape, got in drafted.items()}
     shapes = shapes_of(group)
     got = replay_batch.accepted_lengths(batch, path, [(t.depth, t.total_tokens) for t in shapes])
@@ -168,7 +170,7 @@ def _chain_drafted(group: Group, batch) -> dict[TreeConfig, torch.Tensor]:
     so that is 1 + the number of its first depth - 1 scores at or over the floor."""
     if group.top_k != 1:
         return {}
-    return {TreeConfig.chain(d, stop): 1 + (batch.scores[:, :d - 1] >= math.log(stop)).sum(1)  # [S]
+    return {TreeConfig.chain(d, stop, group.hot): 1 + (batch.scores[:, :d - 1] >= math.log(stop)).sum(1)  # [S]
             for d, stop in group.stops}
 
 

@@ -40,12 +40,18 @@ class TreeConfig:
     stop_below: chains only, 0 = off: the chain stops growing after the first draft token whose path
         probability (the product of the chain's draft probabilities so far) is under it, so a round drafts
         1..depth tokens (a confidence stop, decided on the draft's own scores: the output stays lossless).
+    hot_vocab: chains only, 0 = off: the draft proposes only among the first hot_vocab token ids (FR-Spec's
+        frequency-ranked draft vocabulary: a BPE tokenizer numbers its merges in the order it learned them, so the
+        low ids are the frequent ones), and a draft step reads that many rows of the lm_head instead of all. For
+        heads whose logits are the target's lm_head (EAGLE-1/2); the target still verifies over its whole
+        vocabulary, so the output stays lossless.
     """
 
     depth: int = 4
     top_k: int = 4
     total_tokens: int = 16
     stop_below: float = 0.0
+    hot_vocab: int = 0
 
     def __post_init__(self) -> None:
         _check_int("depth", self.depth, 1, 32)
@@ -56,12 +62,17 @@ class TreeConfig:
             raise ConfigError(f"chain stop {self.stop_below!r} is out of range; use 0 (off) to below 1")
         if self.stop_below and self.top_k != 1:
             raise ConfigError("a chain stop applies to chains only; use top-k 1 (a chain) or stop 0")
+        if self.hot_vocab:
+            _check_int("hot vocabulary", self.hot_vocab, 2, 1 << 24)
+            if self.top_k != 1:
+                raise ConfigError("a hot vocabulary applies to chains only; use top-k 1 (a chain) or hot vocabulary 0")
 
     @classmethod
-    def chain(cls, k: int, stop_below: float = 0.0) -> "TreeConfig":
-        """A single path of k draft tokens (classic speculative decoding shape); stop_below: see the class."""
+    def chain(cls, k: int, stop_below: float = 0.0, hot_vocab: int = 0) -> "TreeConfig":
+        """A single path of k draft tokens (classic speculative decoding shape); stop_below, hot_vocab: see the
+        class."""
         _check_int("chain k", k, 1, 32)
-        return cls(depth=k, top_k=1, total_tokens=k + 1, stop_below=float(stop_below))
+        return cls(depth=k, top_k=1, total_tokens=k + 1, stop_below=float(stop_below), hot_vocab=hot_vocab)
 
     @property
     def stops(self) -> bool:
@@ -80,7 +91,9 @@ class TreeConfig:
 
     def label(self) -> str:
         if self.is_chain:
-            return f"chain k={self.depth}" + (f" (stops under p={self.stop_below:g})" if self.stops else "")
+            notes = [f"stops under p={self.stop_below:g}"] if self.stops else []
+            notes += [f"drafts over the first {self.hot_vocab} ids"] if self.hot_vocab else []
+            return f"chain k={self.depth}" + (f" ({'; '.join(notes)})" if notes else "")
         return f"tree {self.total_tokens}/{self.depth}/{self.top_k} (total/depth/top-k)"
 
 

@@ -20,7 +20,7 @@ import math
 import torch
 
 from .config import TreeConfig
-from .drafts.base import DraftHead
+from .drafts.base import DraftHead, picker
 from .drafts.lean import DraftKV, one_call
 from .static_draft import StaticDraft
 from .tree import Candidates, DraftTree, select_tree, tree_from_device
@@ -98,15 +98,15 @@ class Drafter:
     def draft(self, root_token: int, cfg: TreeConfig) -> DraftTree:
         with one_call():  # the head's fused weights are checked once for the whole round
             if cfg.top_k == 1:
-                return self._chain(root_token, min(cfg.depth, cfg.total_tokens - 1), cfg.stop_below)
+                return self._chain(root_token, min(cfg.depth, cfg.total_tokens - 1), cfg.stop_below, cfg.hot_vocab)
             return self._tree(root_token, cfg)
 
-    def _chain(self, root_token: int, longest: int, stop_below: float = 0.0) -> DraftTree:
+    def _chain(self, root_token: int, longest: int, stop_below: float = 0.0, hot: int = 0) -> DraftTree:
         """top-k 1: each step feeds the single new token; causal attention, no mask, no selection. stop_below > 0:
         no further step after a token whose path probability is under it (one host read of one score per step:
-        free on a CPU, a sync on a GPU)."""
-        head, dev = self.head, self.device
-        logp, ids = head.topk(self.last_g[None], 1)  # [1, 1], [1, 1]
+        free on a CPU, a sync on a GPU). hot > 0: each step's top-1 over the first hot token ids only."""
+        dev = self.device
+        logp, ids = picker(self.head, hot)(self.last_g[None], 1)  # [1, 1], [1, 1]
         all_ids, all_logp = [ids[0]], [logp[0]]
         g = self.last_g[None]  # [1, H]
         floor = math.log(stop_below) if stop_below > 0.0 else None
@@ -117,7 +117,7 @@ class Drafter:
                 if path < floor:
                     break
             g, logp, ids = self._depth(g, ids[0], self._positions(self.length + step - 2, 1), 1,
-                                       self.length + step - 2)  # [1, H], [1, 1], [1, 1]
+                                       self.length + step - 2, hot=hot)  # [1, H], [1, 1], [1, 1]
             all_ids.append(ids[0])
             all_logp.append(logp[0])
             depth = step
@@ -132,18 +132,18 @@ class Drafter:
         return tree_from_device(tokens, chain[0], chain[1], probs, chain=True)
 
     def _depth(self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, k: int, start: int,
-               block: torch.Tensor | None = None):
+               block: torch.Tensor | None = None, hot: int = 0):
         """One draft depth over the frontier: g [n, H] and its top-k logp, ids [n, k]. The n new entries take
         slots start..start+n-1; block: their additive rows over this round's tree entries and themselves (a
-        tree depth; the prefix before them is visible), None for a chain step (causal)."""
+        tree depth; the prefix before them is visible), None for a chain step (causal); hot: `TreeConfig.hot_vocab`."""
         if self.static is None:
             mask = None if block is None else self._tree_mask(self.length, block)
             g = self.head(hidden, tokens, positions, self.cache, mask)  # [n, H]
-            return (g, *self.head.topk(g, k))
+            return (g, *picker(self.head, hot)(g, k))
         st = self.static
         n = tokens.shape[0]
         mask = st.causal_mask(start, n) if block is None else st.tree_mask(self.length, block)  # [1, 1, n, cap]
-        return st.depth(hidden, tokens, positions, self._positions(start, n), mask, k)
+        return st.depth(hidden, tokens, positions, self._positions(start, n), mask, k, hot)
 
     def _tree_mask(self, prefix: int, block: torch.Tensor) -> torch.Tensor:
         """Write the additive tree block [k, m] after the prefix into the persistent mask buffer and return

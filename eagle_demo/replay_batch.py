@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .drafts.base import picker
 from .drafts.lean import DraftKV
 
 __all__ = ["Batch", "accepted_lengths", "extend_text", "grow", "true_path"]
@@ -50,21 +51,22 @@ def extend_text(head, features: torch.Tensor, text: torch.Tensor) -> tuple[Draft
 
 
 @torch.inference_mode()
-def grow(head, kv: DraftKV, g: torch.Tensor, prefixes: torch.Tensor, top_k: int, depth: int) -> Batch:
+def grow(head, kv: DraftKV, g: torch.Tensor, prefixes: torch.Tensor, top_k: int, depth: int, hot: int = 0) -> Batch:
     """The candidates of the states with the given prefix lengths (prefixes [S], each >= 1), in chunks of
-    ROWS draft rows. kv: the cache over the text (`extend_text`), left as it was."""
+    ROWS draft rows. kv: the cache over the text (`extend_text`), left as it was. hot: `TreeConfig.hot_vocab`."""
     chunk = max(1, ROWS // top_k)  # states per forward
-    parts = [_grow(head, kv, g, prefixes[i:i + chunk], top_k, depth) for i in range(0, prefixes.shape[0], chunk)]
+    parts = [_grow(head, kv, g, prefixes[i:i + chunk], top_k, depth, hot) for i in range(0, prefixes.shape[0], chunk)]
     return Batch(*(torch.cat([getattr(p, f) for p in parts]) for f in ("tokens", "parents", "scores", "logp")),
                  depths=parts[0].depths, top_k=top_k)
 
 
-def _grow(head, kv: DraftKV, g: torch.Tensor, prefixes: torch.Tensor, k: int, depth: int) -> Batch:
+def _grow(head, kv: DraftKV, g: torch.Tensor, prefixes: torch.Tensor, k: int, depth: int, hot: int) -> Batch:
     dev, dtype = g.device, g.dtype
+    topk = picker(head, hot)
     s, base = prefixes.shape[0], kv.get_seq_length()
     low = torch.finfo(dtype).min
     last_g = g[prefixes - 1]  # [S, H] the draft output at each state's last committed position
-    logp, ids = head.topk(last_g, k)  # [S, k], [S, k]
+    logp, ids = topk(last_g, k)  # [S, k], [S, k]
     tokens, scores, logps, frontiers = [ids], [logp], [logp], []
     frontier = torch.arange(k, device=dev).expand(s, k)  # [S, k] candidate ids to expand
     f_scores, f_tokens = logp, ids  # [S, k], [S, k]
@@ -85,7 +87,7 @@ def _grow(head, kv: DraftKV, g: torch.Tensor, prefixes: torch.Tensor, k: int, de
         positions = (prefixes + t)[:, None].expand(s, k).reshape(-1)  # [S*k] siblings share a position
         out = head(f_hidden.reshape(s * k, -1), f_tokens.reshape(-1), positions, kv,
                    mask.reshape(1, 1, s * k, -1))  # [S*k, H]
-        logp, ids = (x.reshape(s, k, k) for x in head.topk(out, k))  # [S, k, k] per frontier row
+        logp, ids = (x.reshape(s, k, k) for x in topk(out, k))  # [S, k, k] per frontier row
         cum = f_scores[:, :, None] + logp  # [S, k, k]
         tokens.append(ids.reshape(s, -1))
         scores.append(cum.reshape(s, -1))

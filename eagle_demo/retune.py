@@ -105,19 +105,19 @@ class ShapeTable:
     def to_dict(self) -> dict:
         c = self.costs
         line = lambda x: [x.at, x.x0, x.slope]  # noqa: E731
-        return {"shapes": [[s.depth, s.top_k, s.total_tokens, s.stop_below] for s in self.shapes],
+        return {"shapes": [[s.depth, s.top_k, s.total_tokens, s.stop_below, s.hot_vocab] for s in self.shapes],
                 "taus": list(self.taus), "drafted": list(self.drafted),
                 "offered": self.offered, "accepted": self.accepted, "lead": self.lead, "scale": self.scale,
                 "costs": {"plain": c.plain, "verify": line(c.verify), "tree_extra": c.tree_extra,
                           "draft": {str(k): line(v) for k, v in c.draft.items()}, "extend": line(c.extend),
-                          "host": line(c.host)}}
+                          "host": line(c.host), "hot": {str(n): line(v) for n, v in c.hot.items()}}}
 
     @classmethod
     def from_dict(cls, d: dict) -> "ShapeTable":
         c = d["costs"]
         costs = Costs(plain=c["plain"], verify=Line(*c["verify"]), tree_extra=c["tree_extra"],
                       draft={int(k): Line(*v) for k, v in c["draft"].items()}, extend=Line(*c["extend"]),
-                      host=Line(*c["host"]))
+                      host=Line(*c["host"]), hot={int(n): Line(*v) for n, v in c.get("hot", {}).items()})
         rows = lambda m: tuple(tuple(float(x) for x in row) for row in m)  # noqa: E731
         return cls(shapes=tuple(TreeConfig(*s) for s in d["shapes"]), taus=tuple(d["taus"]),
                    offered=rows(d["offered"]), accepted=rows(d["accepted"]), lead=rows(d["lead"]), costs=costs,

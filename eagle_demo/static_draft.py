@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .drafts.base import picker
 from .static import capture_graph
 
 __all__ = ["StaticDraft", "StaticDraftKV"]
@@ -101,10 +102,10 @@ class StaticDraft:
         return self.head(hidden, tokens, positions, self.kv, mask, from_target=from_target)  # [n, H]
 
     def depth(self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor,
-              mask: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One draft depth: the head on the frontier and its top-k: g [n, H], logp [n, k], ids [n, k]. The
-        results are the drafter's to keep (a replay's own buffers are copied out)."""
-        key = (tokens.shape[0], k)
+              mask: torch.Tensor, k: int, hot: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One draft depth: the head on the frontier and its top-k (over the first `hot` ids when hot > 0): g [n, H],
+        logp [n, k], ids [n, k]. The results are the drafter's to keep (a replay's own buffers are copied out)."""
+        key = (tokens.shape[0], k, hot)
         x = self._buffers(key, hidden)
         x.hidden.copy_(hidden)
         x.tokens.copy_(tokens)
@@ -118,9 +119,9 @@ class StaticDraft:
             graph, out = self.graphs[key]
             graph.replay()
             return tuple(t.clone() for t in out)
-        return self._run(x, k)
+        return self._run(x, k, hot)
 
-    def _buffers(self, key: tuple[int, int], like: torch.Tensor) -> _Buffers:
+    def _buffers(self, key: tuple[int, int, int], like: torch.Tensor) -> _Buffers:
         if key not in self.buffers:
             n, d = key[0], self.device
             self.buffers[key] = _Buffers(hidden=like.new_zeros(n, like.shape[-1]),
@@ -130,15 +131,15 @@ class StaticDraft:
                                          mask=torch.zeros(1, 1, n, self.capacity, dtype=self.dtype, device=d))
         return self.buffers[key]
 
-    def _run(self, x: _Buffers, k: int):
+    def _run(self, x: _Buffers, k: int, hot: int = 0):
         self.kv.slots = x.slots
         g = self.head(x.hidden, x.tokens, x.positions, self.kv, x.mask)  # [n, H]
-        logp, ids = self.head.topk(g, k)  # [n, k], [n, k]
+        logp, ids = picker(self.head, hot)(g, k)  # [n, k], [n, k]
         return g, logp, ids
 
-    def _capture(self, key: tuple[int, int], x: _Buffers) -> None:
+    def _capture(self, key: tuple[int, int, int], x: _Buffers) -> None:
         try:
-            self.graphs[key] = capture_graph(lambda: self._run(x, key[1]), self.device)
+            self.graphs[key] = capture_graph(lambda: self._run(x, key[1], key[2]), self.device)
         except Exception as exc:  # noqa: BLE001 - any capture failure: eager from now on
             self.graphs_on = False
             self.capture_error = f"{type(exc).__name__}: {exc}"

@@ -46,7 +46,8 @@ def test_auto_tree_on_the_shipped_pair_is_cached_per_pair(tmp_path):
     session = load_session(threads=1, device="cpu", dtype="float32")
     choice = auto_tree(session, budget_s=1.0, cache_dir=tmp_path)
     assert isinstance(choice, AutoChoice) and not choice.from_cache
-    assert choice.tree in autotree.candidates(torch.device("cpu"))
+    assert autotree.hot_sizes(session.eagle) == (2048,)  # a quarter of the shipped 8192 ids
+    assert choice.tree in autotree.candidates(torch.device("cpu"), (2048,))
     assert choice.predicted_speedup == pytest.approx(choice.predicted_tau / choice.predicted_round_cost)
     assert 1.0 <= choice.predicted_tau <= choice.tree.depth + 1 and choice.predicted_round_cost > 0
     again = auto_tree(session, cache_dir=tmp_path)
@@ -100,7 +101,7 @@ def test_the_page_calibrates_once_per_pair_and_again_for_another(counted):
     assert lines[-1].startswith(f"auto: {t.choice.tree.label()}") and "predicted speedup" in lines[-1]
     assert all(line.startswith("auto: ") for line in lines)
     chat, preset, *shown, line = after_load(first)  # a Load after the calibration: auto, its tree shown
-    assert preset == AUTO and make_tree(*shown) == t.choice.tree and line == lines[-1]
+    assert preset == AUTO and make_tree(*shown) == dataclasses.replace(t.choice.tree, hot_vocab=0) and line == lines[-1]
     assert choice_for(first, REGISTRY.get(first)) == (t.choice, "") and counted == [1]  # nothing re-measured
     second = make_key("assets/tiny-target", "assets/tiny-eagle3", device="cpu")  # another pair: tuned again
     REGISTRY.load(second)
@@ -135,6 +136,7 @@ def test_a_run_waits_for_the_calibration_and_auto_runs_losslessly(counted):
     tree, choice, note = page_tree(AUTO, static, key, session)  # the panel still shows the static default
     assert tree == t.choice.tree and choice == t.choice and note == ""
     shown = make_tree(*tree_settings(t.choice.tree))  # the panel showing the choice runs it, its chain stop too
+    assert shown.hot_vocab == 0  # the panel has no hot vocabulary control; it shows the rest of the choice
     assert page_tree(AUTO, shown, key, session) == (t.choice.tree, t.choice, "")
     if t.choice.tree.stops:  # the stop set to 0 by hand is a fixed chain: a hand setting, it wins
         fixed = make_tree(*tree_settings(t.choice.tree)[:5], 0.0)
@@ -269,18 +271,20 @@ def test_walk_tau_follows_the_rounds_an_engine_would_take():
 
 def test_the_replay_accepts_exactly_what_the_engine_accepts():
     """On the shipped pair, the replayed accepted length at each state an engine run visits equals that run's
-    accepted length in that round, for a chain and for trees (the target's own text, greedy)."""
+    accepted length in that round, for a chain and for trees (the target's own text, greedy), and for chains over
+    a hot vocabulary, fixed and stopping."""
     from eagle_demo.autotree_replay import Group, replay
 
     session = load_session(threads=1, device="cpu", dtype="float32")
     engine = session.eagle
     ids = session.encode("def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n")
-    groups = [Group(1, 5), Group(4, 3, (8, 12)), Group(8, 2, (6, 16))]
+    groups = [Group(1, 5), Group(4, 3, (8, 12)), Group(8, 2, (6, 16)), Group(1, 5, stops=((5, 0.3),), hot=600)]
     got = replay(engine, session.baseline, [ids], groups, 40, TreeConfig.chain(4))
     assert got.states == 40 - 5 and len(got.timed) == 2
     assert all(cost > 0 and 1 <= tau <= 5 for cost, tau in got.timed)  # in plain steps; chain 4: 1 to 5 a round
     checked = 0
-    for shape in (TreeConfig.chain(5), TreeConfig.chain(2), TreeConfig(3, 4, 12), TreeConfig(2, 8, 16)):
+    hot = (TreeConfig.chain(5, hot_vocab=600), TreeConfig.chain(5, 0.3, 600))
+    for shape in (TreeConfig.chain(5), TreeConfig.chain(2), TreeConfig(3, 4, 12), TreeConfig(2, 8, 16), *hot):
         by_state = got.accepted[shape][0]
         m = len(ids)
         for ev in engine.generate(ids, RunConfig(max_new_tokens=40, ignore_eos=True, tree=shape)):
@@ -288,8 +292,9 @@ def test_the_replay_accepts_exactly_what_the_engine_accepts():
                 assert by_state[m] == len(ev.accepted_path), (shape, m)
                 m += len(ev.accepted_path) + 1
                 checked += 1
-    assert checked > 20
+    assert checked > 30
     assert {t for t in got.accepted} == {t for g in groups for t in autotree.shapes_of(g)}
+    assert got.accepted[hot[0]] != got.accepted[TreeConfig.chain(5)]  # 600 ids leave tokens out of the draft's reach
 
 
 @pytest.mark.parametrize("family", ["shipped", "qwen3", "mistral"])

@@ -77,6 +77,7 @@ def chi2_pvalue(counts, probs, n=N):
 
 SETTINGS = [
     ("chain", TreeConfig.chain(3), SamplingConfig(temperature=1.3)),
+    ("hot-chain", TreeConfig.chain(3, 0.05, hot_vocab=4), SamplingConfig(temperature=1.3)),  # drafts over ids 0..3
     ("tree", TreeConfig(depth=3, top_k=3, total_tokens=10), SamplingConfig(temperature=1.3)),
     ("tree-topk-topp", TreeConfig(depth=2, top_k=2, total_tokens=5),
      SamplingConfig(temperature=0.9, top_k=5, top_p=0.9)),

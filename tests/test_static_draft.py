@@ -23,10 +23,10 @@ class _Replay:
 
     def __init__(self, owner, key, x):
         self.owner, self.key, self.x = owner, key, x
-        self.out = tuple(t.clone() for t in owner._run(x, key[1]))
+        self.out = tuple(t.clone() for t in owner._run(x, key[1], key[2]))
 
     def replay(self):
-        for buf, new in zip(self.out, self.owner._run(self.x, self.key[1])):
+        for buf, new in zip(self.out, self.owner._run(self.x, self.key[1], self.key[2])):
             buf.copy_(new)
 
 
@@ -106,7 +106,7 @@ def test_replayed_depths_stay_lossless_through_the_engine(monkeypatch):
     for tree in (TreeConfig.chain(5), TreeConfig(depth=3, top_k=3, total_tokens=10)):
         run = RunConfig(max_new_tokens=32, ignore_eos=True, tree=tree)
         assert list(list(engine.generate(PROMPT, run))[-1].token_ids) == hf_greedy(model, PROMPT, 32)
-    assert (1, 1) in keys and (3, 3) in keys
+    assert (1, 1, 0) in keys and (3, 3, 0) in keys
 
 
 def test_static_draft_capacity_is_checked():

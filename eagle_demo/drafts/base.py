@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
-__all__ = ["DraftHead", "Shared", "embedding", "linear", "top_logp"]
+__all__ = ["DraftHead", "Shared", "embedding", "linear", "picker", "shares_target_vocab", "top_logp"]
 
 
 BLOCK = 128  # vocabulary block of the two-stage top-k
@@ -69,6 +71,23 @@ def embedding(module, ids: torch.Tensor) -> torch.Tensor:
     if type(inner) is nn.Embedding and inner.max_norm is None:
         return F.embedding(ids, inner.weight, inner.padding_idx)
     return module(ids)
+
+
+def shares_target_vocab(head) -> bool:
+    """The head's logits are the target's own lm_head over its whole vocabulary (EAGLE-1/2 heads), so a hot
+    vocabulary (`TreeConfig.hot_vocab`) can restrict them to its first ids."""
+    lm = getattr(head, "lm_head", None)
+    return callable(getattr(head, "topk_hot", None)) and type(lm) is Shared and type(lm.module) is nn.Linear
+
+
+def picker(head, hot: int = 0):
+    """The draft's top-k: `head.topk`, or for hot > 0 the top-k over the first `hot` token ids only."""
+    if not hot:
+        return head.topk
+    if not shares_target_vocab(head):
+        raise ValueError(f"a hot vocabulary needs a head whose logits are the target's lm_head (EAGLE-1/2); this "
+                         f"{head.family} head has its own vocabulary: use hot vocabulary 0")
+    return functools.partial(head.topk_hot, hot=hot)
 
 
 class DraftHead(nn.Module):

@@ -1,0 +1,92 @@
+"""A draft over a hot vocabulary (`TreeConfig.hot_vocab`): the top-k over the first ids only, from a copy of those
+lm_head rows in the loader's layout; engines drafting that way stay lossless (greedy, eager and static, and seeded
+sampling); calibration prices and keeps its shapes."""
+
+import pytest
+import torch
+
+from eagle_demo.autotree_costs import Costs, Line
+from eagle_demo.config import ConfigError, RunConfig, SamplingConfig, TreeConfig
+from eagle_demo.cpu_layout import column_major_linears, is_column_major
+from eagle_demo.drafts.base import picker, shares_target_vocab, top_logp
+from eagle_demo.engine import BaselineEngine, SpeculativeEngine
+from eagle_demo.retune import ShapeTable
+from fixtures import random_eagle1, random_eagle3, tiny_target
+from test_engine import PROMPT, hf_greedy
+
+HOT_TREES = [TreeConfig.chain(6, hot_vocab=48), TreeConfig.chain(16, 0.05, 48), TreeConfig.chain(4, hot_vocab=90)]
+
+
+def test_the_hot_top_k_is_the_top_k_over_the_first_ids():
+    model = tiny_target("llama")
+    head = random_eagle1(model)
+    g = torch.randn(5, 64) * 3  # [m, H]
+    for k in (1, 3):
+        logp, ids = picker(head, 40)(g, k)
+        want_logp, want_ids = top_logp(model.lm_head(g)[:, :40], k)  # renormalised over the 40 ids
+        assert torch.equal(ids, want_ids) and bool((ids < 40).all())
+        torch.testing.assert_close(logp, want_logp, rtol=1e-6, atol=1e-6)
+    assert picker(head, 0) == head.topk
+
+
+def test_the_hot_rows_keep_the_loaders_layout():
+    model = tiny_target("llama")
+    head = random_eagle1(model)
+    column_major_linears(model)
+    rows, bias = head._hot_rows(40)
+    assert rows.shape == (40, 64) and is_column_major(rows) and bias is None
+    assert torch.equal(rows, model.lm_head.weight[:40])
+    assert head._hot_rows(40)[0] is rows  # kept, not copied again
+
+
+def test_only_heads_over_the_targets_lm_head_take_a_hot_vocabulary():
+    model = tiny_target("llama")
+    assert shares_target_vocab(random_eagle1(model))
+    eagle3 = random_eagle3(model, draft_vocab=48)
+    assert not shares_target_vocab(eagle3)
+    with pytest.raises(ValueError, match="has its own vocabulary"):
+        picker(eagle3, 32)
+    with pytest.raises(ValueError, match="hot vocabulary 96 is out of range"):
+        picker(random_eagle1(model), 96)(torch.randn(1, 64), 1)
+
+
+def test_tree_config_takes_a_hot_vocabulary_for_chains_only():
+    assert TreeConfig.chain(16, 0.02, 2048).label() == "chain k=16 (stops under p=0.02; drafts over the first 2048 ids)"
+    assert TreeConfig.chain(8, hot_vocab=512).label() == "chain k=8 (drafts over the first 512 ids)"
+    with pytest.raises(ConfigError, match="chains only"):
+        TreeConfig(depth=3, top_k=2, total_tokens=6, hot_vocab=64)
+    with pytest.raises(ConfigError, match="hot vocabulary 1 is out of range"):
+        TreeConfig.chain(4, hot_vocab=1)
+
+
+@pytest.mark.parametrize("tree", HOT_TREES, ids=lambda t: t.label())
+@pytest.mark.parametrize("static", [False, True], ids=["eager", "static"])
+def test_greedy_over_a_hot_vocabulary_equals_the_stock_generate(tree, static):
+    model = tiny_target("llama", layers=6)
+    want = hf_greedy(model, PROMPT, 40)
+    engine = SpeculativeEngine(model, random_eagle1(model), static=static)
+    events = list(engine.generate(PROMPT, RunConfig(max_new_tokens=40, ignore_eos=True, tree=tree)))
+    assert list(events[-1].token_ids) == want
+    drafted = [n.token_id for ev in events if hasattr(ev, "nodes") for n in ev.nodes[1:]]
+    assert drafted and max(drafted) < tree.hot_vocab  # every draft token from the hot ids
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_seeded_sampling_over_a_hot_vocabulary_equals_the_baseline(seed):
+    model = tiny_target("qwen2")
+    run = RunConfig(max_new_tokens=24, ignore_eos=True, tree=TreeConfig.chain(5, 0.05, 32),
+                    sampling=SamplingConfig(temperature=0.9, top_p=0.95, seed=seed))
+    want = list(BaselineEngine(model).generate(PROMPT, run))[-1].token_ids
+    assert list(SpeculativeEngine(model, random_eagle1(model)).generate(PROMPT, run))[-1].token_ids == want
+
+
+def test_a_hot_chain_is_priced_with_its_own_draft_line_and_kept_in_the_table():
+    line = Line.through(1, 1e-3, 16, 16e-3)
+    costs = Costs(plain=5e-3, verify=Line(6e-3, 0.0, 0.2e-3), tree_extra=0.0, draft={1: line}, extend=Line(0, 0, 0),
+                  host=Line(0, 0, 0), hot={2048: Line.through(1, 0.5e-3, 16, 8e-3)})
+    full, hot = TreeConfig.chain(8), TreeConfig.chain(8, hot_vocab=2048)
+    assert costs.round(full, 4.0) - costs.round(hot, 4.0) == pytest.approx(4e-3)  # 8 depths at 1 ms against 0.5
+    table = ShapeTable(shapes=(full, hot), taus=(4.0, 3.9), offered=((1.0,),), accepted=((1.0,),), lead=((1.0, 1.0),),
+                       costs=costs, scale=1.1, drafted=(0.0, 0.0))
+    back = ShapeTable.from_dict(table.to_dict())
+    assert back.shapes == (full, hot) and back.costs.hot == costs.hot
