@@ -172,14 +172,19 @@ def default_tree(device: str, family: str = "") -> TreeConfig:
 
 
 def tree_from(base: TreeConfig, depth: int | None = None, top_k: int | None = None, total_tokens: int | None = None,
-              chain: int | None = None, mode: str = "auto", chain_stop: float | None = None) -> TreeConfig:
+              chain: int | None = None, mode: str = "auto", chain_stop: float | None = None,
+              hot_vocab: int | None = None) -> TreeConfig:
     """A tree from optional settings over `base` (usually `default_tree`): mode "chain" is a chain of `chain`
-    tokens (stopping under `chain_stop`), "tree" the given tree settings; "auto" is a chain when `chain` is
-    given, else `base` with whichever tree settings are given. Unset settings come from `base`."""
+    tokens (stopping under `chain_stop`, drafting over the first `hot_vocab` ids), "tree" the given tree settings;
+    "auto" is a chain when `chain` is given, else `base` with whichever tree settings are given. Unset settings
+    come from `base`."""
     if mode not in ("auto", "tree", "chain"):
         raise ConfigError(f"draft_mode must be 'auto', 'tree' or 'chain', got {mode!r}")
+    if hot_vocab and not (mode == "chain" or (mode == "auto" and chain is not None)):
+        raise ConfigError("a hot vocabulary applies to chains only; give a chain length too (--chain K)")
     if mode == "chain" or (mode == "auto" and chain is not None):
-        return TreeConfig.chain(int(chain) if chain is not None else base.depth, float(chain_stop or 0.0))
+        return TreeConfig.chain(int(chain) if chain is not None else base.depth, float(chain_stop or 0.0),
+                                int(hot_vocab or 0))
     if mode == "auto" and depth is None and top_k is None and total_tokens is None:
         return base
     return TreeConfig(depth=int(depth) if depth is not None else base.depth,

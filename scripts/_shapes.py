@@ -32,8 +32,10 @@ def parse_shape(text: str, session) -> tuple[str, TreeConfig | None, dict]:
 def _fixed(text: str) -> tuple[str, TreeConfig | None]:
     if text == "plain":
         return "plain decoding", None
-    if text.startswith("chain"):  # chainK, or chainK@P: a chain of at most K that stops under path probability P
-        longest, _, stop = text[5:].partition("@")
-        return text, TreeConfig.chain(int(longest), float(stop or 0.0))
+    if text.startswith("chain"):  # chainK, or chainK@P: a chain of at most K that stops under path probability P;
+        # a tail hN drafts over the first N ids (chain16@0.005h2048)
+        shape, _, hot = text[5:].partition("h")
+        longest, _, stop = shape.partition("@")
+        return text, TreeConfig.chain(int(longest), float(stop or 0.0), int(hot or 0))
     total, depth, top_k = (int(x) for x in text[4:].split("/"))
     return text, TreeConfig(depth=depth, top_k=top_k, total_tokens=total)

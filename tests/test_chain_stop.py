@@ -49,6 +49,9 @@ def test_the_command_line_and_the_scripts_name_it():
     assert tree_from_args(p.parse_args(["--chain", "5"])) == TreeConfig.chain(5)
     assert parse_tree("chain16@0.005", None)[1] == TreeConfig.chain(16, 0.005)
     assert parse_tree("chain7", None)[1] == TreeConfig.chain(7)
+    assert parse_tree("chain16@0.005h2048", None)[1] == TreeConfig.chain(16, 0.005, 2048)
+    assert parse_tree("chain8h512", None)[1] == TreeConfig.chain(8, hot_vocab=512)
+    assert tree_from_args(p.parse_args(["--chain", "9", "--hot-vocab", "300"])) == TreeConfig.chain(9, hot_vocab=300)
 
 
 @pytest.mark.parametrize("static", [False, True])

@@ -170,3 +170,17 @@ def test_generate_without_tree_flags_runs_the_auto_tree_and_prints_its_line(pair
     assert "from the cache" in again.stderr and len(list((tmp_path / "autotree").iterdir())) == 1
     pinned = subprocess.run(args + ["--chain", "3"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert pinned.returncode == 0 and "[auto" not in pinned.stderr  # a tree flag: no auto
+
+
+def test_generate_a_chain_over_a_hot_vocabulary_and_its_one_line_errors(pair):
+    target, draft = pair
+    args = ["generate", "--target", target, "--prompt-ids", "1,5,9,13", "--max-new-tokens", "16", "--ignore-eos",
+            "--json"]
+    hot = json.loads(cli(*args, "--draft", draft, "--chain", "5", "--hot-vocab", "40").stdout.strip().splitlines()[-1])
+    base = json.loads(cli(*args, "--mode", "baseline").stdout.strip().splitlines()[-1])
+    assert hot["token_ids"] == base["token_ids"] and hot["mode"] == "eagle"
+    wide = cli(*args, "--draft", draft, "--chain", "5", "--hot-vocab", "500", check=False)
+    assert wide.returncode != 0 and "hot vocabulary 500 is out of range" in wide.stderr
+    assert "Traceback" not in wide.stderr
+    tree = cli(*args, "--draft", draft, "--depth", "3", "--hot-vocab", "40", check=False)
+    assert tree.returncode != 0 and "applies to chains only" in tree.stderr and "Traceback" not in tree.stderr

@@ -38,6 +38,9 @@ def add_tree_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chain-stop", type=float, default=0.0, metavar="P",
                    help="with --chain: stop a round's chain after the first draft token whose path probability is "
                         "under P (the chain then drafts 1..K tokens as the draft is sure of them)")
+    p.add_argument("--hot-vocab", type=int, default=0, metavar="N",
+                   help="with --chain: the draft proposes only among the first N token ids (EAGLE-1/2 heads, whose "
+                        "logits are the target's lm_head; a draft step then reads N rows of it). 0: all ids")
 
 
 def add_auto_tree_arg(p: argparse.ArgumentParser) -> None:
@@ -76,7 +79,7 @@ def tree_for_session(args: argparse.Namespace, session) -> TreeConfig:
 def tree_from_args(args: argparse.Namespace, device: str = "cpu", family: str = "") -> TreeConfig:
     """The tree flags over `config.default_tree(device, family)`, the default of every entry point."""
     return tree_from(default_tree(device, family), args.depth, args.draft_top_k, args.total_tokens, args.chain,
-                     chain_stop=getattr(args, "chain_stop", 0.0))
+                     chain_stop=getattr(args, "chain_stop", 0.0), hot_vocab=getattr(args, "hot_vocab", 0))
 
 
 def pair_from_args(args: argparse.Namespace) -> tuple[str, str]:

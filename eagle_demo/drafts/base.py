@@ -10,6 +10,8 @@ from torch import nn
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
+from ..config import ConfigError
+
 __all__ = ["DraftHead", "Shared", "embedding", "linear", "picker", "shares_target_vocab", "top_logp"]
 
 
@@ -85,7 +87,7 @@ def picker(head, hot: int = 0):
     if not hot:
         return head.topk
     if not shares_target_vocab(head):
-        raise ValueError(f"a hot vocabulary needs a head whose logits are the target's lm_head (EAGLE-1/2); this "
+        raise ConfigError(f"a hot vocabulary needs a head whose logits are the target's lm_head (EAGLE-1/2); this "
                          f"{head.family} head has its own vocabulary: use hot vocabulary 0")
     return functools.partial(head.topk_hot, hot=hot)
 

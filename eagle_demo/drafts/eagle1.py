@@ -9,6 +9,7 @@ from torch.nn import functional as F
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer
 
+from ..config import ConfigError
 from . import lean
 from .base import DraftHead, Shared, top_logp
 
@@ -59,7 +60,7 @@ class Eagle1Head(DraftHead):
         lin = self.lm_head.module
         w = lin.weight  # [V, H]
         if not 2 <= hot < w.shape[0]:
-            raise ValueError(f"hot vocabulary {hot} is out of range; use 2 to {w.shape[0] - 1} (the vocabulary has "
+            raise ConfigError(f"hot vocabulary {hot} is out of range; use 2 to {w.shape[0] - 1} (the vocabulary has "
                              f"{w.shape[0]} ids) or 0 for all of it")
         key = (hot, w.data_ptr(), w.dtype, w.device)
         held = self.__dict__.get("_hot")
