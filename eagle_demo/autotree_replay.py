@@ -134,7 +134,8 @@ def replay_prompt(engine, ids: list[int], continuation: list[int], groups: list[
         per_shape: dict[TreeConfig, list[int]] = {}
         per_drafted: dict[TreeConfig, list[int]] = {}
         for group in groups:
-            batch = replay_batch.grow(head, kv, g, states, group.top_k, group.depth, group.hot)
+            hot = replay_batch.hot_table(head, group.hot, every) if group.hot else None
+            batch = replay_batch.grow(head, kv, g, states, group.top_k, group.depth, hot)
             path = replay_batch.true_path(batch, future[:, :group.depth])  # [S, depth]
             if group is ranked:
                 _count_batch(into, batch, path)

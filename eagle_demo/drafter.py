@@ -11,6 +11,10 @@ with tensor ops and reaches the host in a single copy per round (`tree.tree_from
 
 static=True: the head runs over fixed K/V pools under full-width masks (`static_draft.StaticDraft`), so each
 draft depth has fixed shapes and is replayed as a CUDA graph on a GPU; on a CPU it runs the same path eagerly.
+
+A chain over a hot vocabulary (`TreeConfig.hot_vocab`) takes its top-1 over `hot_vocab.HotVocab`: the first ids
+plus every id of the run's context, which `extend` records (a static drafter, whose graphs fix the table's size,
+keeps the first ids only).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import torch
 from .config import TreeConfig
 from .drafts.base import DraftHead, picker
 from .drafts.lean import DraftKV, one_call
+from .hot_vocab import HotVocab
 from .static_draft import StaticDraft
 from .tree import Candidates, DraftTree, select_tree, tree_from_device
 
@@ -41,6 +46,9 @@ class Drafter:
         self.length = 0
         self.last_g: torch.Tensor | None = None  # [H]
         self._mask: torch.Tensor | None = None  # [k, capacity] additive, 0 outside a round's tree block
+        self.hot: HotVocab | None = None  # this run's hot vocabulary table (a chain with `hot_vocab`)
+        self._context: list[torch.Tensor] = []  # token ids extended since the table last took them
+        self._seen: list[int] = []  # every token id of this run's context the table has been offered
 
     def reserve(self, positions: int, round_entries: int = 0) -> None:
         """Size the buffers for `positions` draft positions (prompt + max new tokens + tree) up front;
@@ -84,6 +92,7 @@ class Drafter:
         n = tokens.shape[0]
         positions = self._positions(self.length, n)  # [n]
         features, tokens = features.to(self.device, self.dtype), tokens.to(self.device)
+        self._context.append(tokens)
         with one_call():
             if self.static is None:
                 g = self.head(features, tokens, positions, self.cache, None, from_target=True)  # [n, H]
@@ -101,12 +110,33 @@ class Drafter:
                 return self._chain(root_token, min(cfg.depth, cfg.total_tokens - 1), cfg.stop_below, cfg.hot_vocab)
             return self._tree(root_token, cfg)
 
+    def _hot_table(self, size: int) -> HotVocab:
+        """This run's hot vocabulary of `size` first ids, holding every id extended so far (one host read of the
+        ids extended since the last round: free on a CPU)."""
+        new = torch.cat(self._context).tolist() if self._context else []
+        self._context.clear()
+        self._seen += new
+        if self.hot is None or self.hot.size != size or self.hot.weight is not self.head.lm_head.module.weight:
+            self.hot = HotVocab(self.head, size, room=max(256, self.cache.capacity))
+            new = self._seen
+        self.hot.add(new)
+        return self.hot
+
+    def _pick(self, hot: int):
+        """The draft's top-k for a chain over `hot` first ids (0: the head's own over the whole vocabulary)."""
+        if not hot:
+            return self.head.topk
+        if self.static is not None:
+            return picker(self.head, hot)
+        return self._hot_table(hot).topk
+
     def _chain(self, root_token: int, longest: int, stop_below: float = 0.0, hot: int = 0) -> DraftTree:
         """top-k 1: each step feeds the single new token; causal attention, no mask, no selection. stop_below > 0:
         no further step after a token whose path probability is under it (one host read of one score per step:
-        free on a CPU, a sync on a GPU). hot > 0: each step's top-1 over the first hot token ids only."""
+        free on a CPU, a sync on a GPU). hot > 0: each step's top-1 over the hot vocabulary (`_pick`)."""
         dev = self.device
-        logp, ids = picker(self.head, hot)(self.last_g[None], 1)  # [1, 1], [1, 1]
+        pick = self._pick(hot)
+        logp, ids = pick(self.last_g[None], 1)  # [1, 1], [1, 1]
         all_ids, all_logp = [ids[0]], [logp[0]]
         g = self.last_g[None]  # [1, H]
         floor = math.log(stop_below) if stop_below > 0.0 else None
@@ -117,7 +147,7 @@ class Drafter:
                 if path < floor:
                     break
             g, logp, ids = self._depth(g, ids[0], self._positions(self.length + step - 2, 1), 1,
-                                       self.length + step - 2, hot=hot)  # [1, H], [1, 1], [1, 1]
+                                       self.length + step - 2, hot=hot, pick=pick)  # [1, H], [1, 1], [1, 1]
             all_ids.append(ids[0])
             all_logp.append(logp[0])
             depth = step
@@ -132,14 +162,15 @@ class Drafter:
         return tree_from_device(tokens, chain[0], chain[1], probs, chain=True)
 
     def _depth(self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, k: int, start: int,
-               block: torch.Tensor | None = None, hot: int = 0):
+               block: torch.Tensor | None = None, hot: int = 0, pick=None):
         """One draft depth over the frontier: g [n, H] and its top-k logp, ids [n, k]. The n new entries take
         slots start..start+n-1; block: their additive rows over this round's tree entries and themselves (a
-        tree depth; the prefix before them is visible), None for a chain step (causal); hot: `TreeConfig.hot_vocab`."""
+        tree depth; the prefix before them is visible), None for a chain step (causal); hot: `TreeConfig.hot_vocab`,
+        pick: its top-k (`_pick`)."""
         if self.static is None:
             mask = None if block is None else self._tree_mask(self.length, block)
             g = self.head(hidden, tokens, positions, self.cache, mask)  # [n, H]
-            return (g, *picker(self.head, hot)(g, k))
+            return (g, *(pick or self.head.topk)(g, k))
         st = self.static
         n = tokens.shape[0]
         mask = st.causal_mask(start, n) if block is None else st.tree_mask(self.length, block)  # [1, 1, n, cap]

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .drafts.base import picker
 from .drafts.lean import DraftKV
+from .hot_vocab import HotVocab
 
 __all__ = ["Batch", "accepted_lengths", "extend_text", "grow", "true_path"]
 
@@ -50,19 +50,45 @@ def extend_text(head, features: torch.Tensor, text: torch.Tensor) -> tuple[Draft
     return kv, g
 
 
+def hot_table(head, size: int, text: torch.Tensor) -> tuple[HotVocab, torch.Tensor]:
+    """A hot vocabulary of `size` first ids holding every id the text extends (text[1:]), and each row's first
+    position in the text (0 for the first ids): the state of prefix m sees the rows at positions up to m, the ids
+    its context has extended, as a drafter's table holds them at that state (`Drafter._hot_table`)."""
+    ids = text[1:].tolist()
+    table = HotVocab(head, size, room=len(ids))
+    table.add(ids)
+    first: dict[int, int] = {}
+    for j, t in enumerate(ids, start=1):
+        first.setdefault(t, j)
+    extra = [first[t] for t in table.ids[size:table.n].tolist()]
+    return table, torch.tensor([0] * size + extra, device=text.device)  # [n]
+
+
 @torch.inference_mode()
-def grow(head, kv: DraftKV, g: torch.Tensor, prefixes: torch.Tensor, top_k: int, depth: int, hot: int = 0) -> Batch:
+def grow(head, kv: DraftKV, g: torch.Tensor, prefixes: torch.Tensor, top_k: int, depth: int,
+         hot: tuple[HotVocab, torch.Tensor] | None = None) -> Batch:
     """The candidates of the states with the given prefix lengths (prefixes [S], each >= 1), in chunks of
-    ROWS draft rows. kv: the cache over the text (`extend_text`), left as it was. hot: `TreeConfig.hot_vocab`."""
+    ROWS draft rows. kv: the cache over the text (`extend_text`), left as it was. hot: a `hot_table` of the text,
+    whose rows each state sees up to its own prefix (`TreeConfig.hot_vocab`); None: the head's whole vocabulary."""
     chunk = max(1, ROWS // top_k)  # states per forward
     parts = [_grow(head, kv, g, prefixes[i:i + chunk], top_k, depth, hot) for i in range(0, prefixes.shape[0], chunk)]
     return Batch(*(torch.cat([getattr(p, f) for p in parts]) for f in ("tokens", "parents", "scores", "logp")),
                  depths=parts[0].depths, top_k=top_k)
 
 
-def _grow(head, kv: DraftKV, g: torch.Tensor, prefixes: torch.Tensor, k: int, depth: int, hot: int) -> Batch:
+def _picker(head, hot: tuple[HotVocab, torch.Tensor] | None, prefixes: torch.Tensor, dtype: torch.dtype):
+    """The top-k of the rows of these states (each state's rows in a block, state by state)."""
+    if hot is None:
+        return head.topk
+    table, first = hot
+    seen = torch.where(first[None] <= prefixes[:, None], 0.0, float("-inf")).to(dtype)  # [S, n] additive
+    return lambda x, k: table.topk(x, k, seen.repeat_interleave(x.shape[0] // seen.shape[0], 0))
+
+
+def _grow(head, kv: DraftKV, g: torch.Tensor, prefixes: torch.Tensor, k: int, depth: int,
+          hot: tuple[HotVocab, torch.Tensor] | None) -> Batch:
     dev, dtype = g.device, g.dtype
-    topk = picker(head, hot)
+    topk = _picker(head, hot, prefixes, dtype)
     s, base = prefixes.shape[0], kv.get_seq_length()
     low = torch.finfo(dtype).min
     last_g = g[prefixes - 1]  # [S, H] the draft output at each state's last committed position

@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from eagle_demo.bench import load_suite  # noqa: E402
 from eagle_demo.config import RunConfig, TreeConfig  # noqa: E402
-from eagle_demo.drafts.base import picker, shares_target_vocab  # noqa: E402
+from eagle_demo.drafts.base import shares_target_vocab  # noqa: E402
 from eagle_demo.drafts.lean import one_call  # noqa: E402
 from eagle_demo.events import Finish  # noqa: E402
 from eagle_demo.session import load_session  # noqa: E402
@@ -62,14 +62,14 @@ def depth_parts(session, hot_sizes: list[int]) -> dict:
     runner.reset(256)
     out = runner.forward(text[:-1])  # features [128, F] of the target, as a prefill gives them
     runner.reset()
-    drafter.extend(out.features, text[1:])  # pair i = (feature_i, token_i+1)
+    drafter.extend(out.features, text[1:])  # pair i = (feature_i, token_i+1); a hot table also takes these ids
     g, token = drafter.last_g[None], torch.tensor([5])  # [1, H], [1]
     at = drafter.length
     sweep = torch.zeros(2 * 1024 * 1024)  # 8 MB
 
     def depth(hot: int = 0):
         with one_call():
-            drafter._depth(g, token, drafter._positions(at, 1), 1, at, hot=hot)
+            drafter._depth(g, token, drafter._positions(at, 1), 1, at, hot=hot, pick=drafter._pick(hot))
         drafter.cache.crop(-1)
 
     def forward():
@@ -86,7 +86,7 @@ def depth_parts(session, hot_sizes: list[int]) -> dict:
            "8 MB sweep": best_us(lambda: sweep.add_(1.0)), "8 MB sweep, then the head forward": best_us(after_sweep)}
     for hot in hot_sizes:
         out[f"depth, top-1 over the first {hot} ids"] = best_us(lambda: depth(hot))
-        out[f"lm_head and top-1 over the first {hot} ids alone"] = best_us(lambda: picker(head, hot)(g, 1))
+        out[f"lm_head and top-1 over the first {hot} ids alone"] = best_us(lambda: drafter._pick(hot)(g, 1))
     drafter.reset()
     return {k: round(v, 1) for k, v in out.items()}
 

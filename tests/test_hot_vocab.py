@@ -1,6 +1,6 @@
-"""A draft over a hot vocabulary (`TreeConfig.hot_vocab`): the top-k over the first ids only, from a copy of those
-lm_head rows in the loader's layout; engines drafting that way stay lossless (greedy, eager and static, and seeded
-sampling); calibration prices and keeps its shapes."""
+"""A draft over a hot vocabulary (`TreeConfig.hot_vocab`): the top-k over the first ids and the run's context ids
+(`HotVocab`; the first ids only on the static path), rows copied in the loader's layout; engines drafting that way
+stay lossless (greedy, eager and static, and seeded sampling); calibration prices and keeps its shapes."""
 
 import pytest
 import torch
@@ -10,6 +10,9 @@ from eagle_demo.config import ConfigError, RunConfig, SamplingConfig, TreeConfig
 from eagle_demo.cpu_layout import column_major_linears, is_column_major
 from eagle_demo.drafts.base import picker, shares_target_vocab, top_logp
 from eagle_demo.engine import BaselineEngine, SpeculativeEngine
+from eagle_demo.events import Round
+from eagle_demo.hot_vocab import HotVocab
+from eagle_demo.replay_batch import hot_table
 from eagle_demo.retune import ShapeTable
 from fixtures import random_eagle1, random_eagle3, tiny_target
 from test_engine import PROMPT, hf_greedy
@@ -37,6 +40,30 @@ def test_the_hot_rows_keep_the_loaders_layout():
     assert rows.shape == (40, 64) and is_column_major(rows) and bias is None
     assert torch.equal(rows, model.lm_head.weight[:40])
     assert head._hot_rows(40)[0] is rows  # kept, not copied again
+
+
+def test_the_table_takes_context_ids_in_order_and_maps_rows_back():
+    model = tiny_target("llama")
+    column_major_linears(model)
+    table = HotVocab(random_eagle1(model), 40, room=2)
+    assert table.add([3, 70, 41, 70, 12, 90, 55]) == 4 and table.add([41, 90]) == 0  # grew past its room of 2
+    assert table.n == 44 and table.ids[40:44].tolist() == [70, 41, 90, 55] and table.rows.stride()[0] == 1
+    assert torch.equal(table.rows, model.lm_head.weight[[*range(40), 70, 41, 90, 55]])
+    g = torch.randn(3, 64) * 3  # [m, H]
+    logp, ids = table.topk(g, 2)
+    full = model.lm_head(g)[:, [*range(40), 70, 41, 90, 55]]  # [m, 44]
+    want_logp, want_rows = top_logp(full, 2)
+    assert torch.equal(ids, table.ids[want_rows]) and torch.allclose(logp, want_logp)
+    hidden = torch.zeros(3, 44)
+    hidden[:, 40:] = float("-inf")  # the mask leaves the first ids only
+    assert bool((table.topk(g, 2, hidden)[1] < 40).all())
+
+
+def test_the_replays_table_shows_each_state_the_ids_its_context_extended():
+    model = tiny_target("llama")
+    text = torch.tensor([80, 5, 70, 6, 91, 70, 7])  # text[0] is never extended: 80 only if it comes again
+    table, first = hot_table(random_eagle1(model), 40, text)
+    assert table.ids[40:table.n].tolist() == [70, 91] and first.tolist() == [0] * 40 + [2, 4]
 
 
 def test_only_heads_over_the_targets_lm_head_take_a_hot_vocabulary():
@@ -67,8 +94,15 @@ def test_greedy_over_a_hot_vocabulary_equals_the_stock_generate(tree, static):
     engine = SpeculativeEngine(model, random_eagle1(model), static=static)
     events = list(engine.generate(PROMPT, RunConfig(max_new_tokens=40, ignore_eos=True, tree=tree)))
     assert list(events[-1].token_ids) == want
-    drafted = [n.token_id for ev in events if hasattr(ev, "nodes") for n in ev.nodes[1:]]
-    assert drafted and max(drafted) < tree.hot_vocab  # every draft token from the hot ids
+    done, drafted, outside = 1, 0, 0  # output tokens committed before a round: the prefill commits the first
+    for ev in (e for e in events if isinstance(e, Round)):
+        context = set(PROMPT[1:]) | set(want[:done])  # what the drafter has extended
+        for node in ev.nodes[1:]:
+            drafted += 1
+            assert node.token_id < tree.hot_vocab or (not static and node.token_id in context), ev.index
+            outside += node.token_id >= tree.hot_vocab
+        done += len(ev.committed_ids)
+    assert drafted and (static or tree.stops or tree.hot_vocab > 60 or outside)  # eager: context ids are drafted
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

@@ -79,7 +79,8 @@ def shares_target_vocab(head) -> bool:
     """The head's logits are the target's own lm_head over its whole vocabulary (EAGLE-1/2 heads), so a hot
     vocabulary (`TreeConfig.hot_vocab`) can restrict them to its first ids."""
     lm = getattr(head, "lm_head", None)
-    return callable(getattr(head, "topk_hot", None)) and type(lm) is Shared and type(lm.module) is nn.Linear
+    return (callable(getattr(head, "topk_hot", None)) and type(lm) is Shared and type(lm.module) is nn.Linear
+            and lm.module.bias is None)
 
 
 def picker(head, hot: int = 0):

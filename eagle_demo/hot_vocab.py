@@ -1,0 +1,82 @@
+"""A draft's hot vocabulary (`TreeConfig.hot_vocab`): the first N token ids plus every id of the run's own context.
+
+A draft head whose logits are the target's lm_head (EAGLE-1/2) reads all V rows of it at every draft depth. FR-Spec
+keeps the most frequent ids only; a BPE tokenizer numbers its merges in the order it learned them, so the first N
+ids stand in for them. Frequent in the training text is not frequent in this text: a prompt's identifiers are often
+late merges, and the continuation repeats them. So the table also takes every id that enters the draft's context
+(the prompt, then each round's committed tokens), as it arrives. On the shipped pair, 6.7% of the target's tokens on
+ten fresh prompts lie outside the first 2048 ids, 0.9% outside them and the context before them (docs/perf.md).
+
+The table keeps its rows in the lm_head's own layout (column-major on a CPU, `cpu_layout`) in a buffer that grows by
+doubling; `ids` maps a row to its token id. Log-probabilities are normalised over the table. The target verifies
+over its whole vocabulary, so the output is the target's whatever the table holds.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.nn import functional as F
+
+from .cpu_layout import is_column_major
+from .drafts.base import top_logp
+
+__all__ = ["HotVocab"]
+
+
+class HotVocab:
+    def __init__(self, head, size: int, room: int = 256):
+        """head: a head with `shares_target_vocab`; size: the first ids always in the table (2 <= size < V)."""
+        self.weight = head.lm_head.module.weight  # [V, H], the target's
+        vocab, hidden = self.weight.shape
+        if not 2 <= size < vocab:
+            from .config import ConfigError
+
+            raise ConfigError(f"hot vocabulary {size} is out of range; use 2 to {vocab - 1} (the vocabulary has "
+                              f"{vocab} ids) or 0 for all of it")
+        self.size, self.n = size, size
+        self.column_major = is_column_major(self.weight)
+        self._store = self._empty(size + room)
+        self._rows_of(self._store)[:size] = self.weight[:size]
+        self.ids = torch.arange(size + room, device=self.weight.device)  # [cap] row -> token id (past n: unused)
+        self.present: set[int] = set()  # ids >= size held in the table
+
+    def _empty(self, capacity: int) -> torch.Tensor:
+        vocab, hidden = self.weight.shape
+        w = self.weight
+        return w.new_empty(hidden, capacity) if self.column_major else w.new_empty(capacity, hidden)
+
+    def _rows_of(self, store: torch.Tensor) -> torch.Tensor:
+        return store.t() if self.column_major else store  # [cap, H]
+
+    @property
+    def rows(self) -> torch.Tensor:
+        """[n, H] the table's lm_head rows."""
+        return self._rows_of(self._store)[:self.n]
+
+    def add(self, token_ids: list[int]) -> int:
+        """Take every id of token_ids not yet in the table (in order of first appearance); returns how many."""
+        new = [t for t in dict.fromkeys(token_ids) if t >= self.size and t not in self.present]
+        if not new:
+            return 0
+        need = self.n + len(new)
+        if need > self.ids.shape[0]:
+            grown = self._empty(2 * need)
+            self._rows_of(grown)[:self.n] = self.rows
+            self._store = grown
+            self.ids = torch.cat([self.ids[:self.n], torch.empty(2 * need - self.n, dtype=self.ids.dtype,
+                                                                 device=self.ids.device)])
+        index = torch.tensor(new, device=self.weight.device)  # [m]
+        self._rows_of(self._store)[self.n:need] = self.weight[index]  # [m, H]
+        self.ids[self.n:need] = index
+        self.n = need
+        self.present.update(new)
+        return len(new)
+
+    def topk(self, g: torch.Tensor, k: int, mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The head's top-k over the table: g [m, H] -> logp [m, k] (over the table), token ids [m, k]. mask [m, n]
+        additive (the calibration replay's rows, each seeing the ids of its own context only)."""
+        logits = F.linear(g, self.rows)  # [m, n]
+        if mask is not None:
+            logits = logits + mask
+        logp, local = top_logp(logits, k)  # [m, k], [m, k] rows of the table
+        return logp, self.ids[local]  # [m, k] token ids
