@@ -52,7 +52,7 @@ class Group:
     totals: tuple[int, ...] = ()
     stops: tuple[tuple[int, float], ...] = ()  # chains only: (longest, stop_below) of the stopping chains scored
     fixed: int = 0  # chains only: the longest fixed chain scored (0: depth)
-    hot: int = 0  # chains only: their drafts over the first `hot` token ids (`TreeConfig.hot_vocab`; 0: all)
+    hot: int = 0  # chains only: drafts over the first `hot` ids and the context's (`TreeConfig.hot_vocab`; 0: all)
 
 
 @dataclass

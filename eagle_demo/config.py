@@ -42,9 +42,10 @@ class TreeConfig:
         1..depth tokens (a confidence stop, decided on the draft's own scores: the output stays lossless).
     hot_vocab: chains only, 0 = off: the draft proposes only among the first hot_vocab token ids (FR-Spec's
         frequency-ranked draft vocabulary: a BPE tokenizer numbers its merges in the order it learned them, so the
-        low ids are the frequent ones), and a draft step reads that many rows of the lm_head instead of all. For
-        heads whose logits are the target's lm_head (EAGLE-1/2); the target still verifies over its whole
-        vocabulary, so the output stays lossless.
+        low ids are the frequent ones) and the ids of the run's context (`hot_vocab.HotVocab`; a static drafter
+        keeps the first ids only), and a draft step reads those rows of the lm_head instead of all. For heads
+        whose logits are the target's lm_head (EAGLE-1/2); the target still verifies over its whole vocabulary,
+        so the output stays lossless.
     """
 
     depth: int = 4
@@ -92,7 +93,7 @@ class TreeConfig:
     def label(self) -> str:
         if self.is_chain:
             notes = [f"stops under p={self.stop_below:g}"] if self.stops else []
-            notes += [f"drafts over the first {self.hot_vocab} ids"] if self.hot_vocab else []
+            notes += [f"drafts over the first {self.hot_vocab} ids and the context's"] if self.hot_vocab else []
             return f"chain k={self.depth}" + (f" ({'; '.join(notes)})" if notes else "")
         return f"tree {self.total_tokens}/{self.depth}/{self.top_k} (total/depth/top-k)"
 

@@ -33,7 +33,7 @@ def _fixed(text: str) -> tuple[str, TreeConfig | None]:
     if text == "plain":
         return "plain decoding", None
     if text.startswith("chain"):  # chainK, or chainK@P: a chain of at most K that stops under path probability P;
-        # a tail hN drafts over the first N ids (chain16@0.005h2048)
+        # a tail hN drafts over the first N ids and the context's (chain16@0.005h2048)
         shape, _, hot = text[5:].partition("h")
         longest, _, stop = shape.partition("@")
         return text, TreeConfig.chain(int(longest), float(stop or 0.0), int(hot or 0))

@@ -39,8 +39,9 @@ def add_tree_args(p: argparse.ArgumentParser) -> None:
                    help="with --chain: stop a round's chain after the first draft token whose path probability is "
                         "under P (the chain then drafts 1..K tokens as the draft is sure of them)")
     p.add_argument("--hot-vocab", type=int, default=0, metavar="N",
-                   help="with --chain: the draft proposes only among the first N token ids (EAGLE-1/2 heads, whose "
-                        "logits are the target's lm_head; a draft step then reads N rows of it). 0: all ids")
+                   help="with --chain: the draft proposes only among the first N token ids and the ids of the "
+                        "run's context (EAGLE-1/2 heads, whose logits are the target's lm_head; a draft step then "
+                        "reads those rows of it). 0: all ids")
 
 
 def add_auto_tree_arg(p: argparse.ArgumentParser) -> None:
