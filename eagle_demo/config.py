@@ -93,7 +93,7 @@ class TreeConfig:
     def label(self) -> str:
         if self.is_chain:
             notes = [f"stops under p={self.stop_below:g}"] if self.stops else []
-            notes += [f"drafts over the first {self.hot_vocab} ids and the context's"] if self.hot_vocab else []
+            notes += [f"drafts over the first {self.hot_vocab} ids plus context ids"] if self.hot_vocab else []
             return f"chain k={self.depth}" + (f" ({'; '.join(notes)})" if notes else "")
         return f"tree {self.total_tokens}/{self.depth}/{self.top_k} (total/depth/top-k)"
 

@@ -79,8 +79,8 @@ def test_only_heads_over_the_targets_lm_head_take_a_hot_vocabulary():
 
 def test_tree_config_takes_a_hot_vocabulary_for_chains_only():
     assert (TreeConfig.chain(16, 0.02, 2048).label()
-            == "chain k=16 (stops under p=0.02; drafts over the first 2048 ids and the context's)")
-    assert TreeConfig.chain(8, hot_vocab=512).label() == "chain k=8 (drafts over the first 512 ids and the context's)"
+            == "chain k=16 (stops under p=0.02; drafts over the first 2048 ids plus context ids)")
+    assert TreeConfig.chain(8, hot_vocab=512).label() == "chain k=8 (drafts over the first 512 ids plus context ids)"
     with pytest.raises(ConfigError, match="chains only"):
         TreeConfig(depth=3, top_k=2, total_tokens=6, hot_vocab=64)
     with pytest.raises(ConfigError, match="hot vocabulary 1 is out of range"):
