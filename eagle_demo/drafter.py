@@ -24,7 +24,7 @@ import math
 import torch
 
 from .config import TreeConfig
-from .drafts.base import DraftHead, picker
+from .drafts.base import DraftHead
 from .drafts.lean import DraftKV, one_call
 from .hot_vocab import HotVocab
 from .static_draft import StaticDraft
@@ -127,7 +127,7 @@ class Drafter:
         if not hot:
             return self.head.topk
         if self.static is not None:
-            return picker(self.head, hot)
+            return self.static.pick(hot)
         return self._hot_table(hot).topk
 
     def _chain(self, root_token: int, longest: int, stop_below: float = 0.0, hot: int = 0) -> DraftTree:

@@ -17,20 +17,24 @@ from __future__ import annotations
 import torch
 from torch.nn import functional as F
 
+from .config import ConfigError
 from .cpu_layout import is_column_major
-from .drafts.base import top_logp
+from .drafts.base import shares_target_vocab, top_logp
 
 __all__ = ["HotVocab"]
 
 
 class HotVocab:
     def __init__(self, head, size: int, room: int = 256):
-        """head: a head with `shares_target_vocab`; size: the first ids always in the table (2 <= size < V)."""
+        """head: a head with `shares_target_vocab`; size: the first ids always in the table (2 <= size < V); room:
+        rows for context ids before the buffer first grows."""
+        if not shares_target_vocab(head):
+            raise ConfigError(f"a hot vocabulary needs a head whose logits are the target's lm_head (EAGLE-1/2); this "
+                              f"{head.family} head has its own vocabulary: use hot vocabulary 0")
+        self.head = head
         self.weight = head.lm_head.module.weight  # [V, H], the target's
-        vocab, hidden = self.weight.shape
+        vocab = self.weight.shape[0]
         if not 2 <= size < vocab:
-            from .config import ConfigError
-
             raise ConfigError(f"hot vocabulary {size} is out of range; use 2 to {vocab - 1} (the vocabulary has "
                               f"{vocab} ids) or 0 for all of it")
         self.size, self.n = size, size
@@ -41,7 +45,7 @@ class HotVocab:
         self.present: set[int] = set()  # ids >= size held in the table
 
     def _empty(self, capacity: int) -> torch.Tensor:
-        vocab, hidden = self.weight.shape
+        hidden = self.weight.shape[1]
         w = self.weight
         return w.new_empty(hidden, capacity) if self.column_major else w.new_empty(capacity, hidden)
 
@@ -75,7 +79,7 @@ class HotVocab:
     def topk(self, g: torch.Tensor, k: int, mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """The head's top-k over the table: g [m, H] -> logp [m, k] (over the table), token ids [m, k]. mask [m, n]
         additive (the calibration replay's rows, each seeing the ids of its own context only)."""
-        logits = F.linear(g, self.rows)  # [m, n]
+        logits = F.linear(self.head.lm_head_input(g), self.rows)  # [m, n]
         if mask is not None:
             logits = logits + mask
         logp, local = top_logp(logits, k)  # [m, k], [m, k] rows of the table

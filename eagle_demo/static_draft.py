@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .drafts.base import picker
+from .hot_vocab import HotVocab
 from .static import capture_graph
 
 __all__ = ["StaticDraft", "StaticDraftKV"]
@@ -68,9 +68,10 @@ class StaticDraft:
         self.columns = torch.arange(capacity, device=self.device)  # [cap]
         self.hidden_min = torch.finfo(self.dtype).min
         self.graphs_on = graphs and self.device.type == "cuda"
-        self.buffers: dict[tuple[int, int], _Buffers] = {}
-        self.graphs: dict[tuple[int, int], tuple] = {}
-        self.seen: dict[tuple[int, int], int] = {}
+        self.buffers: dict[tuple[int, int, int], _Buffers] = {}  # (frontier size, top-k, hot vocabulary)
+        self.graphs: dict[tuple[int, int, int], tuple] = {}
+        self.seen: dict[tuple[int, int, int], int] = {}
+        self.hot_tables: dict[int, HotVocab] = {}
         self.capture_error: str | None = None
 
     def _check(self, end: int) -> None:
@@ -134,8 +135,17 @@ class StaticDraft:
     def _run(self, x: _Buffers, k: int, hot: int = 0):
         self.kv.slots = x.slots
         g = self.head(x.hidden, x.tokens, x.positions, self.kv, x.mask)  # [n, H]
-        logp, ids = picker(self.head, hot)(g, k)  # [n, k], [n, k]
+        logp, ids = self.pick(hot)(g, k)  # [n, k], [n, k]
         return g, logp, ids
+
+    def pick(self, hot: int):
+        """The head's top-k, or over a hot vocabulary of the first `hot` ids alone: a replayed graph keeps the
+        table it was captured with, so the run's context ids are not added (`Drafter._pick`)."""
+        if not hot:
+            return self.head.topk
+        if hot not in self.hot_tables:
+            self.hot_tables[hot] = HotVocab(self.head, hot, room=0)
+        return self.hot_tables[hot].topk
 
     def _capture(self, key: tuple[int, int, int], x: _Buffers) -> None:
         try:

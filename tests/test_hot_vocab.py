@@ -7,14 +7,15 @@ import torch
 
 from eagle_demo.autotree_costs import Costs, Line
 from eagle_demo.config import ConfigError, RunConfig, SamplingConfig, TreeConfig
-from eagle_demo.cpu_layout import column_major_linears, is_column_major
-from eagle_demo.drafts.base import picker, shares_target_vocab, top_logp
+from eagle_demo.cpu_layout import column_major_linears
+from eagle_demo.drafts.base import shares_target_vocab, top_logp
+from eagle_demo.drafts.hass import HassHead
 from eagle_demo.engine import BaselineEngine, SpeculativeEngine
 from eagle_demo.events import Round
 from eagle_demo.hot_vocab import HotVocab
 from eagle_demo.replay_batch import hot_table
 from eagle_demo.retune import ShapeTable
-from fixtures import random_eagle1, random_eagle3, tiny_target
+from fixtures import draft_config, random_eagle1, random_eagle3, tiny_target
 from test_engine import PROMPT, hf_greedy
 
 HOT_TREES = [TreeConfig.chain(6, hot_vocab=48), TreeConfig.chain(16, 0.05, 48), TreeConfig.chain(4, hot_vocab=90)]
@@ -22,24 +23,25 @@ HOT_TREES = [TreeConfig.chain(6, hot_vocab=48), TreeConfig.chain(16, 0.05, 48), 
 
 def test_the_hot_top_k_is_the_top_k_over_the_first_ids():
     model = tiny_target("llama")
-    head = random_eagle1(model)
+    table = HotVocab(random_eagle1(model), 40)
     g = torch.randn(5, 64) * 3  # [m, H]
     for k in (1, 3):
-        logp, ids = picker(head, 40)(g, k)
+        logp, ids = table.topk(g, k)
         want_logp, want_ids = top_logp(model.lm_head(g)[:, :40], k)  # renormalised over the 40 ids
         assert torch.equal(ids, want_ids) and bool((ids < 40).all())
         torch.testing.assert_close(logp, want_logp, rtol=1e-6, atol=1e-6)
-    assert picker(head, 0) == head.topk
 
 
-def test_the_hot_rows_keep_the_loaders_layout():
+def test_a_hass_head_reads_the_lm_head_through_its_norm():
     model = tiny_target("llama")
-    head = random_eagle1(model)
-    column_major_linears(model)
-    rows, bias = head._hot_rows(40)
-    assert rows.shape == (40, 64) and is_column_major(rows) and bias is None
-    assert torch.equal(rows, model.lm_head.weight[:40])
-    assert head._hot_rows(40)[0] is rows  # kept, not copied again
+    head = HassHead(draft_config(model), model.lm_head, model.get_input_embeddings(), norms=("lm_head_norm",),
+                    layer0_input_norm=False).eval()
+    with torch.no_grad():
+        head.lm_head_norm.weight.uniform_(0.5, 2.0)
+    g = torch.randn(4, 64) * 3  # [m, H]
+    logp, ids = HotVocab(head, 40).topk(g, 2)
+    want_logp, want_ids = top_logp(model.lm_head(head.lm_head_norm(g))[:, :40], 2)
+    assert torch.equal(ids, want_ids) and torch.allclose(logp, want_logp)
 
 
 def test_the_table_takes_context_ids_in_order_and_maps_rows_back():
@@ -71,10 +73,10 @@ def test_only_heads_over_the_targets_lm_head_take_a_hot_vocabulary():
     assert shares_target_vocab(random_eagle1(model))
     eagle3 = random_eagle3(model, draft_vocab=48)
     assert not shares_target_vocab(eagle3)
-    with pytest.raises(ValueError, match="has its own vocabulary"):
-        picker(eagle3, 32)
-    with pytest.raises(ValueError, match="hot vocabulary 96 is out of range"):
-        picker(random_eagle1(model), 96)(torch.randn(1, 64), 1)
+    with pytest.raises(ConfigError, match="has its own vocabulary"):
+        HotVocab(eagle3, 32)
+    with pytest.raises(ConfigError, match="hot vocabulary 96 is out of range"):
+        HotVocab(random_eagle1(model), 96)
 
 
 def test_tree_config_takes_a_hot_vocabulary_for_chains_only():

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import functools
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
-from ..config import ConfigError
-
-__all__ = ["DraftHead", "Shared", "embedding", "linear", "picker", "shares_target_vocab", "top_logp"]
+__all__ = ["DraftHead", "Shared", "embedding", "linear", "shares_target_vocab", "top_logp"]
 
 
 BLOCK = 128  # vocabulary block of the two-stage top-k
@@ -76,21 +72,11 @@ def embedding(module, ids: torch.Tensor) -> torch.Tensor:
 
 
 def shares_target_vocab(head) -> bool:
-    """The head's logits are the target's own lm_head over its whole vocabulary (EAGLE-1/2 heads), so a hot
-    vocabulary (`TreeConfig.hot_vocab`) can restrict them to its first ids."""
+    """The head's logits are the target's own lm_head (bias-free) of `lm_head_input(g)`, over the whole vocabulary
+    (EAGLE-1/2 heads), so a hot vocabulary (`TreeConfig.hot_vocab`, `hot_vocab.HotVocab`) can take rows of it."""
     lm = getattr(head, "lm_head", None)
-    return (callable(getattr(head, "topk_hot", None)) and type(lm) is Shared and type(lm.module) is nn.Linear
+    return (getattr(head, "lm_head_logits", False) and type(lm) is Shared and type(lm.module) is nn.Linear
             and lm.module.bias is None)
-
-
-def picker(head, hot: int = 0):
-    """The draft's top-k: `head.topk`, or for hot > 0 the top-k over the first `hot` token ids only."""
-    if not hot:
-        return head.topk
-    if not shares_target_vocab(head):
-        raise ConfigError(f"a hot vocabulary needs a head whose logits are the target's lm_head (EAGLE-1/2); this "
-                         f"{head.family} head has its own vocabulary: use hot vocabulary 0")
-    return functools.partial(head.topk_hot, hot=hot)
 
 
 class DraftHead(nn.Module):
@@ -103,6 +89,7 @@ class DraftHead(nn.Module):
     """
 
     family: str = ""
+    lm_head_logits: bool = False  # topk's logits are `lm_head(lm_head_input(g))` of the target's lm_head (shared)
     feature_layers: tuple[int, ...] | None = None  # None: post-norm last hidden state
     # set by each head: the target's embedding (not registered) and, when the checkpoint brings one, its own
     shared_embed: Shared | None
@@ -124,3 +111,7 @@ class DraftHead(nn.Module):
 
     def topk(self, g: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
         raise NotImplementedError
+
+    def lm_head_input(self, g: torch.Tensor) -> torch.Tensor:
+        """What the lm_head reads, g [m, H] -> [m, H] (a head with `lm_head_logits`; a norm in some layouts)."""
+        return g

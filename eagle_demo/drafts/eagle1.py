@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer
 
-from ..config import ConfigError
 from . import lean
 from .base import DraftHead, Shared, top_logp
 
@@ -18,6 +16,7 @@ __all__ = ["Eagle1Head"]
 
 class Eagle1Head(DraftHead):
     family = "eagle1"
+    lm_head_logits = True
 
     def __init__(self, config: LlamaConfig, lm_head: nn.Module, embed_tokens: nn.Module | None,
                  fc_bias: bool = True, qkv_bias: bool = False, num_layers: int = 1):
@@ -49,27 +48,6 @@ class Eagle1Head(DraftHead):
 
     def topk(self, g: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
         return top_logp(lean.linear(self.lm_head, g), k)  # [m, k], [m, k]
-
-    def topk_hot(self, g: torch.Tensor, k: int, hot: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """`topk` over the first `hot` token ids only (`TreeConfig.hot_vocab`): a draft step reads hot rows of the
-        target's lm_head, and log-probabilities are normalised over them."""
-        rows, bias = self._hot_rows(hot)  # [hot, H], [hot] or None
-        return top_logp(F.linear(g, rows, bias), k)  # [m, k], [m, k] (ids < hot are target ids)
-
-    def _hot_rows(self, hot: int) -> tuple[torch.Tensor, torch.Tensor | None]:
-        lin = self.lm_head.module
-        w = lin.weight  # [V, H]
-        if not 2 <= hot < w.shape[0]:
-            raise ConfigError(f"hot vocabulary {hot} is out of range; use 2 to {w.shape[0] - 1} (the vocabulary has "
-                             f"{w.shape[0]} ids) or 0 for all of it")
-        key = (hot, w.data_ptr(), w.dtype, w.device)
-        held = self.__dict__.get("_hot")
-        if held is None or held[0] != key:
-            rows = w[:hot]  # [hot, H]
-            if not rows.is_contiguous():  # a column-major lm_head (cpu_layout): a copy in the same layout
-                rows = rows.t().contiguous().t()
-            self.__dict__["_hot"] = held = (key, rows, None if lin.bias is None else lin.bias[:hot])
-        return held[1], held[2]
 
 
 def _decoder_layer(config: LlamaConfig, index: int, qkv_bias: bool) -> LlamaDecoderLayer:

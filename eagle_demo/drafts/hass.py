@@ -52,5 +52,7 @@ class HassHead(Eagle1Head):
         return x if batched else x[0]
 
     def topk(self, g: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-        x = self.lm_head_norm(g) if self.lm_head_norm is not None else g  # [m, H]
-        return top_logp(self.lm_head(x), k)  # [m, k], [m, k]
+        return top_logp(self.lm_head(self.lm_head_input(g)), k)  # [m, k], [m, k]
+
+    def lm_head_input(self, g: torch.Tensor) -> torch.Tensor:
+        return self.lm_head_norm(g) if self.lm_head_norm is not None else g  # [m, H]
