@@ -25,6 +25,7 @@ __all__ = ["HotVocab"]
 
 
 class HotVocab:
+    @torch.no_grad()
     def __init__(self, head, size: int, room: int = 256):
         """head: a head with `shares_target_vocab`; size: the first ids always in the table (2 <= size < V); room:
         rows for context ids before the buffer first grows."""
@@ -57,6 +58,7 @@ class HotVocab:
         """[n, H] the table's lm_head rows."""
         return self._rows_of(self._store)[:self.n]
 
+    @torch.no_grad()
     def add(self, token_ids: list[int]) -> int:
         """Take every id of token_ids not yet in the table (in order of first appearance); returns how many."""
         new = [t for t in dict.fromkeys(token_ids) if t >= self.size and t not in self.present]
