@@ -82,7 +82,11 @@ def _picker(head, hot: tuple[HotVocab, torch.Tensor] | None, prefixes: torch.Ten
         return head.topk
     table, first = hot
     seen = torch.where(first[None] <= prefixes[:, None], 0.0, float("-inf")).to(dtype)  # [S, n] additive
-    return lambda x, k: table.topk(x, k, seen.repeat_interleave(x.shape[0] // seen.shape[0], 0))
+
+    def topk(x: torch.Tensor, k: int):
+        per = x.shape[0] // seen.shape[0]  # rows per state: 1 for a chain, k at a tree's later depths
+        return table.topk(x, k, seen if per == 1 else seen.repeat_interleave(per, 0))
+    return topk
 
 
 def _grow(head, kv: DraftKV, g: torch.Tensor, prefixes: torch.Tensor, k: int, depth: int,
