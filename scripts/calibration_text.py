@@ -34,12 +34,13 @@ def main(argv=None) -> int:
     engine = session.eagle
     dev = engine.runner.device
     gen_tree = default_tree(dev.type, session.family)
-    shapes = autotree.candidates(dev)
+    hot = autotree.hot_sizes(engine)
+    shapes = autotree.candidates(dev, hot)
     costs = autotree.measure_costs(engine, session.encode(autotree.PROMPTS[0]), 2.0)
 
     def speedups(prompts, new_tokens) -> tuple[dict, dict]:
-        got = replay(engine, session.baseline, [session.encode(p) for p in prompts], autotree.groups(dev), new_tokens,
-                     gen_tree)
+        got = replay(engine, session.baseline, [session.encode(p) for p in prompts], autotree.groups(dev, hot),
+                     new_tokens, gen_tree)
         taus = {shape: walk_tau(got.accepted[shape]) for shape in shapes}
         return taus, {shape: tau / autotree.round_cost(costs, shape, tau) for shape, tau in taus.items()}
 
