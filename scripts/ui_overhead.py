@@ -70,7 +70,7 @@ def through_client(url: str, target: str, draft: str, prompt: str, run: RunConfi
     t = run.tree
     t0 = time.perf_counter()
     job = client.submit(target, draft, "", "auto", "auto", "", prompt, False, run.max_new_tokens, 0.0, 1.0, 0, 0,
-                        TREE_MODE, t.depth, t.top_k, t.total_tokens, 4, False, True, True,
+                        TREE_MODE, t.depth, t.top_k, t.total_tokens, 4, 0.0, 0, False, True, True,
                         api_name="/generate_stream")
     updates = sum(1 for _ in job)
     final = job.outputs()[-1]

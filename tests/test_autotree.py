@@ -102,7 +102,7 @@ def test_the_page_calibrates_once_per_pair_and_again_for_another(counted):
     assert lines[-1].startswith(f"auto: {t.choice.tree.label()}") and "predicted speedup" in lines[-1]
     assert all(line.startswith("auto: ") for line in lines)
     chat, preset, *shown, line = after_load(first)  # a Load after the calibration: auto, its tree shown
-    assert preset == AUTO and make_tree(*shown) == dataclasses.replace(t.choice.tree, hot_vocab=0) and line == lines[-1]
+    assert preset == AUTO and make_tree(*shown) == t.choice.tree and line == lines[-1]
     assert choice_for(first, REGISTRY.get(first)) == (t.choice, "") and counted == [1]  # nothing re-measured
     second = make_key("assets/tiny-target", "assets/tiny-eagle3", device="cpu")  # another pair: tuned again
     REGISTRY.load(second)
@@ -137,10 +137,9 @@ def test_a_run_waits_for_the_calibration_and_auto_runs_losslessly(counted):
     tree, choice, note = page_tree(AUTO, static, key, session)  # the panel still shows the static default
     assert tree == t.choice.tree and choice == t.choice and note == ""
     shown = make_tree(*tree_settings(t.choice.tree))  # the panel showing the choice runs it, its chain stop too
-    assert shown.hot_vocab == 0  # the panel has no hot vocabulary control; it shows the rest of the choice
     assert page_tree(AUTO, shown, key, session) == (t.choice.tree, t.choice, "")
     if t.choice.tree.stops:  # the stop set to 0 by hand is a fixed chain: a hand setting, it wins
-        fixed = make_tree(*tree_settings(t.choice.tree)[:5], 0.0)
+        fixed = make_tree(*tree_settings(t.choice.tree)[:5], 0.0, t.choice.tree.hot_vocab)
         assert page_tree(AUTO, fixed, key, session) == (fixed, None, "")
     by_hand = TreeConfig.chain(2) if t.choice.tree != TreeConfig.chain(2) else TreeConfig.chain(3)
     assert page_tree(AUTO, by_hand, key, session) == (by_hand, None, "")  # settings moved by hand win

@@ -83,6 +83,9 @@ BAD_GENERATE = [
     ("draft top_k 0", dict(draft_top_k=0), "top_k"),
     ("chain k 0", dict(draft_mode="chain", chain_k=0), "chain"),
     ("chain stop 1.5", dict(draft_mode="chain", chain_k=4, chain_stop=1.5), "chain stop"),
+    ("hot vocabulary 1", dict(draft_mode="chain", chain_k=4, hot_vocab=1), "hot vocabulary"),
+    ("hot vocabulary past the vocabulary", dict(draft_mode="chain", chain_k=4, hot_vocab=9000), "hot vocabulary"),
+    ("hot vocabulary on a tree", dict(draft_mode="tree", depth=3, hot_vocab=512), "hot vocabulary"),
     ("prompt longer than the context", dict(prompt="x = 1\n" * 3000), "context"),
     ("chat template missing", dict(chat=True), "chat template"),
 ]

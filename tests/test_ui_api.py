@@ -179,7 +179,7 @@ def test_streaming_endpoint_loads_lazily_and_renders_spans(app):
     client, target, draft = app
     REGISTRY.clear()  # the page's Generate loads the pair itself
     job = client.submit(target, draft, "", "auto", "cpu", "", CODE_PROMPT, False, 32, 0.0, 1.0, 0, 0,
-                        TREE_MODE, 5, 4, 16, 4, 0.0, True, True, False, api_name="/generate_stream")
+                        TREE_MODE, 5, 4, 16, 4, 0.0, 0, True, True, False, api_name="/generate_stream")
     final = job.result(timeout=120)
     tokens_html, stats_html = final[0], final[1]
     assert "earlier tokens" not in tokens_html  # the final view is complete
@@ -234,7 +234,7 @@ def test_first_generate_applies_the_chat_default_of_the_pair(app, tmp_path):
     config_path.write_text(json.dumps(config))
     REGISTRY.clear()
     final = client.submit(str(chat_target), draft, "", "auto", "cpu", "", "def add(a, b):", False, 8, 0.0, 1.0, 0,
-                          0, TREE_MODE, 5, 4, 16, 4, 0.0, False, True, False,
+                          0, TREE_MODE, 5, 4, 16, 4, 0.0, 0, False, True, False,
                           api_name="/generate_stream").result(timeout=120)
     assert final[-1]["value"] is True and final[-1]["interactive"] is True  # the chat toggle, now on
     stats = final[9]
@@ -247,8 +247,8 @@ def test_benchmark_endpoint_returns_table_and_downloads(app):
 
     client, target, draft = app
     table, _plot, missed, csv_path, json_path = client.predict(
-        target, draft, "", "auto", "cpu", "", ["code"], 1, 16, False, CHAIN_MODE, 5, 4, 16, 3, 0.0, "", "", 1.0, 0, 0,
-        api_name="/benchmark")
+        target, draft, "", "auto", "cpu", "", ["code"], 1, 16, False, CHAIN_MODE, 5, 4, 16, 3, 0.0, 0, "", "", 1.0, 0,
+        0, api_name="/benchmark")
     report = json.loads(Path(json_path).read_text(encoding="utf-8"))
     assert report["settings"]["tree"] == "chain k=3" and report["overall"]["all_equal"] is True
     codes = [r for r in report["results"] if r["category"] == "code"]
@@ -269,8 +269,8 @@ def test_benchmark_compares_drafts_on_the_loaded_target(app):
     if target != SHIPPED_TARGET:
         pytest.skip("the second draft is the shipped EAGLE-3 head, made for the shipped target")
     table, plot, _missed, csv_path, json_path = client.predict(
-        target, draft, "", "auto", "cpu", "", ["code"], 1, 16, False, CHAIN_MODE, 5, 4, 16, 3, 0.0, SHIPPED_EAGLE3, "",
-        1.0, 0, 0, api_name="/benchmark")
+        target, draft, "", "auto", "cpu", "", ["code"], 1, 16, False, CHAIN_MODE, 5, 4, 16, 3, 0.0, 0, SHIPPED_EAGLE3,
+        "", 1.0, 0, 0, api_name="/benchmark")
     reports = json.loads(Path(json_path).read_text(encoding="utf-8"))["drafts"]
     assert [r["settings"]["draft_family"] for r in reports] == ["eagle1", "eagle3"]
     assert all(r["overall"]["all_equal"] is True for r in reports)
@@ -279,7 +279,7 @@ def test_benchmark_compares_drafts_on_the_loaded_target(app):
                                             ("tiny-eagle3", "code"), ("tiny-eagle3", "overall")]
     assert Path(csv_path).read_text(encoding="utf-8").startswith("draft,id,category,")
     with pytest.raises(Exception) as err:  # a draft made for another target: one line, and the app keeps serving
-        client.predict(target, draft, "", "auto", "cpu", "", ["code"], 1, 16, False, CHAIN_MODE, 5, 4, 16, 3, 0.0,
+        client.predict(target, draft, "", "auto", "cpu", "", ["code"], 1, 16, False, CHAIN_MODE, 5, 4, 16, 3, 0.0, 0,
                        "/nonexistent/draft-folder", "", 1.0, 0, 0, api_name="/benchmark")
     assert "\n" not in str(err.value) and "draft" in str(err.value)
 
@@ -289,7 +289,7 @@ def test_benchmark_sweeps_temperatures(app):
 
     client, target, draft = app
     table, _plot, _missed, _csv, json_path = client.predict(
-        target, draft, "", "auto", "cpu", "", ["code"], 1, 16, False, CHAIN_MODE, 5, 4, 16, 3, 0.0, "", "0, 1.0",
+        target, draft, "", "auto", "cpu", "", ["code"], 1, 16, False, CHAIN_MODE, 5, 4, 16, 3, 0.0, 0, "", "0, 1.0",
         0.95, 0, 5, api_name="/benchmark")
     reports = json.loads(Path(json_path).read_text(encoding="utf-8"))["temperatures"]
     assert [r["settings"]["temperature"] for r in reports] == [0.0, 1.0] and reports[1]["settings"]["top_p"] == 0.95
@@ -299,7 +299,7 @@ def test_benchmark_sweeps_temperatures(app):
     for bad, fragment in (("0, warm", "temperatures must be numbers"), ("20", "out of range")):
         with pytest.raises(Exception) as err:
             client.predict(target, draft, "", "auto", "cpu", "", ["code"], 1, 16, False, CHAIN_MODE, 5, 4, 16, 3, 0.0,
-                           "", bad, 1.0, 0, 0, api_name="/benchmark")
+                           0, "", bad, 1.0, 0, 0, api_name="/benchmark")
         assert fragment in str(err.value)
 
 
@@ -325,7 +325,7 @@ def _stream_every_poll(app, monkeypatch, max_new_tokens: int):
     demo = ui.build_app(target, draft)
     fn = next(f for f in demo.fns.values() if f.api_name == "generate_stream")
     return fn, list(fn.fn(target, draft, "", "auto", "cpu", "", CODE_PROMPT, False, max_new_tokens, 0.0, 1.0, 0, 0,
-                          ui.TREE_MODE, 5, 4, 16, 4, 0.0, True, True, True))
+                          ui.TREE_MODE, 5, 4, 16, 4, 0.0, 0, True, True, True))
 
 
 def test_streaming_redraws_send_values_not_skips(app, monkeypatch):
@@ -399,7 +399,7 @@ def test_a_cancelled_stream_frees_the_engine_for_the_next_request(app):
     reference = client.predict(CODE_PROMPT, 24, api_name="/generate")
     normal = time.monotonic() - start
     job = client.submit(target, draft, "", "auto", "cpu", "", CODE_PROMPT, False, 1800, 0.0, 1.0, 0, 0,
-                        TREE_MODE, 5, 4, 16, 4, 0.0, True, True, True, api_name="/generate_stream")
+                        TREE_MODE, 5, 4, 16, 4, 0.0, 0, True, True, True, api_name="/generate_stream")
     deadline = time.monotonic() + 60
     while not job.outputs() and time.monotonic() < deadline:  # mid-run: the first redraw has streamed
         time.sleep(0.05)

@@ -18,21 +18,22 @@ __all__ = ["generate", "request_tree", "register_api"]
 def generate(prompt: str, max_new_tokens: int = 64, temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0,
              seed: int = 0, draft_mode: str = "auto", depth: int | None = None, draft_top_k: int | None = None,
              total_tokens: int | None = None, chain_k: int | None = None, race: bool = True, chat: bool = False,
-             ignore_eos: bool = False, chain_stop: float | None = None,
+             ignore_eos: bool = False, chain_stop: float | None = None, hot_vocab: int | None = None,
              request: gr.Request = None) -> tuple[str, dict]:
     """Generate with EAGLE on the pair this client loaded (/load), else the last loaded pair, else the
     app's default pair. draft_mode: "auto" (without tree settings: the automatic tree of the pair on this device,
     calibrated once and cached, reported in the stats' "auto" block; with some: the static default tree of the
-    pair's device and draft changed by them), "tree" or "chain". Returns (text, stats)."""
+    pair's device and draft changed by them), "tree" or "chain"; a chain's chain_stop and hot_vocab as the page's
+    draft settings. Returns (text, stats)."""
     key = REGISTRY.for_client(request.session_hash if request is not None else None)
     session = ensure(key)
     tree = request_tree(session.device.type, session.family, draft_mode, depth, draft_top_k, total_tokens, chain_k,
-                        chain_stop)
+                        chain_stop, hot_vocab)
     run = make_run(max_new_tokens, temperature, top_p, top_k, seed, tree, ignore_eos)
     ids = session.encode(prompt, chat=bool(chat))
     session.check_length(ids, run)
     auto, auto_note = None, ""
-    if draft_mode == "auto" and (depth, draft_top_k, total_tokens, chain_k, chain_stop) == (None,) * 5:
+    if draft_mode == "auto" and (depth, draft_top_k, total_tokens, chain_k, chain_stop, hot_vocab) == (None,) * 6:
         auto, auto_note = choice_for(key, session)  # None without a draft (the run then says so)
         run = auto.run_config(run) if auto is not None else run
     note = "; ".join(n for n in (auto_note, session.context_note(len(ids), run)) if n)
@@ -47,10 +48,11 @@ def generate(prompt: str, max_new_tokens: int = 64, temperature: float = 0.0, to
 
 def request_tree(device: str, family: str, draft_mode: str = "auto", depth: int | None = None,
                  draft_top_k: int | None = None, total_tokens: int | None = None, chain_k: int | None = None,
-                 chain_stop: float | None = None):
+                 chain_stop: float | None = None, hot_vocab: int | None = None):
     """/generate's static tree: `config.default_tree` of the pair, changed by the settings given (without
     settings and with draft_mode "auto", `generate` runs the automatic tree instead, as the page and the CLI)."""
-    return tree_from(default_tree(device, family), depth, draft_top_k, total_tokens, chain_k, draft_mode, chain_stop)
+    return tree_from(default_tree(device, family), depth, draft_top_k, total_tokens, chain_k, draft_mode, chain_stop,
+                     hot_vocab)
 
 
 def register_api() -> None:

@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 import weakref
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..config import TreeConfig, default_tree
@@ -152,8 +152,7 @@ def page_tree(preset: str | None, shown: TreeConfig, key: PairKey,
     if preset != AUTO or session.eagle is None:
         return shown, None, ""
     t = tuning(key)
-    # the draft settings show a choice without its hot vocabulary (they have no control for it; the auto line names it)
-    known = replace(t.choice.tree, hot_vocab=0) if t is not None and t.choice is not None else None
+    known = t.choice.tree if t is not None and t.choice is not None else None
     if shown not in (default_tree(session.device.type, session.family), known):
         return shown, None, ""
     choice, note = choice_for(key, session)

@@ -44,7 +44,7 @@ def build_deploy_tab() -> DeployTab:
 
 
 def deploy(key: PairKey | None, mode_value, depth_value, topk_value, total_value, chain_value,
-           chain_stop_value=0.0) -> DeployOutputs:
+           chain_stop_value=0.0, hot_value=0) -> DeployOutputs:
     session = REGISTRY.get(key) if key is not None else None
     if session is None:
         return DeployOutputs("Load a pair to see its commands.")
@@ -53,7 +53,7 @@ def deploy(key: PairKey | None, mode_value, depth_value, topk_value, total_value
     except ImportError:
         return DeployOutputs("Deployment commands are not available in this version (eagle_demo.deploy is missing).")
     try:
-        tree = make_tree(mode_value, depth_value, topk_value, total_value, chain_value, chain_stop_value)
+        tree = make_tree(mode_value, depth_value, topk_value, total_value, chain_value, chain_stop_value, hot_value)
         out = deployment_commands(key.target, key.draft, session.report, tree)
     except Exception as exc:
         return DeployOutputs(f"Cannot build commands: {one_line(exc)}")

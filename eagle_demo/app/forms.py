@@ -25,9 +25,9 @@ log = logging.getLogger(__name__)
 TREE_MODE, CHAIN_MODE = "dynamic tree", "chain"
 
 
-def make_tree(mode: str, depth, draft_top_k, total_tokens, chain_k, chain_stop=0.0) -> TreeConfig:
+def make_tree(mode: str, depth, draft_top_k, total_tokens, chain_k, chain_stop=0.0, hot_vocab=0) -> TreeConfig:
     if mode == CHAIN_MODE:
-        return TreeConfig.chain(int(chain_k), float(chain_stop or 0.0))
+        return TreeConfig.chain(int(chain_k), float(chain_stop or 0.0), int(hot_vocab or 0))
     return TreeConfig(depth=int(depth), top_k=int(draft_top_k), total_tokens=int(total_tokens))
 
 
@@ -37,17 +37,18 @@ def make_run(max_new_tokens, temperature, top_p, top_k, seed, tree: TreeConfig, 
     return RunConfig(max_new_tokens=int(max_new_tokens), ignore_eos=bool(ignore_eos), tree=tree, sampling=sampling)
 
 
-def tree_values(name: str) -> tuple[str, int, int, int, int, float]:
-    """A tree preset as the page's six draft settings (mode, depth, draft top-k, total tokens, chain k, chain
-    stop)."""
+def tree_values(name: str) -> tuple[str, int, int, int, int, float, int]:
+    """A tree preset as the page's seven draft settings (mode, depth, draft top-k, total tokens, chain k, chain
+    stop, hot vocabulary)."""
     return tree_settings(TREE_PRESETS[name])
 
 
-def tree_settings(t: TreeConfig) -> tuple[str, int, int, int, int, float]:
-    """A tree as the page's six draft settings (mode, depth, draft top-k, total tokens, chain k, chain stop)."""
+def tree_settings(t: TreeConfig) -> tuple[str, int, int, int, int, float, int]:
+    """A tree as the page's seven draft settings (mode, depth, draft top-k, total tokens, chain k, chain stop, hot
+    vocabulary)."""
     if t.is_chain:
-        return CHAIN_MODE, t.depth, t.top_k, t.total_tokens, t.depth, t.stop_below
-    return TREE_MODE, t.depth, t.top_k, t.total_tokens, 4, 0.0
+        return CHAIN_MODE, t.depth, t.top_k, t.total_tokens, t.depth, t.stop_below, t.hot_vocab
+    return TREE_MODE, t.depth, t.top_k, t.total_tokens, 4, 0.0, 0
 
 
 def temperatures(text: str | None) -> list[float]:
@@ -89,7 +90,7 @@ class LoadForm(PairForm):
 
 
 class _Tree:
-    """Reads the Draft panel's six fields."""
+    """Reads the Draft panel's seven fields."""
 
     mode_value: str
     depth_value: int
@@ -97,10 +98,11 @@ class _Tree:
     total_value: int
     chain_value: int
     chain_stop_value: float
+    hot_value: int
 
     def tree(self) -> TreeConfig:
         return make_tree(self.mode_value, self.depth_value, self.topk_value, self.total_value, self.chain_value,
-                         self.chain_stop_value)
+                         self.chain_stop_value, self.hot_value)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,6 +120,7 @@ class GenerateForm(PairForm, _Tree):
     total_value: int
     chain_value: int
     chain_stop_value: float
+    hot_value: int
     race_on: bool
     show: bool
     ignore_eos_on: bool
@@ -139,6 +142,7 @@ class BenchForm(PairForm, _Tree):
     total_value: int
     chain_value: int
     chain_stop_value: float
+    hot_value: int
     compare_text: str = ""
     temps_text: str = ""
     top_p_value: float = 1.0

@@ -119,6 +119,7 @@ class Playground:
     total_tokens: Any
     chain_k: Any
     chain_stop: Any
+    hot_vocab: Any
     temperature: Any
     top_p: Any
     top_k: Any
@@ -133,7 +134,8 @@ class Playground:
     @property
     def tree_inputs(self) -> list:
         """The draft settings, in `forms._Tree`'s order."""
-        return [self.mode, self.depth, self.draft_top_k, self.total_tokens, self.chain_k, self.chain_stop]
+        return [self.mode, self.depth, self.draft_top_k, self.total_tokens, self.chain_k, self.chain_stop,
+                self.hot_vocab]
 
     def generate_inputs(self) -> list:
         """`GenerateForm`'s fields, in order."""
@@ -218,7 +220,7 @@ def _prompt_column() -> dict[str, Any]:
 
 
 def _settings_column(tree_default: str) -> dict[str, Any]:
-    mode0, depth0, topk0, total0, chain0, stop0 = tree_values(tree_default)
+    mode0, depth0, topk0, total0, chain0, stop0, hot0 = tree_values(tree_default)
     with gr.Accordion("Draft", open=True):
         tree_preset = gr.Dropdown([AUTO, *TREE_PRESETS], value=tree_default, label="tree preset",
                                   elem_id="tree-preset")
@@ -233,6 +235,9 @@ def _settings_column(tree_default: str) -> dict[str, Any]:
         chain_stop = gr.Slider(0.0, 0.2, value=stop0, step=0.001, label="chain stop",
                                info="chain mode: a round's chain stops after the first draft token whose path "
                                     "probability is under this (0 = always chain k tokens)")
+        hot_vocab = gr.Number(hot0, precision=0, minimum=0, label="hot vocabulary", elem_id="hot-vocab",
+                              info="chain mode, EAGLE-1/2 heads: the draft proposes only among the first N token "
+                                   "ids and the run's own context ids (0 = all ids)")
     with gr.Accordion("Sampling", open=False):
         temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="temperature (0 = greedy)")
         top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p")
@@ -240,7 +245,8 @@ def _settings_column(tree_default: str) -> dict[str, Any]:
             top_k = gr.Number(0, precision=0, minimum=0, label="top-k (0 = off)")
             seed = gr.Number(0, precision=0, minimum=0, label="seed")
     return dict(tree_preset=tree_preset, auto_line=auto_md, mode=mode, depth=depth, draft_top_k=draft_top_k,
-                total_tokens=total_tokens, chain_k=chain_k, chain_stop=chain_stop, temperature=temperature, top_p=top_p,
+                total_tokens=total_tokens, chain_k=chain_k, chain_stop=chain_stop, hot_vocab=hot_vocab,
+                temperature=temperature, top_p=top_p,
                 top_k=top_k, seed=seed)
 
 
@@ -304,7 +310,7 @@ def after_load(key: PairKey | None):
     default tree of the device and family until the calibration has chosen), that static preset without one."""
     session = REGISTRY.get(key) if key is not None else None
     if session is None:
-        return (gr.skip(),) * 9
+        return (gr.skip(),) * 10
     has_template = session.has_chat_template
     static = default_preset(session.device.type, session.family)
     t = tuning(key)
@@ -325,8 +331,8 @@ def apply_tree_preset(name: str, key: PairKey | None = None, request: gr.Request
     PAGE_PRESETS.put(request.session_hash if request is not None else None, name)
     if name == AUTO:
         t = tuning(key)
-        return tree_settings(t.choice.tree) if t is not None and t.choice is not None else (gr.skip(),) * 6
-    return tree_values(name) if name in TREE_PRESETS else (gr.skip(),) * 6
+        return tree_settings(t.choice.tree) if t is not None and t.choice is not None else (gr.skip(),) * 7
+    return tree_values(name) if name in TREE_PRESETS else (gr.skip(),) * 7
 
 
 def probe_by_default(demo: gr.Blocks, pg: Playground, device_type: str) -> None:
