@@ -147,7 +147,7 @@ class Drafter:
                 if path < floor:
                     break
             g, logp, ids = self._depth(g, ids[0], self._positions(self.length + step - 2, 1), 1,
-                                       self.length + step - 2, hot=hot, pick=pick)  # [1, H], [1, 1], [1, 1]
+                                       self.length + step - 2, hot=hot)  # [1, H], [1, 1], [1, 1]
             all_ids.append(ids[0])
             all_logp.append(logp[0])
             depth = step
@@ -162,15 +162,15 @@ class Drafter:
         return tree_from_device(tokens, chain[0], chain[1], probs, chain=True)
 
     def _depth(self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, k: int, start: int,
-               block: torch.Tensor | None = None, hot: int = 0, pick=None):
+               block: torch.Tensor | None = None, hot: int = 0):
         """One draft depth over the frontier: g [n, H] and its top-k logp, ids [n, k]. The n new entries take
         slots start..start+n-1; block: their additive rows over this round's tree entries and themselves (a
-        tree depth; the prefix before them is visible), None for a chain step (causal); hot: `TreeConfig.hot_vocab`,
-        pick: its top-k (`_pick`)."""
+        tree depth; the prefix before them is visible), None for a chain step (causal); hot: `TreeConfig.hot_vocab`
+        (the round's table, which `_pick` brought up to date when the round began)."""
         if self.static is None:
             mask = None if block is None else self._tree_mask(self.length, block)
             g = self.head(hidden, tokens, positions, self.cache, mask)  # [n, H]
-            return (g, *(pick or self.head.topk)(g, k))
+            return (g, *(self.hot.topk if hot else self.head.topk)(g, k))
         st = self.static
         n = tokens.shape[0]
         mask = st.causal_mask(start, n) if block is None else st.tree_mask(self.length, block)  # [1, 1, n, cap]
