@@ -97,8 +97,7 @@ class Drafter:
             if self.static is None:
                 g = self.head(features, tokens, positions, self.cache, None, from_target=True)  # [n, H]
             else:
-                mask = self.static.causal_mask(self.length, n)  # [1, 1, n, cap]
-                g = self.static.forward(features, tokens, positions, positions, mask, from_target=True)  # [n, H]
+                g = self.static.extend(features, tokens, self.length)  # [n, H]
         self.length += n
         self.last_g = g[-1]
         return g
@@ -134,7 +133,8 @@ class Drafter:
         """top-k 1: each step feeds the single new token; causal attention, no mask, no selection. stop_below > 0:
         no further step after a token whose path probability is under it (one host read of one score per step:
         free on a CPU, a sync on a GPU). hot > 0: each step's top-1 over the hot vocabulary (`_pick`)."""
-        dev = self.device
+        if self.static is not None and (self.static.graphs_on or stop_below <= 0.0):
+            return self._static_chain(root_token, longest, stop_below, hot)
         pick = self._pick(hot)
         logp, ids = pick(self.last_g[None], 1)  # [1, 1], [1, 1]
         all_ids, all_logp = [ids[0]], [logp[0]]
@@ -153,8 +153,24 @@ class Drafter:
             depth = step
         if depth > 1:
             self.cache.crop(-(depth - 1))
-        logps = torch.cat(all_logp)  # [depth]
-        tokens = torch.cat([torch.tensor([root_token], device=dev), *all_ids])  # [depth+1]
+        return self._chain_tree(root_token, torch.cat(all_ids), torch.cat(all_logp))
+
+    def _static_chain(self, root_token: int, longest: int, stop_below: float, hot: int) -> DraftTree:
+        """The whole chain in one call (one CUDA graph on a GPU). A stop is applied afterwards, from one host read
+        of the path's log-probabilities: the depths past it were drafted (on a GPU cheaper than a sync per depth;
+        without graphs a stopping chain takes `_chain`'s depth by depth path) and are dropped, as the growing path
+        would never have drafted them."""
+        ids, logps = self.static.chain(self.last_g[None], self.length, longest, hot)  # [longest], [longest]
+        if stop_below > 0.0 and longest > 1:
+            path = logps[:-1].double().cumsum(0)  # [longest-1] down to depths 1..longest-1, never increasing
+            depth = 1 + int((path >= math.log(stop_below)).sum())
+            ids, logps = ids[:depth], logps[:depth]
+        return self._chain_tree(root_token, ids, logps)
+
+    def _chain_tree(self, root_token: int, ids: torch.Tensor, logps: torch.Tensor) -> DraftTree:
+        """ids, logps [depth] of a drafted chain -> its tree (root first), on the device."""
+        dev, depth = self.device, ids.shape[0]
+        tokens = torch.cat([torch.tensor([root_token], device=dev), ids])  # [depth+1]
         chain = self._const(f"chain{depth}", lambda: (torch.arange(-1, depth, device=dev),
                                                       torch.arange(depth + 1, device=dev)))
         probs = torch.stack([torch.cumsum(logps, 0), logps]).exp()  # [2, depth] path score, given parent

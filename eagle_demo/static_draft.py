@@ -7,10 +7,14 @@ graph and replayed, as `static.StaticTarget` does for the target.
   tensor the drafter sets) and attends over the whole pool under a full-width additive mask [1, 1, n, capacity]:
   the committed prefix and the round's own tree relation are visible, everything else (stale or unused) is not.
   Nothing is cropped: the drafter's `length` and the masks decide what counts.
-- Every input of a captured depth lives in a per-size static buffer (hidden, tokens, positions, slots, mask);
-  outputs of a replay are the graph's own buffers, rewritten by its next replay, so the drafter copies what it
-  keeps. On CUDA (`graphs=True`) a size is captured on its second use; any capture failure falls back to eager
-  for good. On a CPU the same static path runs eagerly, which is how the tests check it.
+- Three kinds of graph: a tree depth (its inputs in per-size static buffers: hidden, tokens, positions, slots,
+  mask); a whole chain draft (every depth in one graph: the inputs are the draft output to start from and the
+  start slot, and each depth's position, slot and causal mask are computed from that slot on the device); and
+  the extend after a round (n accepted pairs, positions and mask again from the start slot). A round's chain
+  draft is then one replay and no host read.
+- Outputs of a replay are the graph's own buffers, rewritten by its next replay, so the drafter copies what it
+  keeps. On CUDA (`graphs=True`) a key is captured on its second use; a capture failure sends that kind of graph
+  back to eager for good. On a CPU the same static path runs eagerly, which is how the tests check it.
 """
 
 from __future__ import annotations
@@ -59,7 +63,14 @@ class _Buffers:
     mask: torch.Tensor  # [1, 1, n, capacity] additive
 
 
+EXTEND_GRAPH_MAX = 64  # extends of at most this many pairs (a round's commits) are captured; a prompt's run eagerly
+
+
 class StaticDraft:
+    """Graph keys: ("depth", n, k, hot) one tree depth; ("chain", longest, hot) a whole chain draft, every depth in
+    one graph, its masks and positions computed on the device from the start slot; ("extend", n) the head over n
+    accepted pairs."""
+
     def __init__(self, head, capacity: int, graphs: bool):
         self.head, self.capacity = head, capacity
         weight = head.fc.weight
@@ -68,24 +79,28 @@ class StaticDraft:
         self.columns = torch.arange(capacity, device=self.device)  # [cap]
         self.hidden_min = torch.finfo(self.dtype).min
         self.graphs_on = graphs and self.device.type == "cuda"
-        self.buffers: dict[tuple[int, int, int], _Buffers] = {}  # (frontier size, top-k, hot vocabulary)
-        self.graphs: dict[tuple[int, int, int], tuple] = {}
-        self.seen: dict[tuple[int, int, int], int] = {}
+        self.buffers: dict[tuple, object] = {}
+        self.graphs: dict[tuple, tuple] = {}
+        self.seen: dict[tuple, int] = {}
         self.hot_tables: dict[int, HotVocab] = {}
         self.capture_error: str | None = None
+        self.failed: set[str] = set()  # graph kinds whose capture failed once: eager from then on
 
     def _check(self, end: int) -> None:
         if end > self.capacity:
             raise ValueError(f"the static draft cache holds {self.capacity} positions; this round needs {end} "
                              "(raise the run's reserve or turn the static path off)")
 
+    def _causal(self, rows: torch.Tensor) -> torch.Tensor:
+        """rows [n] slots of new entries -> additive [1, 1, n, cap]: entry i sees slots 0..rows[i]."""
+        visible = self.columns[None] <= rows[:, None]  # [n, cap]
+        return torch.zeros(rows.shape[0], self.capacity, dtype=self.dtype, device=self.device).masked_fill_(
+            ~visible, self.hidden_min)[None, None]
+
     def causal_mask(self, start: int, n: int) -> torch.Tensor:
         """[1, 1, n, cap]: new entry i (slot start + i) sees slots 0..start + i."""
         self._check(start + n)
-        rows = self.columns[:n] + start  # [n] the new entries' slots
-        visible = self.columns[None] <= rows[:, None]  # [n, cap]
-        return torch.zeros(n, self.capacity, dtype=self.dtype, device=self.device).masked_fill_(
-            ~visible, self.hidden_min)[None, None]
+        return self._causal(self.columns[:n] + start)
 
     def tree_mask(self, prefix: int, block: torch.Tensor) -> torch.Tensor:
         """[1, 1, k, cap]: the prefix is visible, the additive block [k, m] sits at slots prefix..prefix+m-1."""
@@ -96,35 +111,82 @@ class StaticDraft:
         mask[:, prefix:prefix + m] = block
         return mask[None, None]
 
-    def forward(self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor,
-                mask: torch.Tensor, from_target: bool) -> torch.Tensor:
-        """One eager head call over the pools (the extend after a round: its size varies, it is not captured)."""
-        self.kv.slots = slots
-        return self.head(hidden, tokens, positions, self.kv, mask, from_target=from_target)  # [n, H]
+    def extend(self, features: torch.Tensor, tokens: torch.Tensor, start: int) -> torch.Tensor:
+        """The head over n accepted pairs at slots start..start+n-1 (causal): g [n, H]. Captured per n up to
+        EXTEND_GRAPH_MAX; its positions and mask come from the start slot on the device."""
+        n = tokens.shape[0]
+        self._check(start + n)
+        if n > EXTEND_GRAPH_MAX:
+            return self._extend(features, tokens, torch.full((1,), start, device=self.device))
+        key = ("extend", n)
+        x = self._inputs(key, lambda: (features.new_zeros(features.shape), tokens.new_zeros(n),
+                                       torch.zeros(1, dtype=torch.long, device=self.device)))
+        x[0].copy_(features)
+        x[1].copy_(tokens)
+        x[2].fill_(start)
+        return self._replayed(key, lambda: (self._extend(*x),))[0]
+
+    def _extend(self, features: torch.Tensor, tokens: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
+        positions = self.columns[:tokens.shape[0]] + start  # [n]
+        self.kv.slots = positions
+        return self.head(features, tokens, positions, self.kv, self._causal(positions), from_target=True)  # [n, H]
+
+    def chain(self, g: torch.Tensor, start: int, longest: int, hot: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        """A whole chain draft of `longest` depths from the draft output g [1, H] (depth 1's logits), its depth-2
+        entry at slot `start`: ids [longest], logp [longest], every depth in one graph on a GPU."""
+        self._check(start + longest - 1)
+        key = ("chain", longest, hot)
+        x = self._inputs(key, lambda: (g.new_zeros(g.shape), torch.zeros(1, dtype=torch.long, device=self.device)))
+        x[0].copy_(g)
+        x[1].fill_(start)
+        return self._replayed(key, lambda: self._chain(*x, longest, hot))
+
+    def _chain(self, g: torch.Tensor, start: torch.Tensor, longest: int, hot: int):
+        pick = self.pick(hot)
+        logp, ids = pick(g, 1)  # [1, 1], [1, 1]
+        all_ids, all_logp = [ids[0]], [logp[0]]
+        for step in range(2, longest + 1):
+            position = start + (step - 2)  # [1] its slot too
+            self.kv.slots = position
+            g = self.head(g, ids[0], position, self.kv, self._causal(position))  # [1, H]
+            logp, ids = pick(g, 1)  # [1, 1], [1, 1]
+            all_ids.append(ids[0])
+            all_logp.append(logp[0])
+        return torch.cat(all_ids), torch.cat(all_logp)  # [longest], [longest]
 
     def depth(self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor,
               mask: torch.Tensor, k: int, hot: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """One draft depth: the head on the frontier and its top-k (over the first `hot` ids when hot > 0): g [n, H],
         logp [n, k], ids [n, k]. The results are the drafter's to keep (a replay's own buffers are copied out)."""
-        key = (tokens.shape[0], k, hot)
+        key = ("depth", tokens.shape[0], k, hot)
         x = self._buffers(key, hidden)
         x.hidden.copy_(hidden)
         x.tokens.copy_(tokens)
         x.positions.copy_(positions)
         x.slots.copy_(slots)
         x.mask.copy_(mask)
+        return self._replayed(key, lambda: self._run(x, k, hot))
+
+    def _replayed(self, key: tuple, run) -> tuple:
+        """run()'s outputs: eagerly, or from the graph of `key`, captured on its second use (copied out: a replay
+        rewrites its own buffers)."""
         self.seen[key] = self.seen.get(key, 0) + 1
-        if self.graphs_on and self.seen[key] >= 2 and key not in self.graphs:
-            self._capture(key, x)
+        if self.graphs_on and self.seen[key] >= 2 and key not in self.graphs and key[0] not in self.failed:
+            self._capture(key, run)
         if key in self.graphs:
             graph, out = self.graphs[key]
             graph.replay()
             return tuple(t.clone() for t in out)
-        return self._run(x, k, hot)
+        return run()
 
-    def _buffers(self, key: tuple[int, int, int], like: torch.Tensor) -> _Buffers:
+    def _inputs(self, key: tuple, make) -> tuple:
         if key not in self.buffers:
-            n, d = key[0], self.device
+            self.buffers[key] = make()
+        return self.buffers[key]
+
+    def _buffers(self, key: tuple, like: torch.Tensor) -> _Buffers:
+        if key not in self.buffers:
+            n, d = key[1], self.device
             self.buffers[key] = _Buffers(hidden=like.new_zeros(n, like.shape[-1]),
                                          tokens=torch.zeros(n, dtype=torch.long, device=d),
                                          positions=torch.zeros(n, dtype=torch.long, device=d),
@@ -147,9 +209,9 @@ class StaticDraft:
             self.hot_tables[hot] = HotVocab(self.head, hot, room=0)
         return self.hot_tables[hot].topk
 
-    def _capture(self, key: tuple[int, int, int], x: _Buffers) -> None:
+    def _capture(self, key: tuple, run) -> None:
         try:
-            self.graphs[key] = capture_graph(lambda: self._run(x, key[1], key[2]), self.device)
-        except Exception as exc:  # noqa: BLE001 - any capture failure: eager from now on
-            self.graphs_on = False
-            self.capture_error = f"{type(exc).__name__}: {exc}"
+            self.graphs[key] = capture_graph(run, self.device)
+        except Exception as exc:  # noqa: BLE001 - any capture failure: this kind of graph runs eagerly from now on
+            self.failed.add(key[0])
+            self.capture_error = f"{key[0]}: {type(exc).__name__}: {exc}"

@@ -107,8 +107,9 @@ def divergence(model, prompt, plain, eagle) -> dict | None:
 
 
 def section_tests() -> dict:
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_static.py",
-                           "tests/test_lean.py"], cwd=ROOT, capture_output=True, text=True)
+    tests = ["tests/test_static.py", "tests/test_static_draft.py", "tests/test_lean.py"]
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], cwd=ROOT,
+                          capture_output=True, text=True)
     tail = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr[-500:]
     log(f"  {tail}")
     return {"rc": proc.returncode, "summary": tail}
@@ -120,14 +121,16 @@ def section_shipped() -> dict:
 
     out = {}
     for dtype in ("float32", "bfloat16"):
-        session = load_session(device=DEVICE, dtype=dtype, threads=0)
-        prompt = session.encode("def binary_search(items, target):\n    \"\"\"Return the index of target.\"\"\"\n")
-        choice = auto_tree(session, refresh=True)
-        out[f"{dtype} auto"] = choice.line()
-        log(f"  {dtype}: {choice.line()} (calibration {choice.calibration_seconds:.2f} s)")
-        for label, tree in (("auto", choice.tree), ("chain7", TreeConfig.chain(7))):
-            for static in (False, True):
-                key = f"{dtype} {label} {'static+graphs' if static else 'eager'}"
+        for static in (False, True):  # auto calibrates on the path it then runs (graphs price a round differently)
+            path = "static+graphs" if static else "eager"
+            session = load_session(device=DEVICE, dtype=dtype, threads=0, static=static)
+            prompt = session.encode("def binary_search(items, target):\n    \"\"\"Return the index of target.\"\"\"\n")
+            choice = auto_tree(session, refresh=True)
+            out[f"{dtype} {path} auto"] = choice.line()
+            out[f"{dtype} {path} calibration s"] = round(choice.calibration_seconds, 2)
+            log(f"  {dtype} {path}: {choice.line()} (calibration {choice.calibration_seconds:.2f} s)")
+            for label, tree in (("auto", choice.tree), ("chain7", TreeConfig.chain(7))):
+                key = f"{dtype} {label} {path}"
                 out[key] = race(session.pair.target, session.pair.head, prompt, tree, static, 32 if SMOKE else 128)
                 log(f"  {key}: {out[key]}")
         drafter, runner = session.eagle.drafter, session.eagle.runner
@@ -243,6 +246,8 @@ def section_big(hbm_tbps: float) -> dict:
     choice = choose(profile, costs, 0.0, torch.device(DEVICE))
     out["auto_at_tau6_profile"] = choice.line()
     log(f"  8B {choice.line()}")
+    out["chosen static+graphs"] = race(model, head, prompt, choice.tree, True, new)  # the round cost at that shape
+    log(f"  8B {choice.tree.label()} static+graphs: {out['chosen static+graphs']}")
     out["eagle1_hot_draft"] = hot_draft(model)
     log(f"  8B EAGLE-1-shaped head, chain-7 draft ms: {out['eagle1_hot_draft']}")
     del model, head
@@ -360,9 +365,9 @@ def main() -> int:
     start = time.perf_counter()
     sections = [("tests", section_tests), ("sdpa", section_sdpa), ("shipped", section_shipped),
                 ("big", lambda: section_big(hbm))]
+    if args.only:  # in the order given
+        sections = sorted((x for x in sections if x[0] in args.only), key=lambda x: args.only.index(x[0]))
     for name, fn in sections:
-        if args.only and name not in args.only:
-            continue
         if time.perf_counter() - start > args.seconds:
             REPORT[name] = {"skipped": "out of time"}
             continue

@@ -60,12 +60,16 @@ def test_static_sampling_is_the_target_distribution():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
-def test_cuda_graphs_replay_losslessly():
+@pytest.mark.parametrize("tree", [TreeConfig(depth=4, top_k=3, total_tokens=12), TreeConfig.chain(6),
+                                  TreeConfig.chain(8, 0.05)], ids=lambda t: t.label())
+def test_cuda_graphs_replay_losslessly(tree):
     model = tiny_target("llama").cuda()
-    run = RunConfig(max_new_tokens=48, ignore_eos=True, tree=TreeConfig(depth=4, top_k=3, total_tokens=12))
+    run = RunConfig(max_new_tokens=48, ignore_eos=True, tree=tree)
     engine = SpeculativeEngine(model, random_eagle1(model).cuda(), static=True)
     want = tokens(BaselineEngine(model), run)
     assert tokens(engine, run) == want
-    static = engine.runner.static
+    static, draft = engine.runner.static, engine.drafter.static
     assert static.graphs, getattr(static, "capture_error", "no graph was captured")
+    kind = "depth" if tree.top_k > 1 else "chain"
+    assert any(key[0] == kind for key in draft.graphs), draft.capture_error or "no draft graph was captured"
     assert tokens(BaselineEngine(model, static=True), run) == want
