@@ -73,3 +73,17 @@ def test_cuda_graphs_replay_losslessly(tree):
     kind = "depth" if tree.top_k > 1 else "chain"
     assert any(key[0] == kind for key in draft.graphs), draft.capture_error or "no draft graph was captured"
     assert tokens(BaselineEngine(model, static=True), run) == want
+
+
+def test_static_is_the_default_on_cuda_only_and_the_flag_overrides_it():
+    import argparse
+
+    from eagle_demo.commands.args import add_engine_args
+    from eagle_demo.session import default_static, load_session
+
+    assert default_static(torch.device("cuda", 0)) and not default_static(torch.device("cpu"))
+    p = argparse.ArgumentParser()
+    add_engine_args(p)
+    assert [p.parse_args(a).static for a in ([], ["--static"], ["--no-static"])] == [None, True, False]
+    assert not load_session(threads=1, device="cpu", dtype="float32").static
+    assert load_session(threads=1, device="cpu", dtype="float32", static=True).static

@@ -24,10 +24,10 @@ def add_pair_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_engine_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--static", action="store_true",
+    p.add_argument("--static", action=argparse.BooleanOptionalAction, default=None,
                    help="run the target and the draft over fixed-size caches, each forward size captured once as a "
                         "CUDA graph on a GPU (eager if a capture fails); plain decoding gets the same treatment. On "
-                        "a CPU the same path runs eagerly")
+                        "a CPU the same path runs eagerly. Default: on for CUDA, off elsewhere")
 
 
 def add_tree_args(p: argparse.ArgumentParser) -> None:
@@ -101,4 +101,4 @@ def load_from_args(args: argparse.Namespace, need_draft: bool = True):
     draft = (args.draft if args.draft is not None else "default") if need_draft else None
     return load_session(args.target, draft, revision=args.revision, draft_revision=args.draft_revision,
                         dtype=args.dtype, device=args.device, threads=getattr(args, "threads", 0),
-                        static=getattr(args, "static", False))
+                        static=getattr(args, "static", None))
