@@ -187,10 +187,9 @@ class Drafter:
             mask = None if block is None else self._tree_mask(self.length, block)
             g = self.head(hidden, tokens, positions, self.cache, mask)  # [n, H]
             return (g, *(self.hot.topk if hot else self.head.topk)(g, k))
-        st = self.static
         n = tokens.shape[0]
-        mask = st.causal_mask(start, n) if block is None else st.tree_mask(self.length, block)  # [1, 1, n, cap]
-        return st.depth(hidden, tokens, positions, self._positions(start, n), mask, k, hot)
+        mask = self.static.causal_mask(start, n)  # [1, 1, n, cap] (a static tree depth: `StaticDraft.tree_depth`)
+        return self.static.depth(hidden, tokens, positions, self._positions(start, n), mask, k, hot)
 
     def _tree_mask(self, prefix: int, block: torch.Tensor) -> torch.Tensor:
         """Write the additive tree block [k, m] after the prefix into the persistent mask buffer and return
@@ -204,28 +203,59 @@ class Drafter:
         return buf[None, None, :, :prefix + m]
 
     def _tree(self, root_token: int, cfg: TreeConfig) -> DraftTree:
-        return select_tree(root_token, self.candidates(cfg), cfg.total_tokens - 1)
+        if self.static is None:
+            return select_tree(root_token, self.candidates(cfg), cfg.total_tokens - 1)
+        return self._static_tree(root_token, cfg)
+
+    def _static_tree(self, root_token: int, cfg: TreeConfig) -> DraftTree:
+        """The whole expansion and its selection in one call (one CUDA graph on a GPU): the inputs are the draft
+        output to start from, the start slot and the root token, every depth's positions, slots and mask come
+        from the start slot on the device, and the tree (its ancestor mask and host pack too) is the output."""
+        st = self.static
+        st.check(self.length + (cfg.depth - 1) * cfg.top_k)
+        key = ("tree", cfg.depth, cfg.top_k, cfg.total_tokens)
+        x = st.inputs(key, lambda: (torch.zeros_like(self.last_g[None]), *torch.zeros(2, 1, dtype=torch.long,
+                                                                                        device=self.device)))
+        x[0].copy_(self.last_g[None])
+        x[1].fill_(self.length)
+        x[2].fill_(root_token)
+
+        def run():
+            tree = select_tree(x[2], self._expand(cfg, x[0], x[1]), cfg.total_tokens - 1)
+            return tree.tokens, tree.depths, tree.mask, tree.pack
+
+        tokens, depths, mask, pack = st.replayed(key, run)
+        return DraftTree(tokens=tokens, depths=depths, mask=mask, is_chain=False, pack=pack)
 
     @torch.inference_mode()
     def candidates(self, cfg: TreeConfig) -> Candidates:
         """Every node the EAGLE-2 expansion proposes for cfg's depth and top-k (before the total_tokens
         selection), depth-major; the candidates of a shallower depth are a prefix of these."""
+        start = None if self.static is None else torch.full((1,), self.length, device=self.device)
+        return self._expand(cfg, self.last_g[None], start)
+
+    def _expand(self, cfg: TreeConfig, last_g: torch.Tensor, start: torch.Tensor | None) -> Candidates:
+        """The expansion from the draft output last_g [1, H]; start: the static path's start slot [1] (every
+        position, slot and mask computed from it on the device), None on the growing path."""
         k, head, dev, prefix = cfg.top_k, self.head, self.device, self.length
-        logp, ids = head.topk(self.last_g[None], k)  # [1, k], [1, k]
+        logp, ids = head.topk(last_g, k)  # [1, k], [1, k]
         hidden_min = torch.finfo(self.dtype).min
         eye = self._const(f"eye{k}", lambda: torch.full((k, k), hidden_min, dtype=self.dtype, device=dev)
                           .fill_diagonal_(0.0))  # [k, k] additive: each row sees itself
         tokens, scores, logps, frontiers = [ids[0]], [logp[0]], [logp[0]], []
         frontier = self._const(f"arange{k}", lambda: torch.arange(k, device=dev))  # candidate ids to expand
         frontier_scores, frontier_tokens = logp[0], ids[0]  # [k], [k]
-        frontier_hidden = self.last_g[None].expand(k, -1)  # [k, H]
+        frontier_hidden = last_g.expand(k, -1)  # [k, H]
         parent_rows = eye[:, :0]  # [k, added] additive rows of the frontier over the tree entries so far
         added, offset = 0, k
         for step in range(2, cfg.depth + 1):
             block = torch.cat([parent_rows, eye], 1)  # [k, added+k]
-            positions = self._positions(prefix + step - 2, 1).expand(k)  # siblings share a position
-            g, logp, ids = self._depth(frontier_hidden, frontier_tokens, positions, k, prefix + added,
-                                       block)  # [k, H], [k, k], [k, k]
+            if start is None:
+                positions = self._positions(prefix + step - 2, 1).expand(k)  # siblings share a position
+                g, logp, ids = self._depth(frontier_hidden, frontier_tokens, positions, k, prefix + added,
+                                           block)  # [k, H], [k, k], [k, k]
+            else:
+                g, logp, ids = self.static.tree_depth(frontier_hidden, frontier_tokens, start, step, added, block, k)
             added += k
             cum = frontier_scores[:, None] + logp  # [k, k]
             tokens.append(ids.reshape(-1))

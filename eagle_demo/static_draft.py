@@ -67,9 +67,10 @@ EXTEND_GRAPH_MAX = 64  # extends of at most this many pairs (a round's commits) 
 
 
 class StaticDraft:
-    """Graph keys: ("depth", n, k, hot) one tree depth; ("chain", longest, hot) a whole chain draft, every depth in
-    one graph, its masks and positions computed on the device from the start slot; ("extend", n) the head over n
-    accepted pairs."""
+    """Graph keys: ("chain", longest, hot) a whole chain draft and ("tree", depth, top-k, total) a whole tree draft
+    with its selection (`Drafter._static_tree`), every depth in one graph, masks and positions computed on the
+    device from the start slot; ("extend", n) the head over n accepted pairs; ("depth", n, k, hot) one chain depth
+    (a stopping chain without graphs, which stops depth by depth)."""
 
     def __init__(self, head, capacity: int, graphs: bool):
         self.head, self.capacity = head, capacity
@@ -86,7 +87,7 @@ class StaticDraft:
         self.capture_error: str | None = None
         self.failed: set[str] = set()  # graph kinds whose capture failed once: eager from then on
 
-    def _check(self, end: int) -> None:
+    def check(self, end: int) -> None:
         if end > self.capacity:
             raise ValueError(f"the static draft cache holds {self.capacity} positions; this round needs {end} "
                              "(raise the run's reserve or turn the static path off)")
@@ -99,32 +100,35 @@ class StaticDraft:
 
     def causal_mask(self, start: int, n: int) -> torch.Tensor:
         """[1, 1, n, cap]: new entry i (slot start + i) sees slots 0..start + i."""
-        self._check(start + n)
+        self.check(start + n)
         return self._causal(self.columns[:n] + start)
 
-    def tree_mask(self, prefix: int, block: torch.Tensor) -> torch.Tensor:
-        """[1, 1, k, cap]: the prefix is visible, the additive block [k, m] sits at slots prefix..prefix+m-1."""
-        k, m = block.shape
-        self._check(prefix + m)
-        mask = torch.full((k, self.capacity), self.hidden_min, dtype=self.dtype, device=self.device)  # [k, cap]
-        mask[:, :prefix] = 0.0
-        mask[:, prefix:prefix + m] = block
-        return mask[None, None]
+    def tree_depth(self, hidden: torch.Tensor, tokens: torch.Tensor, start: torch.Tensor, step: int, added: int,
+                   block: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Tree depth `step` of a whole-tree call (`Drafter._static_tree`): the frontier hidden [n, H] and tokens
+        [n] at position start + step - 2, in slots start + added .. + n - 1, each row seeing the prefix (slots
+        before start) and its additive block [n, added + n] over this round's entries. g [n, H], logp, ids [n, k]."""
+        n, m = tokens.shape[0], block.shape[1]
+        self.kv.slots = start + added + self.columns[:n]  # [n]
+        mask = self._causal((start - 1).expand(n))  # [1, 1, n, cap] the prefix visible
+        mask[0, 0].index_copy_(1, start + self.columns[:m], block)  # this round's entries
+        g = self.head(hidden, tokens, (start + (step - 2)).expand(n), self.kv, mask)  # [n, H] siblings share a position
+        return (g, *self.head.topk(g, k))
 
     def extend(self, features: torch.Tensor, tokens: torch.Tensor, start: int) -> torch.Tensor:
         """The head over n accepted pairs at slots start..start+n-1 (causal): g [n, H]. Captured per n up to
         EXTEND_GRAPH_MAX; its positions and mask come from the start slot on the device."""
         n = tokens.shape[0]
-        self._check(start + n)
+        self.check(start + n)
         if n > EXTEND_GRAPH_MAX:
             return self._extend(features, tokens, torch.full((1,), start, device=self.device))
         key = ("extend", n)
-        x = self._inputs(key, lambda: (features.new_zeros(features.shape), tokens.new_zeros(n),
+        x = self.inputs(key, lambda: (features.new_zeros(features.shape), tokens.new_zeros(n),
                                        torch.zeros(1, dtype=torch.long, device=self.device)))
         x[0].copy_(features)
         x[1].copy_(tokens)
         x[2].fill_(start)
-        return self._replayed(key, lambda: (self._extend(*x),))[0]
+        return self.replayed(key, lambda: (self._extend(*x),))[0]
 
     def _extend(self, features: torch.Tensor, tokens: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
         positions = self.columns[:tokens.shape[0]] + start  # [n]
@@ -134,12 +138,12 @@ class StaticDraft:
     def chain(self, g: torch.Tensor, start: int, longest: int, hot: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
         """A whole chain draft of `longest` depths from the draft output g [1, H] (depth 1's logits), its depth-2
         entry at slot `start`: ids [longest], logp [longest], every depth in one graph on a GPU."""
-        self._check(start + longest - 1)
+        self.check(start + longest - 1)
         key = ("chain", longest, hot)
-        x = self._inputs(key, lambda: (g.new_zeros(g.shape), torch.zeros(1, dtype=torch.long, device=self.device)))
+        x = self.inputs(key, lambda: (g.new_zeros(g.shape), torch.zeros(1, dtype=torch.long, device=self.device)))
         x[0].copy_(g)
         x[1].fill_(start)
-        return self._replayed(key, lambda: self._chain(*x, longest, hot))
+        return self.replayed(key, lambda: self._chain(*x, longest, hot))
 
     def _chain(self, g: torch.Tensor, start: torch.Tensor, longest: int, hot: int):
         pick = self.pick(hot)
@@ -165,9 +169,9 @@ class StaticDraft:
         x.positions.copy_(positions)
         x.slots.copy_(slots)
         x.mask.copy_(mask)
-        return self._replayed(key, lambda: self._run(x, k, hot))
+        return self.replayed(key, lambda: self._run(x, k, hot))
 
-    def _replayed(self, key: tuple, run) -> tuple:
+    def replayed(self, key: tuple, run) -> tuple:
         """run()'s outputs: eagerly, or from the graph of `key`, captured on its second use (copied out: a replay
         rewrites its own buffers)."""
         self.seen[key] = self.seen.get(key, 0) + 1
@@ -179,7 +183,7 @@ class StaticDraft:
             return tuple(t.clone() for t in out)
         return run()
 
-    def _inputs(self, key: tuple, make) -> tuple:
+    def inputs(self, key: tuple, make) -> tuple:
         if key not in self.buffers:
             self.buffers[key] = make()
         return self.buffers[key]

@@ -70,7 +70,7 @@ def test_cuda_graphs_replay_losslessly(tree):
     assert tokens(engine, run) == want
     static, draft = engine.runner.static, engine.drafter.static
     assert static.graphs, getattr(static, "capture_error", "no graph was captured")
-    kind = "depth" if tree.top_k > 1 else "chain"
+    kind = "tree" if tree.top_k > 1 else "chain"
     assert any(key[0] == kind for key in draft.graphs), draft.capture_error or "no draft graph was captured"
     assert tokens(BaselineEngine(model, static=True), run) == want
 

@@ -84,6 +84,10 @@ def test_static_drafter_proposes_what_the_growing_one_does(family, cfg, graphs):
             assert torch.equal(a.tokens, b.tokens) and torch.equal(a.parents, b.parents)
             torch.testing.assert_close(a.scores, b.scores)
             torch.testing.assert_close(a.logp, b.logp)
+            a, b = growing.draft(root, cfg), static.draft(root, cfg)  # the whole tree in one (replayed) call
+            assert a.token_list == b.token_list and a.parents == b.parents and a.depth_list == b.depth_list
+            assert torch.equal(a.mask, b.mask)
+            torch.testing.assert_close(torch.tensor(a.scores), torch.tensor(b.scores))
     if graphs:
         assert captured, "a draft depth was never replayed"
 
@@ -103,7 +107,7 @@ def test_replayed_depths_stay_lossless_through_the_engine(monkeypatch):
     for tree in (TreeConfig.chain(5), TreeConfig(depth=3, top_k=3, total_tokens=10)):
         run = RunConfig(max_new_tokens=32, ignore_eos=True, tree=tree)
         assert list(list(engine.generate(PROMPT, run))[-1].token_ids) == hf_greedy(model, PROMPT, 32)
-    assert {("chain", 5, 0), ("depth", 3, 3, 0), ("extend", 1)} <= set(keys)
+    assert {("chain", 5, 0), ("tree", 3, 3, 10), ("extend", 1)} <= set(keys)
 
 
 def test_static_draft_capacity_is_checked():
