@@ -3,18 +3,20 @@ with tiny shapes to check the script itself before spending device time.
 
 Sections (each prints its figures and lands in the JSON report as it ends; a failing section is recorded and the
 next one runs):
-1. tests: tests/test_static.py and tests/test_lean.py (the CUDA graph replay test runs on a GPU); then sdpa: the
-   draft's attention call in fp32 and bf16, masked with GQA, masked with repeated keys, unmasked (a lead on the
-   bf16 drafting slowdown).
-2. shipped: the shipped pair in fp32 and bf16, eager vs static cache + CUDA graphs, baseline given the same
-   treatment: plain step ms, round ms and round cost at the auto choice and at chain 7, tau, greedy equality
-   (fp32), peak GPU memory of each path, and the draft step time in fp32 vs bf16 (the bf16 drafting slowdown).
+1. tests: tests/test_static.py, tests/test_static_draft.py and tests/test_lean.py (the CUDA graph replay tests
+   run on a GPU); then sdpa: the draft's attention call in fp32 and bf16, masked with GQA, masked with repeated
+   keys, unmasked; then verify_profile: the shipped target's static verify of 1 and 8 tokens per dtype, replayed,
+   and the CUDA kernels of one eager run of it (the slow fp32 verify of docs/gpu/h100_run2.json).
+2. shipped: the shipped pair in fp32 and bf16, eager vs static cache + CUDA graphs (auto calibrated on each
+   path), baseline given the same treatment: plain step ms, round ms and round cost at the auto choice and at
+   chain 7, tau, greedy equality (fp32), peak GPU memory of each path, and the draft step time per dtype.
 3. big: a Llama-3.1-8B-shaped bf16 target (random weights) and an EAGLE-3-shaped head: plain step eager vs
    graphs, against the weights-bandwidth time (weight bytes / --hbm-tbps); verify ms by size; the shape autotree
    picks from these measured costs for an acceptance profile with tau about 6, with its predicted speedup and
-   round cost in plain steps; peak memory with the static cache sized prompt + max new + tree; and the verify
-   by size again with `attention.PACKED` (grouped heads packed into query rows; the stock call copies K and V
-   over the query heads under a mask), with its largest logit difference from the stock call.
+   round cost in plain steps, and the round measured at that shape and at chain 7; peak memory with the static
+   cache sized prompt + max new + tree; the verify by size again with `attention.PACKED` (grouped heads packed
+   into query rows), with its largest logit difference from the stock call; a chain-7 draft of an EAGLE-1-shaped
+   head over the target's 128k lm_head, over all ids and over a hot quarter.
 
     python scripts/gpu_fast.py --out gpu_fast.json [--seconds 500] [--hbm-tbps 3.35]  (default: by the GPU's name)
     python scripts/gpu_fast.py --smoke
@@ -150,6 +152,44 @@ def section_shipped() -> dict:
     return out
 
 
+def section_verify_profile() -> dict:
+    """The fp32 static verify of 8 tokens cost 3.4 plain steps on an H100 (bf16: 1.2; docs/gpu/h100_run2.json):
+    per dtype, the shipped target's static verify of 1 and 8 tokens replayed (ms), and on a GPU the CUDA kernels
+    of one eager run of the same forward (their count, total ms, and the six that take longest)."""
+    from eagle_demo.session import load_session
+
+    out = {}
+    for dtype in ("float32", "bfloat16"):
+        session = load_session(device=DEVICE, dtype=dtype, threads=0, static=True)
+        model, head = session.pair.target, session.pair.head
+        prompt = session.encode("def binary_search(items, target):\n    \"\"\"Return the index of target.\"\"\"\n")
+        ms, _ = verify_by_size(model, head, prompt, (1, 8))
+        out[f"{dtype} replayed ms"] = {n: round(1e3 * v, 3) for n, v in ms.items()}
+        log(f"  {dtype} static verify replayed ms: {out[f'{dtype} replayed ms']}")
+        if DEVICE != "cuda":
+            continue
+        runner = SpeculativeEngine(model, head, static=True).runner
+        runner.reset(len(prompt) + 80)
+        runner.forward(torch.tensor(prompt))
+        runner.commit(list(range(len(prompt))))
+        runner.static.graphs_on = False  # the same forward, eagerly, so the profiler sees each kernel
+        for n in (1, 8):
+            ids, depths, mask = torch.arange(n) + 5, torch.arange(n), torch.ones(n, n, dtype=torch.bool).tril()
+            runner.forward(ids, depths, mask)
+            runner.commit([])
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                runner.forward(ids, depths, mask)
+                sync()
+            runner.commit([])
+            device_us = lambda e: getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0)  # noqa: E731
+            events = sorted(prof.key_averages(), key=device_us, reverse=True)
+            out[f"{dtype} n{n} kernels"] = {
+                "count": sum(e.count for e in events), "total_ms": round(sum(map(device_us, events)) / 1e3, 3),
+                "top": [[e.key[:90], e.count, round(device_us(e) / 1e3, 3)] for e in events[:6]]}
+            log(f"  {dtype} n{n} kernels: {out[f'{dtype} n{n} kernels']}")
+    return out
+
+
 def section_sdpa() -> dict:
     """The draft's attention call in fp32 and bf16 (the bf16 drafting slowdown): SDPA with an additive mask and
     `enable_gqa` (what `drafts.lean.attention` runs) against keys/values repeated over the query heads (a mask with
@@ -248,6 +288,8 @@ def section_big(hbm_tbps: float) -> dict:
     log(f"  8B {choice.line()}")
     out["chosen static+graphs"] = race(model, head, prompt, choice.tree, True, new)  # the round cost at that shape
     log(f"  8B {choice.tree.label()} static+graphs: {out['chosen static+graphs']}")
+    out["chain7 static+graphs"] = race(model, head, prompt, TreeConfig.chain(7), True, new)  # tau 6 needs depth
+    log(f"  8B chain 7 static+graphs: {out['chain7 static+graphs']}")
     out["eagle1_hot_draft"] = hot_draft(model)
     log(f"  8B EAGLE-1-shaped head, chain-7 draft ms: {out['eagle1_hot_draft']}")
     del model, head
@@ -363,7 +405,8 @@ def main() -> int:
     REPORT["env"] = {"torch": torch.__version__, "transformers": transformers.__version__, "device": name,
                      "hbm_tbps": hbm, "smoke": SMOKE}
     start = time.perf_counter()
-    sections = [("tests", section_tests), ("sdpa", section_sdpa), ("shipped", section_shipped),
+    sections = [("tests", section_tests), ("sdpa", section_sdpa), ("verify_profile", section_verify_profile),
+                ("shipped", section_shipped),
                 ("big", lambda: section_big(hbm))]
     if args.only:  # in the order given
         sections = sorted((x for x in sections if x[0] in args.only), key=lambda x: args.only.index(x[0]))
