@@ -86,7 +86,8 @@ def shipped_pair_check(device: str = "auto", new_tokens: int = 32) -> list[Check
     run = RunConfig(max_new_tokens=new_tokens, ignore_eos=True, tree=TreeConfig.chain(5))
     eagle = summarize(session.stream(ids, run, "eagle"))
     base = summarize(session.stream(ids, run, "baseline"))
-    out = [Check("shipped pair", "ok", f"loaded in {loaded:.1f} s on {session.device} "
+    path = ", static caches + CUDA graphs" if session.static and session.device.type == "cuda" else ""
+    out = [Check("shipped pair", "ok", f"loaded in {loaded:.1f} s on {session.device}{path} "
                                        f"({session.report.family}, layout {session.report.source_layout})")]
     if eagle.token_ids == base.token_ids:
         out.append(Check("lossless", "ok", f"greedy EAGLE equals plain decoding over {new_tokens} tokens "

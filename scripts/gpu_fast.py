@@ -132,6 +132,8 @@ def section_shipped() -> dict:
                                progress=lambda stage: log(f"    {time.perf_counter() - t0:.2f} s: {stage}"))
             out[f"{dtype} {path} auto"] = choice.line()
             out[f"{dtype} {path} calibration s"] = round(choice.calibration_seconds, 2)
+            if choice.table is not None:  # the engine's own rounds over the parts' prediction (capped at 1.6)
+                out[f"{dtype} {path} overhead scale"] = round(choice.table.scale, 3)
             log(f"  {dtype} {path}: {choice.line()} (calibration {choice.calibration_seconds:.2f} s)")
             for label, tree in (("auto", choice.tree), ("chain7", TreeConfig.chain(7))):
                 key = f"{dtype} {label} {path}"
