@@ -14,7 +14,10 @@ wheels into a folder put on PYTHONPATH instead, over the machine's own packages 
 Pairs: "shipped" is assets/tiny-target + assets/tiny-eagle1 (EAGLE-1 yuhuili layout, read by both sides as is).
 "weak" is the shipped target with a deliberately degraded head: every weight of the shipped head is mixed with
 seeded Gaussian noise (`--weak-noise`, relative to each tensor's own spread) so the head accepts poorly (tau < 2),
-written in the same layout under $EAGLE_DEMO_CACHE/peer/ (about 2.5 MB; never committed).
+written in the same layout under $EAGLE_DEMO_CACHE/peer/ (about 2.5 MB; never committed). "big" (`--pair big`,
+`--big-shape 8b|smoke`, `--dtype bfloat16` on a GPU) is a random Llama-3.1-8B-shaped target with a random EAGLE-1
+head in the official layout (`big_pair`, 16 GB written once): random weights accept nothing, so it races the
+cost of a round on an 8B forward (each side's round ms is printed).
 
 The official code runs in one worker process that keeps its model loaded; runs alternate per prompt (the official
 run, then each of our shapes, on the same prompt, their order rotated from prompt to prompt), after one dropped
@@ -76,7 +79,8 @@ def worker(args) -> int:
 
     em.AutoTokenizer = type("T", (), {"from_pretrained": staticmethod(lambda *a, **k: NoTokenizer())})
     model = em.EaModel.from_pretrained(base_model_path=args.target, ea_model_path=args.draft,
-                                       torch_dtype=torch.float32, low_cpu_mem_usage=True).to(args.device).eval()
+                                       torch_dtype=getattr(torch, args.dtype), low_cpu_mem_usage=True
+                                       ).to(args.device).eval()
     print(json.dumps({"transformers": transformers.__version__, "torch": torch.__version__}), flush=True)
     for line in sys.stdin:  # one prompt (a JSON list of token ids) per line, one result line back
         ids = json.loads(line)
@@ -158,6 +162,60 @@ def weak_head(noise: float = WEAK_NOISE, seed: int = 0) -> Path:
     return out
 
 
+BIG = {"8b": {"hidden": 4096, "inter": 14336, "layers": 32, "heads": 32, "kv": 8, "vocab": 128256},  # Llama-3.1-8B
+       "smoke": {"hidden": 256, "inter": 512, "layers": 4, "heads": 4, "kv": 2, "vocab": 4096}}
+
+
+def _llama_config(c: dict, layers: int, dtype: str, **extra) -> dict:
+    """A config.json both transformers 4.36 and 5.x read the same way (rope theta 10000, their shared default)."""
+    return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": c["hidden"],
+            "intermediate_size": c["inter"], "num_attention_heads": c["heads"], "num_key_value_heads": c["kv"],
+            "num_hidden_layers": layers, "hidden_act": "silu", "max_position_embeddings": 4096,
+            "rms_norm_eps": 1e-5, "vocab_size": c["vocab"], "bos_token_id": 0, "eos_token_id": 0,
+            "pad_token_id": 0, "tie_word_embeddings": False, "torch_dtype": dtype, **extra}
+
+
+def big_pair(shape: str, dtype: str) -> tuple[Path, Path]:
+    """A Llama-3.1-8B-shaped target with random weights ("8b": 16 GB in bf16) and a random EAGLE-1 head in the
+    official (yuhuili) layout, written once under $EAGLE_DEMO_CACHE/peer/big-<shape>-<dtype>/ (never committed):
+    the same weights for both sides, so the two rounds are timed on an 8B forward. A random head accepts almost
+    nothing (tau near 1), so this pair races the rounds' cost, not acceptance."""
+    import torch
+    from safetensors.torch import save_file
+
+    c, out = BIG[shape], cache_root() / "peer" / f"big-{shape}-{dtype}"
+    target, head = out / "target", out / "head"
+    if (target / "model.safetensors").is_file() and (head / "pytorch_model.bin").is_file():
+        return target, head
+    dt, dev = getattr(torch, dtype), "cuda" if torch.cuda.is_available() else "cpu"
+    gen = torch.Generator(device=dev).manual_seed(0)
+
+    def w(*size: int) -> torch.Tensor:
+        return (0.02 * torch.randn(*size, generator=gen, device=dev)).to(dt).cpu()
+
+    def layer(p: str, first_norm: bool) -> dict:
+        h, i, hd = c["hidden"], c["inter"], c["hidden"] // c["heads"]
+        part = {p + "self_attn.q_proj.weight": w(h, h), p + "self_attn.k_proj.weight": w(c["kv"] * hd, h),
+                p + "self_attn.v_proj.weight": w(c["kv"] * hd, h), p + "self_attn.o_proj.weight": w(h, h),
+                p + "mlp.gate_proj.weight": w(i, h), p + "mlp.up_proj.weight": w(i, h),
+                p + "mlp.down_proj.weight": w(h, i), p + "post_attention_layernorm.weight": torch.ones(h, dtype=dt)}
+        return part | ({p + "input_layernorm.weight": torch.ones(h, dtype=dt)} if first_norm else {})
+
+    state = {"model.embed_tokens.weight": w(c["vocab"], c["hidden"]), "lm_head.weight": w(c["vocab"], c["hidden"]),
+             "model.norm.weight": torch.ones(c["hidden"], dtype=dt)}
+    for i in range(c["layers"]):
+        state |= layer(f"model.layers.{i}.", True)
+    target.mkdir(parents=True, exist_ok=True)
+    save_file(state, str(target / "model.safetensors"), metadata={"format": "pt"})
+    (target / "config.json").write_text(json.dumps(_llama_config(c, c["layers"], dtype), indent=1))
+    drafts = {"fc.weight": w(c["hidden"], 2 * c["hidden"]), "fc.bias": torch.zeros(c["hidden"], dtype=dt),
+              **layer("layers.0.", False), "embed_tokens.weight": state["model.embed_tokens.weight"]}
+    head.mkdir(parents=True, exist_ok=True)
+    torch.save(drafts, head / "pytorch_model.bin")
+    (head / "config.json").write_text(json.dumps(_llama_config(c, 1, dtype, bias=True), indent=1))
+    return target, head
+
+
 class Official:
     """The official code in its own environment, loaded once; `run(ids)` generates one prompt there."""
 
@@ -166,7 +224,7 @@ class Official:
         env = env | {"OMP_NUM_THREADS": str(args.threads), "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
                      "HF_HUB_OFFLINE": "1", "PYTHONWARNINGS": "ignore"}
         cmd = [str(python), __file__, "--worker", "--target", target, "--draft", draft, "--device", args.device,
-               "--threads", str(args.threads), "--max-new-tokens", str(args.max_new_tokens)]
+               "--threads", str(args.threads), "--max-new-tokens", str(args.max_new_tokens), "--dtype", args.dtype]
         self.log = tempfile.TemporaryFile(mode="w+")  # its warnings; a pipe nobody reads could fill and block it
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
                                      text=True, env=env, cwd=str(cache_root()))
@@ -214,7 +272,8 @@ def summary(runs: list[dict]) -> dict:
     tps = [r["new_tokens"] / r["seconds"] for r in runs]
     return {"tokens_per_second": statistics.median(tps),
             "tokens_per_cpu_second": sum(r["new_tokens"] for r in runs) / sum(r["cpu_seconds"] for r in runs),
-            "tau": sum(r["new_tokens"] for r in runs) / max(1, sum(r["rounds"] for r in runs))}
+            "tau": sum(r["new_tokens"] for r in runs) / max(1, sum(r["rounds"] for r in runs)),
+            "round_ms": 1e3 * sum(r["seconds"] for r in runs) / max(1, sum(r["rounds"] for r in runs))}
 
 
 def race(name: str, target: str, draft: str, peer: tuple[Path, dict], args) -> dict:
@@ -224,9 +283,14 @@ def race(name: str, target: str, draft: str, peer: tuple[Path, dict], args) -> d
     from _shapes import parse_shape
     from eagle_demo.session import load_session
 
-    session = load_session(target, draft, threads=args.threads, device=args.device, dtype="float32",
+    session = load_session(target, draft, threads=args.threads, device=args.device, dtype=args.dtype,
                            static=args.static)
-    prompts = [session.encode(p) for p in PROMPTS]
+    if session.tokenizer is not None:
+        prompts = [session.encode(p) for p in PROMPTS]
+    else:  # the random big pair: seeded token ids, as many prompts
+        gen = torch.Generator().manual_seed(0)
+        vocab = min(32000, int(session.pair.target.get_input_embeddings().weight.shape[0]))
+        prompts = [torch.randint(0, vocab, (128,), generator=gen).tolist() for _ in PROMPTS]
     shapes = [parse_shape(t, session) for t in args.ours]
     official, ours = [], {label: [] for label, _, _ in shapes}
     peer = Official(peer, target, draft, args)
@@ -245,13 +309,14 @@ def race(name: str, target: str, draft: str, peer: tuple[Path, dict], args) -> d
         peer.close()
     ref = summary(official)
     load = os.getloadavg()
-    print(f"\n[{name}] {target} + {draft}{'; ours static + graphs' if args.static else ''}; torch threads "
-          f"{torch.get_num_threads()}, {len(prompts)} prompts x "
+    print(f"\n[{name}] {target} + {draft}, {args.dtype}{'; ours static + graphs' if args.static else ''}; "
+          f"torch threads {torch.get_num_threads()}, {len(prompts)} prompts x "
           f"{args.repeats} repeats, {args.max_new_tokens} new tokens, greedy, EOS ignored; load average at the end "
           f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}")
     print(f"  {'':<62}{'wall tok/s':>11}{'CPU tok/s':>11}")
     print(f"  {'official eagle-llm 1.2.1 (static tree mc_sim_7b_63, 26 nodes)':<62}"
-          f"{ref['tokens_per_second']:>11.1f}{ref['tokens_per_cpu_second']:>11.1f}  tau {ref['tau']:.2f}")
+          f"{ref['tokens_per_second']:>11.1f}{ref['tokens_per_cpu_second']:>11.1f}  tau {ref['tau']:.2f}  "
+          f"round {ref['round_ms']:.2f} ms")
     rows = {"official": ref}
     for label, runs in ours.items():
         s = summary(runs)
@@ -261,7 +326,8 @@ def race(name: str, target: str, draft: str, peer: tuple[Path, dict], args) -> d
         s["same_tokens_as_official"] = same
         s["retuned_runs"] = sum(1 for r in runs if r["retuned"])  # runs whose shape moved (`retune`)
         print(f"  {'ours ' + label:<62}{s['tokens_per_second']:>11.1f}{s['tokens_per_cpu_second']:>11.1f}  tau "
-              f"{s['tau']:.2f}  ratio {s['ratio']:.2f}x wall, {s['cpu_ratio']:.2f}x CPU  same tokens: {same}"
+              f"{s['tau']:.2f}  round {s['round_ms']:.2f} ms  ratio {s['ratio']:.2f}x wall, {s['cpu_ratio']:.2f}x CPU"
+              f"  same tokens: {same}"
               + (f"  retuned in {s['retuned_runs']} of {len(runs)} runs" if s["retuned_runs"] else ""))
         rows[label] = s
     return rows
@@ -272,7 +338,10 @@ def main(argv=None) -> int:
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--target", default=None)
     ap.add_argument("--draft", default=None)
-    ap.add_argument("--pair", choices=["shipped", "weak", "both"], default="both")
+    ap.add_argument("--pair", choices=["shipped", "weak", "both", "big"], default="both",
+                    help="big: a random Llama-3.1-8B-shaped target and EAGLE-1 head, written once (`big_pair`)")
+    ap.add_argument("--big-shape", choices=sorted(BIG), default="8b")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     ap.add_argument("--ours", nargs="+", default=["auto", "plain"],
                     help="our shapes: auto, auto-retune (auto moving its shape, `retune`), auto-fixed (never paused), "
                          "chainK, treeT/D/K, or plain (our plain decoding of the target)")
@@ -291,7 +360,11 @@ def main(argv=None) -> int:
     peer = official_runtime(args.wheels)
     target = args.target or str(ROOT / "assets" / "tiny-target")
     pairs = []
-    if args.draft:
+    if args.pair == "big":
+        big_target, big_head = big_pair(args.big_shape, args.dtype)
+        target = str(big_target)
+        pairs.append((f"big ({args.big_shape}, random weights)", str(big_head)))
+    elif args.draft:
         pairs.append(("custom", args.draft))
     else:
         if args.pair in ("shipped", "both"):
