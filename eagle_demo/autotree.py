@@ -282,17 +282,22 @@ def round_cost(costs: Costs, tree: TreeConfig, tau: float, scale: float = 1.0, d
     return scale * costs.round(tree, tau, drafted) / costs.plain
 
 
-def overhead_scale(stats: Acceptance, costs: Costs) -> float:
+OVERHEAD_CAP_CPU = 1.6  # a shared CPU: a burst of load can lift both timed runs
+OVERHEAD_CAP_GPU = 3.0  # an H100's static path: the engine's rounds cost up to 1.9x the capped prediction (fp32)
+
+
+def overhead_scale(stats: Acceptance, costs: Costs, cap: float = OVERHEAD_CAP_CPU) -> float:
     """What the engine's own timed runs cost per round in plain steps (each run: its median round over the median
     step of plain decoding timed right before it, so one slow round does not move it, and a machine that changes
-    speed between calibration's phases changes both) over what the parts predict for those rounds, 1 to 1.6: the
-    bookkeeping between the parts. Of the two runs the cheaper counts (a burst of load during one lifts it).
+    speed between calibration's phases changes both) over what the parts predict for those rounds, 1 to `cap`:
+    the bookkeeping between the parts. Of the two runs the cheaper counts (a burst of load during one lifts it).
     It scales every shape alike, so it moves the predicted speedup shown and the gate's break-even, not the
-    choice."""
+    choice. On a GPU a round's bookkeeping weighs more against a plain step of 2-9 ms replayed (docs/perf.md,
+    "On an H100"), and a break-even capped too low kept a weak head drafting at 0.73x plain decoding."""
     if not stats.engine:
         return 1.0
     tree, runs = stats.engine
-    return min(1.6, max(1.0, min(cost * costs.plain / costs.round(tree, tau) for cost, tau in runs)))
+    return min(cap, max(1.0, min(cost * costs.plain / costs.round(tree, tau) for cost, tau in runs)))
 
 
 def choose(stats: Acceptance, costs: Costs, seconds: float, device: torch.device,
@@ -300,7 +305,7 @@ def choose(stats: Acceptance, costs: Costs, seconds: float, device: torch.device
     """The shape (of `shapes`, default the device's candidates) with the highest predicted tau / round cost;
     ties go to the cheaper round."""
     best = None
-    scale = overhead_scale(stats, costs)
+    scale = overhead_scale(stats, costs, OVERHEAD_CAP_CPU if device.type == "cpu" else OVERHEAD_CAP_GPU)
     shapes = shapes or candidates(device)
     taus = [predict_tau(stats, tree) for tree in shapes]
     for tree, tau in zip(shapes, taus):

@@ -243,6 +243,11 @@ def test_the_engine_run_scales_the_prediction_but_never_the_choice():
     assert autotree.overhead_scale(ran, costs) == pytest.approx(expect)
     assert scaled.tree == plain.tree
     assert scaled.predicted_round_cost == pytest.approx(plain.predicted_round_cost * expect)
+    # rounds 2.4x what the parts predict: capped at 1.6 on a CPU, believed on a GPU (a quieter clock)
+    slow = dataclasses.replace(base, engine=(TreeConfig.chain(7), ((2.4 * parts, 2.0),)))
+    cpu, gpu = (autotree.choose(slow, costs, 1.0, torch.device(d), SHAPES) for d in ("cpu", "cuda"))
+    assert cpu.predicted_round_cost == pytest.approx(plain.predicted_round_cost * autotree.OVERHEAD_CAP_CPU)
+    assert gpu.predicted_round_cost == pytest.approx(plain.predicted_round_cost * 2.4)
 
 
 def test_the_verify_line_is_fitted_through_every_size_and_shrugs_off_a_load_spike():
