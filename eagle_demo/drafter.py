@@ -9,8 +9,10 @@ Lean by construction: one head forward per depth over the whole frontier; scores
 the tree mask stay on the device (the mask lives in one preallocated additive buffer); the tree is selected
 with tensor ops and reaches the host in a single copy per round (`tree.tree_from_device`).
 
-static=True: the head runs over fixed K/V pools under full-width masks (`static_draft.StaticDraft`), so each
-draft depth has fixed shapes and is replayed as a CUDA graph on a GPU; on a CPU it runs the same path eagerly.
+static=True: the head runs over fixed K/V pools under full-width masks (`static_draft.StaticDraft`), so a
+round's whole chain or tree draft, and the extend after it, have fixed shapes and are each replayed as one CUDA
+graph on a GPU (positions, slots and masks computed from the start slot on the device); on a CPU the same path
+runs eagerly (a stopping chain there still stops depth by depth).
 
 A chain over a hot vocabulary (`TreeConfig.hot_vocab`) takes its top-1 over `hot_vocab.HotVocab`: the first ids
 plus every id of the run's context, which `extend` records (a static drafter, whose graphs fix the table's size,

@@ -1,25 +1,22 @@
 """Static-shape drafting: the draft head over fixed K/V pools, so every draft forward of n tokens has the same
-shapes and addresses and a draft depth (the head's forward and its top-k) can be captured once as a CUDA
-graph and replayed, as `static.StaticTarget` does for the target.
+shapes and addresses and a round's whole draft (every depth's head forward and top-k) can be captured once as a
+CUDA graph and replayed, as `static.StaticTarget` does for the target.
 
 - `StaticDraftKV` holds one zeroed pool per layer [1, kv, capacity, d], sized to the run (prompt + max new
   tokens + tree + the entries a round's drafting writes). A head call writes its n entries at `slots` (a device
   tensor the drafter sets) and attends over the whole pool under a full-width additive mask [1, 1, n, capacity]:
   the committed prefix and the round's own tree relation are visible, everything else (stale or unused) is not.
   Nothing is cropped: the drafter's `length` and the masks decide what counts.
-- Three kinds of graph: a tree depth (its inputs in per-size static buffers: hidden, tokens, positions, slots,
-  mask); a whole chain draft (every depth in one graph: the inputs are the draft output to start from and the
-  start slot, and each depth's position, slot and causal mask are computed from that slot on the device); and
-  the extend after a round (n accepted pairs, positions and mask again from the start slot). A round's chain
-  draft is then one replay and no host read.
+- Three kinds of graph: a whole chain draft, a whole tree draft with its selection, and the extend after a
+  round (n accepted pairs). Their inputs live in static buffers: the draft output to start from, the start
+  slot (and the root token, or the pairs); every depth's position, slot and mask is computed from the start
+  slot on the device. A round's draft is then one replay and no host read.
 - Outputs of a replay are the graph's own buffers, rewritten by its next replay, so the drafter copies what it
   keeps. On CUDA (`graphs=True`) a key is captured on its second use; a capture failure sends that kind of graph
   back to eager for good. On a CPU the same static path runs eagerly, which is how the tests check it.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import torch
 
@@ -52,25 +49,13 @@ class StaticDraftKV:
         """Nothing to drop: entries past the drafter's length are masked out and later overwritten."""
 
 
-@dataclass
-class _Buffers:
-    """Static inputs of one draft forward size n (and top-k width)."""
-
-    hidden: torch.Tensor  # [n, H]
-    tokens: torch.Tensor  # [n] long
-    positions: torch.Tensor  # [n] long
-    slots: torch.Tensor  # [n] long
-    mask: torch.Tensor  # [1, 1, n, capacity] additive
-
-
 EXTEND_GRAPH_MAX = 64  # extends of at most this many pairs (a round's commits) are captured; a prompt's run eagerly
 
 
 class StaticDraft:
     """Graph keys: ("chain", longest, hot) a whole chain draft and ("tree", depth, top-k, total) a whole tree draft
     with its selection (`Drafter._static_tree`), every depth in one graph, masks and positions computed on the
-    device from the start slot; ("extend", n) the head over n accepted pairs; ("depth", n, k, hot) one chain depth
-    (a stopping chain without graphs, which stops depth by depth)."""
+    device from the start slot; ("extend", n) the head over n accepted pairs."""
 
     def __init__(self, head, capacity: int, graphs: bool):
         self.head, self.capacity = head, capacity
@@ -160,16 +145,11 @@ class StaticDraft:
 
     def depth(self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor,
               mask: torch.Tensor, k: int, hot: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One draft depth: the head on the frontier and its top-k (over the first `hot` ids when hot > 0): g [n, H],
-        logp [n, k], ids [n, k]. The results are the drafter's to keep (a replay's own buffers are copied out)."""
-        key = ("depth", tokens.shape[0], k, hot)
-        x = self._buffers(key, hidden)
-        x.hidden.copy_(hidden)
-        x.tokens.copy_(tokens)
-        x.positions.copy_(positions)
-        x.slots.copy_(slots)
-        x.mask.copy_(mask)
-        return self.replayed(key, lambda: self._run(x, k, hot))
+        """One chain depth, eagerly (a stopping chain without graphs, which stops depth by depth): the head on n
+        tokens at `slots` and its top-k (over the first `hot` ids when hot > 0): g [n, H], logp [n, k], ids [n, k]."""
+        self.kv.slots = slots
+        g = self.head(hidden, tokens, positions, self.kv, mask)  # [n, H]
+        return (g, *self.pick(hot)(g, k))
 
     def replayed(self, key: tuple, run) -> tuple:
         """run()'s outputs: eagerly, or from the graph of `key`, captured on its second use (copied out: a replay
@@ -187,22 +167,6 @@ class StaticDraft:
         if key not in self.buffers:
             self.buffers[key] = make()
         return self.buffers[key]
-
-    def _buffers(self, key: tuple, like: torch.Tensor) -> _Buffers:
-        if key not in self.buffers:
-            n, d = key[1], self.device
-            self.buffers[key] = _Buffers(hidden=like.new_zeros(n, like.shape[-1]),
-                                         tokens=torch.zeros(n, dtype=torch.long, device=d),
-                                         positions=torch.zeros(n, dtype=torch.long, device=d),
-                                         slots=torch.zeros(n, dtype=torch.long, device=d),
-                                         mask=torch.zeros(1, 1, n, self.capacity, dtype=self.dtype, device=d))
-        return self.buffers[key]
-
-    def _run(self, x: _Buffers, k: int, hot: int = 0):
-        self.kv.slots = x.slots
-        g = self.head(x.hidden, x.tokens, x.positions, self.kv, x.mask)  # [n, H]
-        logp, ids = self.pick(hot)(g, k)  # [n, k], [n, k]
-        return g, logp, ids
 
     def pick(self, hot: int):
         """The head's top-k, or over a hot vocabulary of the first `hot` ids alone: a replayed graph keeps the
