@@ -158,21 +158,37 @@ class Drafter:
         return self._chain_tree(root_token, torch.cat(all_ids), torch.cat(all_logp))
 
     def _static_chain(self, root_token: int, longest: int, stop_below: float, hot: int) -> DraftTree:
-        """The whole chain in one call (one CUDA graph on a GPU). A stop is applied afterwards, from one host read
-        of the path's log-probabilities: the depths past it were drafted (on a GPU cheaper than a sync per depth;
-        without graphs a stopping chain takes `_chain`'s depth by depth path) and are dropped, as the growing path
-        would never have drafted them."""
-        ids, logps = self.static.chain(self.last_g[None], self.length, longest, hot)  # [longest], [longest]
+        """The whole chain and its tree in one call (one CUDA graph on a GPU): the inputs are the draft output to
+        start from, the start slot and the root token. A stop is applied afterwards, from one host read of the
+        path's log-probabilities: the depths past it were drafted (on a GPU cheaper than a sync per depth; without
+        graphs a stopping chain takes `_chain`'s depth by depth path) and are cut off, as the growing path would
+        never have drafted them (a chain's tree cut after d tokens is the tree of its first d)."""
+        st = self.static
+        st.check(self.length + longest - 1)
+        key = ("chain", longest, hot)
+        x = st.inputs(key, lambda: (torch.zeros_like(self.last_g[None]), *torch.zeros(2, 1, dtype=torch.long,
+                                                                                        device=self.device)))
+        x[0].copy_(self.last_g[None])
+        x[1].fill_(self.length)
+        x[2].fill_(root_token)
+
+        def run():
+            ids, logps = st.chain(x[0], x[1], longest, hot)  # [longest], [longest]
+            tree = self._chain_tree(x[2], ids, logps)
+            return tree.tokens, tree.depths, tree.mask, tree.pack, logps
+
+        tokens, depths, mask, pack, logps = st.replayed(key, run)
+        n = longest + 1
         if stop_below > 0.0 and longest > 1:
             path = logps[:-1].double().cumsum(0)  # [longest-1] down to depths 1..longest-1, never increasing
-            depth = 1 + int((path >= math.log(stop_below)).sum())
-            ids, logps = ids[:depth], logps[:depth]
-        return self._chain_tree(root_token, ids, logps)
+            n = 2 + int((path >= math.log(stop_below)).sum())
+        return DraftTree(tokens=tokens[:n], depths=depths[:n], mask=mask[:n, :n], is_chain=True, pack=pack[:, :n])
 
-    def _chain_tree(self, root_token: int, ids: torch.Tensor, logps: torch.Tensor) -> DraftTree:
+    def _chain_tree(self, root_token: int | torch.Tensor, ids: torch.Tensor, logps: torch.Tensor) -> DraftTree:
         """ids, logps [depth] of a drafted chain -> its tree (root first), on the device."""
         dev, depth = self.device, ids.shape[0]
-        tokens = torch.cat([torch.tensor([root_token], device=dev), ids])  # [depth+1]
+        root = torch.as_tensor(root_token, dtype=torch.long, device=dev).reshape(1)  # [1]
+        tokens = torch.cat([root, ids])  # [depth+1]
         chain = self._const(f"chain{depth}", lambda: (torch.arange(-1, depth, device=dev),
                                                       torch.arange(depth + 1, device=dev)))
         probs = torch.stack([torch.cumsum(logps, 0), logps]).exp()  # [2, depth] path score, given parent

@@ -120,17 +120,9 @@ class StaticDraft:
         self.kv.slots = positions
         return self.head(features, tokens, positions, self.kv, self._causal(positions), from_target=True)  # [n, H]
 
-    def chain(self, g: torch.Tensor, start: int, longest: int, hot: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-        """A whole chain draft of `longest` depths from the draft output g [1, H] (depth 1's logits), its depth-2
-        entry at slot `start`: ids [longest], logp [longest], every depth in one graph on a GPU."""
-        self.check(start + longest - 1)
-        key = ("chain", longest, hot)
-        x = self.inputs(key, lambda: (g.new_zeros(g.shape), torch.zeros(1, dtype=torch.long, device=self.device)))
-        x[0].copy_(g)
-        x[1].fill_(start)
-        return self.replayed(key, lambda: self._chain(*x, longest, hot))
-
-    def _chain(self, g: torch.Tensor, start: torch.Tensor, longest: int, hot: int):
+    def chain(self, g: torch.Tensor, start: torch.Tensor, longest: int, hot: int = 0) -> tuple[torch.Tensor, ...]:
+        """A chain draft of `longest` depths from the draft output g [1, H] (depth 1's logits), its depth-2 entry at
+        slot start [1] (a device tensor: capturable): ids [longest], logp [longest] (`Drafter._static_chain`)."""
         pick = self.pick(hot)
         logp, ids = pick(g, 1)  # [1, 1], [1, 1]
         all_ids, all_logp = [ids[0]], [logp[0]]

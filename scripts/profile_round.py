@@ -51,11 +51,43 @@ class OpCount(TorchDispatchMode):
     def __init__(self, counter: Counter):
         super().__init__()
         self.counter = counter
+        self.in_graph = 0  # > 0 inside a call a GPU replays as one CUDA graph (`--static`)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         c = self.counter
-        c.ops[c.part] += 1
+        if not self.in_graph:
+            c.ops[c.part] += 1
         return func(*args, **(kwargs or {}))
+
+
+@contextlib.contextmanager
+def graphs_count_once(mode: OpCount):
+    """`--static`: what a GPU replays as one CUDA graph (the target's static forward, a static draft's whole chain
+    or tree and its extend) counts as one launch here, where the CPU runs it eagerly; the ops around the replays
+    are the eager launches left on a GPU."""
+    from eagle_demo.static import StaticTarget
+    from eagle_demo.static_draft import StaticDraft
+
+    def counted_once(fn):
+        def wrapped(*a, **k):
+            mode.counter.ops[mode.counter.part] += 0 if mode.in_graph else 1
+            mode.in_graph += 1
+            try:
+                return fn(*a, **k)
+            finally:
+                mode.in_graph -= 1
+        return wrapped
+
+    run, replayed = StaticTarget._run, StaticDraft.replayed
+
+    def replayed_once(self, key, fn):
+        return replayed(self, key, counted_once(fn))
+
+    StaticTarget._run, StaticDraft.replayed = counted_once(run), replayed_once
+    try:
+        yield
+    finally:
+        StaticTarget._run, StaticDraft.replayed = run, replayed
 
 
 @contextlib.contextmanager
@@ -117,6 +149,10 @@ def run_once(session, ids, run, mode, counted: bool):
     counter = Counter()
     mode_cm = OpCount(counter) if counted else contextlib.nullcontext()
     reads_cm = count_host_reads(counter) if counted else contextlib.nullcontext()
+    if counted and session.static:
+        reads_cm = contextlib.ExitStack()
+        reads_cm.enter_context(count_host_reads(counter))
+        reads_cm.enter_context(graphs_count_once(mode_cm))
     session_copy = _fresh(session) if mode == "eagle" else session
     if mode == "eagle":
         instrument(session_copy, counter)
@@ -200,10 +236,14 @@ def main(argv=None) -> int:
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--static", action=argparse.BooleanOptionalAction, default=None,
+                    help="static caches (default on CUDA): each call a GPU replays as one CUDA graph counts as one op")
     args = ap.parse_args(argv)
-    session = load_session(args.target, args.draft, threads=args.threads, device=args.device, dtype=args.dtype)
+    session = load_session(args.target, args.draft, threads=args.threads, device=args.device, dtype=args.dtype,
+                           static=args.static)
     ids = session.encode(PROMPT)
-    print(f"device {args.device}, dtype {args.dtype}, torch threads {torch.get_num_threads()}, "
+    static = ", static (a graph replay counts as one op)" if session.static else ""
+    print(f"device {args.device}, dtype {args.dtype}{static}, torch threads {torch.get_num_threads()}, "
           f"prompt {len(ids)} tokens, {args.max_new_tokens} new tokens, greedy, median of {args.repeats}\n")
     for text in args.tree:
         label, tree = parse_tree(text, session)
