@@ -12,8 +12,9 @@ next one runs):
    chain 7, tau, greedy equality (fp32), peak GPU memory of each path, and the draft step time per dtype.
 3. big: a Llama-3.1-8B-shaped bf16 target (random weights) and an EAGLE-3-shaped head: plain step eager vs
    graphs, against the weights-bandwidth time (weight bytes / --hbm-tbps); verify ms by size; the shape autotree
-   picks from these measured costs for an acceptance profile with tau about 6, with its predicted speedup and
-   round cost in plain steps, and the round measured at that shape and at chain 7; peak memory with the static
+   picks for an acceptance profile with tau about 6 from the costs the product's calibration measures on this
+   engine (`autotree.measure_costs`, static + graphs), with its predicted speedup and round cost in plain steps
+   and chain 7's at tau 6, and the round measured at that shape and at chain 7; peak memory with the static
    cache sized prompt + max new + tree; the verify by size again with `attention.PACKED` (grouped heads packed
    into query rows), with its largest logit difference from the stock call; a chain-7 draft of an EAGLE-1-shaped
    head over the target's 128k lm_head, over all ids and over a hot quarter.
@@ -261,8 +262,7 @@ def big_models():
 
 
 def section_big(hbm_tbps: float) -> dict:
-    from eagle_demo.autotree import Acceptance, choose, groups
-    from eagle_demo.autotree_costs import Costs, Line, fit_verify
+    from eagle_demo.autotree import Acceptance, choose, measure_costs, round_cost
 
     model, head = big_models()
     out = {"weight_gb": round(sum(p.numel() * p.element_size() for p in model.parameters()) / 1e9, 2)}
@@ -280,13 +280,20 @@ def section_big(hbm_tbps: float) -> dict:
     out["verify_ms_by_size"] = {n: round(1e3 * v, 3) for n, v in verify.items()}
     log(f"  8B verify ms by size (static): {out['verify_ms_by_size']}")
     out["packed_heads"] = packed_heads(model, head, prompt, tuple(sorted({*sizes[::2], sizes[-1]})), logits)
-    draft_ms = out["static+graphs"]["draft_ms"] / 4 / 1e3  # per draft step, from the chain-4 rounds
     profile = Acceptance(rank=tuple((0.88, 0.06, 0.02, 0.01) for _ in range(8)),
                          chain=tuple(0.88 ** (d + 1) for d in range(8)), rounds=0)
-    line, _ = fit_verify({n: v for n, v in verify.items() if n > 1}, {})
-    per_k = {k: draft_ms * (1 + 0.1 * (k - 1)) for k in {g.top_k for g in groups(torch.device(DEVICE))}}
-    costs = Costs(plain=verify[1], verify=line, tree_extra=0.0, draft={k: Line(v, 1.0, v) for k, v in per_k.items()},
-                  extend=Line.through(1, draft_ms, 8, 1.5 * draft_ms), host=Line(0.0005, 2.0, 0.0))
+    # the costs as the product's calibration measures them on this engine (static, graphs): plain step, verify
+    # by size, each top-k's draft by depth (a whole chain or tree replayed), extend, host
+    engine = SpeculativeEngine(model, head, static=True)
+    costs = measure_costs(engine, prompt[:64], 1.0 if SMOKE else 6.0)
+    out["measured_costs_ms"] = {"plain": round(1e3 * costs.plain, 3), "verify 8": round(1e3 * costs.verify(8), 3),
+                                "verify 64": round(1e3 * costs.verify(64), 3),
+                                "draft at depth 7 by top-k": {k: round(1e3 * f(7), 3) for k, f in costs.draft.items()},
+                                "extend 1": round(1e3 * costs.extend(1), 3)}
+    chain7 = TreeConfig.chain(7)
+    out["chain7 at tau 6"] = {"round_cost": round(round_cost(costs, chain7, 6.0), 3),
+                              "speedup": round(6.0 / round_cost(costs, chain7, 6.0), 3)}
+    log(f"  8B measured costs: {out['measured_costs_ms']}; chain 7 at tau 6: {out['chain7 at tau 6']}")
     choice = choose(profile, costs, 0.0, torch.device(DEVICE))
     out["auto_at_tau6_profile"] = choice.line()
     log(f"  8B {choice.line()}")
