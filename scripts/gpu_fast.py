@@ -1,16 +1,11 @@
 """Issue 21's GPU checks in one prepared run (measurements, not tests). `--smoke` runs every section on the CPU
 with tiny shapes to check the script itself before spending device time.
 
-Sections (each prints its figures and lands in the JSON report as it ends; a failing section is recorded and the
-next one runs):
+Sections, in this order (each prints its figures and lands in the JSON report as it ends; a failing section is
+recorded and the next one runs; one that would start after --seconds is skipped):
 1. tests: tests/test_static.py, tests/test_static_draft.py and tests/test_lean.py (the CUDA graph replay tests
-   run on a GPU); then sdpa: the draft's attention call in fp32 and bf16, masked with GQA, masked with repeated
-   keys, unmasked; then verify_profile: the shipped target's static verify of 1 and 8 tokens per dtype, replayed,
-   and the CUDA kernels of one eager run of it (the slow fp32 verify of docs/gpu/h100_run2.json).
-2. shipped: the shipped pair in fp32 and bf16, eager vs static cache + CUDA graphs (auto calibrated on each
-   path), baseline given the same treatment: plain step ms, round ms and round cost at the auto choice and at
-   chain 7, tau, greedy equality (fp32), peak GPU memory of each path, and the draft step time per dtype.
-3. big: a Llama-3.1-8B-shaped bf16 target (random weights) and an EAGLE-3-shaped head: plain step eager vs
+   run on a GPU).
+2. big: a Llama-3.1-8B-shaped bf16 target (random weights) and an EAGLE-3-shaped head: plain step eager vs
    graphs, against the weights-bandwidth time (weight bytes / --hbm-tbps); verify ms by size; the shape autotree
    picks for an acceptance profile with tau about 6 from the costs the product's calibration measures on this
    engine (`autotree.measure_costs`, static + graphs), with its predicted speedup and round cost in plain steps
@@ -18,6 +13,12 @@ next one runs):
    cache sized prompt + max new + tree; the verify by size again with `attention.PACKED` (grouped heads packed
    into query rows), with its largest logit difference from the stock call; a chain-7 draft of an EAGLE-1-shaped
    head over the target's 128k lm_head, over all ids and over a hot quarter.
+3. shipped: the shipped pair in fp32 and bf16, eager vs static cache + CUDA graphs (auto calibrated on each
+   path), baseline given the same treatment: plain step ms, round ms and round cost at the auto choice and at
+   chain 7, tau, greedy equality (fp32), peak GPU memory of each path, and the draft step time per dtype.
+4. verify_profile: the shipped target's static verify of 1 and 8 tokens per dtype, replayed, and the CUDA
+   kernels of one eager run of it (the slow fp32 verify of docs/gpu/h100_run2.json).
+5. sdpa: the draft's attention call in fp32 and bf16, masked with GQA, masked with repeated keys, unmasked.
 
     python scripts/gpu_fast.py --out gpu_fast.json [--seconds 500] [--hbm-tbps 3.35]  (default: by the GPU's name)
     python scripts/gpu_fast.py --smoke
@@ -416,9 +417,8 @@ def main() -> int:
     REPORT["env"] = {"torch": torch.__version__, "transformers": transformers.__version__, "device": name,
                      "hbm_tbps": hbm, "smoke": SMOKE}
     start = time.perf_counter()
-    sections = [("tests", section_tests), ("sdpa", section_sdpa), ("verify_profile", section_verify_profile),
-                ("shipped", section_shipped),
-                ("big", lambda: section_big(hbm))]
+    sections = [("tests", section_tests), ("big", lambda: section_big(hbm)), ("shipped", section_shipped),
+                ("verify_profile", section_verify_profile), ("sdpa", section_sdpa)]  # the issue's checks first
     if args.only:  # in the order given
         sections = sorted((x for x in sections if x[0] in args.only), key=lambda x: args.only.index(x[0]))
     for name, fn in sections:
