@@ -123,10 +123,9 @@ class AutoChoice:
 
 def hot_sizes(engine) -> tuple[int, ...]:
     """The hot vocabularies calibration scores for this engine's head on its device: a quarter of the vocabulary
-    for a head whose logits are the target's lm_head, on a CPU, from `HOT_MIN_VOCAB` ids; else none. A static
-    drafter keeps the first ids only (no context ids), which the replay does not score: none there either."""
+    for a head whose logits are the target's lm_head, on a CPU, from `HOT_MIN_VOCAB` ids; else none."""
     head = engine.drafter.head
-    if engine.runner.device.type != "cpu" or engine.drafter.static_mode or not shares_target_vocab(head):
+    if engine.runner.device.type != "cpu" or not shares_target_vocab(head):
         return ()
     vocab = int(head.lm_head.module.weight.shape[0])
     return (vocab // HOT_SHARE,) if vocab >= HOT_MIN_VOCAB else ()

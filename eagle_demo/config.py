@@ -42,8 +42,8 @@ class TreeConfig:
         1..depth tokens (a confidence stop, decided on the draft's own scores: the output stays lossless).
     hot_vocab: chains only, 0 = off: the draft proposes only among the first hot_vocab token ids (FR-Spec's
         frequency-ranked draft vocabulary: a BPE tokenizer numbers its merges in the order it learned them, so the
-        low ids are the frequent ones) and the ids of the run's context (`hot_vocab.HotVocab`; a static drafter
-        keeps the first ids only), and a draft step reads those rows of the lm_head instead of all. For heads
+        low ids are the frequent ones) and the ids of the run's context (`hot_vocab.HotVocab`; a static drafter's
+        table is fixed-address, with room for the context), and a draft step reads those rows of the lm_head instead of all. For heads
         whose logits are the target's lm_head (EAGLE-1/2); the target still verifies over its whole vocabulary,
         so the output stays lossless.
     """

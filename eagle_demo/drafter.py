@@ -15,8 +15,8 @@ graph on a GPU (positions, slots and masks computed from the start slot on the d
 runs eagerly (a stopping chain there still stops depth by depth).
 
 A chain over a hot vocabulary (`TreeConfig.hot_vocab`) takes its top-1 over `hot_vocab.HotVocab`: the first ids
-plus every id of the run's context, which `extend` records (a static drafter, whose graphs fix the table's size,
-keeps the first ids only).
+plus every id of the run's context, which `extend` records from the host's copy of the tokens (no device read).
+A static drafter's table is fixed (its graphs keep its addresses) and holds a row for every position of its pools.
 """
 
 from __future__ import annotations
@@ -49,6 +49,8 @@ class Drafter:
         self.last_g: torch.Tensor | None = None  # [H]
         self._mask: torch.Tensor | None = None  # [k, capacity] additive, 0 outside a round's tree block
         self.hot: HotVocab | None = None  # this run's hot vocabulary table (a chain with `hot_vocab`)
+        if self.static is not None:
+            self.static.clear_hot()
         self._context: list[torch.Tensor] = []  # token ids extended since the table last took them
         self._seen: list[int] = []  # every token id of this run's context the table has been offered
 
@@ -93,8 +95,8 @@ class Drafter:
         n > 1 attends causally over the new block (the head builds that mask). Returns the draft outputs [n, H]."""
         n = tokens.shape[0]
         positions = self._positions(self.length, n)  # [n]
+        self._context.append(tokens)  # as given: the engine's are on the host, so the table reads them for free
         features, tokens = features.to(self.device, self.dtype), tokens.to(self.device)
-        self._context.append(tokens)
         with one_call():
             if self.static is None:
                 g = self.head(features, tokens, positions, self.cache, None, from_target=True)  # [n, H]
@@ -114,10 +116,13 @@ class Drafter:
     def _hot_table(self, size: int) -> HotVocab:
         """This run's hot vocabulary of `size` first ids, holding every id extended so far (one host read of the
         ids extended since the last round: free on a CPU)."""
-        new = torch.cat(self._context).tolist() if self._context else []
+        new = [t for ids in self._context for t in ids.tolist()]
         self._context.clear()
         self._seen += new
-        if self.hot is None or self.hot.size != size or self.hot.weight is not self.head.lm_head.module.weight:
+        if self.static is not None:
+            self.hot, made = self.static.hot_table(size)
+            new = self._seen if made else new
+        elif self.hot is None or self.hot.size != size or self.hot.weight is not self.head.lm_head.module.weight:
             self.hot = HotVocab(self.head, size, room=max(256, self.cache.capacity))
             new = self._seen
         self.hot.add(new)
@@ -125,11 +130,7 @@ class Drafter:
 
     def _pick(self, hot: int):
         """The draft's top-k for a chain over `hot` first ids (0: the head's own over the whole vocabulary)."""
-        if not hot:
-            return self.head.topk
-        if self.static is not None:
-            return self.static.pick(hot)
-        return self._hot_table(hot).topk
+        return self._hot_table(hot).topk if hot else self.head.topk
 
     def _chain(self, root_token: int, longest: int, stop_below: float = 0.0, hot: int = 0) -> DraftTree:
         """top-k 1: each step feeds the single new token; causal attention, no mask, no selection. stop_below > 0:
@@ -165,6 +166,8 @@ class Drafter:
         never have drafted them (a chain's tree cut after d tokens is the tree of its first d)."""
         st = self.static
         st.check(self.length + longest - 1)
+        if hot:
+            self._hot_table(hot)  # the context ids since the last round, written into the fixed table in place
         key = ("chain", longest, hot)
         x = st.inputs(key, lambda: (torch.zeros_like(self.last_g[None]), *torch.zeros(2, 1, dtype=torch.long,
                                                                                         device=self.device)))

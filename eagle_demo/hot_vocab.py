@@ -10,6 +10,11 @@ ten fresh prompts lie outside the first 2048 ids, 0.9% outside them and the cont
 The table keeps its rows in the lm_head's own layout (column-major on a CPU, `cpu_layout`) in a buffer that grows by
 doubling; `ids` maps a row to its token id. Log-probabilities are normalised over the table. The target verifies
 over its whole vocabulary, so the output is the target's whatever the table holds.
+
+`fixed=True` (the static path, whose CUDA graphs keep the addresses they were captured with): the buffer never
+moves. Its room rows start zeroed and masked out by an additive row `hidden` [capacity]; a context id fills the next
+room row and unmasks it in place, so a replayed graph sees it; ids past the room are left out; `clear` empties the
+room for the next run. The top-k runs over every row, the masked ones adding nothing.
 """
 
 from __future__ import annotations
@@ -26,9 +31,9 @@ __all__ = ["HotVocab"]
 
 class HotVocab:
     @torch.no_grad()
-    def __init__(self, head, size: int, room: int = 256):
+    def __init__(self, head, size: int, room: int = 256, fixed: bool = False):
         """head: a head with `shares_target_vocab`; size: the first ids always in the table (2 <= size < V); room:
-        rows for context ids before the buffer first grows."""
+        rows for context ids before the buffer first grows (fixed: the most it ever holds)."""
         if not shares_target_vocab(head):
             raise ConfigError(f"a hot vocabulary needs a head whose logits are the target's lm_head (EAGLE-1/2); this "
                               f"{head.family} head has its own vocabulary: use hot vocabulary 0")
@@ -44,6 +49,20 @@ class HotVocab:
         self._rows_of(self._store)[:size] = self.weight[:size]
         self.ids = torch.arange(size + room, device=self.weight.device)  # [cap] row -> token id (past n: unused)
         self.present: set[int] = set()  # ids >= size held in the table
+        self.fixed = fixed
+        self.hidden: torch.Tensor | None = None  # fixed: [cap] additive, 0 on the rows in use, -inf on the rest
+        if fixed:
+            self._rows_of(self._store)[size:].zero_()
+            self.hidden = self.weight.new_full((size + room,), float("-inf"))
+            self.hidden[:size] = 0.0
+
+    @torch.inference_mode()  # the drafter makes its tables in inference mode: their tensors change only in it
+    def clear(self) -> None:
+        """Drop every context id (a fixed table, between runs)."""
+        self.n = self.size
+        self.present.clear()
+        if self.hidden is not None:
+            self.hidden[self.size:] = float("-inf")
 
     def _empty(self, capacity: int) -> torch.Tensor:
         hidden = self.weight.shape[1]
@@ -58,10 +77,12 @@ class HotVocab:
         """[n, H] the table's lm_head rows."""
         return self._rows_of(self._store)[:self.n]
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def add(self, token_ids: list[int]) -> int:
         """Take every id of token_ids not yet in the table (in order of first appearance); returns how many."""
         new = [t for t in dict.fromkeys(token_ids) if t >= self.size and t not in self.present]
+        if self.fixed:
+            new = new[:self.ids.shape[0] - self.n]  # a fixed table never grows: what does not fit stays out
         if not new:
             return 0
         need = self.n + len(new)
@@ -74,6 +95,8 @@ class HotVocab:
         index = torch.tensor(new, device=self.weight.device)  # [m]
         self._rows_of(self._store)[self.n:need] = self.weight[index]  # [m, H]
         self.ids[self.n:need] = index
+        if self.hidden is not None:
+            self.hidden[self.n:need] = 0.0
         self.n = need
         self.present.update(new)
         return len(new)
@@ -81,7 +104,10 @@ class HotVocab:
     def topk(self, g: torch.Tensor, k: int, mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """The head's top-k over the table: g [m, H] -> logp [m, k] (over the table), token ids [m, k]. mask [m, n]
         additive (the calibration replay's rows, each seeing the ids of its own context only)."""
-        logits = F.linear(self.head.lm_head_input(g), self.rows)  # [m, n]
+        if self.fixed:  # every row, the unused ones masked out (the graph's addresses stay)
+            logits = F.linear(self.head.lm_head_input(g), self._rows_of(self._store)) + self.hidden  # [m, cap]
+        else:
+            logits = F.linear(self.head.lm_head_input(g), self.rows)  # [m, n]
         if mask is not None:
             logits = logits + mask
         logp, local = top_logp(logits, k)  # [m, k], [m, k] rows of the table

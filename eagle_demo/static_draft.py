@@ -161,13 +161,20 @@ class StaticDraft:
         return self.buffers[key]
 
     def pick(self, hot: int):
-        """The head's top-k, or over a hot vocabulary of the first `hot` ids alone: a replayed graph keeps the
-        table it was captured with, so the run's context ids are not added (`Drafter._pick`)."""
-        if not hot:
-            return self.head.topk
+        """The head's top-k, or over this drafter's hot vocabulary of the first `hot` ids plus its context ids."""
+        return self.hot_table(hot)[0].topk if hot else self.head.topk
+
+    def hot_table(self, hot: int) -> tuple[HotVocab, bool]:
+        """(the fixed-address hot vocabulary of `hot` first ids, with room for a context id at every position of the
+        pools; whether it was made just now). A replayed graph reads the context ids the drafter adds in place."""
         if hot not in self.hot_tables:
-            self.hot_tables[hot] = HotVocab(self.head, hot, room=0)
-        return self.hot_tables[hot].topk
+            self.hot_tables[hot] = HotVocab(self.head, hot, room=self.capacity, fixed=True)
+            return self.hot_tables[hot], True
+        return self.hot_tables[hot], False
+
+    def clear_hot(self) -> None:
+        for table in self.hot_tables.values():
+            table.clear()
 
     def _capture(self, key: tuple, run) -> None:
         try:

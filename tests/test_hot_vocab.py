@@ -1,6 +1,7 @@
 """A draft over a hot vocabulary (`TreeConfig.hot_vocab`): the top-k over the first ids and the run's context ids
-(`HotVocab`; the first ids only on the static path), rows copied in the loader's layout; engines drafting that way
-stay lossless (greedy, eager and static, and seeded sampling); calibration prices and keeps its shapes."""
+(`HotVocab`; a fixed-address table on the static path, for its CUDA graphs), rows copied in the loader's layout;
+engines drafting that way stay lossless (greedy, eager and static, and seeded sampling); the static drafter drafts
+what the growing one does; calibration prices and keeps its shapes."""
 
 import pytest
 import torch
@@ -61,6 +62,60 @@ def test_the_table_takes_context_ids_in_order_and_maps_rows_back():
     assert bool((table.topk(g, 2, hidden)[1] < 40).all())
 
 
+def test_a_fixed_table_masks_its_room_keeps_its_addresses_and_clears():
+    model = tiny_target("llama")
+    head = random_eagle1(model)
+    fixed, growing = HotVocab(head, 40, room=3, fixed=True), HotVocab(head, 40, room=1)
+    store = fixed._store.data_ptr()
+    g = torch.randn(4, 64) * 3  # [m, H]
+    for ids, took in (([3, 70, 41], 2), ([70, 90], 1)):
+        assert fixed.add(ids) == took and growing.add(ids) == took
+        for k in (1, 2):  # the same top-k as the growing table holding the same rows
+            (a_logp, a_ids), (b_logp, b_ids) = fixed.topk(g, k), growing.topk(g, k)
+            assert torch.equal(a_ids, b_ids) and torch.allclose(a_logp, b_logp, atol=1e-6)
+    assert fixed.add([55, 60]) == 0 and growing.add([55, 60]) == 2  # the room of 3 is full; the other grows
+    assert fixed.ids[40:43].tolist() == [70, 41, 90] and fixed._store.data_ptr() == store
+    want_logp, want_rows = top_logp(model.lm_head(g)[:, [*range(40), 70, 41, 90]], 2)
+    logp, ids = fixed.topk(g, 2)
+    assert torch.equal(ids, fixed.ids[want_rows]) and torch.allclose(logp, want_logp, atol=1e-6)
+    fixed.clear()
+    assert fixed.n == 40 and bool((fixed.topk(g, 3)[1] < 40).all()) and fixed._store.data_ptr() == store
+
+
+@pytest.mark.parametrize("tree", [TreeConfig.chain(6, hot_vocab=8), TreeConfig.chain(16, 0.05, 8)],
+                         ids=lambda t: t.label())
+@pytest.mark.parametrize("graphs", [False, True], ids=["eager", "replayed"])
+def test_the_static_drafter_drafts_the_growing_ones_hot_chain(tree, graphs):
+    """Also with graph replays emulated: the table's context rows are written in place, where a replay reads."""
+    from eagle_demo.drafter import Drafter
+    from eagle_demo.target import TargetRunner
+    from test_static_draft import _emulate_graphs
+
+    model = tiny_target("llama", layers=4)
+    head = random_eagle1(model)
+    runner = TargetRunner(model, None)
+    runner.reset(64)
+    ids = torch.tensor(PROMPT + [70, 91, 70, 5, 88, 60, 77, 70, 3])  # [n] late ids enter the context
+    features = runner.forward(ids).features  # [n, F]
+    growing, static = Drafter(head), Drafter(head, static=True)
+    for d in (growing, static):
+        d.reserve(ids.shape[0] + 1, tree.depth)
+    captured = _emulate_graphs(static) if graphs else []
+    start, outside = 0, 0
+    for end in (len(PROMPT), len(PROMPT) + 3, ids.shape[0] - 1):
+        for d in (growing, static):
+            d.extend(features[start:end], ids[start + 1:end + 1])
+        start = end
+        a, b = growing.draft(int(ids[end]), tree), static.draft(int(ids[end]), tree)
+        assert a.token_list == b.token_list
+        torch.testing.assert_close(torch.tensor(a.scores), torch.tensor(b.scores))
+        outside += sum(t >= tree.hot_vocab for t in a.token_list[1:])
+    assert outside  # context ids were drafted, by both
+    assert not graphs or ("chain", tree.depth, tree.hot_vocab) in captured
+    static.reset()  # a new run: the fixed table forgets this run's context ids
+    assert static.static.hot_table(tree.hot_vocab)[0].n == tree.hot_vocab
+
+
 def test_the_replays_table_shows_each_state_the_ids_its_context_extended():
     model = tiny_target("llama")
     text = torch.tensor([80, 5, 70, 6, 91, 70, 7])  # text[0] is never extended: 80 only if it comes again
@@ -102,10 +157,10 @@ def test_greedy_over_a_hot_vocabulary_equals_the_stock_generate(tree, static):
         context = set(PROMPT[1:]) | set(want[:done])  # what the drafter has extended
         for node in ev.nodes[1:]:
             drafted += 1
-            assert node.token_id < tree.hot_vocab or (not static and node.token_id in context), ev.index
+            assert node.token_id < tree.hot_vocab or node.token_id in context, ev.index
             outside += node.token_id >= tree.hot_vocab
         done += len(ev.committed_ids)
-    assert drafted and (static or tree.stops or tree.hot_vocab > 60 or outside)  # eager: context ids are drafted
+    assert drafted and (tree.stops or tree.hot_vocab > 60 or outside)  # context ids are drafted
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
