@@ -43,9 +43,9 @@ class TreeConfig:
     hot_vocab: chains only, 0 = off: the draft proposes only among the first hot_vocab token ids (FR-Spec's
         frequency-ranked draft vocabulary: a BPE tokenizer numbers its merges in the order it learned them, so the
         low ids are the frequent ones) and the ids of the run's context (`hot_vocab.HotVocab`; a static drafter's
-        table is fixed-address, with room for the context), and a draft step reads those rows of the lm_head instead of all. For heads
-        whose logits are the target's lm_head (EAGLE-1/2); the target still verifies over its whole vocabulary,
-        so the output stays lossless.
+        table is fixed-address, with room for the context), and a draft step reads those rows of the lm_head
+        instead of all. For heads whose logits are the target's lm_head (EAGLE-1/2); the target still verifies
+        over its whole vocabulary, so the output stays lossless.
     """
 
     depth: int = 4

@@ -313,7 +313,8 @@ def section_big(hbm_tbps: float) -> dict:
 def hot_draft(model) -> dict:
     """An EAGLE-1-shaped head over the target's own lm_head (128k x 4096 in bf16, 1 GB read per draft depth): a
     chain-7 draft over the whole vocabulary and over a quarter of it plus the context's ids (`hot_vocab`), eager
-    and static (CUDA graphs, the fixed-address table with the context ids), best of 20, ms. On a CPU the hot table cut a depth by a third."""
+    and static (CUDA graphs, the fixed-address table with the context ids), best of 20, ms. On a CPU the hot table
+    cut a depth by a third."""
     from transformers import LlamaConfig
 
     from eagle_demo.drafter import Drafter
