@@ -48,6 +48,9 @@ def test_auto_tree_on_the_shipped_pair_is_cached_per_pair(tmp_path):
     assert isinstance(choice, AutoChoice) and not choice.from_cache
     assert autotree.hot_sizes(session.eagle) == (2048,)  # a quarter of the shipped 8192 ids
     assert choice.tree in autotree.candidates(torch.device("cpu"), (2048,))
+    gpu = autotree.candidates(torch.device("cuda"), (2048,))  # a GPU scores whole chains, over all ids and hot
+    assert {TreeConfig.chain(8), TreeConfig.chain(8, hot_vocab=2048)} <= set(gpu)
+    assert not any(t.stops for t in gpu)
     assert choice.predicted_speedup == pytest.approx(choice.predicted_tau / choice.predicted_round_cost)
     assert 1.0 <= choice.predicted_tau <= choice.tree.depth + 1 and choice.predicted_round_cost > 0
     again = auto_tree(session, cache_dir=tmp_path)
