@@ -16,7 +16,7 @@ recorded and the next one runs; one that would start after --seconds is skipped)
 3. shipped: the shipped pair in fp32 and bf16, eager vs static cache + CUDA graphs (auto calibrated on each
    path), baseline given the same treatment: plain step ms, round ms and round cost at the auto choice and at
    chain 7, tau, greedy equality (fp32), peak GPU memory of each path, and the draft step time per dtype.
-4. verify_profile: the shipped target's static verify of 1 and 8 tokens per dtype, replayed, and the CUDA
+4. verify_profile: the shipped target's static verify of 1, 8 and 64 tokens per dtype, replayed, and the CUDA
    kernels of one eager run of it (the slow fp32 verify of docs/gpu/h100_run2.json).
 5. sdpa: the draft's attention call in fp32 and bf16, masked with GQA, masked with repeated keys, unmasked.
 
@@ -160,8 +160,9 @@ def section_shipped() -> dict:
 
 def section_verify_profile() -> dict:
     """The fp32 static verify of 8 tokens cost 3.4 plain steps on an H100 (bf16: 1.2; docs/gpu/h100_run2.json):
-    per dtype, the shipped target's static verify of 1 and 8 tokens replayed (ms), and on a GPU the CUDA kernels
-    of one eager run of the same forward (their count, total ms, and the six that take longest)."""
+    per dtype, the shipped target's static verify of 1, 8 and 64 tokens replayed (ms; a 64-token tree took 3.8 ms
+    in fp32 there), and on a GPU the CUDA kernels of one eager run of the same forward (their count, total ms, and
+    the six that take longest)."""
     from eagle_demo.session import load_session
 
     out = {}
@@ -169,7 +170,7 @@ def section_verify_profile() -> dict:
         session = load_session(device=DEVICE, dtype=dtype, threads=0, static=True)
         model, head = session.pair.target, session.pair.head
         prompt = session.encode("def binary_search(items, target):\n    \"\"\"Return the index of target.\"\"\"\n")
-        ms, _ = verify_by_size(model, head, prompt, (1, 8))
+        ms, _ = verify_by_size(model, head, prompt, (1, 8, 64))  # a 64-token tree verified in 3.8 ms there
         out[f"{dtype} replayed ms"] = {n: round(1e3 * v, 3) for n, v in ms.items()}
         log(f"  {dtype} static verify replayed ms: {out[f'{dtype} replayed ms']}")
         if DEVICE != "cuda":
@@ -179,7 +180,7 @@ def section_verify_profile() -> dict:
         runner.forward(torch.tensor(prompt))
         runner.commit(list(range(len(prompt))))
         runner.static.graphs_on = False  # the same forward, eagerly, so the profiler sees each kernel
-        for n in (1, 8):
+        for n in (1, 8, 64):
             ids, depths, mask = torch.arange(n) + 5, torch.arange(n), torch.ones(n, n, dtype=torch.bool).tril()
             runner.forward(ids, depths, mask)
             runner.commit([])
