@@ -48,6 +48,15 @@ class Session:
     def report(self) -> AdaptationReport:
         return self.pair.report
 
+    def report_markdown(self) -> str:
+        """The load report, and on a GPU which path the engines take (static caches + CUDA graphs, or eager)."""
+        md = self.report.to_markdown()
+        if self.device.type != "cuda":
+            return md
+        path = ("static caches + CUDA graphs (each shape captured on its second use)" if self.static
+                else "growing caches, eager kernels")
+        return f"{md}\n\nBoth engines run over {path}; plain decoding gets the same treatment."
+
     @property
     def device(self) -> torch.device:
         return self.pair.target.device

@@ -87,3 +87,13 @@ def test_static_is_the_default_on_cuda_only_and_the_flag_overrides_it():
     assert [p.parse_args(a).static for a in ([], ["--static"], ["--no-static"])] == [None, True, False]
     assert not load_session(threads=1, device="cpu", dtype="float32").static
     assert load_session(threads=1, device="cpu", dtype="float32", static=True).static
+
+
+def test_the_load_report_names_the_engines_path_on_a_gpu(monkeypatch):
+    from eagle_demo.session import Session, load_session
+
+    eager, static = (load_session(threads=1, device="cpu", dtype="float32", static=s) for s in (False, True))
+    assert eager.report_markdown() == eager.report.to_markdown()  # a CPU: the report alone
+    monkeypatch.setattr(Session, "device", property(lambda self: torch.device("cuda", 0)))
+    assert "static caches + CUDA graphs" in static.report_markdown()
+    assert "growing caches, eager kernels" in eager.report_markdown()

@@ -292,7 +292,7 @@ def load(form: LoadForm, request: gr.Request | None, progress):
     if form.probe and session.eagle is not None:
         session = REGISTRY.probe(key, say)
     CLIENT_PAIRS.put(request.session_hash if request is not None else None, key)
-    return session.report.to_markdown(), session.report.to_dict(), key
+    return session.report_markdown(), session.report.to_dict(), key
 
 
 def probe(form: PairForm, request: gr.Request | None, progress):
@@ -302,7 +302,7 @@ def probe(form: PairForm, request: gr.Request | None, progress):
     loaded_now = REGISTRY.get(key) is None
     session = REGISTRY.probe(key, progress_fn(progress))
     CLIENT_PAIRS.put(request.session_hash if request is not None else None, key)
-    return session.report.to_markdown(), session.report.to_dict(), key, key if loaded_now else None
+    return session.report_markdown(), session.report.to_dict(), key, key if loaded_now else None
 
 
 def after_load(key: PairKey | None):

@@ -124,7 +124,7 @@ def generate_ui(form: GenerateForm, request: gr.Request | None, progress):
     session = ensure(key, progress_fn(progress))
     chat_on = form.chat_on
     report_value = session.report.to_dict()  # the report of the pair that runs, on the page as it streams
-    loaded = PairOutputs(session.report.to_markdown(), report_value, gr.skip(), bool(chat_on))
+    loaded = PairOutputs(session.report_markdown(), report_value, gr.skip(), bool(chat_on))
     if not was_loaded:  # this Generate loaded the pair: the chat default Load would have set applies
         chat_on = session.has_chat_template
         first = PairOutputs(loaded.report_md, report_value, key, gr.update(value=chat_on, interactive=chat_on))
