@@ -181,14 +181,17 @@ def load_session(target: str | None = None, draft: str | None = "default", threa
     pair = load_pair(target, draft, **kwargs)
     apply_cpu_threads(pair.target, threads)
     if static is None:
-        static = default_static(pair.target.get_output_embeddings().weight.device)
+        static = default_static(pair.target)
     eagle = SpeculativeEngine(pair.target, pair.head, static=static) if pair.head is not None else None
     return Session(pair=pair, eagle=eagle, baseline=BaselineEngine(pair.target, static=static))
 
 
-def default_static(device: torch.device) -> bool:
-    """Static caches + CUDA graphs by default on CUDA only (a CPU gains nothing from fixed shapes)."""
-    return device.type == "cuda"
+def default_static(model) -> bool:
+    """Static caches + CUDA graphs by default for a target on one CUDA device (a CPU gains nothing from fixed
+    shapes; a target spread over GPUs, `device_map="auto"`, keeps the growing caches, whose layers write where
+    they live)."""
+    devices = {str(d) for d in (getattr(model, "hf_device_map", None) or {}).values()}
+    return model.get_output_embeddings().weight.device.type == "cuda" and len(devices) <= 1
 
 
 class TokenStreamDecoder:

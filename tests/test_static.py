@@ -77,11 +77,17 @@ def test_cuda_graphs_replay_losslessly(tree):
 
 def test_static_is_the_default_on_cuda_only_and_the_flag_overrides_it():
     import argparse
+    from types import SimpleNamespace
 
     from eagle_demo.commands.args import add_engine_args
     from eagle_demo.session import default_static, load_session
 
-    assert default_static(torch.device("cuda", 0)) and not default_static(torch.device("cpu"))
+    def target(device: str, device_map: dict | None = None):  # what default_static reads: lm_head device, map
+        head = SimpleNamespace(weight=SimpleNamespace(device=torch.device(device)))
+        return SimpleNamespace(hf_device_map=device_map, get_output_embeddings=lambda: head)
+
+    assert default_static(target("cuda:0")) and default_static(target("cuda:0", {"": "cuda:0"}))
+    assert not default_static(target("cpu")) and not default_static(target("cuda:0", {"a": 0, "b": 1}))
     p = argparse.ArgumentParser()
     add_engine_args(p)
     assert [p.parse_args(a).static for a in ([], ["--static"], ["--no-static"])] == [None, True, False]
