@@ -7,15 +7,18 @@ Calibration (2.1-2.2 s on the shipped pair on one CPU thread, docs/perf.md "Cali
    and fitted as lines (the verify: one line over all sizes), so a busy machine moves no single size's price on
    its own.
 2. Acceptance (`autotree_replay`): every candidate shape's tau, replayed at every position of the target's own
-   greedy text of the calibration prompts (all prompts continued at once, `packed_text`; the engine's
-   bookkeeping per round from two short timed runs): exact for greedy decoding, every shape on the same text, the
-   same figures on every calibration of a pair (no state is left out for time). Candidates: chains 1..8 and trees
-   of top-k 2, 4 and 8 (GPU: also 10) at every depth and total the device allows (top-8 to depth 2 on a CPU), so
-   the short wide trees a weak head needs are in the set as well as the deep ones a strong head needs.
+   greedy text of the calibration prompts (all prompts continued at once, `packed_text`): exact for greedy
+   decoding, every shape on the same text, the same figures on every calibration of a pair (no state is left out
+   for time). Candidates: chains 1..8 and trees of top-k 2, 4 and 8 (GPU: also 10) at every depth and total the
+   device allows (top-8 to depth 2 on a CPU), so the short wide trees a weak head needs are in the set as well as
+   the deep ones a strong head needs.
 
 Prediction: speedup = tau / round cost, the round cost in plain steps = (draft(depth, top-k) + verify(total) +
-extend(tau) + host(total)) / plain step. A shape outside the replayed set falls back to the rank model
-(`predict_tau` over acceptance by depth and sibling rank, counted from the same replay).
+extend(tau) + host(total)) / plain step, times the engine's bookkeeping per round, from two short timed runs of
+the chosen shape (`timed_runs`, `overhead_scale`: it scales every shape alike, so it moves the speedup shown and
+the gate's break-even, never the choice; timed on the chosen shape, they are that shape's own). A shape outside
+the replayed set falls back to the rank model (`predict_tau` over acceptance by depth and sibling rank, counted
+from the same replay).
 
 The choice is cached on disk per (target, draft, their files, the draft's conventions after a probe, device,
 dtype, torch threads, static caches or not, calibration method and text) under $EAGLE_DEMO_CACHE/autotree (default
@@ -37,8 +40,8 @@ import torch
 from .autotree_costs import Costs, clock_for
 from .autotree_costs import measure_costs as _measure_costs
 from .autotree_replay import (  # noqa: F401 (_count: the rank model's counts)
-    Group, _count, replay, shapes_of, walk_drafted, walk_tau)
-from .config import RunConfig, TreeConfig, default_tree
+    Group, _count, replay, shapes_of, timed_runs, walk_drafted, walk_tau)
+from .config import RunConfig, TreeConfig
 from .drafts.base import shares_target_vocab
 from .retune import ShapeTable, model_tau, rank_model
 
@@ -207,7 +210,12 @@ def auto_tree(session, *, budget_s: float = 3.0, refresh: bool = False, cache_di
         costs = measure_costs(engine, ids[0], budget_s * 0.15)
     say("replaying every candidate shape on the target's own text")
     stats = acceptance(session, ids)
-    choice = choose(stats, costs, time.perf_counter() - t0, runner.device, candidates(runner.device, hot_sizes(engine)))
+    shapes = candidates(runner.device, hot_sizes(engine))
+    first = choose(stats, costs, 0.0, runner.device, shapes)  # the overhead scale moves no choice
+    say(f"timing {first.tree.label()} against plain decoding")
+    stats = replace(stats, engine=(first.tree, timed_runs(engine, session.baseline, ids, first.tree,
+                                                          clock_for(runner.device))))
+    choice = choose(stats, costs, time.perf_counter() - t0, runner.device, shapes)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = asdict(choice)
     data.pop("from_cache")
@@ -247,7 +255,8 @@ class Acceptance:
     rounds: int  # states the figures come from
     measured: dict = field(default_factory=dict)  # TreeConfig -> tau replayed on the target's own text
     drafted: dict = field(default_factory=dict)  # stopping chain -> mean draft tokens per round, same walk
-    engine: tuple = ()  # the engine's own timed runs: (tree, ((a round in plain steps, tokens per round), ...))
+    engine: tuple = ()  # the engine's own timed runs of the chosen shape (`timed_runs`): (tree, ((a round in
+    # plain steps, tokens per round), ...)); () until `auto_tree` has chosen
     counts: tuple = ()  # (offered, accepted, lead): the rank model's raw counts, for retuning during a run
 
 
@@ -256,16 +265,13 @@ def acceptance(session, prompts: list[list[int]] | None = None) -> Acceptance:
     same states."""
     engine = session.eagle
     dev = engine.runner.device
-    gen_tree = default_tree(dev.type, session.family)
-    got = replay(engine, session.baseline, prompts or _calibration_ids(session), groups(dev, hot_sizes(engine)),
-                 NEW_TOKENS, gen_tree, clock_for(dev))
+    got = replay(engine, prompts or _calibration_ids(session), groups(dev, hot_sizes(engine)), NEW_TOKENS)
     offered, accepted, lead = got.rank_offered, got.rank_accepted, got.lead
     rank, chain = rank_model(offered, accepted, lead)
     measured = {shape: walk_tau(by_prompt) for shape, by_prompt in got.accepted.items()}
     drafted = {shape: walk_drafted(got.accepted[shape], by_prompt) for shape, by_prompt in got.drafted.items()}
-    engine_runs = (gen_tree, tuple(got.timed)) if got.timed else ()
     return Acceptance(rank=rank, chain=chain, rounds=got.states, measured=measured, drafted=drafted,
-                      engine=engine_runs, counts=(offered, accepted, lead))
+                      counts=(offered, accepted, lead))
 
 
 def predict_tau(stats: Acceptance, tree: TreeConfig) -> float:

@@ -5,9 +5,7 @@ read off once the target's continuation is known.
 
 1. The target continues every calibration prompt greedily, all prompts in one forward per step
    (`packed_text`), so each prompt plus its continuation is the target's own text S. The text costs the same
-   whatever the draft: a weak draft's engine run would cost more than plain decoding. Two short runs, plain
-   decoding then engine rounds, are timed apart, for what the engine's bookkeeping adds to a round
-   (`_timed_run`, `autotree.overhead_scale`).
+   whatever the draft: a weak draft's engine run would cost more than plain decoding.
 2. One target forward over S gives every position's features, one draft extend over all of them the draft's
    cache and output at every position. The state "S[..m] committed" is the draft's cache up to m entries, its
    output at m - 1 and the root S[m]: exactly where an engine round starts.
@@ -66,7 +64,6 @@ class Replay:
     lead: list = field(default_factory=list)
     states: int = 0
     tokens: int = 0
-    timed: list = field(default_factory=list)  # per timed run: (a round's cost in plain steps, tokens per round)
 
 
 def shapes_of(group: Group) -> list[TreeConfig]:
@@ -82,6 +79,15 @@ def shapes_of(group: Group) -> list[TreeConfig]:
             if depth < total - 1 <= tree.max_draft_nodes:
                 out.append(tree)
     return out
+
+
+def timed_runs(engine, baseline, prompts: list[list[int]], tree: TreeConfig,
+               clock: Callable[[], float] = time.perf_counter) -> tuple[tuple[float, float], ...]:
+    """What the engine's bookkeeping adds to a round of `tree` (`autotree.overhead_scale`): two short runs, on the
+    first prompt and on the last, each plain decoding then engine rounds timed apart (`_timed_run`; a burst of
+    load seldom lifts both, and the cheaper counts). The calibration times the shape it chose, so the predicted
+    speedup shown and the gate's break-even are the chosen shape's own."""
+    return tuple(_timed_run(engine, baseline, ids, tree, clock) for ids in (prompts[0], prompts[-1]))
 
 
 def _timed_run(engine, baseline, ids: list[int], tree: TreeConfig, clock: Callable[[], float]) -> tuple[float, float]:
@@ -247,17 +253,11 @@ def walk_drafted(by_prompt: list[dict[int, int]], drafted: list[dict[int, int]])
     return total / rounds if rounds else 1.0
 
 
-def replay(engine, baseline, prompts: list[list[int]], groups: list[Group], new_tokens: int, gen_tree: TreeConfig,
-           clock: Callable[[], float] = time.perf_counter) -> Replay:
-    """Replay every prompt, every state of each: the same text always gives the same figures. baseline: plain
-    decoding of the same target (a session's `baseline`). gen_tree: the shape of the timed runs (`_timed_run`),
-    one on the first prompt before the replay and one on the last after it (a burst of load seldom spans both,
-    and `overhead_scale` keeps the cheaper)."""
+def replay(engine, prompts: list[list[int]], groups: list[Group], new_tokens: int) -> Replay:
+    """Replay every prompt, every state of each: the same text always gives the same figures."""
     out = Replay()
-    out.timed.append(_timed_run(engine, baseline, prompts[0], gen_tree, clock))
     with engine.lock:
         texts = greedy_texts(engine.runner, prompts, new_tokens)
     for ids, continuation in zip(prompts, texts):
         replay_prompt(engine, ids, continuation, groups, out)
-    out.timed.append(_timed_run(engine, baseline, prompts[-1], gen_tree, clock))
     return out

@@ -20,7 +20,6 @@ sys.path.insert(0, str(ROOT))
 from _texts import pair_args, reference_texts  # noqa: E402
 from eagle_demo import autotree  # noqa: E402
 from eagle_demo.autotree_replay import replay, walk_tau  # noqa: E402
-from eagle_demo.config import default_tree  # noqa: E402
 from eagle_demo.session import load_session  # noqa: E402
 
 BEFORE = (("def merge_sorted(a, b):\n    \"\"\"Merge two sorted lists into one sorted list.\"\"\"\n",
@@ -33,14 +32,12 @@ def main(argv=None) -> int:
     session = load_session(args.target, args.draft, threads=1, device="cpu", dtype="float32")
     engine = session.eagle
     dev = engine.runner.device
-    gen_tree = default_tree(dev.type, session.family)
     hot = autotree.hot_sizes(engine)
     shapes = autotree.candidates(dev, hot)
     costs = autotree.measure_costs(engine, session.encode(autotree.PROMPTS[0]), 2.0)
 
     def speedups(prompts, new_tokens) -> tuple[dict, dict]:
-        got = replay(engine, session.baseline, [session.encode(p) for p in prompts], autotree.groups(dev, hot),
-                     new_tokens, gen_tree)
+        got = replay(engine, [session.encode(p) for p in prompts], autotree.groups(dev, hot), new_tokens)
         taus = {shape: walk_tau(got.accepted[shape]) for shape in shapes}
         return taus, {shape: tau / autotree.round_cost(costs, shape, tau) for shape, tau in taus.items()}
 

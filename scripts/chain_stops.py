@@ -21,7 +21,7 @@ from _texts import pair_args, reference_texts  # noqa: E402
 from eagle_demo import autotree  # noqa: E402
 from eagle_demo.autotree_costs import measure_costs  # noqa: E402
 from eagle_demo.autotree_replay import Group, replay, walk_drafted, walk_tau  # noqa: E402
-from eagle_demo.config import TreeConfig, default_tree  # noqa: E402
+from eagle_demo.config import TreeConfig  # noqa: E402
 from eagle_demo.session import load_session  # noqa: E402
 
 DEEPEST = 16
@@ -32,14 +32,13 @@ def main(argv=None) -> int:
     args = pair_args(__doc__.splitlines()[0], argv)
     session = load_session(args.target, args.draft, threads=1, device="cpu", dtype="float32")
     engine = session.eagle
-    gen_tree = default_tree("cpu", session.family)
     chain_sizes = (2, 4, 6, 9, 13, DEEPEST + 1)
     costs = measure_costs(engine, session.encode(autotree.PROMPTS[0]), 4.0, chain_sizes, (4, 8), {1: (1, DEEPEST)})
     group = Group(1, DEEPEST, stops=tuple((d, p) for d in (8, 12, DEEPEST) for p in STOPS))
     texts = {"calibration": (autotree.PROMPTS, autotree.NEW_TOKENS), **reference_texts(args.reference_tokens)}
     table = {}
     for name, (prompts, new_tokens) in texts.items():
-        got = replay(engine, session.baseline, [session.encode(p) for p in prompts], [group], new_tokens, gen_tree)
+        got = replay(engine, [session.encode(p) for p in prompts], [group], new_tokens)
         for shape, by_prompt in got.accepted.items():
             tau = walk_tau(by_prompt)
             drafted = walk_drafted(by_prompt, got.drafted[shape]) if shape.stops else None

@@ -75,6 +75,21 @@ def test_auto_tree_on_the_shipped_pair_is_cached_per_pair(tmp_path):
     assert summarize(static.stream(ids, run)).token_ids == base.token_ids
 
 
+def test_the_calibration_times_the_engine_on_the_shape_it_chose(tmp_path, monkeypatch):
+    """The overhead scale (what the engine's bookkeeping adds to a round) is measured on the chosen shape, so the
+    predicted speedup shown and the gate's break-even are that shape's own."""
+    session = load_session(threads=1, device="cpu", dtype="float32")
+    timed, real = [], autotree.timed_runs
+
+    def record(engine, baseline, prompts, tree, clock):
+        timed.append(tree)
+        return real(engine, baseline, prompts, tree, clock)
+
+    monkeypatch.setattr(autotree, "timed_runs", record)
+    choice = auto_tree(session, budget_s=1.0, cache_dir=tmp_path)
+    assert timed == [choice.tree] and 1.0 <= choice.table.scale <= autotree.OVERHEAD_CAP_CPU
+
+
 # ---- the page and /generate: "auto" per loaded pair ------------------------------------------------------------
 
 @pytest.fixture
@@ -281,15 +296,16 @@ def test_the_replay_accepts_exactly_what_the_engine_accepts():
     """On the shipped pair, the replayed accepted length at each state an engine run visits equals that run's
     accepted length in that round, for a chain and for trees (the target's own text, greedy), and for chains over
     a hot vocabulary, fixed and stopping."""
-    from eagle_demo.autotree_replay import Group, replay
+    from eagle_demo.autotree_replay import Group, replay, timed_runs
 
     session = load_session(threads=1, device="cpu", dtype="float32")
     engine = session.eagle
     ids = session.encode("def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n")
     groups = [Group(1, 5), Group(4, 3, (8, 12)), Group(8, 2, (6, 16)), Group(1, 5, stops=((5, 0.3),), hot=600)]
-    got = replay(engine, session.baseline, [ids], groups, 40, TreeConfig.chain(4))
-    assert got.states == 40 - 5 and len(got.timed) == 2
-    assert all(cost > 0 and 1 <= tau <= 5 for cost, tau in got.timed)  # in plain steps; chain 4: 1 to 5 a round
+    got = replay(engine, [ids], groups, 40)
+    assert got.states == 40 - 5
+    timed = timed_runs(engine, session.baseline, [ids], TreeConfig.chain(4))
+    assert len(timed) == 2 and all(cost > 0 and 1 <= tau <= 5 for cost, tau in timed)  # plain steps; 1-5 a round
     checked = 0
     hot = (TreeConfig.chain(5, hot_vocab=600), TreeConfig.chain(5, 0.3, 600))
     for shape in (TreeConfig.chain(5), TreeConfig.chain(2), TreeConfig(3, 4, 12), TreeConfig(2, 8, 16), *hot):

@@ -153,7 +153,7 @@ def test_the_replay_drafts_and_accepts_exactly_what_the_engine_does():
     ids = session.encode("class Stack:\n    \"\"\"A last-in, first-out stack of items.\"\"\"\n")
     shapes = [TreeConfig.chain(10, 0.01), TreeConfig.chain(6, 0.2)]
     group = Group(1, 10, stops=((10, 0.01), (6, 0.2)), fixed=3)
-    got = replay(engine, session.baseline, [ids], [group], 64, TreeConfig.chain(4))
+    got = replay(engine, [ids], [group], 64)
     assert set(got.accepted) == {TreeConfig.chain(d) for d in (1, 2, 3)} | set(shapes)
     assert set(got.drafted) == set(shapes)
     checked, seen = 0, set()
