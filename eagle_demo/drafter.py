@@ -29,6 +29,7 @@ from .config import TreeConfig
 from .drafts.base import DraftHead
 from .drafts.lean import DraftKV, one_call
 from .hot_vocab import HotVocab
+from .static import pool_size
 from .static_draft import StaticDraft
 from .tree import Candidates, DraftTree, select_tree, tree_from_device
 
@@ -64,7 +65,7 @@ class Drafter:
         if not self.static_mode:
             self.cache.capacity = max(self.cache.capacity, need)
         elif self.static is None or self.static.capacity < need:
-            self.static = StaticDraft(self.head, need, self.graphs)  # new pools, no graphs yet
+            self.static = StaticDraft(self.head, pool_size(need), self.graphs)  # new pools, no graphs yet
             self.cache = self.static.kv
 
     @property

@@ -2,7 +2,8 @@
 of n tokens has the same shapes and addresses and can be captured once as a CUDA graph and replayed.
 
 - The cache is two zeroed pools, keys [layers, 1, kv, capacity, dk] and values [layers, 1, kv, capacity, dv],
-  sized to the run (prompt + max new tokens + tree), never to the model's full context, and shaped by the first
+  sized to the run (prompt + max new tokens + tree, rounded up to `POOL_STEP` positions so that a slightly
+  longer run reuses them and their graphs), never to the model's full context, and shaped by the first
   keys and values the model writes (an MLA target's key and value widths differ from its config's head_dim).
   A forward writes its n keys/values at slots length..length+n-1 (a device index, `index_copy_`) and
   attention reads the whole pool under a full-width additive mask [1, 1, n, capacity]: committed slots and
@@ -21,7 +22,15 @@ from dataclasses import dataclass
 import torch
 from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 
-__all__ = ["StaticTarget", "StaticKV", "capture_graph"]
+__all__ = ["StaticTarget", "StaticKV", "capture_graph", "pool_size", "POOL_STEP"]
+
+POOL_STEP = 128  # pools grow in steps of this many positions: a slightly longer prompt (a chat's next turn) reuses
+# the pools and the graphs captured over them, where an exact size would capture every graph again
+
+
+def pool_size(need: int) -> int:
+    """The positions a new pool holds for a run that needs `need`: rounded up to `POOL_STEP`."""
+    return -(-need // POOL_STEP) * POOL_STEP
 
 
 class _Layer(DynamicLayer):

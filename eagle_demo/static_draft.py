@@ -3,9 +3,10 @@ shapes and addresses and a round's whole draft (every depth's head forward and t
 CUDA graph and replayed, as `static.StaticTarget` does for the target.
 
 - `StaticDraftKV` holds one zeroed pool per layer [1, kv, capacity, d], sized to the run (prompt + max new
-  tokens + tree + the entries a round's drafting writes). A head call writes its n entries at `slots` (a device
-  tensor the drafter sets) and attends over the whole pool under a full-width additive mask [1, 1, n, capacity]:
-  the committed prefix and the round's own tree relation are visible, everything else (stale or unused) is not.
+  tokens + tree + the entries a round's drafting writes, rounded up to `static.POOL_STEP`). A head call writes
+  its n entries at `slots` (a device tensor the drafter sets) and attends over the whole pool under a full-width
+  additive mask [1, 1, n, capacity]: the committed prefix and the round's own tree relation are visible,
+  everything else (stale or unused) is not.
   Nothing is cropped: the drafter's `length` and the masks decide what counts.
 - Three kinds of graph: a whole chain draft, a whole tree draft with its selection, and the extend after a
   round (n accepted pairs). Their inputs live in static buffers: the draft output to start from, the start

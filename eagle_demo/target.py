@@ -74,11 +74,11 @@ class TargetRunner:
         if self.static_mode and capacity is None and self.static is not None:
             self.static.reset()  # end of a run: keep the buffers (and captured graphs) for the next one
         elif self.static_mode:
-            from .static import StaticTarget
+            from .static import StaticTarget, pool_size
 
             need = capacity or 1024
             if self.static is None or self.static.capacity < need or self.static.feature_layers != self.feature_layers:
-                self.static = StaticTarget(self.model, need, self.feature_layers, self.graphs)
+                self.static = StaticTarget(self.model, pool_size(need), self.feature_layers, self.graphs)
             self.static.reset()
 
     def set_feature_layers(self, layers: tuple[int, ...] | None) -> None:

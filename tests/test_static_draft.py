@@ -11,6 +11,7 @@ from eagle_demo import static_draft
 from eagle_demo.config import RunConfig, TreeConfig
 from eagle_demo.drafter import Drafter
 from eagle_demo.engine import SpeculativeEngine
+from eagle_demo.static import pool_size
 from eagle_demo.target import TargetRunner
 from fixtures import random_eagle1, random_eagle3
 from test_engine import PROMPT, hf_greedy, model_of
@@ -65,7 +66,7 @@ def test_static_drafter_proposes_what_the_growing_one_does(family, cfg, graphs):
     for d in (growing, static):
         d.reset()
         d.reserve(ids.shape[0] + 1, entries)
-    assert static.static is not None and static.static.capacity == ids.shape[0] + 1 + entries
+    assert static.static is not None and static.static.capacity == pool_size(ids.shape[0] + 1 + entries)
     captured = _emulate_graphs(static) if graphs else []
     start = 0
     for end in (len(PROMPT), len(PROMPT) + 1, len(PROMPT) + 4, ids.shape[0] - 1):  # rounds committing 1-4 tokens
@@ -113,7 +114,10 @@ def test_replayed_depths_stay_lossless_through_the_engine(monkeypatch):
 def test_static_draft_capacity_is_checked():
     head, ids, features = _setup("eagle1")
     d = Drafter(head, static=True)
-    d.reserve(ids.shape[0], 0)  # no room for a round's drafted entries
+    d.reserve(ids.shape[0], 0)  # no room reserved for a round's drafted entries
     d.extend(features[:-1], ids[1:])
+    d.length = d.static.capacity - 2  # as after a run that filled the pools (rounded up to the pool step)
     with pytest.raises(ValueError, match="static draft cache holds"):
         d.draft(int(ids[-1]), TreeConfig.chain(4))
+    with pytest.raises(ValueError, match="static draft cache holds"):
+        d.draft(int(ids[-1]), TreeConfig(depth=3, top_k=2, total_tokens=5))
