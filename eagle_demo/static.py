@@ -10,9 +10,10 @@ of n tokens has the same shapes and addresses and can be captured once as a CUDA
   the block's own tree relation are visible, everything else (stale or unused) is not.
 - Every input of a forward lives in a per-size static buffer (token ids, positions, slots, tree block, length);
   the mask is built from them on the device inside the forward, so a captured graph stays valid for any length.
-- On CUDA (`graphs=True`) the first forward of each size is captured with `torch.cuda.CUDAGraph` and replayed
-  afterwards; any capture failure falls back to eager for good. On CPU the same static path runs eagerly (that
-  is how the tests check it: greedy equality and sampling through it).
+- On CUDA (`graphs=True`) a size up to `GRAPH_MAX_TOKENS` is captured with `torch.cuda.CUDAGraph` on its
+  second forward and replayed afterwards (a longer one, a prefill, runs eagerly: a graph per prompt length would
+  pile up in a long-running app); any capture failure falls back to eager for good. On CPU the same static path
+  runs eagerly (that is how the tests check it: greedy equality and sampling through it).
 """
 
 from __future__ import annotations
@@ -22,10 +23,14 @@ from dataclasses import dataclass
 import torch
 from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 
-__all__ = ["StaticTarget", "StaticKV", "capture_graph", "pool_size", "POOL_STEP"]
+__all__ = ["StaticTarget", "StaticKV", "capture_graph", "pool_size", "POOL_STEP", "GRAPH_MAX_TOKENS"]
 
 POOL_STEP = 128  # pools grow in steps of this many positions: a slightly longer prompt (a chat's next turn) reuses
 # the pools and the graphs captured over them, where an exact size would capture every graph again
+
+
+GRAPH_MAX_TOKENS = 64  # forwards of at most this many tokens (verifies: the largest GPU tree is 64) are captured
+# and keep their inputs; a prefill runs eagerly, so a long-running app does not keep a graph per prompt length
 
 
 def pool_size(need: int) -> int:
@@ -127,14 +132,17 @@ class StaticTarget:
         self.cache.length = 0
 
     def _inputs(self, n: int) -> _Inputs:
-        if n not in self.inputs:
-            d = self.device
-            causal = torch.ones(n, n, dtype=torch.bool, device=d).tril()  # [n, n]
-            self.inputs[n] = _Inputs(ids=torch.zeros(n, dtype=torch.long, device=d),
-                                     depths=torch.arange(n, device=d), block=causal.clone(),
-                                     length=torch.zeros((), dtype=torch.long, device=d),
-                                     chain_depths=torch.arange(n, device=d), causal=causal)
-        return self.inputs[n]
+        """The static inputs of size n, kept for sizes a graph may capture (a longer forward gets fresh ones)."""
+        if n in self.inputs:
+            return self.inputs[n]
+        d = self.device
+        causal = torch.ones(n, n, dtype=torch.bool, device=d).tril()  # [n, n]
+        x = _Inputs(ids=torch.zeros(n, dtype=torch.long, device=d), depths=torch.arange(n, device=d),
+                    block=causal.clone(), length=torch.zeros((), dtype=torch.long, device=d),
+                    chain_depths=torch.arange(n, device=d), causal=causal)
+        if n <= GRAPH_MAX_TOKENS:
+            self.inputs[n] = x
+        return x
 
     def _run(self, x: _Inputs):
         """The forward on static buffers: every op has fixed shapes (capturable)."""
@@ -172,7 +180,7 @@ class StaticTarget:
             x.depths.copy_(depths, non_blocking=True)
             x.block.copy_(tree_mask, non_blocking=True)
         self.seen[n] = self.seen.get(n, 0) + 1
-        if not self.graphs_on or self.seen[n] < 2:
+        if not self.graphs_on or self.seen[n] < 2 or n > GRAPH_MAX_TOKENS:
             return self._run(x)
         if n not in self.graphs:
             self._capture(n, x)

@@ -105,3 +105,22 @@ def test_the_load_report_names_the_engines_path_on_a_gpu(monkeypatch):
     monkeypatch.setattr(Session, "device", property(lambda self: torch.device("cuda", 0)))
     assert "static caches + CUDA graphs" in static.report_markdown()
     assert "growing caches, eager kernels" in eager.report_markdown()
+
+
+def test_a_long_forward_is_never_captured_nor_are_its_inputs_kept(monkeypatch):
+    """A prefill (longer than GRAPH_MAX_TOKENS) runs eagerly every time: a long-running app would otherwise keep
+    a graph, and static inputs, per prompt length. A verify-sized forward is captured on its second use."""
+    from eagle_demo.static import GRAPH_MAX_TOKENS, StaticTarget
+    from eagle_demo.target import TargetRunner
+
+    captured = []
+    monkeypatch.setattr(StaticTarget, "_capture", lambda self, n, x: captured.append(n))
+    model = model_of("llama")
+    runner = TargetRunner(model, None, static=True)
+    runner.reset(256)
+    runner.static.graphs_on = True  # as on a GPU; the capture itself is recorded, not made
+    for n in (GRAPH_MAX_TOKENS + 36, 3):
+        for _ in range(2):
+            runner.forward(torch.arange(n) % 90)
+            runner.commit([])
+    assert captured == [3] and set(runner.static.inputs) == {3}
