@@ -158,11 +158,8 @@ def _ancestor_mask_t(up: torch.Tensor) -> torch.Tensor:
     Pointer doubling: after t steps row i holds every ancestor within 2**t levels, so log2(N) steps of
     two gathers and an or, whatever the tree's shape."""
     n = up.shape[0]
-    rows = torch.arange(n, device=up.device)  # [N]
-    mask = torch.zeros(n, n, dtype=torch.bool, device=up.device)  # [N, N]
-    mask[rows, rows] = True
-    mask[rows, up] = True
-    jump = up
+    mask = torch.eye(n, dtype=torch.bool, device=up.device).scatter_(1, up[:, None], True)  # [N, N] self, parent
+    jump = up  # (scatter_ with a scalar: no host tensor to copy, so a CUDA graph can capture it)
     for _ in range(max(0, math.ceil(math.log2(max(n - 1, 1))))):
         mask = mask | mask[jump]  # [N, N]
         jump = jump[jump]
