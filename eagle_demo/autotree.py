@@ -43,6 +43,7 @@ from .autotree_replay import (  # noqa: F401 (_count: the rank model's counts)
     Group, _count, replay, shapes_of, timed_runs, walk_drafted, walk_tau)
 from .config import RunConfig, TreeConfig
 from .drafts.base import shares_target_vocab
+from .gate import MARGIN
 from .retune import ShapeTable, model_tau, rank_model
 
 __all__ = ["AutoChoice", "Acceptance", "auto_tree", "predict_tau", "candidates", "choose", "groups", "hot_sizes",
@@ -109,7 +110,13 @@ class AutoChoice:
         over 128-token runs it has not paid, docs/perf.md "Retuning during a run")."""
         table = self.table if retune else None
         return replace(run, tree=self.tree, pause_below=round(self.predicted_round_cost, 3), retune=table,
-                       pause_by_length=self.break_even_by_length())
+                       pause_by_length=self.break_even_by_length(), pause_first=self.pays_nothing)
+
+    @property
+    def pays_nothing(self) -> bool:
+        """The predicted tau falls under the gate's margin of the predicted round cost: the run starts with plain
+        steps and probes now and then (`gate.DraftGate`), instead of a window of drafting rounds that lose."""
+        return self.predicted_tau < MARGIN * self.predicted_round_cost
 
     def break_even_by_length(self) -> tuple[float, ...]:
         """A stopping chain's break-even for a round that drafted 1..k tokens: that round's predicted cost in plain

@@ -104,7 +104,7 @@ def run_bench(session: Session, items: list[PromptItem], run: RunConfig, repeats
     for c in dict.fromkeys(r.category for r in results):
         cats.append(_summary(c, [r for r in results if r.category == c]))
     settings = {"max_new_tokens": run.max_new_tokens, "tree": run.tree.label(), "pause_below": run.pause_below,
-                "pause_by_length": list(run.pause_by_length),
+                "pause_by_length": list(run.pause_by_length), "pause_first": run.pause_first,
                 "temperature": run.sampling.temperature,
                 "top_p": run.sampling.top_p, "top_k": run.sampling.top_k, "repeats": repeats, "chat": chat,
                 "target": session.pair.target_path, "draft": session.pair.draft_path, "draft_family": session.family,

@@ -134,6 +134,7 @@ class RunConfig:
     sampling: SamplingConfig = SamplingConfig()
     pause_below: float = 0.0  # break-even tau: drafting pauses while it does not pay (`gate`); 0 never pauses
     pause_by_length: tuple[float, ...] = ()  # a stopping chain's break-even by drafted length 1..k (`gate`)
+    pause_first: bool = False  # the gate starts paused: the calibration predicted the draft does not pay (`gate`)
     retune: object | None = None  # a `retune.ShapeTable`: the run moves its shape with its own acceptance
 
     def __post_init__(self) -> None:

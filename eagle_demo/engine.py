@@ -148,7 +148,8 @@ class SpeculativeEngine(_EngineBase):
         _sync(device)
         t1 = time.perf_counter()
         yield Prefill(token_id=token, seconds=t1 - t0, target_prob=prob)
-        new, rounds, gate, held = [token], 0, DraftGate(run.pause_below, by_length=run.pause_by_length), _Held()
+        new, rounds, gate, held = [token], 0, DraftGate(run.pause_below, by_length=run.pause_by_length,
+                                                           start_paused=run.pause_first), _Held()
         while (reason := _end_reason(token, len(new), run, eos, stop)) is None:
             if not gate.drafting:
                 yield self._plain_round(rounds, new, run, sampler, held, t1)

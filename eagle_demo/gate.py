@@ -36,10 +36,13 @@ MARGIN = 0.9  # the window pauses under MARGIN x its break-even: a calibration o
 
 
 class DraftGate:
-    """Whether the next round drafts. `pause_below` 0 never pauses (every explicit tree shape)."""
+    """Whether the next round drafts. `pause_below` 0 never pauses (every explicit tree shape). start_paused: the
+    first `pause` rounds are plain and the next one probes, as after a window under the break-even (the automatic
+    tree's calibration predicted its tau under `MARGIN` x the break-even: the window's own rule, applied before a
+    window of dear rounds has to show it)."""
 
     def __init__(self, pause_below: float = 0.0, window: int | None = None, pause: int | None = None,
-                 by_length: tuple[float, ...] = ()):
+                 by_length: tuple[float, ...] = (), start_paused: bool = False):
         self.pause_below, self.pause = float(pause_below), PAUSE if pause is None else pause
         self.by_length = tuple(by_length)  # break-even of a round that drafted d tokens at [d - 1]; () = pause_below
         # last drafting rounds' (committed tokens, break-even)
@@ -47,6 +50,8 @@ class DraftGate:
         self.plain_left = 0  # plain rounds still to run before the next probe
         self.next_pause = self.pause  # the length of the next pause (doubles while probes fail)
         self.probing = False  # the next drafting round is a probe (it follows a pause)
+        if start_paused and self.pause_below > 0:
+            self.plain_left = self.pause
 
     @property
     def drafting(self) -> bool:
@@ -76,10 +81,13 @@ class DraftGate:
         self.probing = self.plain_left == 0
 
 
-def paused_line(plain_rounds: int, rounds: int, pause_below: float) -> str:
-    """What the page, the CLI and the bench say of a run whose draft paused; "" when it never did."""
+def paused_line(plain_rounds: int, rounds: int, pause_below: float, first: bool = False) -> str:
+    """What the page, the CLI and the bench say of a run whose draft paused; "" when it never did. first: the run
+    started paused (`RunConfig.pause_first`)."""
     if not plain_rounds:
         return ""
-    return (f"drafting paused in {plain_rounds} of {rounds} rounds: the draft's recent tau fell under its break-even "
-            f"{pause_below:.2f} (a drafting round's predicted cost in plain steps, less the gate's {1 - MARGIN:.0%} "
-            f"margin), so those rounds were plain target steps")
+    why = ("the calibration predicted the draft's tau under its break-even" if first
+           else "the draft's recent tau fell under its break-even")
+    return (f"drafting paused in {plain_rounds} of {rounds} rounds: {why} {pause_below:.2f} (a drafting round's "
+            f"predicted cost in plain steps, less the gate's {1 - MARGIN:.0%} margin), so those rounds were plain "
+            "target steps")

@@ -103,6 +103,34 @@ def test_gate_off_never_pauses():
         RunConfig(pause_below=-1.0)
 
 
+def test_a_run_the_calibration_expects_to_lose_starts_paused_then_probes():
+    gate = DraftGate(2.0, window=3, pause=2, start_paused=True)
+    assert not gate.drafting
+    gate.after_plain()
+    assert not gate.drafting
+    gate.after_plain()
+    assert gate.drafting  # the probe
+    gate.after_draft(3)  # it paid: the window starts afresh from it, and drafting goes on
+    assert gate.drafting
+    assert DraftGate(0.0, start_paused=True).drafting  # a gate that never pauses never starts paused
+
+
+def test_auto_starts_paused_only_where_its_tau_is_under_the_margin_of_its_round_cost():
+    from eagle_demo.autotree import AutoChoice
+
+    def choice(tau, cost):
+        return AutoChoice(tree=TreeConfig.chain(1), predicted_tau=tau, predicted_round_cost=cost,
+                          predicted_speedup=tau / cost, plain_step_ms=1.0, calibration_seconds=1.0)
+
+    weak, strong, near = choice(1.05, 1.5), choice(5.0, 1.5), choice(1.4, 1.5)  # near: within the 10% margin
+    assert [c.run_config(RunConfig()).pause_first for c in (weak, strong, near)] == [True, False, False]
+    model = model_of("llama")
+    run = weak.run_config(RunConfig(max_new_tokens=24, ignore_eos=True))
+    events = list(SpeculativeEngine(model, random_eagle1(model)).generate(PROMPT, run))
+    assert [len(r.nodes) == 1 for r in rounds_of(events)][:gate_mod.PAUSE] == [True] * gate_mod.PAUSE
+    assert list(events[-1].token_ids) == hf_greedy(model, PROMPT, 24)
+
+
 def rounds_of(events):
     return [e for e in events if isinstance(e, Round)]
 
@@ -222,10 +250,13 @@ def test_the_page_and_the_api_say_the_draft_paused():
     assert stats["plain_rounds"] == len(plain) >= 20 and stats["rounds"] == len(view.rounds)
     drafting = [r for r in view.rounds if len(r.nodes) > 1]
     assert stats["drafting_tau"] == pytest.approx(sum(len(r.committed_ids) for r in drafting) / len(drafting))
-    auto = SimpleNamespace(predicted_round_cost=3.0,
+    auto = SimpleNamespace(predicted_round_cost=3.0, pays_nothing=False,
                            versus=lambda measured, tau=None, retuned=(): f"auto: chain k=4, measured at tau {tau:.2f}")
     html = stats_html(view, None, True, "done", auto=auto)
     assert f"{len(plain)} of {len(view.rounds)}" in html and "under its break-even 3.00" in html
+    assert "recent tau fell" in html and "calibration predicted" not in html
+    first = stats_html(view, None, True, "done", auto=SimpleNamespace(**{**vars(auto), "pays_nothing": True}))
+    assert "the calibration predicted the draft&#x27;s tau under its break-even 3.00" in first
     assert f"{stats['drafting_tau']:.2f}" in html and "tau of drafting rounds" in html
     assert f"measured at tau {stats['drafting_tau']:.2f}" in html  # the auto line compares the drafting rounds' tau
     assert "no draft" in tree_figure(plain[0], lambda ids: "t")["layout"]["title"]["text"]

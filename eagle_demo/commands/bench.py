@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         plain = sum(r.plain_rounds for r in report.results)
         rounds = sum(r.rounds for r in report.results)
         if plain:
-            print(paused_line(plain, rounds, auto_run.pause_below))
+            print(paused_line(plain, rounds, auto_run.pause_below, auto_run.pause_first))
         print(report.misses_line())
         _write(args, report.to_json(), report.to_csv())
         return 0

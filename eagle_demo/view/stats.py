@@ -66,8 +66,8 @@ def stats_html(eagle: RunView | None, baseline: RunView | None, greedy: bool, st
         extra += (f'<div class="stat-why" title="speedup = tau / round cost; a round\'s cost is counted in plain '
                   f'decoding steps of the same target">why: {escape(s["round_cost"]["line"])}</div>')
     if eagle is not None and eagle.prefill is not None and s["plain_rounds"] and auto is not None:
-        extra += (f'<div class="stat-gate">'
-                  f'{escape(paused_line(s["plain_rounds"], s["rounds"], auto.predicted_round_cost))}</div>')
+        gate = paused_line(s["plain_rounds"], s["rounds"], auto.predicted_round_cost, auto.pays_nothing)
+        extra += f'<div class="stat-gate">{escape(gate)}</div>'
     if auto is not None:
         ran = eagle is not None and eagle.prefill is not None and s["rounds"] > 0
         measured = s["speedup"] if ran else None
