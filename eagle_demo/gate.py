@@ -11,6 +11,10 @@ that keeps failing costs fewer probes. The pause is back to `PAUSE` once a draft
 break-even. A plain round is what plain decoding does, token for token (the same logits pipeline and the same
 position-keyed sampler), so the output never changes.
 
+Where the automatic tree's own calibration predicts a tau under the margin of its break-even (a weak head: no
+shape pays), the run starts paused (`RunConfig.pause_first`): `PAUSE` plain rounds, then a probe, as if a window
+had already shown it; a probe that pays starts drafting as usual.
+
 A stopping chain's rounds draft 1..k tokens and cost accordingly: with `by_length` (its break-even by drafted
 length, from the automatic tree's cost lines) each round is held to its own break-even, and the window compares
 its committed tokens with the sum of its rounds' break-evens. A round that stopped early is cheap, so its few
