@@ -1,5 +1,5 @@
-"""The static draft path (fixed K/V pools, full-width masks, a draft depth replayed as a CUDA graph on a GPU)
-drafts what the growing path drafts: the same candidates round after round, chain and tree, EAGLE-1 and
+"""The static draft path (fixed K/V pools, full-width masks, a round's whole draft replayed as a CUDA graph on a
+GPU) drafts what the growing path drafts: the same candidates round after round, chain and tree, EAGLE-1 and
 EAGLE-3; with replays emulated on the CPU (every replay of a size rewrites the same output buffers, as a
 captured graph does); and losslessly through the engine (tests/test_static.py runs the engine with both the
 target and the draft static)."""
@@ -121,3 +121,45 @@ def test_static_draft_capacity_is_checked():
         d.draft(int(ids[-1]), TreeConfig.chain(4))
     with pytest.raises(ValueError, match="static draft cache holds"):
         d.draft(int(ids[-1]), TreeConfig(depth=3, top_k=2, total_tokens=5))
+
+
+FORBIDDEN_IN_GRAPHS = {  # ops a CUDA graph cannot capture: a host read (a sync), a host tensor copied in, a
+    "aten._local_scalar_dense.default", "aten.lift_fresh.default",  # data-dependent shape
+    "aten.nonzero.default", "aten.masked_select.default", "aten.unique_dim.default", "aten._unique2.default"}
+
+
+@pytest.mark.parametrize("family, tree", [
+    ("eagle1", TreeConfig.chain(6)), ("eagle1", TreeConfig.chain(10, 0.05)),
+    ("eagle1", TreeConfig.chain(5, hot_vocab=40)), ("eagle1", TreeConfig(depth=4, top_k=3, total_tokens=12)),
+    ("eagle3", TreeConfig.chain(6)),
+    ("eagle3", TreeConfig(depth=4, top_k=3, total_tokens=12))], ids=lambda x: x if isinstance(x, str) else x.label())
+def test_what_a_gpu_captures_has_no_host_read_and_no_host_tensor(family, tree, monkeypatch):
+    """The calls a GPU captures as CUDA graphs (the target's static forward, a static draft's whole chain or tree and
+    its extend), run here with a dispatch mode that names every op: none reads a value back to the host, lifts a
+    Python number or list into a tensor (a host-to-device copy on a GPU), or has a data-dependent shape."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from eagle_demo.static import StaticTarget
+
+    seen: set[str] = set()
+
+    class Names(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.add(str(func))
+            return func(*args, **(kwargs or {}))
+
+    def named(fn):
+        def wrapped(*a, **k):
+            with Names():
+                return fn(*a, **k)
+        return wrapped
+
+    replayed, run = static_draft.StaticDraft.replayed, StaticTarget._run
+    monkeypatch.setattr(static_draft.StaticDraft, "replayed", lambda self, key, fn: replayed(self, key, named(fn)))
+    monkeypatch.setattr(StaticTarget, "_run", lambda self, x: named(run)(self, x))
+    model = model_of("llama", layers=8)
+    head = random_eagle1(model) if family == "eagle1" else random_eagle3(model, draft_vocab=48)
+    engine = SpeculativeEngine(model, head, static=True)
+    events = list(engine.generate(PROMPT, RunConfig(max_new_tokens=24, ignore_eos=True, tree=tree)))
+    assert list(events[-1].token_ids) == hf_greedy(model, PROMPT, 24)
+    assert seen and not seen & FORBIDDEN_IN_GRAPHS, sorted(seen & FORBIDDEN_IN_GRAPHS)
