@@ -170,11 +170,7 @@ class Drafter:
         if hot:
             self._hot_table(hot)  # the context ids since the last round, written into the fixed table in place
         key = ("chain", longest, hot)
-        x = st.inputs(key, lambda: (torch.zeros_like(self.last_g[None]), *torch.zeros(2, 1, dtype=torch.long,
-                                                                                        device=self.device)))
-        x[0].copy_(self.last_g[None])
-        x[1].fill_(self.length)
-        x[2].fill_(root_token)
+        x = self._round_inputs(key, root_token)
 
         def run():
             ids, logps = st.chain(x[0], x[1], longest, hot)  # [longest], [longest]
@@ -187,6 +183,16 @@ class Drafter:
             path = logps[:-1].double().cumsum(0)  # [longest-1] down to depths 1..longest-1, never increasing
             n = 2 + int((path >= math.log(stop_below)).sum())
         return DraftTree(tokens=tokens[:n], depths=depths[:n], mask=mask[:n, :n], is_chain=True, pack=pack[:, :n])
+
+    def _round_inputs(self, key: tuple, root_token: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The static inputs of a whole-draft graph `key`, set for this round: the draft output to start from [1, H],
+        the start slot [1] and the root token [1]."""
+        x = self.static.inputs(key, lambda: (torch.zeros_like(self.last_g[None]),
+                                             *torch.zeros(2, 1, dtype=torch.long, device=self.device)))
+        x[0].copy_(self.last_g[None])
+        x[1].fill_(self.length)
+        x[2].fill_(root_token)
+        return x
 
     def _chain_tree(self, root_token: int | torch.Tensor, ids: torch.Tensor, logps: torch.Tensor) -> DraftTree:
         """ids, logps [depth] of a drafted chain -> its tree (root first), on the device."""
@@ -236,11 +242,7 @@ class Drafter:
         st = self.static
         st.check(self.length + (cfg.depth - 1) * cfg.top_k)
         key = ("tree", cfg.depth, cfg.top_k, cfg.total_tokens)
-        x = st.inputs(key, lambda: (torch.zeros_like(self.last_g[None]), *torch.zeros(2, 1, dtype=torch.long,
-                                                                                        device=self.device)))
-        x[0].copy_(self.last_g[None])
-        x[1].fill_(self.length)
-        x[2].fill_(root_token)
+        x = self._round_inputs(key, root_token)
 
         def run():
             tree = select_tree(x[2], self._expand(cfg, x[0], x[1]), cfg.total_tokens - 1)
