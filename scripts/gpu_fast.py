@@ -394,6 +394,37 @@ def packed_heads(model, head, prompt: list[int], sizes: tuple[int, ...], stock_l
     return out
 
 
+def issue_checks(report: dict) -> dict:
+    """Issue 21's GPU checks read off the report: each figure with its goal and "met" / "not met" (absent when
+    its section did not run)."""
+    def verdict(value, goal: str, ok: bool) -> str:
+        return f"{value} ({goal}): {'met' if ok else 'not met'}"
+
+    out = {}
+    big = report.get("big", {})
+    graphs = big.get("static+graphs", {})
+    if "plain_step_vs_bandwidth" in graphs:
+        out["plain step with graphs / bandwidth time"] = verdict(graphs["plain_step_vs_bandwidth"], "<= 2",
+                                                                 graphs["plain_step_vs_bandwidth"] <= 2.0)
+    if "round_cost" in big.get("chosen static+graphs", {}):
+        cost = big["chosen static+graphs"]["round_cost"]
+        out["round cost at the chosen shape"] = verdict(f"{cost} plain steps ({big.get('auto_at_tau6_profile')})",
+                                                        "<= 1.5", cost <= 1.5)
+    if "chain7 at tau 6" in big:
+        speedup = big["chain7 at tau 6"]["speedup"]
+        out["predicted speedup at tau 6 (chain 7)"] = verdict(f"{speedup}x", ">= 3.5", speedup >= 3.5)
+    shipped = report.get("shipped", {})
+    bf16, fp32 = shipped.get("bfloat16 chain7 static+graphs", {}), shipped.get("float32 chain7 static+graphs", {})
+    if "round_ms" in bf16 and "round_ms" in fp32:
+        out["bf16 round no slower than fp32 (shipped, chain 7, graphs)"] = verdict(
+            f"{bf16['round_ms']} vs {fp32['round_ms']} ms", "bf16 <= fp32", bf16["round_ms"] <= fp32["round_ms"])
+    equal = [v["equal"] for k, v in shipped.items() if k.startswith("float32") and isinstance(v, dict) and "equal" in v]
+    if equal:
+        out["fp32 greedy equal to plain decoding (shipped)"] = verdict(f"{sum(equal)} of {len(equal)}", "all",
+                                                                       all(equal))
+    return out
+
+
 def hbm_tbps(gpu_name: str) -> float:
     """The card's memory bandwidth by its name (the weights-bandwidth bound of a plain step); 4.8 when unknown."""
     for part, tbps in (("H100", 3.35), ("H200", 4.8), ("A100", 2.0), ("L40S", 0.864), ("L4", 0.3)):
@@ -434,6 +465,10 @@ def main() -> int:
             REPORT[name] = {"error": traceback.format_exc()[-2000:]}
             log(REPORT[name]["error"])
         Path(args.out).write_text(json.dumps(REPORT, indent=1, default=str))
+    REPORT["issue_checks"] = issue_checks(REPORT)
+    Path(args.out).write_text(json.dumps(REPORT, indent=1, default=str))
+    for check, verdict in REPORT["issue_checks"].items():
+        log(f"  {check}: {verdict}")
     failed = [k for k, v in REPORT.items() if isinstance(v, dict) and ("error" in v or v.get("rc", 0) != 0)]
     log(f"done in {time.perf_counter() - start:.0f} s; report {args.out}; failed sections: {failed or 'none'}")
     return 1 if failed else 0
