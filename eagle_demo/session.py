@@ -119,6 +119,23 @@ class Session:
         return (f"this run can reach position {reach}, past the {limit} positions the draft is configured for: "
                 "acceptance may fall there (the output stays exactly the target's)")
 
+    def graph_note(self) -> str:
+        """One line when a CUDA graph capture failed on this pair's engines (those calls run eagerly from then on:
+        slower, the same output); "" otherwise."""
+        errors = []
+        for engine in (self.eagle, self.baseline):
+            if engine is None:
+                continue
+            target, drafter = engine.runner.static, getattr(engine, "drafter", None)
+            if target is not None and getattr(target, "capture_error", None):
+                errors.append(f"target: {target.capture_error}")
+            if drafter is not None and drafter.static is not None and drafter.static.capture_error:
+                errors.append(f"draft {drafter.static.capture_error}")
+        if not errors:
+            return ""
+        return (f"a CUDA graph capture failed ({' '.join(errors[0].split())[:160]}); those calls run eagerly: "
+                "slower, the same output")
+
     def stream(self, prompt_ids: list[int], run: RunConfig, mode: str = "eagle",
                stop: threading.Event | None = None) -> Iterator[Event]:
         self.check_length(prompt_ids, run)

@@ -124,3 +124,17 @@ def test_a_long_forward_is_never_captured_nor_are_its_inputs_kept(monkeypatch):
             runner.forward(torch.arange(n) % 90)
             runner.commit([])
     assert captured == [3] and set(runner.static.inputs) == {3}
+
+
+def test_a_failed_graph_capture_is_named_in_one_line():
+    from eagle_demo.session import load_session
+
+    session = load_session(threads=1, device="cpu", dtype="float32", static=True)
+    ids = session.encode("def add(a, b):\n")
+    list(session.stream(ids, RunConfig(max_new_tokens=4, tree=TreeConfig.chain(3))))  # makes the static pools
+    assert session.graph_note() == ""
+    error = "chain: RuntimeError: operation not permitted when stream is\ncapturing"  # as a failed capture leaves
+    session.eagle.drafter.static.capture_error = error
+    note = session.graph_note()
+    assert note.startswith("a CUDA graph capture failed (draft chain: RuntimeError: operation not permitted when")
+    assert "\n" not in note and note.endswith("those calls run eagerly: slower, the same output")

@@ -142,7 +142,7 @@ def generate_ui(form: GenerateForm, request: gr.Request | None, progress):
         live.done.set()
         yield outputs_for(live, TextCache(session.decode), form.show, True, first)
         return
-    note = "; ".join(n for n in (auto_note, session.context_note(len(ids), run)) if n)
+    note = "; ".join(n for n in (auto_note, session.context_note(len(ids), run), session.graph_note()) if n)
     live = start_run(key, ids, run, bool(form.race_on), note, auto)
     LAST_RUNS.put(hash_, live)
     CLIENT_PAIRS.put(hash_, key)
