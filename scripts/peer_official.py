@@ -206,13 +206,16 @@ def big_pair(shape: str, dtype: str) -> tuple[Path, Path]:
     for i in range(c["layers"]):
         state |= layer(f"model.layers.{i}.", True)
     target.mkdir(parents=True, exist_ok=True)
-    save_file(state, str(target / "model.safetensors"), metadata={"format": "pt"})
+    head.mkdir(parents=True, exist_ok=True)
     (target / "config.json").write_text(json.dumps(_llama_config(c, c["layers"], dtype), indent=1))
+    (head / "config.json").write_text(json.dumps(_llama_config(c, 1, dtype, bias=True), indent=1))
     drafts = {"fc.weight": w(c["hidden"], 2 * c["hidden"]), "fc.bias": torch.zeros(c["hidden"], dtype=dt),
               **layer("layers.0.", False), "embed_tokens.weight": state["model.embed_tokens.weight"]}
-    head.mkdir(parents=True, exist_ok=True)
-    torch.save(drafts, head / "pytorch_model.bin")
-    (head / "config.json").write_text(json.dumps(_llama_config(c, 1, dtype, bias=True), indent=1))
+    # each file under a temporary name first: a run cut off while writing 16 GB leaves no half file to reuse
+    torch.save(drafts, head / "pytorch_model.bin.tmp")
+    os.replace(head / "pytorch_model.bin.tmp", head / "pytorch_model.bin")
+    save_file(state, str(target / "model.safetensors.tmp"), metadata={"format": "pt"})
+    os.replace(target / "model.safetensors.tmp", target / "model.safetensors")
     return target, head
 
 
