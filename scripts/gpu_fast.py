@@ -3,8 +3,9 @@ with tiny shapes to check the script itself before spending device time.
 
 Sections, in this order (each prints its figures and lands in the JSON report as it ends; a failing section is
 recorded and the next one runs; one that would start after --seconds is skipped):
-1. tests: tests/test_static.py, tests/test_static_draft.py and tests/test_lean.py (the CUDA graph replay tests
-   run on a GPU).
+1. tests: tests/test_static.py, tests/test_static_draft.py, tests/test_lean.py and tests/test_cuda.py (the CUDA
+   graph replay tests, and the shipped pairs' greedy and seeded-sampling equality on the default path, which is
+   static + graphs on CUDA now).
 2. big: a Llama-3.1-8B-shaped bf16 target (random weights) and an EAGLE-3-shaped head: plain step eager vs
    graphs, against the weights-bandwidth time (weight bytes / --hbm-tbps); verify ms by size; the shape autotree
    picks for an acceptance profile with tau about 6 from the costs the product's calibration measures on this
@@ -111,7 +112,7 @@ def divergence(model, prompt, plain, eagle) -> dict | None:
 
 
 def section_tests() -> dict:
-    tests = ["tests/test_static.py", "tests/test_static_draft.py", "tests/test_lean.py"]
+    tests = ["tests/test_static.py", "tests/test_static_draft.py", "tests/test_lean.py", "tests/test_cuda.py"]
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], cwd=ROOT,
                           capture_output=True, text=True)
     tail = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr[-500:]
