@@ -84,12 +84,17 @@ def test_static_is_the_default_on_cuda_only_and_the_flag_overrides_it():
     from eagle_demo.commands.args import add_engine_args
     from eagle_demo.session import default_static, load_session
 
-    def target(device: str, device_map: dict | None = None):  # what default_static reads: lm_head device, map
+    def target(device: str, device_map: dict | None = None, **config):  # what default_static reads
         head = SimpleNamespace(weight=SimpleNamespace(device=torch.device(device)))
-        return SimpleNamespace(hf_device_map=device_map, get_output_embeddings=lambda: head)
+        text = SimpleNamespace(**config)
+        return SimpleNamespace(hf_device_map=device_map, get_output_embeddings=lambda: head,
+                               config=SimpleNamespace(get_text_config=lambda: text))
 
     assert default_static(target("cuda:0")) and default_static(target("cuda:0", {"": "cuda:0"}))
     assert not default_static(target("cpu")) and not default_static(target("cuda:0", {"a": 0, "b": 1}))
+    assert not default_static(target("cuda:0", sliding_window=4096))  # a window in use: the growing caches
+    assert default_static(target("cuda:0", sliding_window=4096, use_sliding_window=False))  # Qwen2's off switch
+    assert default_static(target("cuda:0", sliding_window=None))
     p = argparse.ArgumentParser()
     add_engine_args(p)
     assert [p.parse_args(a).static for a in ([], ["--static"], ["--no-static"])] == [None, True, False]
