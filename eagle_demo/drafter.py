@@ -151,7 +151,7 @@ class Drafter:
                 if path < floor:
                     break
             g, logp, ids = self._depth(g, ids[0], self._positions(self.length + step - 2, 1), 1,
-                                       self.length + step - 2, hot=hot)  # [1, H], [1, 1], [1, 1]
+                                       self.length + step - 2, pick=pick)  # [1, H], [1, 1], [1, 1]
             all_ids.append(ids[0])
             all_logp.append(logp[0])
             depth = step
@@ -167,13 +167,12 @@ class Drafter:
         never have drafted them (a chain's tree cut after d tokens is the tree of its first d)."""
         st = self.static
         st.check(self.length + longest - 1)
-        if hot:
-            self._hot_table(hot)  # the context ids since the last round, written into the fixed table in place
+        pick = self._pick(hot)  # a hot table takes the context ids since the last round in place
         key = ("chain", longest, hot)
         x = self._round_inputs(key, root_token)
 
         def run():
-            ids, logps = st.chain(x[0], x[1], longest, hot)  # [longest], [longest]
+            ids, logps = st.chain(x[0], x[1], longest, pick)  # [longest], [longest]
             tree = self._chain_tree(x[2], ids, logps)
             return tree.tokens, tree.depths, tree.mask, tree.pack, logps
 
@@ -206,18 +205,19 @@ class Drafter:
         return tree_from_device(tokens, chain[0], chain[1], probs, chain=True)
 
     def _depth(self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, k: int, start: int,
-               block: torch.Tensor | None = None, hot: int = 0):
+               block: torch.Tensor | None = None, pick=None):
         """One draft depth over the frontier: g [n, H] and its top-k logp, ids [n, k]. The n new entries take
         slots start..start+n-1; block: their additive rows over this round's tree entries and themselves (a
-        tree depth; the prefix before them is visible), None for a chain step (causal); hot: `TreeConfig.hot_vocab`
-        (the round's table, which `_pick` brought up to date when the round began)."""
+        tree depth; the prefix before them is visible), None for a chain step (causal); pick: the round's top-k
+        (`_pick`; None: the head's)."""
+        pick = pick or self.head.topk
         if self.static is None:
             mask = None if block is None else self._tree_mask(self.length, block)
             g = self.head(hidden, tokens, positions, self.cache, mask)  # [n, H]
-            return (g, *(self.hot.topk if hot else self.head.topk)(g, k))
+            return (g, *pick(g, k))
         n = tokens.shape[0]
         mask = self.static.causal_mask(start, n)  # [1, 1, n, cap] (a static tree depth: `StaticDraft.tree_depth`)
-        return self.static.depth(hidden, tokens, positions, self._positions(start, n), mask, k, hot)
+        return self.static.depth(hidden, tokens, positions, self._positions(start, n), mask, k, pick)
 
     def _tree_mask(self, prefix: int, block: torch.Tensor) -> torch.Tensor:
         """Write the additive tree block [k, m] after the prefix into the persistent mask buffer and return

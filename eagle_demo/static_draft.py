@@ -121,10 +121,10 @@ class StaticDraft:
         self.kv.slots = positions
         return self.head(features, tokens, positions, self.kv, self._causal(positions), from_target=True)  # [n, H]
 
-    def chain(self, g: torch.Tensor, start: torch.Tensor, longest: int, hot: int = 0) -> tuple[torch.Tensor, ...]:
+    def chain(self, g: torch.Tensor, start: torch.Tensor, longest: int, pick) -> tuple[torch.Tensor, ...]:
         """A chain draft of `longest` depths from the draft output g [1, H] (depth 1's logits), its depth-2 entry at
-        slot start [1] (a device tensor: capturable): ids [longest], logp [longest] (`Drafter._static_chain`)."""
-        pick = self.pick(hot)
+        slot start [1] (a device tensor: capturable): ids [longest], logp [longest] (`Drafter._static_chain`).
+        pick: the draft's top-k (`Drafter._pick`: the head's, or a hot vocabulary's fixed table)."""
         logp, ids = pick(g, 1)  # [1, 1], [1, 1]
         all_ids, all_logp = [ids[0]], [logp[0]]
         for step in range(2, longest + 1):
@@ -137,12 +137,12 @@ class StaticDraft:
         return torch.cat(all_ids), torch.cat(all_logp)  # [longest], [longest]
 
     def depth(self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor,
-              mask: torch.Tensor, k: int, hot: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+              mask: torch.Tensor, k: int, pick) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """One chain depth, eagerly (a stopping chain without graphs, which stops depth by depth): the head on n
-        tokens at `slots` and its top-k (over the first `hot` ids when hot > 0): g [n, H], logp [n, k], ids [n, k]."""
+        tokens at `slots` and its top-k by `pick` (`Drafter._pick`): g [n, H], logp [n, k], ids [n, k]."""
         self.kv.slots = slots
         g = self.head(hidden, tokens, positions, self.kv, mask)  # [n, H]
-        return (g, *self.pick(hot)(g, k))
+        return (g, *pick(g, k))
 
     def replayed(self, key: tuple, run) -> tuple:
         """run()'s outputs: eagerly, or from the graph of `key`, captured on its second use (copied out: a replay
@@ -160,10 +160,6 @@ class StaticDraft:
         if key not in self.buffers:
             self.buffers[key] = make()
         return self.buffers[key]
-
-    def pick(self, hot: int):
-        """The head's top-k, or over this drafter's hot vocabulary of the first `hot` ids plus its context ids."""
-        return self.hot_table(hot)[0].topk if hot else self.head.topk
 
     def hot_table(self, hot: int) -> tuple[HotVocab, bool]:
         """(the fixed-address hot vocabulary of `hot` first ids, with room for a context id at every position of the
