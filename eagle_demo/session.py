@@ -127,7 +127,7 @@ class Session:
             if engine is None:
                 continue
             target, drafter = engine.runner.static, getattr(engine, "drafter", None)
-            if target is not None and getattr(target, "capture_error", None):
+            if target is not None and target.capture_error:
                 errors.append(f"target: {target.capture_error}")
             if drafter is not None and drafter.static is not None and drafter.static.capture_error:
                 errors.append(f"draft {drafter.static.capture_error}")

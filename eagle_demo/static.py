@@ -29,8 +29,9 @@ POOL_STEP = 128  # pools grow in steps of this many positions: a slightly longer
 # the pools and the graphs captured over them, where an exact size would capture every graph again
 
 
-GRAPH_MAX_TOKENS = 64  # forwards of at most this many tokens (verifies: the largest GPU tree is 64) are captured
-# and keep their inputs; a prefill runs eagerly, so a long-running app does not keep a graph per prompt length
+GRAPH_MAX_TOKENS = 64  # forwards of at most this many tokens (verifies: the largest GPU tree is 64; the draft's
+# extends) are captured and keep their inputs; a prefill runs eagerly, so a long-running app does not keep a graph
+# per prompt length
 
 
 def pool_size(need: int) -> int:
@@ -121,6 +122,7 @@ class StaticTarget:
         self.graphs_on = graphs and device.type == "cuda"
         self.inputs: dict[int, _Inputs] = {}
         self.graphs: dict[int, tuple] = {}
+        self.capture_error: str | None = None  # why a capture failed (every size runs eagerly from then on)
         self.seen: dict[int, int] = {}  # forwards per size: a size is captured on its second use (not the prefill)
         self.columns = torch.arange(capacity, device=device)  # [cap]
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 
 from .hot_vocab import HotVocab
-from .static import capture_graph
+from .static import GRAPH_MAX_TOKENS, capture_graph
 
 __all__ = ["StaticDraft", "StaticDraftKV"]
 
@@ -48,9 +48,6 @@ class StaticDraftKV:
 
     def crop(self, tokens_to_remove: int) -> None:
         """Nothing to drop: entries past the drafter's length are masked out and later overwritten."""
-
-
-EXTEND_GRAPH_MAX = 64  # extends of at most this many pairs (a round's commits) are captured; a prompt's run eagerly
 
 
 class StaticDraft:
@@ -103,10 +100,10 @@ class StaticDraft:
 
     def extend(self, features: torch.Tensor, tokens: torch.Tensor, start: int) -> torch.Tensor:
         """The head over n accepted pairs at slots start..start+n-1 (causal): g [n, H]. Captured per n up to
-        EXTEND_GRAPH_MAX; its positions and mask come from the start slot on the device."""
+        GRAPH_MAX_TOKENS; its positions and mask come from the start slot on the device."""
         n = tokens.shape[0]
         self.check(start + n)
-        if n > EXTEND_GRAPH_MAX:
+        if n > GRAPH_MAX_TOKENS:
             return self._extend(features, tokens, torch.full((1,), start, device=self.device))
         key = ("extend", n)
         x = self.inputs(key, lambda: (features.new_zeros(features.shape), tokens.new_zeros(n),

@@ -91,7 +91,7 @@ def race(model, head, prompt, tree, static: bool, new: int) -> dict:
             "draft_ms": round(1e3 * e.draft_seconds / max(e.rounds, 1), 3),
             "verify_ms": round(1e3 * e.verify_seconds / max(e.rounds, 1), 3),
             "graphs": sorted(static_target.graphs) if static_target is not None else [],
-            "capture_error": getattr(static_target, "capture_error", None) if static_target is not None else None,
+            "capture_error": static_target.capture_error if static_target is not None else None,
             "draft_graphs": sorted(static_draft.graphs) if static_draft is not None else [],
             "draft_capture_error": static_draft.capture_error if static_draft is not None else None}
 
