@@ -149,16 +149,13 @@ def run_once(session, ids, run, mode, counted: bool):
     counter = Counter()
     mode_cm = OpCount(counter) if counted else contextlib.nullcontext()
     reads_cm = count_host_reads(counter) if counted else contextlib.nullcontext()
-    if counted and session.static:
-        reads_cm = contextlib.ExitStack()
-        reads_cm.enter_context(count_host_reads(counter))
-        reads_cm.enter_context(graphs_count_once(mode_cm))
+    graphs_cm = graphs_count_once(mode_cm) if counted and session.static else contextlib.nullcontext()
     session_copy = _fresh(session) if mode == "eagle" else session
     if mode == "eagle":
         instrument(session_copy, counter)
     rounds = 0
     finish = None
-    with mode_cm, reads_cm:
+    with mode_cm, reads_cm, graphs_cm:
         for ev in session_copy.stream(ids, run, mode=mode):
             if isinstance(ev, Round):
                 rounds += 1
