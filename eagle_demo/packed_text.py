@@ -35,23 +35,26 @@ def greedy_texts(runner: TargetRunner, prompts: list[list[int]], new_tokens: int
     keys = torch.cat([owner, rows.repeat(max(new_tokens - 1, 0))])  # [total - B] the owner of every cache entry
     cache = BufferCache(runner.num_layers, total)
     visible = (owner[:, None] == owner[None]) & (positions[None] <= positions[:, None])  # [P, P] causal, per prompt
-    hidden = _forward(runner, cache, ids, positions, visible)  # [P, H]
+    key_positions = positions  # [P] the position of every cache entry (for a sliding window)
+    hidden = _forward(runner, cache, ids, positions, visible, key_positions)  # [P, H]
     token = runner.lm_head(hidden[torch.cumsum(lengths, 0) - 1]).argmax(-1)  # [B] each prompt's first new token
     out, width = [token], owner.shape[0]
     for step in range(1, new_tokens):
         width += b
         visible = keys[None, :width] == rows[:, None]  # [B, width] each row sees its own prompt's entries
-        hidden = _forward(runner, cache, token, lengths + step - 1, visible)  # [B, H]
+        key_positions = torch.cat([key_positions, lengths + step - 1])  # [width]
+        hidden = _forward(runner, cache, token, lengths + step - 1, visible, key_positions)  # [B, H]
         token = runner.lm_head(hidden).argmax(-1)  # [B]
         out.append(token)
     return torch.stack(out, 1).tolist()  # [B, new_tokens]
 
 
 def _forward(runner: TargetRunner, cache: BufferCache, ids: torch.Tensor, positions: torch.Tensor,
-             visible: torch.Tensor) -> torch.Tensor:
+             visible: torch.Tensor, key_positions: torch.Tensor) -> torch.Tensor:
     """The target's base model over new entries ids [n] at positions [n], each row seeing `visible` [n, width]
-    of the cache after them; returns the last hidden states [n, H]."""
+    of the cache after them (entries at key_positions [width]); returns the last hidden states [n, H]."""
     mask = tree_attention_mask(0, visible, runner.dtype)  # [1, 1, n, width] additive, no prefix
+    mask = runner.window.apply(mask, key_positions, positions)  # the target's sliding window, if one is in use
     out = runner.base(input_ids=ids[None], attention_mask=mask, position_ids=positions[None], cache=cache,
                       use_cache=True)
     return out.last_hidden_state[0]  # [n, H]

@@ -206,12 +206,9 @@ def load_session(target: str | None = None, draft: str | None = "default", threa
 def default_static(model) -> bool:
     """Static caches + CUDA graphs by default for a target on one CUDA device (a CPU gains nothing from fixed
     shapes). A target spread over GPUs (`device_map="auto"`) keeps the growing caches, whose layers write where
-    they live; so does one with a sliding attention window in use (Mistral v0.1, Gemma 2/3): the static path's
-    full-width masks see the whole pool, where a plain chain step lets `transformers` build a windowed mask."""
+    they live. A sliding attention window is no reason to leave: the static masks apply it (`windows`)."""
     devices = {str(d) for d in (getattr(model, "hf_device_map", None) or {}).values()}
-    cfg = model.config.get_text_config()
-    sliding = bool(getattr(cfg, "sliding_window", None)) and getattr(cfg, "use_sliding_window", True) is not False
-    return model.get_output_embeddings().weight.device.type == "cuda" and len(devices) <= 1 and not sliding
+    return model.get_output_embeddings().weight.device.type == "cuda" and len(devices) <= 1
 
 
 class TokenStreamDecoder:

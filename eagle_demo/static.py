@@ -23,6 +23,8 @@ from dataclasses import dataclass
 import torch
 from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 
+from .windows import AttentionWindow
+
 __all__ = ["StaticTarget", "StaticKV", "capture_graph", "pool_size", "POOL_STEP", "GRAPH_MAX_TOKENS"]
 
 POOL_STEP = 128  # pools grow in steps of this many positions: a slightly longer prompt (a chat's next turn) reuses
@@ -125,6 +127,7 @@ class StaticTarget:
         self.capture_error: str | None = None  # why a capture failed (every size runs eagerly from then on)
         self.seen: dict[int, int] = {}  # forwards per size: a size is captured on its second use (not the prefill)
         self.columns = torch.arange(capacity, device=device)  # [cap]
+        self.window = AttentionWindow.of(model)
 
     @property
     def length(self) -> int:
@@ -157,7 +160,11 @@ class StaticTarget:
         mask.masked_fill_(~visible, torch.finfo(self.dtype).min)
         want_hidden = self.feature_layers is not None
         positions = (x.length + x.depths)[None]  # [1, n]
-        out = self.base(input_ids=x.ids[None], attention_mask=mask[None, None], position_ids=positions,
+        mask = mask[None, None]  # [1, 1, n, cap]
+        if self.window.size is not None:  # each slot's position (stale slots are masked anyway)
+            keys = self.columns.index_copy(0, slots, positions[0])  # [cap]
+            mask = self.window.apply(mask, keys, positions[0])  # [1, 1, n, cap], or one per layer type
+        out = self.base(input_ids=x.ids[None], attention_mask=mask, position_ids=positions,
                         cache=self.cache, use_cache=True, output_hidden_states=want_hidden)
         last = out.last_hidden_state[0]  # [n, H]
         logits = self.lm_head(last)  # [n, V]

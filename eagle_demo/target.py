@@ -17,6 +17,7 @@ import torch
 from transformers import PreTrainedModel
 
 from .kv import BufferCache
+from .windows import AttentionWindow
 
 __all__ = ["TargetRunner", "TargetOutput", "tree_attention_mask"]
 
@@ -55,6 +56,7 @@ class TargetRunner:
         self.lm_head = model.get_output_embeddings()
         self.feature_layers = feature_layers
         self.num_layers = int(model.config.get_text_config().num_hidden_layers)
+        self.window = AttentionWindow.of(model)  # our own 4-D masks apply the target's sliding window themselves
         self.cache = BufferCache(self.num_layers)
         self.length = 0  # committed positions held in the cache
 
@@ -111,6 +113,9 @@ class TargetRunner:
         if tree_mask is not None:  # built on the device: the prefix is visible, the tree block follows tree_mask
             mask = torch.zeros(1, 1, n, start + n, dtype=self.dtype, device=self.device)  # [1, 1, n, start+n]
             mask[0, 0, :, start:].masked_fill_(~tree_mask.to(self.device), torch.finfo(self.dtype).min)
+            if self.window.size is not None:
+                keys = torch.cat([torch.arange(start, device=self.device), positions[0]])  # [start+n]
+                mask = self.window.apply(mask, keys, positions[0])
         want_hidden = self.feature_layers is not None
         out = self.base(input_ids=ids, attention_mask=mask, position_ids=positions, cache=self.cache,
                         use_cache=True, output_hidden_states=want_hidden)

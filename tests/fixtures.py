@@ -14,8 +14,9 @@ FAMILIES = ("llama", "qwen2", "tied", "mistral", "qwen3")
 
 
 def tiny_target(family: str = "llama", layers: int = 4, hidden: int = 64, vocab: int = 96, seed: int = 0,
-                eos: int = 2, attn: str = "sdpa") -> nn.Module:
-    """A random fp32 decoder-only model of the given family (GQA everywhere, biases where the family has them)."""
+                eos: int = 2, attn: str = "sdpa", window: int | None = None) -> nn.Module:
+    """A random fp32 decoder-only model of the given family (GQA everywhere, biases where the family has them).
+    window: a sliding attention window in use, on every layer (mistral) or on all but the first (qwen2)."""
     torch.manual_seed(seed)
     common = dict(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
@@ -25,13 +26,16 @@ def tiny_target(family: str = "llama", layers: int = 4, hidden: int = 64, vocab:
     elif family == "tied":
         cfg = LlamaConfig(**common, tie_word_embeddings=True)
     elif family == "qwen2":
-        cfg = Qwen2Config(**common, tie_word_embeddings=False)
+        cfg = Qwen2Config(**common, tie_word_embeddings=False, use_sliding_window=window is not None,
+                          sliding_window=window, max_window_layers=1)
     elif family == "mistral":
-        cfg = MistralConfig(**common, tie_word_embeddings=False, sliding_window=None)
+        cfg = MistralConfig(**common, tie_word_embeddings=False, sliding_window=window)
     elif family == "qwen3":
         cfg = Qwen3Config(**common, head_dim=32, tie_word_embeddings=True)
     else:
         raise ValueError(family)
+    if window is not None and family not in ("qwen2", "mistral"):
+        raise ValueError(f"no sliding window in the {family} fixture")
     model = AutoModelForCausalLM.from_config(cfg, attn_implementation=attn, dtype=torch.float32)
     with torch.no_grad():  # sharper distributions than the default init, so greedy paths are stable
         for p in model.parameters():

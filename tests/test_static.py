@@ -92,9 +92,7 @@ def test_static_is_the_default_on_cuda_only_and_the_flag_overrides_it():
 
     assert default_static(target("cuda:0")) and default_static(target("cuda:0", {"": "cuda:0"}))
     assert not default_static(target("cpu")) and not default_static(target("cuda:0", {"a": 0, "b": 1}))
-    assert not default_static(target("cuda:0", sliding_window=4096))  # a window in use: the growing caches
-    assert default_static(target("cuda:0", sliding_window=4096, use_sliding_window=False))  # Qwen2's off switch
-    assert default_static(target("cuda:0", sliding_window=None))
+    assert default_static(target("cuda:0", sliding_window=4096))  # a window in use: the static masks apply it
     p = argparse.ArgumentParser()
     add_engine_args(p)
     assert [p.parse_args(a).static for a in ([], ["--static"], ["--no-static"])] == [None, True, False]

@@ -13,7 +13,7 @@ from eagle_demo.drafter import Drafter
 from eagle_demo.engine import SpeculativeEngine
 from eagle_demo.static import pool_size
 from eagle_demo.target import TargetRunner
-from fixtures import random_eagle1, random_eagle3
+from fixtures import random_eagle1, random_eagle3, tiny_target
 from test_engine import PROMPT, hf_greedy, model_of
 
 SHAPES = [TreeConfig.chain(5), TreeConfig.chain(6, 0.05), TreeConfig(depth=4, top_k=3, total_tokens=12)]
@@ -47,8 +47,8 @@ def _emulate_graphs(drafter: Drafter) -> list:
 
 
 def _setup(family):
-    model = model_of("llama", layers=8)
-    head = random_eagle1(model) if family == "eagle1" else random_eagle3(model, draft_vocab=48)
+    model = tiny_target("qwen2", layers=3, seed=3, window=6) if family.endswith("window") else model_of("llama", 8)
+    head = random_eagle3(model, draft_vocab=48) if family == "eagle3" else random_eagle1(model)
     runner = TargetRunner(model, head.feature_layers)
     runner.reset(64)
     ids = torch.tensor(PROMPT + [3, 9, 27, 81 % 96, 50, 11, 70, 20, 33, 5])  # [n]
@@ -132,7 +132,9 @@ FORBIDDEN_IN_GRAPHS = {  # ops a CUDA graph cannot capture: a host read (a sync)
     ("eagle1", TreeConfig.chain(6)), ("eagle1", TreeConfig.chain(10, 0.05)),
     ("eagle1", TreeConfig.chain(5, hot_vocab=40)), ("eagle1", TreeConfig(depth=4, top_k=3, total_tokens=12)),
     ("eagle3", TreeConfig.chain(6)),
-    ("eagle3", TreeConfig(depth=4, top_k=3, total_tokens=12))], ids=lambda x: x if isinstance(x, str) else x.label())
+    ("eagle3", TreeConfig(depth=4, top_k=3, total_tokens=12)),
+    ("eagle1-window", TreeConfig(depth=4, top_k=3, total_tokens=12))],
+    ids=lambda x: x if isinstance(x, str) else x.label())
 def test_what_a_gpu_captures_has_no_host_read_and_no_host_tensor(family, tree, monkeypatch):
     """The calls a GPU captures as CUDA graphs (the target's static forward, a static draft's whole chain or tree and
     its extend), run here with a dispatch mode that names every op: none reads a value back to the host, lifts a
