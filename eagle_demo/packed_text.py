@@ -37,14 +37,15 @@ def greedy_texts(runner: TargetRunner, prompts: list[list[int]], new_tokens: int
     visible = (owner[:, None] == owner[None]) & (positions[None] <= positions[:, None])  # [P, P] causal, per prompt
     key_positions = positions  # [P] the position of every cache entry (for a sliding window)
     hidden = _forward(runner, cache, ids, positions, visible, key_positions)  # [P, H]
-    token = runner.lm_head(hidden[torch.cumsum(lengths, 0) - 1]).argmax(-1)  # [B] each prompt's first new token
+    last = hidden[torch.cumsum(lengths, 0) - 1]  # [B, H] each prompt's last entry
+    token = runner.logit_head(runner.lm_head(last)).argmax(-1)  # [B] each prompt's first new token
     out, width = [token], owner.shape[0]
     for step in range(1, new_tokens):
         width += b
         visible = keys[None, :width] == rows[:, None]  # [B, width] each row sees its own prompt's entries
         key_positions = torch.cat([key_positions, lengths + step - 1])  # [width]
         hidden = _forward(runner, cache, token, lengths + step - 1, visible, key_positions)  # [B, H]
-        token = runner.lm_head(hidden).argmax(-1)  # [B]
+        token = runner.logit_head(runner.lm_head(hidden)).argmax(-1)  # [B]
         out.append(token)
     return torch.stack(out, 1).tolist()  # [B, new_tokens]
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import torch
 from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 
+from .logit_head import LogitHead
 from .windows import AttentionWindow
 
 __all__ = ["StaticTarget", "StaticKV", "capture_graph", "pool_size", "POOL_STEP", "GRAPH_MAX_TOKENS"]
@@ -128,6 +129,7 @@ class StaticTarget:
         self.seen: dict[int, int] = {}  # forwards per size: a size is captured on its second use (not the prefill)
         self.columns = torch.arange(capacity, device=device)  # [cap]
         self.window = AttentionWindow.of(model)
+        self.logit_head = LogitHead.of(model)
 
     @property
     def length(self) -> int:
@@ -167,7 +169,7 @@ class StaticTarget:
         out = self.base(input_ids=x.ids[None], attention_mask=mask, position_ids=positions,
                         cache=self.cache, use_cache=True, output_hidden_states=want_hidden)
         last = out.last_hidden_state[0]  # [n, H]
-        logits = self.lm_head(last)  # [n, V]
+        logits = self.logit_head(self.lm_head(last))  # [n, V]
         if want_hidden:
             features = torch.cat([out.hidden_states[i][0] for i in self.feature_layers], dim=-1)  # [n, k*H]
         else:

@@ -17,6 +17,7 @@ import torch
 from transformers import PreTrainedModel
 
 from .kv import BufferCache
+from .logit_head import LogitHead
 from .windows import AttentionWindow
 
 __all__ = ["TargetRunner", "TargetOutput", "tree_attention_mask"]
@@ -57,6 +58,7 @@ class TargetRunner:
         self.feature_layers = feature_layers
         self.num_layers = int(model.config.get_text_config().num_hidden_layers)
         self.window = AttentionWindow.of(model)  # our own 4-D masks apply the target's sliding window themselves
+        self.logit_head = LogitHead.of(model)  # what the family's own forward does after the projection
         self.cache = BufferCache(self.num_layers)
         self.length = 0  # committed positions held in the cache
 
@@ -120,7 +122,7 @@ class TargetRunner:
         out = self.base(input_ids=ids, attention_mask=mask, position_ids=positions, cache=self.cache,
                         use_cache=True, output_hidden_states=want_hidden)
         last = out.last_hidden_state[0]  # [n, H]
-        logits = self.lm_head(last)  # [n, V]
+        logits = self.logit_head(self.lm_head(last))  # [n, V]
         if want_hidden:
             hs = out.hidden_states
             # a target spread over GPUs (device_map="auto") leaves each layer's output on its own device

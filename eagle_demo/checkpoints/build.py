@@ -14,6 +14,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from ..attention import use_grouped_sdpa
 from ..cpu_layout import column_major_linears
 from ..fused_norms import fuse_rms_norms
+from ..logit_head import check_logit_head
 from ..devices import DeviceError, resolve_device, resolve_dtype
 from ..drafts import DraftHead, Eagle1Head, Eagle3Head, Shared
 from ..drafts.eagle3_mla import MlaEagle3Head
@@ -175,7 +176,11 @@ def load_target(info: TargetInfo, dtype: str, device: str, warnings: list[str]) 
         column_major_linears(model)  # fp32 on a CPU only: a faster decode step, identical results (cpu_layout)
     fuse_rms_norms(model)  # fp32 on a CPU only: each RMS norm in one call, identical results (fused_norms)
     use_grouped_sdpa(model)  # a CPU target with grouped-query heads: a cheaper verify, identical results (attention)
-    return model.eval()
+    try:
+        check_logit_head(model.eval())  # the engines' logits are the model's own (softcaps, logit scales)
+    except ValueError as exc:
+        raise CheckpointError(f"target {info.folder}: {exc}") from exc
+    return model
 
 
 def _device_map(info: TargetInfo, dtype: torch.dtype, dev: torch.device, requested: str):
