@@ -7,7 +7,7 @@ changed logits:
 - Cohere, Cohere 2: `logit_scale` (x scale);
 - Granite, Granite MoE: `logits_scaling` (/ scaling); HyperCLOVA X has the same key and multiplies.
 `LogitHead` repeats those ops in the family's own order, so greedy and sampled output match the model's own
-forward. `check_logit_head` compares both on a few tokens at load and refuses a target whose forward does
+forward. `target_check.check_target` compares both on a few tokens at load and refuses a target whose forward does
 something else after the projection, instead of sampling from another distribution without a word.
 """
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["LogitHead", "check_logit_head"]
+__all__ = ["LogitHead"]
 
 _MULTIPLY_BY_SCALING = ("hyperclovax",)  # model types whose `logits_scaling` multiplies (Granite's divides)
 
@@ -58,23 +58,3 @@ class LogitHead:
                  f"/ {self.divide:g}" if self.divide is not None else "",
                  f"softcap {self.softcap:g}" if self.softcap is not None else ""]
         return ", ".join(p for p in parts if p) or "none"
-
-
-@torch.inference_mode()
-def check_logit_head(model, tokens: int = 4) -> LogitHead:
-    """The model's own forward against base model + projection + `LogitHead` on `tokens` ids; raises ValueError
-    when they differ by more than rounding (the engine would sample from another distribution)."""
-    head = LogitHead.of(model)
-    device = model.get_output_embeddings().weight.device
-    vocab = int(model.config.get_text_config().vocab_size)
-    ids = torch.arange(1, tokens + 1, device=device)[None] % vocab  # [1, n]
-    own = model(input_ids=ids, use_cache=False).logits[0].float()  # [n, V]
-    hidden = model.base_model(input_ids=ids, use_cache=False).last_hidden_state  # [1, n, H]
-    ours = head(model.get_output_embeddings()(hidden)[0].to(device)).float()  # [n, V]
-    tolerance = 1e-4 if model.get_output_embeddings().weight.dtype == torch.float32 else 2e-2  # rounding only
-    gap = float((own - ours).abs().max())
-    if gap > tolerance * (1.0 + float(own.abs().max())):
-        raise ValueError(f"the target's own forward changes its logits after the output projection in a way this "
-                         f"engine does not repeat (largest difference {gap:.3g}; known: {head.label()}); "
-                         "pick another target family")
-    return head

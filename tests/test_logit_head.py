@@ -10,8 +10,9 @@ from transformers import AutoModelForCausalLM, CohereConfig, Gemma2Config, Gemma
 
 from eagle_demo.config import RunConfig, SamplingConfig, TreeConfig
 from eagle_demo.engine import BaselineEngine, SpeculativeEngine
-from eagle_demo.logit_head import LogitHead, check_logit_head
+from eagle_demo.logit_head import LogitHead
 from eagle_demo.target import TargetRunner
+from eagle_demo.target_check import check_target
 from fixtures import random_eagle1, tiny_target
 from test_engine import PROMPT, hf_greedy
 from test_sampling import chi2_pvalue, enumerate_probs, sample_counts
@@ -52,7 +53,7 @@ FAMILIES = ["gemma2", "gemma3", "cohere", "granite"]
 @pytest.mark.parametrize("static", [False, True], ids=["growing", "static"])
 def test_the_runners_logits_are_the_models_own(family, static):
     model = scaled_target(family)
-    head = check_logit_head(model)
+    head = check_target(model)
     assert not head.identity and head == LogitHead.of(model)
     runner = TargetRunner(model, static=static)
     runner.reset(64)
@@ -92,8 +93,8 @@ def test_a_target_with_an_unrepeated_logit_change_is_refused(tmp_path):
 
     model = tiny_target("llama")
     model.config.final_logit_softcapping = 2.0
-    with pytest.raises(ValueError, match="pick another target family"):
-        check_logit_head(model)
+    with pytest.raises(ValueError, match="after the output projection"):
+        check_target(model)
     folder = write_target(tmp_path / "t")
     raw = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps({**raw, "final_logit_softcapping": 2.0}))

@@ -14,12 +14,12 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from ..attention import use_grouped_sdpa
 from ..cpu_layout import column_major_linears
 from ..fused_norms import fuse_rms_norms
-from ..logit_head import check_logit_head
 from ..devices import DeviceError, resolve_device, resolve_dtype
 from ..drafts import DraftHead, Eagle1Head, Eagle3Head, Shared
 from ..drafts.eagle3_mla import MlaEagle3Head
 from ..drafts.eagle3x import Eagle3xHead
 from ..drafts.hass import HassHead
+from ..target_check import check_target
 from .adapt import DraftPlan, TargetInfo
 from .errors import CheckpointError, CorruptCheckpointError, UnsupportedLayoutError
 from .mimo import MimoBody
@@ -177,7 +177,7 @@ def load_target(info: TargetInfo, dtype: str, device: str, warnings: list[str]) 
     fuse_rms_norms(model)  # fp32 on a CPU only: each RMS norm in one call, identical results (fused_norms)
     use_grouped_sdpa(model)  # a CPU target with grouped-query heads: a cheaper verify, identical results (attention)
     try:
-        check_logit_head(model.eval())  # the engines' logits are the model's own (softcaps, logit scales)
+        check_target(model.eval())  # the engines' prefill, tree and compacted-cache logits are the model's own
     except ValueError as exc:
         raise CheckpointError(f"target {info.folder}: {exc}") from exc
     return model

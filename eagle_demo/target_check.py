@@ -1,0 +1,63 @@
+"""A few forwards at load that hold a target to what the engines assume of it.
+
+The engines run the target's base model themselves: a prefill, a tree of drafts under a 4-D additive mask with
+depth-based position ids, then a cache compacted to the accepted path. A family whose forward departs from that
+(logits changed after the projection in a way `LogitHead` does not know, attention that ignores the given mask or
+positions, biases built from a 2-D mask) would make outputs differ from plain decoding without a word. Here the
+same few tokens run both ways, through the engines' runner and through the model's own forward, and a target
+whose logits differ by more than rounding is refused with one line naming the part that differs.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .logit_head import LogitHead
+from .target import TargetRunner
+
+__all__ = ["check_target"]
+
+
+def _gap(ours: torch.Tensor, own: torch.Tensor, tolerance: float) -> float | None:
+    """The largest difference when it exceeds rounding (relative to the logits' size), else None."""
+    ours, own = ours.float().to(own.device), own.float()
+    gap = float((ours - own).abs().max())
+    return gap if gap > tolerance * (1.0 + float(own.abs().max())) else None
+
+
+@torch.inference_mode()
+def check_target(model) -> LogitHead:
+    """Raises ValueError (one line) when the runner's prefill, tree or compacted-cache logits differ from the
+    model's own forward over the same tokens; returns the logit head the runner applies."""
+    vocab = int(model.config.get_text_config().vocab_size)
+    tol = 1e-4 if model.get_output_embeddings().weight.dtype == torch.float32 else 3e-2  # rounding only
+    runner = TargetRunner(model)
+    device = runner.device
+    ids = (torch.arange(6, device=device) * 7 + 3) % vocab  # [6] three prefix tokens, a root, two children
+    try:
+        own = model(input_ids=torch.cat([ids[:4], ids[5:], ids[:1]])[None], use_cache=False).logits[0]  # [6, V]
+        sibling = model(input_ids=ids[None, :5], use_cache=False).logits[0, -1]  # [V] after prefix, root, child a
+        runner.reset(16)
+        prefill = runner.forward(ids[:3]).logits  # [3, V]
+        runner.commit([0, 1, 2])
+        block = torch.tensor([[True, False, False], [True, True, False], [True, False, True]], device=device)
+        tree = runner.forward(ids[3:6], torch.tensor([0, 1, 1], device=device), block).logits  # [3, V] root, a, b
+        runner.commit([0, 2])  # the root and its second child, as an accepted path
+        after = runner.forward(ids[:1]).logits  # [1, V]
+    except Exception as exc:  # noqa: BLE001 - whatever the family's forward raises on a 4-D mask or a cache
+        raise ValueError(f"the target's forward fails on the engine's inputs ({type(exc).__name__}: "
+                         f"{' '.join(str(exc).split())[:120]}), as families with ALiBi biases built from a 2-D "
+                         "mask do; pick another target family") from exc
+    gap = _gap(prefill, own[:3], tol)
+    if gap is not None:
+        raise ValueError(f"the target's own forward changes its logits after the output projection in a way this "
+                         f"engine does not repeat (largest difference {gap:.3g}; known: {runner.logit_head.label()});"
+                         " pick another target family")
+    for what, ours, theirs in (("a tree of drafts", tree[[0, 2]], own[3:5]), ("a tree of drafts", tree[1], sibling),
+                               ("the cache after a round", after[0], own[5])):
+        gap = _gap(ours, theirs, tol)
+        if gap is not None:
+            raise ValueError(f"the target computes {what} differently from the same tokens in sequence (largest "
+                             f"difference {gap:.3g}): its attention does not follow the engine's 4-D mask and "
+                             "position ids; pick another target family")
+    return runner.logit_head
