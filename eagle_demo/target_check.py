@@ -15,7 +15,9 @@ import torch
 from .logit_head import LogitHead
 from .target import TargetRunner
 
-__all__ = ["check_target"]
+__all__ = ["check_target", "ATTENTION_KINDS"]
+
+ATTENTION_KINDS = {"full_attention", "sliding_attention"}  # layer types the engines' masks and cache cover
 
 
 def _gap(ours: torch.Tensor, own: torch.Tensor, tolerance: float) -> float | None:
@@ -29,7 +31,13 @@ def _gap(ours: torch.Tensor, own: torch.Tensor, tolerance: float) -> float | Non
 def check_target(model) -> LogitHead:
     """Raises ValueError (one line) when the runner's prefill, tree or compacted-cache logits differ from the
     model's own forward over the same tokens; returns the logit head the runner applies."""
-    vocab = int(model.config.get_text_config().vocab_size)
+    text = model.config.get_text_config()
+    others = sorted(set(getattr(text, "layer_types", None) or ()) - ATTENTION_KINDS)
+    if others:
+        raise ValueError(f"the target has {', '.join(others)} layers besides attention, which the engines' cache "
+                         "cannot take back after rejected drafts (or mask as the family does); pick an "
+                         "attention-only target")
+    vocab = int(text.vocab_size)
     tol = 1e-4 if model.get_output_embeddings().weight.dtype == torch.float32 else 3e-2  # rounding only
     runner = TargetRunner(model)
     device = runner.device
@@ -46,8 +54,8 @@ def check_target(model) -> LogitHead:
         after = runner.forward(ids[:1]).logits  # [1, V]
     except Exception as exc:  # noqa: BLE001 - whatever the family's forward raises on a 4-D mask or a cache
         raise ValueError(f"the target's forward fails on the engine's inputs ({type(exc).__name__}: "
-                         f"{' '.join(str(exc).split())[:120]}), as families with ALiBi biases built from a 2-D "
-                         "mask do; pick another target family") from exc
+                         f"{' '.join(str(exc).split())[:120]}): its layers need what the engine does not give "
+                         "(a 2-D mask for ALiBi biases, a cache of their own); pick another target family") from exc
     gap = _gap(prefill, own[:3], tol)
     if gap is not None:
         raise ValueError(f"the target's own forward changes its logits after the output projection in a way this "

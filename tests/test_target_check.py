@@ -1,6 +1,7 @@
 """The load-time target check: families the engines run faithfully pass; one whose tree forward is silently wrong
 (MPT's ALiBi follows cache slots, not the engine's position ids) and ones whose forward fails on a 4-D mask
-(Bloom, Falcon with ALiBi) are refused in one line, before any run."""
+(Bloom, Falcon with ALiBi) or that keep a state besides attention (LFM2's convolutions) are refused in one line,
+before any run."""
 
 import json
 
@@ -21,6 +22,8 @@ SMALL = {
     "mpt": dict(d_model=64, n_layers=2, n_heads=4),
     "bloom": dict(hidden_size=64, n_layer=2, n_head=4),
     "falcon": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, alibi=True),
+    "lfm2": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                 intermediate_size=128, layer_types=["conv", "full_attention"]),
 }
 
 
@@ -59,6 +62,12 @@ def test_a_forward_that_fails_on_the_engines_inputs_is_refused_in_one_line(name)
     with pytest.raises(ValueError, match="fails on the engine's inputs") as err:
         check_target(family(name))
     assert "\n" not in str(err.value)
+
+
+def test_layers_besides_attention_are_named_and_refused():
+    """LFM2's convolution layers keep a state the engines' cache cannot take back after rejected drafts."""
+    with pytest.raises(ValueError, match="conv layers besides attention"):
+        check_target(family("lfm2"))
 
 
 def test_the_load_refuses_such_a_target(tmp_path):
