@@ -38,7 +38,8 @@ def check_target(model) -> LogitHead:
                          "cannot take back after rejected drafts (or mask as the family does); pick an "
                          "attention-only target")
     vocab = int(text.vocab_size)
-    tol = 1e-4 if model.get_output_embeddings().weight.dtype == torch.float32 else 3e-2  # rounding only
+    # rounding only; half precision on a GPU runs other kernels for other row counts (a CPU gives equal logits)
+    tol = 1e-4 if model.get_output_embeddings().weight.dtype == torch.float32 else 5e-2
     runner = TargetRunner(model)
     device = runner.device
     ids = (torch.arange(6, device=device) * 7 + 3) % vocab  # [6] three prefix tokens, a root, two children
