@@ -101,3 +101,18 @@ def test_a_target_with_an_unrepeated_logit_change_is_refused(tmp_path):
     with pytest.raises(CheckpointError, match="does not repeat") as err:
         load_pair(str(folder), None, device="cpu", dtype="float32")
     assert "\n" not in str(err.value)
+
+
+def test_the_load_report_names_the_logit_head_and_the_window(tmp_path):
+    """A Gemma 2 folder loads (eager attention, as the loader falls back) and its report says what the engines do
+    for it beyond the stock base model."""
+    from eagle_demo.checkpoints import load_pair
+
+    scaled_target("gemma2").save_pretrained(tmp_path / "gemma2")
+    pair = load_pair(str(tmp_path / "gemma2"), None, device="cpu", dtype="float32")
+    notes = pair.report.adaptations
+    assert notes[0].startswith("target check: the engines' prefill, tree and compacted-cache logits equal")
+    assert "logits after the output projection as the gemma2 forward does: softcap 2" in notes
+    assert "sliding window of 6 tokens applied in the engines' own masks (full and sliding layers: a mask per " \
+           "layer type)" in notes
+    assert "softcap 2" in pair.report.to_markdown()

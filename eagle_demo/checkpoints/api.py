@@ -10,8 +10,9 @@ from transformers import PreTrainedModel
 
 from .. import hub
 from ..drafts import DraftHead
+from ..logit_head import LogitHead
 from .adapt import DraftPlan, TargetInfo, plan_draft, read_target
-from .build import key_plan, load_head, load_target, load_tokenizer, make_head
+from .build import describe_target, key_plan, load_head, load_target, load_tokenizer, make_head
 from .detect import DraftSpec, detect_draft
 from .errors import CheckpointError, CorruptCheckpointError
 from .report import AdaptationReport
@@ -84,15 +85,17 @@ def load_pair(target: str, draft: str | None, *, revision: str | None = None, dr
     if plan is not None:
         plan = plan_draft(spec, info)
     warnings: list[str] = []
+    target_notes: list[str] = []
     say("loading the target", 0.3)
-    model = load_target(info, dtype, device, warnings)
+    model = load_target(info, dtype, device, warnings, target_notes)
     tokenizer = load_tokenizer(info, warnings)
     result = None
     if plan is not None:
         say("building the draft", 0.8)
         result = load_head(plan, model)
     say("ready", 1.0)
-    report = _report(target, draft, info, spec, plan, problem=None, model=model, result=result, warnings=warnings)
+    report = _report(target, draft, info, spec, plan, problem=None, model=model, result=result, warnings=warnings,
+                     target_notes=target_notes)
     return LoadedPair(target=model, tokenizer=tokenizer, head=result.head if result else None, report=report,
                       target_path=str(info.folder), draft_path=draft_path)
 
@@ -111,23 +114,25 @@ def attach_draft(pair: LoadedPair, draft: str, *, draft_revision: str | None = N
     say("building the draft", 0.7)
     result = load_head(plan, pair.target)
     say("ready", 1.0)
-    report = _report(pair.report.target, draft, info, spec, plan, problem=None, model=pair.target, result=result)
+    report = _report(pair.report.target, draft, info, spec, plan, problem=None, model=pair.target, result=result,
+                     target_notes=describe_target(pair.target, LogitHead.of(pair.target)))  # checked at its load
     return LoadedPair(target=pair.target, tokenizer=pair.tokenizer, head=result.head, report=report,
                       target_path=pair.target_path, draft_path=draft_path)
 
 
 def _report(target: str, draft: str | None, info: TargetInfo, spec: DraftSpec | None, plan: DraftPlan | None,
             problem: str | None, ignored: list[str] | None = None, model: PreTrainedModel | None = None,
-            result=None, warnings: list[str] | None = None) -> AdaptationReport:
+            result=None, warnings: list[str] | None = None, target_notes: list[str] | None = None) -> AdaptationReport:
     base = dict(target=target, draft=draft, target_path=str(info.folder), target_model_type=info.model_type,
                 target_layers=info.num_layers, target_hidden=info.hidden, target_vocab=info.vocab, problem=problem)
     if model is not None:
         weight = model.get_output_embeddings().weight
         base.update(dtype=str(weight.dtype).replace("torch.", ""), device=str(weight.device))
+    target_side = list(info.notes) + list(target_notes or ())
     if spec is None:
         return AdaptationReport(draft_path=None, family="none", source_layout="", **base,
-                                adaptations=info.notes, warnings=tuple(warnings or ()))
-    notes = list(info.notes) + list(spec.notes) + (plan.notes if plan else []) + (result.notes if result else [])
+                                adaptations=tuple(target_side), warnings=tuple(warnings or ()))
+    notes = target_side + list(spec.notes) + (plan.notes if plan else []) + (result.notes if result else [])
     eagle = spec.family in ("eagle1", "eagle3", "mtp")
     if result is not None:
         draft_bytes, shared_bytes, embedding = result.draft_bytes, result.shared_bytes, result.embedding

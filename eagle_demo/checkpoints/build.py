@@ -20,6 +20,7 @@ from ..drafts.eagle3_mla import MlaEagle3Head
 from ..drafts.eagle3x import Eagle3xHead
 from ..drafts.hass import HassHead
 from ..target_check import check_target
+from ..windows import AttentionWindow
 from .adapt import DraftPlan, TargetInfo
 from .errors import CheckpointError, CorruptCheckpointError, UnsupportedLayoutError
 from .mimo import MimoBody
@@ -129,9 +130,10 @@ def key_plan(head: DraftHead, plan: DraftPlan) -> tuple[dict[str, str], list[str
 
 # ---- target ----------------------------------------------------------------------------------------
 
-def load_target(info: TargetInfo, dtype: str, device: str, warnings: list[str]) -> PreTrainedModel:
+def load_target(info: TargetInfo, dtype: str, device: str, warnings: list[str],
+                notes: list[str] | None = None) -> PreTrainedModel:
     """AutoModelForCausalLM in eval mode with SDPA attention (`attention.use_grouped_sdpa` on a CPU); never
-    trust_remote_code."""
+    trust_remote_code. notes: gets what the target check found (the report's adaptations)."""
     try:
         dev = resolve_device(device)
         torch_dtype = resolve_dtype(dtype, dev)
@@ -177,10 +179,24 @@ def load_target(info: TargetInfo, dtype: str, device: str, warnings: list[str]) 
     fuse_rms_norms(model)  # fp32 on a CPU only: each RMS norm in one call, identical results (fused_norms)
     use_grouped_sdpa(model)  # a CPU target with grouped-query heads: a cheaper verify, identical results (attention)
     try:
-        check_target(model.eval())  # the engines' prefill, tree and compacted-cache logits are the model's own
+        head = check_target(model.eval())  # the engines' prefill, tree and compacted-cache logits are the model's own
     except ValueError as exc:
         raise CheckpointError(f"target {info.folder}: {exc}") from exc
+    if notes is not None:
+        notes.extend(describe_target(model, head))
     return model
+
+
+def describe_target(model: PreTrainedModel, head) -> list[str]:
+    """The report's lines on what the engines do for this target beyond the stock base model."""
+    window = AttentionWindow.of(model)
+    out = ["target check: the engines' prefill, tree and compacted-cache logits equal the model's own forward"]
+    if not head.identity:
+        out.append(f"logits after the output projection as the {model.config.model_type} forward does: {head.label()}")
+    if window.size is not None:
+        out.append(f"sliding window of {window.size} tokens applied in the engines' own masks"
+                   + (" (full and sliding layers: a mask per layer type)" if window.mixed else ""))
+    return out
 
 
 def _device_map(info: TargetInfo, dtype: torch.dtype, dev: torch.device, requested: str):
