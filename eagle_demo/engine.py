@@ -20,8 +20,9 @@ from .drafts.base import DraftHead
 from .events import DraftNode, Event, Finish, Prefill, Round, RunStart, Step
 from .gate import DraftGate
 from .retune import Retuner
+from .rope_limit import RopeLimit
 from .sampling import PositionSampler, pick, process_logits
-from .target import TargetRunner
+from .target import TargetOutput, TargetRunner
 
 __all__ = ["BaselineEngine", "SpeculativeEngine", "eos_ids_of"]
 
@@ -51,6 +52,7 @@ class _EngineBase:
         """static: the target runs over a fixed-size cache (CUDA graphs on a GPU); see `static.StaticTarget`."""
         self.model = model
         self.runner = TargetRunner(model, feature_layers, static=static)
+        self.rope = RopeLimit.of(model)  # a rotary scaling that follows the forward's length (`rope_limit`)
         self.eos = eos_ids_of(model)
         self.lock = threading.Lock()  # one generation at a time on this model
 
@@ -77,11 +79,21 @@ class _EngineBase:
     def _stops(self, run: RunConfig) -> frozenset[int]:
         return frozenset() if run.ignore_eos else self.eos
 
-    def _step(self, token: int, run: RunConfig, sampler: PositionSampler | None, position: int):
-        """One plain target step on `token`: returns (output, next token id, its probability). Plain decoding
-        takes every step this way, and so does a speculative round without a draft."""
-        out = self.runner.forward(torch.tensor([token]))
-        self.runner.commit([0])
+    def _step(self, token: int, run: RunConfig, sampler: PositionSampler | None, position: int,
+              context: tuple[list[int], list[int]]):
+        """One plain target step on `token` (the last of context's prompt + new tokens): returns (output [1 row],
+        next token id, its probability). Plain decoding takes every step this way, and so does a speculative
+        round without a draft. At a longrope target's boundary the step runs the whole sequence again, as
+        Phi-3's `generate` does (`rope_limit`)."""
+        if self.rope.refills(self.runner.length):
+            ids = context[0] + context[1]
+            self.runner.restart()
+            full = self.runner.forward(torch.tensor(ids, dtype=torch.long))
+            self.runner.commit(list(range(len(ids))))
+            out = TargetOutput(logits=full.logits[-1:], features=full.features[-1:])  # [1, V], [1, F]
+        else:
+            out = self.runner.forward(torch.tensor([token]))
+            self.runner.commit([0])
         probs = process_logits(out.logits, run.sampling)[0]  # [V]
         nxt = pick(out.logits[0], probs, run.sampling, sampler, position)
         return out, nxt, float(probs[nxt])
@@ -108,7 +120,7 @@ class BaselineEngine(_EngineBase):
         new, steps = [token], 0
         while (reason := _end_reason(token, len(new), run, eos, stop)) is None:
             ts = time.perf_counter()
-            _, token, prob = self._step(token, run, sampler, len(new))
+            _, token, prob = self._step(token, run, sampler, len(new), (prompt_ids, new))
             _sync(device)
             te = time.perf_counter()
             new.append(token)
@@ -151,10 +163,11 @@ class SpeculativeEngine(_EngineBase):
         new, rounds, gate, held = [token], 0, DraftGate(run.pause_below, by_length=run.pause_by_length,
                                                            start_paused=run.pause_first), _Held()
         while (reason := _end_reason(token, len(new), run, eos, stop)) is None:
-            if not gate.drafting:
-                yield self._plain_round(rounds, new, run, sampler, held, t1)
+            if not gate.drafting or not self.rope.exact(self.runner.length, tree_cfg.depth):
+                yield self._plain_round(rounds, (prompt_ids, new), run, sampler, held, t1)
                 token, rounds = new[-1], rounds + 1
-                gate.after_plain()
+                if not gate.drafting:
+                    gate.after_plain()
                 continue
             ta = time.perf_counter()
             if held.tokens:  # the draft catches up on the plain rounds' pairs in one extend
@@ -202,12 +215,14 @@ class SpeculativeEngine(_EngineBase):
         yield Finish(reason=reason, token_ids=tuple(new), new_tokens=len(new), rounds=rounds,
                      prefill_seconds=t1 - t0, decode_seconds=t2 - t1, extra=extra)
 
-    def _plain_round(self, index: int, new: list[int], run: RunConfig, sampler, held: "_Held",
-                     t1: float) -> Round:
-        """A round without a draft (the gate paused drafting): one plain target step, exactly as plain decoding
-        takes it. Its (feature, token) pair waits in `held` until drafting resumes."""
+    def _plain_round(self, index: int, context: tuple[list[int], list[int]], run: RunConfig, sampler,
+                     held: "_Held", t1: float) -> Round:
+        """A round without a draft (the gate paused drafting, or a verify would not be exact under the target's
+        rotary scaling): one plain target step, exactly as plain decoding takes it. Its (feature, token) pair
+        waits in `held` until drafting resumes. context: (prompt, new tokens); the step appends to new."""
+        new = context[1]
         ts = time.perf_counter()
-        out, token, prob = self._step(new[-1], run, sampler, len(new))
+        out, token, prob = self._step(new[-1], run, sampler, len(new), context)
         held.add(out.features.clone(), token)  # [1, F]; a copy: a replayed CUDA graph rewrites its output buffer
         _sync(self.runner.device)
         te = time.perf_counter()

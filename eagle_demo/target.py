@@ -155,6 +155,14 @@ class TargetRunner:
         self.length = start + m
         self._pending = 0
 
+    def restart(self) -> None:
+        """Forget every cached position and keep the buffers (a longrope target's boundary runs them again)."""
+        if self.static is not None:
+            self.static.reset()
+        elif self.length:
+            self.cache.crop(-self.length)
+        self.length, self._pending = 0, 0
+
     def rollback(self, m: int) -> None:
         """Forget the last m committed positions (calibration times a step, then takes it back)."""
         if self.static is not None:

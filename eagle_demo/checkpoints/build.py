@@ -19,6 +19,7 @@ from ..drafts import DraftHead, Eagle1Head, Eagle3Head, Shared
 from ..drafts.eagle3_mla import MlaEagle3Head
 from ..drafts.eagle3x import Eagle3xHead
 from ..drafts.hass import HassHead
+from ..rope_limit import RopeLimit
 from ..target_check import check_target
 from ..windows import AttentionWindow
 from .adapt import DraftPlan, TargetInfo
@@ -196,6 +197,9 @@ def describe_target(model: PreTrainedModel, head) -> list[str]:
     if window.size is not None:
         out.append(f"sliding window of {window.size} tokens applied in the engines' own masks"
                    + (" (full and sliding layers: a mask per layer type)" if window.mixed else ""))
+    rope = RopeLimit.of(model)
+    if rope.kind is not None:
+        out.append(rope.label())
     return out
 
 
