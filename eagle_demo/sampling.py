@@ -16,7 +16,7 @@ import torch
 
 from .config import SamplingConfig
 
-__all__ = ["process_logits", "PositionSampler", "pick"]
+__all__ = ["process_logits", "PositionSampler", "pick", "unapplied_settings"]
 
 
 def process_logits(logits: torch.Tensor, cfg: SamplingConfig) -> torch.Tensor:
@@ -70,3 +70,20 @@ def pick(logits_row: torch.Tensor, probs_row: torch.Tensor, cfg: SamplingConfig,
     if cfg.greedy or sampler is None:
         return int(torch.argmax(logits_row).item())
     return sampler.sample(probs_row, position)
+
+
+_NEUTRAL = {"repetition_penalty": 1.0, "no_repeat_ngram_size": 0, "typical_p": 1.0, "epsilon_cutoff": 0.0,
+            "eta_cutoff": 0.0, "min_p": None, "min_length": 0, "min_new_tokens": None, "bad_words_ids": None,
+            "suppress_tokens": None, "begin_suppress_tokens": None, "sequence_bias": None,
+            "forced_bos_token_id": None, "forced_eos_token_id": None}
+
+
+def unapplied_settings(generation_config) -> list[str]:
+    """The settings of a target's generation_config.json that change `generate`'s distribution and that this
+    pipeline (temperature, top-k, top-p) does not apply, as "name value" strings (e.g. "repetition_penalty 1.05")."""
+    out = []
+    for name, neutral in _NEUTRAL.items():
+        value = getattr(generation_config, name, neutral) if generation_config is not None else neutral
+        if value is not None and value != neutral and not (neutral is None and value in (0, 0.0, [], {})):
+            out.append(f"{name} {value}")
+    return out

@@ -116,3 +116,21 @@ def test_the_load_report_names_the_logit_head_and_the_window(tmp_path):
     assert "sliding window of 6 tokens applied in the engines' own masks (full and sliding layers: a mask per " \
            "layer type)" in notes
     assert "softcap 2" in pair.report.to_markdown()
+
+
+def test_generation_settings_the_pipeline_does_not_apply_are_named(tmp_path):
+    """A target whose generation_config.json sets a repetition penalty (as Qwen2.5's instruct models do) loads
+    with a warning that names it: neither engine applies it."""
+    from transformers import GenerationConfig
+
+    from eagle_demo.checkpoints import load_pair
+    from eagle_demo.sampling import unapplied_settings
+    from layouts import write_target
+
+    assert unapplied_settings(GenerationConfig(temperature=0.7, top_p=0.8, top_k=20, do_sample=True)) == []
+    assert unapplied_settings(None) == []
+    folder = write_target(tmp_path / "t")
+    GenerationConfig(repetition_penalty=1.05, no_repeat_ngram_size=3, bos_token_id=1).save_pretrained(folder)
+    warnings = load_pair(str(folder), None, device="cpu", dtype="float32").report.warnings
+    assert any("sets repetition_penalty 1.05, no_repeat_ngram_size 3, which neither engine applies" in w
+               for w in warnings)

@@ -20,6 +20,7 @@ from ..drafts.eagle3_mla import MlaEagle3Head
 from ..drafts.eagle3x import Eagle3xHead
 from ..drafts.hass import HassHead
 from ..rope_limit import RopeLimit
+from ..sampling import unapplied_settings
 from ..target_check import check_target
 from ..windows import AttentionWindow
 from .adapt import DraftPlan, TargetInfo
@@ -185,6 +186,11 @@ def load_target(info: TargetInfo, dtype: str, device: str, warnings: list[str],
         raise CheckpointError(f"target {info.folder}: {exc}") from exc
     if notes is not None:
         notes.extend(describe_target(model, head))
+    unapplied = unapplied_settings(getattr(model, "generation_config", None))
+    if unapplied:
+        warnings.append(f"the target's generation_config sets {', '.join(unapplied)}, which neither engine applies: "
+                        "plain decoding here is the model's logits under temperature, top-k and top-p only, so "
+                        "`model.generate()` with those defaults may give other text")
     return model
 
 
