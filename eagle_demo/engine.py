@@ -164,7 +164,8 @@ class SpeculativeEngine(_EngineBase):
                                                            start_paused=run.pause_first), _Held()
         while (reason := _end_reason(token, len(new), run, eos, stop)) is None:
             if not gate.drafting or not self.rope.exact(self.runner.length, tree_cfg.depth):
-                yield self._plain_round(rounds, (prompt_ids, new), run, sampler, held, t1)
+                why = "gate" if not gate.drafting else "rope"
+                yield self._plain_round(rounds, (prompt_ids, new), run, sampler, held, t1, why)
                 token, rounds = new[-1], rounds + 1
                 if not gate.drafting:
                     gate.after_plain()
@@ -216,10 +217,11 @@ class SpeculativeEngine(_EngineBase):
                      prefill_seconds=t1 - t0, decode_seconds=t2 - t1, extra=extra)
 
     def _plain_round(self, index: int, context: tuple[list[int], list[int]], run: RunConfig, sampler,
-                     held: "_Held", t1: float) -> Round:
-        """A round without a draft (the gate paused drafting, or a verify would not be exact under the target's
-        rotary scaling): one plain target step, exactly as plain decoding takes it. Its (feature, token) pair
-        waits in `held` until drafting resumes. context: (prompt, new tokens); the step appends to new."""
+                     held: "_Held", t1: float, why: str) -> Round:
+        """A round without a draft (why: "gate", the gate paused drafting; "rope", a verify would not be exact
+        under the target's rotary scaling): one plain target step, exactly as plain decoding takes it. Its
+        (feature, token) pair waits in `held` until drafting resumes. context: (prompt, new tokens); the step
+        appends to new."""
         new = context[1]
         ts = time.perf_counter()
         out, token, prob = self._step(new[-1], run, sampler, len(new), context)
@@ -230,7 +232,7 @@ class SpeculativeEngine(_EngineBase):
         return Round(
             index=index, nodes=(DraftNode(new[-2], -1, 0, 1.0, 1.0),), accepted_path=(), accepted_ids=(),
             bonus_id=token, committed_ids=(token,), target_probs=(prob,), draft_seconds=0.0,
-            verify_seconds=te - ts, host_seconds=0.0, elapsed=te - t1, total_new_tokens=len(new),
+            verify_seconds=te - ts, host_seconds=0.0, elapsed=te - t1, total_new_tokens=len(new), plain_for=why,
         )
 
 

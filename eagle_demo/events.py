@@ -57,6 +57,7 @@ class Round:
     host_seconds: float
     elapsed: float  # seconds since decode start, at the end of this round
     total_new_tokens: int  # new tokens so far, the prefill token included
+    plain_for: str = ""  # a round without a draft: "gate" (the draft did not pay) or "rope" (`rope_limit`)
 
 
 @dataclass(frozen=True)

@@ -59,10 +59,11 @@ class RunStats:
     finish_reason: str
     plain_rounds: int = 0  # rounds the draft sat out (`gate`): one plain target step each, counted in `rounds`
     drafting_tau: float = 0.0  # tau over the rounds that drafted (equal to tau when no round was plain)
+    rope_rounds: int = 0  # plain rounds the target's rotary scaling required (`rope_limit`), counted in `rounds`
 
 
 def summarize(events: Iterable[Event]) -> RunStats:
-    mode, rounds, committed, accepted, offered, plain = "", 0, 0, [], [], 0
+    mode, rounds, committed, accepted, offered, plain, rope = "", 0, 0, [], [], 0, 0
     draft = verify = host = 0.0
     prefill_seconds = decode_seconds = 0.0
     token_ids: tuple[int, ...] = ()
@@ -76,7 +77,8 @@ def summarize(events: Iterable[Event]) -> RunStats:
             token_ids = (e.token_id,)
         elif isinstance(e, Round):
             rounds += 1
-            plain += len(e.nodes) == 1  # the root alone: the gate paused the draft
+            rope += e.plain_for == "rope"  # the root alone: a verify would not rotate as plain steps do
+            plain += len(e.nodes) == 1 and e.plain_for != "rope"  # the root alone: the gate paused the draft
             committed += len(e.committed_ids)
             accepted.append(len(e.accepted_ids))
             offered.append(_offered_depth(e))
@@ -104,8 +106,8 @@ def summarize(events: Iterable[Event]) -> RunStats:
         tokens_per_second=committed / decode_seconds if decode_seconds > 0 else 0.0,
         prefill_seconds=prefill_seconds, decode_seconds=decode_seconds, acceptance_by_depth=tuple(by_depth),
         accepted_per_round=tuple(accepted), draft_seconds=draft, verify_seconds=verify, host_seconds=host,
-        token_ids=tuple(token_ids), finish_reason=reason, plain_rounds=plain,
-        drafting_tau=(committed - plain) / (rounds - plain) if rounds > plain else 0.0,
+        token_ids=tuple(token_ids), finish_reason=reason, plain_rounds=plain, rope_rounds=rope,
+        drafting_tau=(committed - plain - rope) / (rounds - plain - rope) if rounds > plain + rope else 0.0,
     )
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["RopeLimit"]
+__all__ = ["RopeLimit", "rope_line"]
 
 
 @dataclass(frozen=True)
@@ -66,3 +66,10 @@ class RopeLimit:
             return (f"rope type longrope switches factors at {self.positions} positions: the rounds that would "
                     "straddle it are plain steps")
         return ""
+
+
+def rope_line(rope_rounds: int, rounds: int) -> str:
+    """What the page and the CLI say of a run whose target's rotary scaling made rounds plain steps."""
+    return (f"{rope_rounds} of {rounds} rounds were plain target steps: the target's rotary scaling follows the "
+            "forward's length, and a verify there would not rotate its tokens as plain decoding does (see the "
+            "load report)")

@@ -88,3 +88,20 @@ def test_the_load_report_says_which_rounds_are_plain(tmp_path):
     notes = load_pair(str(tmp_path / "phi3"), None, device="cpu", dtype="float32").report.adaptations
     assert ("rope type longrope switches factors at 16 positions: the rounds that would straddle it are plain "
             "steps") in notes
+
+
+def test_rope_rounds_are_counted_and_named_apart_from_the_gate():
+    from eagle_demo.metrics import RunView, summarize
+    from eagle_demo.view.stats import stats_html
+    from eagle_demo.view.tokens import _plain_note
+
+    model = scaled("dynamic")
+    run = RunConfig(max_new_tokens=40, ignore_eos=True, tree=TreeConfig.chain(4))
+    events = list(SpeculativeEngine(model, OracleHead(model, PROMPT[0])).generate(PROMPT, run))
+    stats = summarize(events)
+    plain = [e for e in events if getattr(e, "plain_for", "")]
+    assert plain and {e.plain_for for e in plain} == {"rope"} and stats.rope_rounds == len(plain)
+    assert stats.plain_rounds == 0 and stats.drafting_tau > 1.0  # the oracle's rounds before the limit
+    assert _plain_note(plain[0]) == "no draft: the target's rotary scaling needs a plain step here"
+    strip = stats_html(RunView.of(events), None, True, "done")
+    assert f"{len(plain)} of {stats.rounds} rounds were plain target steps: the target&#x27;s rotary scaling" in strip

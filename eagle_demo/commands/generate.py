@@ -12,6 +12,7 @@ from ..config import ConfigError, RunConfig, SamplingConfig
 from ..events import Finish, Prefill, Round, Step, to_dict
 from ..gate import paused_line
 from ..metrics import RaceResult, race, summarize, verdict
+from ..rope_limit import rope_line
 from .args import (add_auto_tree_arg, add_engine_args, add_pair_args, add_tree_args, auto_for_session, load_from_args,
                    tree_from_args)
 
@@ -107,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
             gate = paused_line(stats.plain_rounds, stats.rounds, run_config.pause_below, run_config.pause_first)
             sys.stderr.write(f"[gate] {gate}; "
                              f"tau of the drafting rounds {stats.drafting_tau:.2f}\n")
+        if stats.rope_rounds:
+            sys.stderr.write(f"[rope] {rope_line(stats.rope_rounds, stats.rounds)}\n")
         if result is not None:
             _race_lines(result, sampling.greedy)
         if auto is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..gate import paused_line
+from ..rope_limit import rope_line
 from ..metrics import RunView, race, verdict
 from .tokens import escape
 
@@ -21,7 +22,8 @@ def summary(eagle: RunView, baseline: RunView | None, greedy: bool, text: str = 
     e, start = eagle.stats(), eagle.start
     return {
         "text": text, "token_ids": list(eagle.token_ids), "prompt_tokens": start.prompt_tokens if start else 0,
-        "new_tokens": len(eagle.token_ids), "rounds": e.rounds, "plain_rounds": e.plain_rounds, "tau": e.tau,
+        "new_tokens": len(eagle.token_ids), "rounds": e.rounds, "plain_rounds": e.plain_rounds,
+        "rope_rounds": e.rope_rounds, "tau": e.tau,
         "drafting_tau": e.drafting_tau, "tokens_per_second": e.tokens_per_second,
         **run_race(eagle, baseline, greedy).to_dict(),
         "acceptance_by_depth": list(e.acceptance_by_depth), "prefill_seconds": e.prefill_seconds,
@@ -46,8 +48,8 @@ def stats_html(eagle: RunView | None, baseline: RunView | None, greedy: bool, st
         cells.append(("speedup", "-" if s["speedup"] is None else f"{s['speedup']:.2f}x", ""))
         if s["round_cost"] is not None:
             cells.append(("round cost", f"{s['round_cost']['steps']:.2f} steps", ""))
-        if s["plain_rounds"]:
-            cells += [("plain rounds", f"{s['plain_rounds']} of {s['rounds']}", ""),
+        if s["plain_rounds"] or s["rope_rounds"]:
+            cells += [("plain rounds", f"{s['plain_rounds'] + s['rope_rounds']} of {s['rounds']}", ""),
                       ("tau of drafting rounds", f"{s['drafting_tau']:.2f}", "")]
         cells += [("rounds", str(s["rounds"]), ""), ("new tokens", str(s["new_tokens"]), ""),
                   ("prefill", f"{1000 * s['prefill_seconds']:.0f} ms", "")]
@@ -68,6 +70,8 @@ def stats_html(eagle: RunView | None, baseline: RunView | None, greedy: bool, st
     if eagle is not None and eagle.prefill is not None and s["plain_rounds"] and auto is not None:
         gate = paused_line(s["plain_rounds"], s["rounds"], auto.predicted_round_cost, auto.pays_nothing)
         extra += f'<div class="stat-gate">{escape(gate)}</div>'
+    if eagle is not None and eagle.prefill is not None and s["rope_rounds"]:
+        extra += f'<div class="stat-gate">{escape(rope_line(s["rope_rounds"], s["rounds"]))}</div>'
     if auto is not None:
         ran = eagle is not None and eagle.prefill is not None and s["rounds"] > 0
         measured = s["speedup"] if ran else None

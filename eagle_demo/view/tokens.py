@@ -85,7 +85,7 @@ def token_pieces(view: RunView, show_rejected: bool = True, max_rejected: int = 
                     node = r.nodes[i]
                     out.append(Piece(node.token_id, "rejected", r.index, node.depth, node.draft_prob, None,
                                      others=others))
-            note = "correction" if rejected else "no draft: drafting paused" if len(r.nodes) == 1 else "bonus"
+            note = "correction" if rejected else _plain_note(r) if len(r.nodes) == 1 else "bonus"
             out.append(Piece(tok, "bonus", r.index, 0, None, tp, note))
     for s in view.steps:
         out.append(Piece(s.token_id, "target", s.index, 0, None, s.target_prob))
@@ -192,3 +192,10 @@ def token_html(view: RunView, decode: Decode, show_rejected: bool = True, max_re
     if hidden:
         body = f'<span class="tok-hidden">[{hidden} earlier tokens, shown when the run ends] </span>{body}'
     return f'<div class="eagle-tokens" style="white-space: pre-wrap">{body}</div>'
+
+
+def _plain_note(r: Round) -> str:
+    """Why a round had no draft (`Round.plain_for`)."""
+    if r.plain_for == "rope":
+        return "no draft: the target's rotary scaling needs a plain step here"
+    return "no draft: drafting paused"

@@ -136,8 +136,10 @@ def _tree_layout(rnd: Round, traces: list[dict], mask: dict, pos: dict, has_bonu
     depth = max((n.depth for n in nodes), default=0) + (1 if has_bonus else 0)
     leaves = max(1.0, -min(y for _, y in pos.values()) + 1)
     title = f"Round {rnd.index}: {len(rnd.accepted_path)} accepted of {len(nodes) - 1} drafted, +1 target token"
-    if len(nodes) == 1:  # the gate paused the draft (`gate`): this round was one plain target step
-        title = f"Round {rnd.index}: no draft (paused while it did not pay), one plain target step"
+    if len(nodes) == 1:  # the gate paused the draft (`gate`), or the rotary scaling (`rope_limit`): one plain step
+        why = ("the target's rotary scaling needs a plain step here" if rnd.plain_for == "rope"
+               else "paused while it did not pay")
+        title = f"Round {rnd.index}: no draft ({why}), one plain target step"
     note = {"text": "one verify forward: row sees column (and the prefix)", "showarrow": False,
             "xref": "x2 domain", "yref": "y2 domain", "x": 0.5, "y": 1.0, "yanchor": "bottom",
             "font": {"size": 11, "color": "#495057"}}
