@@ -29,8 +29,9 @@ def _gap(ours: torch.Tensor, own: torch.Tensor, tolerance: float) -> float | Non
 
 @torch.inference_mode()
 def check_target(model) -> LogitHead:
-    """Raises ValueError (one line) when the runner's prefill, tree or compacted-cache logits differ from the
-    model's own forward over the same tokens; returns the logit head the runner applies."""
+    """Raises ValueError (one line) when the runner's prefill, tree or compacted-cache logits, on the growing cache
+    and on the static one (a GPU's default; checked where the target sits on one device), differ from the model's
+    own forward over the same tokens; returns the logit head the runners apply."""
     text = model.config.get_text_config()
     others = sorted(set(getattr(text, "layer_types", None) or ()) - ATTENTION_KINDS)
     if others:
@@ -40,33 +41,46 @@ def check_target(model) -> LogitHead:
     vocab = int(text.vocab_size)
     # rounding only; half precision on a GPU runs other kernels for other row counts (a CPU gives equal logits)
     tol = 1e-4 if model.get_output_embeddings().weight.dtype == torch.float32 else 5e-2
-    runner = TargetRunner(model)
-    device = runner.device
+    device = model.get_output_embeddings().weight.device
     ids = (torch.arange(6, device=device) * 7 + 3) % vocab  # [6] three prefix tokens, a root, two children
+    devices = {str(d) for d in (getattr(model, "hf_device_map", None) or {}).values()}
+    caches = ("growing", "static") if len(devices) <= 1 else ("growing",)  # static needs one device
     try:
         own = model(input_ids=torch.cat([ids[:4], ids[5:], ids[:1]])[None], use_cache=False).logits[0]  # [6, V]
         sibling = model(input_ids=ids[None, :5], use_cache=False).logits[0, -1]  # [V] after prefix, root, child a
-        runner.reset(16)
-        prefill = runner.forward(ids[:3]).logits  # [3, V]
-        runner.commit([0, 1, 2])
-        block = torch.tensor([[True, False, False], [True, True, False], [True, False, True]], device=device)
-        tree = runner.forward(ids[3:6], torch.tensor([0, 1, 1], device=device), block).logits  # [3, V] root, a, b
-        runner.commit([0, 2])  # the root and its second child, as an accepted path
-        after = runner.forward(ids[:1]).logits  # [1, V]
+        runs = {cache: _engine_path(TargetRunner(model, static=cache == "static", graphs=False), ids)
+                for cache in caches}
     except Exception as exc:  # noqa: BLE001 - whatever the family's forward raises on a 4-D mask or a cache
         raise ValueError(f"the target's forward fails on the engine's inputs ({type(exc).__name__}: "
                          f"{' '.join(str(exc).split())[:120]}): its layers need what the engine does not give "
                          "(a 2-D mask for ALiBi biases, a cache of their own); pick another target family") from exc
-    gap = _gap(prefill, own[:3], tol)
-    if gap is not None:
-        raise ValueError(f"the target's own forward changes its logits after the output projection in a way this "
-                         f"engine does not repeat (largest difference {gap:.3g}; known: {runner.logit_head.label()});"
-                         " pick another target family")
-    for what, ours, theirs in (("a tree of drafts", tree[[0, 2]], own[3:5]), ("a tree of drafts", tree[1], sibling),
-                               ("the cache after a round", after[0], own[5])):
-        gap = _gap(ours, theirs, tol)
-        if gap is not None:
-            raise ValueError(f"the target computes {what} differently from the same tokens in sequence (largest "
-                             f"difference {gap:.3g}): its attention does not follow the engine's 4-D mask and "
-                             "position ids; pick another target family")
-    return runner.logit_head
+    head = LogitHead.of(model)
+    for cache, (prefill, tree, after) in runs.items():
+        gap = _gap(prefill, own[:3], tol)
+        if gap is not None and cache == "growing":  # the model's own causal mask: only the projection differs
+            raise ValueError(f"the target's own forward changes its logits after the output projection in a way "
+                             f"this engine does not repeat (largest difference {gap:.3g}; known: {head.label()}); "
+                             "pick another target family")
+        pairs = (("a prefill", prefill, own[:3]), ("a tree of drafts", tree[[0, 2]], own[3:5]),
+                 ("a tree of drafts", tree[1], sibling), ("the cache after a round", after[0], own[5]))
+        for what, ours, theirs in pairs:
+            gap = _gap(ours, theirs, tol)
+            if gap is not None:
+                raise ValueError(f"the target computes {what} on the {cache} cache differently from the same tokens "
+                                 f"in sequence (largest difference {gap:.3g}): its attention does not follow the "
+                                 "engine's 4-D mask and position ids; pick another target family")
+    return head
+
+
+def _engine_path(runner: TargetRunner, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The engines' calls on ids [6]: a prefill of 3, a tree of a root with two children, the cache compacted to
+    the second child, one more step. Returns their logits [3, V], [3, V], [1, V]."""
+    device = ids.device
+    runner.reset(16)
+    prefill = runner.forward(ids[:3]).logits  # [3, V]
+    runner.commit([0, 1, 2])
+    block = torch.tensor([[True, False, False], [True, True, False], [True, False, True]], device=device)  # [3, 3]
+    tree = runner.forward(ids[3:6], torch.tensor([0, 1, 1], device=device), block).logits  # [3, V] root, a, b
+    runner.commit([0, 2])  # the root and its second child, as an accepted path
+    after = runner.forward(ids[:1]).logits  # [1, V]
+    return prefill.clone(), tree.clone(), after.clone()

@@ -53,7 +53,7 @@ def test_a_silently_wrong_tree_forward_is_refused():
     run = RunConfig(max_new_tokens=24, ignore_eos=True, tree=TreeConfig(depth=3, top_k=2, total_tokens=8))
     events = list(SpeculativeEngine(model, OracleHead(model, PROMPT[0])).generate(PROMPT, run))
     assert list(events[-1].token_ids) != hf_greedy(model, PROMPT, 24)
-    with pytest.raises(ValueError, match="computes a tree of drafts differently"):
+    with pytest.raises(ValueError, match="computes a tree of drafts on the growing cache differently"):
         check_target(model)
 
 
@@ -68,6 +68,24 @@ def test_layers_besides_attention_are_named_and_refused():
     """LFM2's convolution layers keep a state the engines' cache cannot take back after rejected drafts."""
     with pytest.raises(ValueError, match="conv layers besides attention"):
         check_target(family("lfm2"))
+
+
+def test_the_static_cache_is_checked_too(monkeypatch):
+    """A static path that lost the target's window (a 2-token window, inside the check's tokens) is caught."""
+    from eagle_demo.static import StaticTarget
+    from eagle_demo.windows import AttentionWindow
+
+    model = tiny_target("qwen2", layers=3, window=2)
+    check_target(model)
+    init = StaticTarget.__init__
+
+    def windowless(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self.window = AttentionWindow(None)
+
+    monkeypatch.setattr(StaticTarget, "__init__", windowless)
+    with pytest.raises(ValueError, match="computes a prefill on the static cache differently"):
+        check_target(model)
 
 
 def test_the_load_refuses_such_a_target(tmp_path):
