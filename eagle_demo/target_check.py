@@ -15,9 +15,19 @@ import torch
 from .logit_head import LogitHead
 from .target import TargetRunner
 
-__all__ = ["check_target", "ATTENTION_KINDS"]
+__all__ = ["check_target", "layer_problem", "ATTENTION_KINDS"]
 
 ATTENTION_KINDS = {"full_attention", "sliding_attention"}  # layer types the engines' masks and cache cover
+
+
+def layer_problem(config) -> str | None:
+    """The one-line refusal of a target whose config names layers besides attention (read before any weights are
+    fetched), or None."""
+    others = sorted(set(getattr(config.get_text_config(), "layer_types", None) or ()) - ATTENTION_KINDS)
+    if not others:
+        return None
+    return (f"the target has {', '.join(others)} layers besides attention, which the engines' cache cannot take "
+            "back after rejected drafts (or mask as the family does); pick an attention-only target")
 
 
 def _gap(ours: torch.Tensor, own: torch.Tensor, tolerance: float) -> float | None:
@@ -33,11 +43,9 @@ def check_target(model) -> LogitHead:
     and on the static one (a GPU's default; checked where the target sits on one device), differ from the model's
     own forward over the same tokens; returns the logit head the runners apply."""
     text = model.config.get_text_config()
-    others = sorted(set(getattr(text, "layer_types", None) or ()) - ATTENTION_KINDS)
-    if others:
-        raise ValueError(f"the target has {', '.join(others)} layers besides attention, which the engines' cache "
-                         "cannot take back after rejected drafts (or mask as the family does); pick an "
-                         "attention-only target")
+    problem = layer_problem(model.config)
+    if problem is not None:
+        raise ValueError(problem)
     vocab = int(text.vocab_size)
     # rounding only; half precision on a GPU runs other kernels for other row counts (a CPU gives equal logits)
     tol = 1e-4 if model.get_output_embeddings().weight.dtype == torch.float32 else 5e-2

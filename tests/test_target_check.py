@@ -70,6 +70,16 @@ def test_layers_besides_attention_are_named_and_refused():
         check_target(family("lfm2"))
 
 
+def test_layers_besides_attention_are_refused_before_any_weights_are_fetched(tmp_path):
+    """A config alone (no weight files yet, as before a download) is enough to refuse a hybrid target."""
+    from eagle_demo.checkpoints import CheckpointError, inspect_pair, load_pair
+
+    family("lfm2").config.save_pretrained(tmp_path / "lfm2")
+    with pytest.raises(CheckpointError, match="conv layers besides attention"):
+        load_pair(str(tmp_path / "lfm2"), None, device="cpu", dtype="float32")
+    assert "conv layers besides attention" in inspect_pair(str(tmp_path / "lfm2"), None).problem
+
+
 def test_the_static_cache_is_checked_too(monkeypatch):
     """A static path that lost the target's window (a 2-token window, inside the check's tokens) is caught."""
     from eagle_demo.static import StaticTarget

@@ -11,6 +11,7 @@ from transformers import PreTrainedModel
 from .. import hub
 from ..drafts import DraftHead
 from ..logit_head import LogitHead
+from ..target_check import layer_problem
 from .adapt import DraftPlan, TargetInfo, plan_draft, read_target
 from .build import describe_target, key_plan, load_head, load_target, load_tokenizer, make_head
 from .detect import DraftSpec, detect_draft
@@ -42,8 +43,9 @@ def inspect_pair(target: str, draft: str | None, revision: str | None = None,
     """
     target_path = hub.resolve(target, revision, "target", None, weights=False)
     info = read_target(Path(target_path), require_weights=False)
+    layers = layer_problem(info.config)
     if draft is None:
-        return _report(target, None, info, None, None, problem=None)
+        return _report(target, None, info, None, None, problem=f"target {info.folder}: {layers}" if layers else None)
     draft_path = hub.resolve(draft, draft_revision, "draft", None)
     spec = detect_draft(Path(draft_path))
     plan: DraftPlan | None = None
@@ -56,6 +58,8 @@ def inspect_pair(target: str, draft: str | None, revision: str | None = None,
         raise
     except CheckpointError as exc:
         problem = str(exc)
+    if problem is None and layers is not None:
+        problem = f"target {info.folder}: {layers}"
     return _report(target, draft, info, spec, plan, problem=problem, ignored=ignored)
 
 
@@ -79,6 +83,8 @@ def load_pair(target: str, draft: str | None, *, revision: str | None = None, dr
         spec = detect_draft(Path(draft_path))
         plan = plan_draft(spec, info)
         key_plan(make_head(plan, None, None, own_embedding=plan.embedding == "own"), plan)  # fail before the target
+    if (problem := layer_problem(info.config)) is not None:  # before fetching the target's weights
+        raise CheckpointError(f"target {info.folder}: {problem}")
     say("fetching the target weights", 0.2)
     target_path = hub.resolve(target, revision, "target", max_download_bytes, stage(0.2, 0.3))
     info = read_target(Path(target_path))
