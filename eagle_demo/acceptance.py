@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from .config import SamplingConfig
-from .sampling import PositionSampler, process_logits
+from .sampling import PositionSampler, penalize, process_logits, seen_by_node
 from .tree import DraftTree
 
 __all__ = ["Verdict", "verify_tree"]
@@ -27,11 +27,14 @@ class Verdict:
 
 
 def verify_tree(tree: DraftTree, logits: torch.Tensor, cfg: SamplingConfig,
-                sampler: PositionSampler | None, position: int) -> Verdict:
-    """logits [N, V] from the tree forward; position = output index of the first token to commit."""
+                sampler: PositionSampler | None, position: int, seen: torch.Tensor | None = None) -> Verdict:
+    """logits [N, V] from the tree forward; position = output index of the first token to commit; seen [V] bool:
+    the prompt's and committed tokens, for the repetition penalty (each node adds the drafts on its path)."""
     path: list[int] = []
     probs_out: list[float] = []
     node = 0
+    if seen is not None and cfg.repetition_penalty != 1.0:
+        logits = penalize(logits, seen_by_node(seen, tree.tokens, tree.mask), cfg)  # [N, V]
     if cfg.greedy:
         x = logits.float()  # [N, V]
         best = x.max(dim=-1)  # the target's token at every node and its logit

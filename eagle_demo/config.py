@@ -100,16 +100,20 @@ class TreeConfig:
 
 @dataclass(frozen=True)
 class SamplingConfig:
-    """The one logits pipeline shared by baseline and verifier: temperature, then top-k, then top-p.
+    """The one logits pipeline shared by baseline and verifier: the repetition penalty, then temperature, then
+    top-k, then top-p (the order of transformers' `generate`).
 
-    temperature == 0 means greedy (argmax). seed drives a position-keyed sampler, so the same seed
-    gives the same text in the baseline and the EAGLE engine.
+    temperature == 0 means greedy (argmax, of the penalized logits when a penalty is set). seed drives a
+    position-keyed sampler, so the same seed gives the same text in the baseline and the EAGLE engine.
+    repetition_penalty: transformers' rule over every token seen so far, the prompt included (a logit > 0 is
+    divided by it, one < 0 multiplied); 1 = off.
     """
 
     temperature: float = 0.0
     top_p: float = 1.0
     top_k: int = 0
     seed: int = 0
+    repetition_penalty: float = 1.0
 
     def __post_init__(self) -> None:
         if not (0.0 <= float(self.temperature) <= 10.0):
@@ -118,6 +122,9 @@ class SamplingConfig:
             raise ConfigError(f"top_p {self.top_p} is out of range; use a value in (0, 1]")
         _check_int("top_k (sampling)", self.top_k, 0, 1_000_000)
         _check_int("seed", self.seed, 0, 2**63 - 1)
+        if not (0.0 < float(self.repetition_penalty) <= 10.0):
+            raise ConfigError(f"repetition penalty {self.repetition_penalty} is out of range; use a value in (0, 10] "
+                              "(1 = off)")
 
     @property
     def greedy(self) -> bool:

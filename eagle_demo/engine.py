@@ -21,7 +21,7 @@ from .events import DraftNode, Event, Finish, Prefill, Round, RunStart, Step
 from .gate import DraftGate
 from .retune import Retuner
 from .rope_limit import RopeLimit
-from .sampling import PositionSampler, pick, process_logits
+from .sampling import PositionSampler, penalize, pick, process_logits
 from .target import TargetOutput, TargetRunner
 
 __all__ = ["BaselineEngine", "SpeculativeEngine", "eos_ids_of"]
@@ -71,7 +71,7 @@ class _EngineBase:
         ids = torch.tensor(prompt_ids, dtype=torch.long)
         out = self.runner.forward(ids)
         self.runner.commit(list(range(len(prompt_ids))))
-        last = out.logits[-1]  # [V]
+        last = penalize(out.logits[-1:], _seen(run, out.logits, (prompt_ids,)), run.sampling)[0]  # [V]
         probs = process_logits(last[None], run.sampling)[0]  # [V]
         token = pick(last, probs, run.sampling, sampler, 0)
         return out, token, float(probs[token])
@@ -94,8 +94,9 @@ class _EngineBase:
         else:
             out = self.runner.forward(torch.tensor([token]))
             self.runner.commit([0])
-        probs = process_logits(out.logits, run.sampling)[0]  # [V]
-        nxt = pick(out.logits[0], probs, run.sampling, sampler, position)
+        logits = penalize(out.logits, _seen(run, out.logits, context), run.sampling)  # [1, V]
+        probs = process_logits(logits, run.sampling)[0]  # [V]
+        nxt = pick(logits[0], probs, run.sampling, sampler, position)
         return out, nxt, float(probs[nxt])
 
     def generate(self, prompt_ids: list[int], run: RunConfig,
@@ -179,7 +180,8 @@ class SpeculativeEngine(_EngineBase):
             out = self.runner.verify(tree)
             _sync(device)
             tc = time.perf_counter()
-            verdict = verify_tree(tree, out.logits, run.sampling, sampler, len(new))
+            verdict = verify_tree(tree, out.logits, run.sampling, sampler, len(new),
+                                  _seen(run, out.logits, (prompt_ids, new)))
             accepted = [tree.token_list[i] for i in verdict.path]
             committed = _cut(accepted + [verdict.bonus_id], eos, run.max_new_tokens - len(new))
             new.extend(committed)
@@ -251,6 +253,16 @@ class _Held:
         out = torch.cat(self.features), torch.tensor(self.tokens, dtype=torch.long)  # [n, F], [n]
         self.features, self.tokens = [], []
         return out
+
+
+def _seen(run: RunConfig, logits: torch.Tensor, parts: tuple[list[int], ...]) -> torch.Tensor | None:
+    """[V] bool: the tokens of the prompt and the committed text (`parts`), for the repetition penalty; None when
+    the run sets none."""
+    if run.sampling.repetition_penalty == 1.0:
+        return None
+    seen = torch.zeros(logits.shape[-1], dtype=torch.bool, device=logits.device)  # [V]
+    seen[torch.tensor([t for part in parts for t in part], device=logits.device)] = True
+    return seen
 
 
 def _end_reason(token: int, count: int, run: RunConfig, eos: frozenset[int],

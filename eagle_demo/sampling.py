@@ -1,6 +1,8 @@
 """One logits pipeline, shared by the baseline and the verifier.
 
-Order: temperature -> top-k -> top-p -> softmax. Greedy is argmax of the raw logits.
+Order: repetition penalty -> temperature -> top-k -> top-p -> softmax, as transformers' `generate` applies them.
+Greedy is argmax of the (penalized) logits. The penalty reads which tokens each row has seen (`penalize`): the
+committed text for a plain step, and for a tree node the committed text plus the drafts on its path.
 
 Sampling uses a *position-keyed* inverse-CDF sampler: the uniform for the i-th new token is fixed by
 (seed, i). Because EAGLE drafts are point masses, "sample from p at the node and descend into the child
@@ -16,7 +18,27 @@ import torch
 
 from .config import SamplingConfig
 
-__all__ = ["process_logits", "PositionSampler", "pick", "unapplied_settings"]
+__all__ = ["process_logits", "PositionSampler", "pick", "penalize", "seen_by_node", "unapplied_settings"]
+
+
+def penalize(logits: torch.Tensor, seen: torch.Tensor | None, cfg: SamplingConfig) -> torch.Tensor:
+    """logits [n, V] -> float32 logits [n, V] under the repetition penalty; seen [n, V] or [V] bool (None or a
+    penalty of 1: unchanged). transformers' rule: a seen token's logit > 0 is divided by the penalty, < 0
+    multiplied by it."""
+    x = logits.float()  # [n, V]
+    if seen is None or cfg.repetition_penalty == 1.0:
+        return x
+    p = cfg.repetition_penalty
+    return torch.where(seen, torch.where(x < 0, x * p, x / p), x)  # [n, V]
+
+
+def seen_by_node(seen: torch.Tensor, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """seen [V] bool (the committed text), a tree's tokens [N] and ancestor mask [N, N] -> [N, V] bool: what each
+    node's row has seen (the committed text, then every token on its path, itself included)."""
+    n = tokens.shape[0]
+    path = torch.zeros(n, seen.shape[0], device=seen.device)  # [N, V]
+    path.scatter_reduce_(1, tokens.to(seen.device)[None].expand(n, -1), mask.to(seen.device).float(), "amax")
+    return seen[None] | path.bool()  # [N, V]
 
 
 def process_logits(logits: torch.Tensor, cfg: SamplingConfig) -> torch.Tensor:
