@@ -97,7 +97,7 @@ def test_negative_control_biased_verifier_fails(small, monkeypatch):
     """Accepting any drafted child the target finds plausible (p >= 0.05) is NOT lossless: it must fail."""
     cfg = SamplingConfig(temperature=1.3)
 
-    def biased(tree, logits, sampling, sampler, position):
+    def biased(tree, logits, sampling, sampler, position, seen=None):
         path, node = [], 0
         while True:
             p = process_logits(logits[node:node + 1], sampling)[0]
