@@ -59,8 +59,21 @@ def test_generate_text_prompt_chain_and_sampling(pair):
     assert proc.stdout.strip() and "tau" in proc.stderr
 
 
+def test_generate_with_a_repetition_penalty_equals_its_baseline(pair):
+    target, draft = pair
+    args = ("--prompt-ids", "1,5,9,13", "--max-new-tokens", "20", "--ignore-eos", "--json",
+            "--repetition-penalty", "1.4")
+    eagle = json.loads(cli("generate", "--target", target, "--draft", draft, "--depth", "3", "--draft-top-k", "2",
+                           "--total-tokens", "8", *args).stdout.strip().splitlines()[-1])
+    base = json.loads(cli("generate", "--target", target, "--mode", "baseline", *args).stdout.strip().splitlines()[-1])
+    plain = json.loads(cli("generate", "--target", target, "--mode", "baseline",
+                           *args[:-2]).stdout.strip().splitlines()[-1])
+    assert eagle["token_ids"] == base["token_ids"] != plain["token_ids"]
+
+
 @pytest.mark.parametrize("args,message", [
     (["--prompt-ids", "1,x"], "--prompt-ids must be comma-separated integers"),
+    (["--prompt-ids", "1,2", "--repetition-penalty", "0"], "repetition penalty 0.0 is out of range"),
     (["--prompt-ids", "1,2", "--temperature", "-1"], "temperature -1.0 is out of range"),
     (["--prompt-ids", "1,2", "--depth", "0"], "depth 0 is out of range"),
     (["--prompt-ids", "1,2", "--device", "cuda"] if not torch.cuda.is_available() else ["--prompt-ids", "1,999999"],

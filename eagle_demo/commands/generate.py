@@ -32,6 +32,8 @@ def add_parser(sub) -> None:
     g.add_argument("--top-p", type=float, default=1.0)
     g.add_argument("--top-k", type=int, default=0, help="sampling top-k (0 = off)")
     g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--repetition-penalty", type=float, default=1.0,
+                   help="transformers' rule over the prompt and the text so far (1 = off); greedy runs too")
     g.add_argument("--mode", choices=["eagle", "baseline"], default="eagle")
     g.add_argument("--race", action="store_true",
                    help="then run plain decoding of the same prompt: speedup, identity (greedy) and why")
@@ -56,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
     from ..session import TokenStreamDecoder
 
     prompt_ids = _prompt_ids(args)
-    sampling = SamplingConfig(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed)
+    sampling = SamplingConfig(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed,
+                              repetition_penalty=args.repetition_penalty)
     tree_from_args(args)  # settings are checked before anything is loaded
     session = load_from_args(args, need_draft=args.mode == "eagle")
     if prompt_ids is None:
