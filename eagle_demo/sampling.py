@@ -94,7 +94,7 @@ def pick(logits_row: torch.Tensor, probs_row: torch.Tensor, cfg: SamplingConfig,
     return sampler.sample(probs_row, position)
 
 
-_NEUTRAL = {"repetition_penalty": 1.0, "no_repeat_ngram_size": 0, "typical_p": 1.0, "epsilon_cutoff": 0.0,
+_NEUTRAL = {"no_repeat_ngram_size": 0, "typical_p": 1.0, "epsilon_cutoff": 0.0,
             "eta_cutoff": 0.0, "min_p": None, "min_length": 0, "min_new_tokens": None, "bad_words_ids": None,
             "suppress_tokens": None, "begin_suppress_tokens": None, "sequence_bias": None,
             "forced_bos_token_id": None, "forced_eos_token_id": None}
@@ -102,7 +102,8 @@ _NEUTRAL = {"repetition_penalty": 1.0, "no_repeat_ngram_size": 0, "typical_p": 1
 
 def unapplied_settings(generation_config) -> list[str]:
     """The settings of a target's generation_config.json that change `generate`'s distribution and that this
-    pipeline (temperature, top-k, top-p) does not apply, as "name value" strings (e.g. "repetition_penalty 1.05")."""
+    pipeline (repetition penalty, temperature, top-k, top-p) has no setting for, as "name value" strings (e.g.
+    "no_repeat_ngram_size 3")."""
     out = []
     for name, neutral in _NEUTRAL.items():
         value = getattr(generation_config, name, neutral) if generation_config is not None else neutral

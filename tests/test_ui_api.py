@@ -154,6 +154,15 @@ def test_sampled_race_in_float32_equals_the_seeded_baseline(app):
     assert stats["dtype"] == "float32" and stats["identical_to_baseline"] is True and stats["speedup"] > 0
 
 
+def test_a_repetition_penalty_keeps_the_race_lossless_and_changes_the_text(app):
+    client, _, _ = app
+    plain, _ = client.predict(CODE_PROMPT, 40, api_name="/generate")
+    text, stats = client.predict(CODE_PROMPT, 40, repetition_penalty=1.5, api_name="/generate")
+    assert stats["identical_to_baseline"] is True and text != plain
+    with pytest.raises(Exception, match="repetition penalty 0.0 is out of range"):
+        client.predict(CODE_PROMPT, 16, repetition_penalty=0.0, api_name="/generate")
+
+
 def test_errors_are_one_line_and_the_app_keeps_serving(app, tmp_path):
     from gradio_client.exceptions import AppError
 
@@ -179,7 +188,7 @@ def test_streaming_endpoint_loads_lazily_and_renders_spans(app):
     client, target, draft = app
     REGISTRY.clear()  # the page's Generate loads the pair itself
     job = client.submit(target, draft, "", "auto", "cpu", "", CODE_PROMPT, False, 32, 0.0, 1.0, 0, 0,
-                        TREE_MODE, 5, 4, 16, 4, 0.0, 0, True, True, False, api_name="/generate_stream")
+                        TREE_MODE, 5, 4, 16, 4, 0.0, 0, True, True, False, 1.0, api_name="/generate_stream")
     final = job.result(timeout=120)
     tokens_html, stats_html = final[0], final[1]
     assert "earlier tokens" not in tokens_html  # the final view is complete
@@ -234,7 +243,7 @@ def test_first_generate_applies_the_chat_default_of_the_pair(app, tmp_path):
     config_path.write_text(json.dumps(config))
     REGISTRY.clear()
     final = client.submit(str(chat_target), draft, "", "auto", "cpu", "", "def add(a, b):", False, 8, 0.0, 1.0, 0,
-                          0, TREE_MODE, 5, 4, 16, 4, 0.0, 0, False, True, False,
+                          0, TREE_MODE, 5, 4, 16, 4, 0.0, 0, False, True, False, 1.0,
                           api_name="/generate_stream").result(timeout=120)
     assert final[-1]["value"] is True and final[-1]["interactive"] is True  # the chat toggle, now on
     stats = final[9]
@@ -399,7 +408,7 @@ def test_a_cancelled_stream_frees_the_engine_for_the_next_request(app):
     reference = client.predict(CODE_PROMPT, 24, api_name="/generate")
     normal = time.monotonic() - start
     job = client.submit(target, draft, "", "auto", "cpu", "", CODE_PROMPT, False, 1800, 0.0, 1.0, 0, 0,
-                        TREE_MODE, 5, 4, 16, 4, 0.0, 0, True, True, True, api_name="/generate_stream")
+                        TREE_MODE, 5, 4, 16, 4, 0.0, 0, True, True, True, 1.0, api_name="/generate_stream")
     deadline = time.monotonic() + 60
     while not job.outputs() and time.monotonic() < deadline:  # mid-run: the first redraw has streamed
         time.sleep(0.05)

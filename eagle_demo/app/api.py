@@ -19,17 +19,17 @@ def generate(prompt: str, max_new_tokens: int = 64, temperature: float = 0.0, to
              seed: int = 0, draft_mode: str = "auto", depth: int | None = None, draft_top_k: int | None = None,
              total_tokens: int | None = None, chain_k: int | None = None, race: bool = True, chat: bool = False,
              ignore_eos: bool = False, chain_stop: float | None = None, hot_vocab: int | None = None,
-             request: gr.Request = None) -> tuple[str, dict]:
+             repetition_penalty: float = 1.0, request: gr.Request = None) -> tuple[str, dict]:
     """Generate with EAGLE on the pair this client loaded (/load), else the last loaded pair, else the
     app's default pair. draft_mode: "auto" (without tree settings: the automatic tree of the pair on this device,
     calibrated once and cached, reported in the stats' "auto" block; with some: the static default tree of the
     pair's device and draft changed by them), "tree" or "chain"; a chain's chain_stop and hot_vocab as the page's
-    draft settings. Returns (text, stats)."""
+    draft settings. repetition_penalty: transformers' rule (1 = off), lossless as the rest. Returns (text, stats)."""
     key = REGISTRY.for_client(request.session_hash if request is not None else None)
     session = ensure(key)
     tree = request_tree(session.device.type, session.family, draft_mode, depth, draft_top_k, total_tokens, chain_k,
                         chain_stop, hot_vocab)
-    run = make_run(max_new_tokens, temperature, top_p, top_k, seed, tree, ignore_eos)
+    run = make_run(max_new_tokens, temperature, top_p, top_k, seed, tree, ignore_eos, repetition_penalty)
     ids = session.encode(prompt, chat=bool(chat))
     session.check_length(ids, run)
     auto, auto_note = None, ""

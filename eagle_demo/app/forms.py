@@ -31,9 +31,11 @@ def make_tree(mode: str, depth, draft_top_k, total_tokens, chain_k, chain_stop=0
     return TreeConfig(depth=int(depth), top_k=int(draft_top_k), total_tokens=int(total_tokens))
 
 
-def make_run(max_new_tokens, temperature, top_p, top_k, seed, tree: TreeConfig, ignore_eos: bool = False) -> RunConfig:
+def make_run(max_new_tokens, temperature, top_p, top_k, seed, tree: TreeConfig, ignore_eos: bool = False,
+             repetition_penalty=1.0) -> RunConfig:
     sampling = SamplingConfig(temperature=float(temperature), top_p=float(top_p), top_k=int(top_k or 0),
-                              seed=int(seed or 0))
+                              seed=int(seed or 0),
+                              repetition_penalty=1.0 if repetition_penalty is None else float(repetition_penalty))
     return RunConfig(max_new_tokens=int(max_new_tokens), ignore_eos=bool(ignore_eos), tree=tree, sampling=sampling)
 
 
@@ -124,10 +126,11 @@ class GenerateForm(PairForm, _Tree):
     race_on: bool
     show: bool
     ignore_eos_on: bool
+    repetition_value: float = 1.0
 
     def run(self) -> RunConfig:
         return make_run(self.max_new_tokens, self.temp, self.top_p_value, self.top_k_value, self.seed_value,
-                        self.tree(), self.ignore_eos_on)
+                        self.tree(), self.ignore_eos_on, self.repetition_value)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -124,6 +124,7 @@ class Playground:
     top_p: Any
     top_k: Any
     seed: Any
+    repetition: Any
     out: GenerateOutputs
 
     @property
@@ -140,7 +141,7 @@ class Playground:
     def generate_inputs(self) -> list:
         """`GenerateForm`'s fields, in order."""
         return [*self.panel, self.prompt, self.out.chat, self.max_new, self.temperature, self.top_p, self.top_k,
-                self.seed, *self.tree_inputs, self.race, self.show_rejected, self.ignore_eos]
+                self.seed, *self.tree_inputs, self.race, self.show_rejected, self.ignore_eos, self.repetition]
 
 
 def default_pair(target: str | None, draft: str | None) -> tuple[str, str | None, str]:
@@ -244,10 +245,13 @@ def _settings_column(tree_default: str) -> dict[str, Any]:
         with gr.Row():
             top_k = gr.Number(0, precision=0, minimum=0, label="top-k (0 = off)")
             seed = gr.Number(0, precision=0, minimum=0, label="seed")
+        repetition = gr.Slider(0.5, 2.0, value=1.0, step=0.05, label="repetition penalty (1 = off)",
+                               elem_id="repetition-penalty",
+                               info="transformers' rule over the prompt and the text so far, greedy runs too; each "
+                                    "draft node is penalized over its own path, so the output stays lossless")
     return dict(tree_preset=tree_preset, auto_line=auto_md, mode=mode, depth=depth, draft_top_k=draft_top_k,
                 total_tokens=total_tokens, chain_k=chain_k, chain_stop=chain_stop, hot_vocab=hot_vocab,
-                temperature=temperature, top_p=top_p,
-                top_k=top_k, seed=seed)
+                temperature=temperature, top_p=top_p, top_k=top_k, seed=seed, repetition=repetition)
 
 
 def _run_views() -> dict[str, Any]:
