@@ -18,7 +18,7 @@ import torch
 
 from .config import SamplingConfig
 
-__all__ = ["process_logits", "PositionSampler", "pick", "penalize", "seen_by_node", "unapplied_settings"]
+__all__ = ["process_logits", "PositionSampler", "pick", "penalize", "seen_by_node", "generation_warnings"]
 
 
 def penalize(logits: torch.Tensor, seen: torch.Tensor | None, cfg: SamplingConfig) -> torch.Tensor:
@@ -35,10 +35,10 @@ def penalize(logits: torch.Tensor, seen: torch.Tensor | None, cfg: SamplingConfi
 def seen_by_node(seen: torch.Tensor, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """seen [V] bool (the committed text), a tree's tokens [N] and ancestor mask [N, N] -> [N, V] bool: what each
     node's row has seen (the committed text, then every token on its path, itself included)."""
-    n = tokens.shape[0]
-    path = torch.zeros(n, seen.shape[0], device=seen.device)  # [N, V]
-    path.scatter_reduce_(1, tokens.to(seen.device)[None].expand(n, -1), mask.to(seen.device).float(), "amax")
-    return seen[None] | path.bool()  # [N, V]
+    rows, cols = mask.to(seen.device).nonzero(as_tuple=True)  # [P], [P] every (node, node on its path) pair
+    out = seen[None].repeat(tokens.shape[0], 1)  # [N, V]
+    out[rows, tokens.to(seen.device)[cols]] = True  # a token twice on a path sets the same cell twice
+    return out
 
 
 def process_logits(logits: torch.Tensor, cfg: SamplingConfig) -> torch.Tensor:
@@ -100,13 +100,24 @@ _NEUTRAL = {"no_repeat_ngram_size": 0, "typical_p": 1.0, "epsilon_cutoff": 0.0,
             "forced_bos_token_id": None, "forced_eos_token_id": None}
 
 
-def unapplied_settings(generation_config) -> list[str]:
-    """The settings of a target's generation_config.json that change `generate`'s distribution and that this
-    pipeline (repetition penalty, temperature, top-k, top-p) has no setting for, as "name value" strings (e.g.
-    "no_repeat_ngram_size 3")."""
+def generation_warnings(generation_config) -> list[str]:
+    """The load report's warnings on a target's generation_config.json: a repetition penalty (runs apply one only
+    when they set it) and the settings that change `generate`'s distribution that this pipeline has no setting for
+    (n-gram blocking, suppressed tokens, ...)."""
+    if generation_config is None:
+        return []
     out = []
+    unapplied = []
     for name, neutral in _NEUTRAL.items():
-        value = getattr(generation_config, name, neutral) if generation_config is not None else neutral
+        value = getattr(generation_config, name, neutral)
         if value is not None and value != neutral and not (neutral is None and value in (0, 0.0, [], {})):
-            out.append(f"{name} {value}")
+            unapplied.append(f"{name} {value}")
+    if unapplied:
+        out.append(f"the target's generation_config sets {', '.join(unapplied)}, which neither engine applies: plain "
+                   "decoding here is the model's logits under the repetition penalty, temperature, top-k and top-p "
+                   "only, so `model.generate()` with those defaults may give other text")
+    penalty = getattr(generation_config, "repetition_penalty", 1.0)
+    if penalty not in (None, 1, 1.0):
+        out.append(f"the target's generation_config sets repetition_penalty {penalty}; runs apply a penalty only "
+                   "when one is set (the page's slider, --repetition-penalty, the API's repetition_penalty)")
     return out

@@ -124,11 +124,11 @@ def test_generation_settings_the_pipeline_does_not_apply_are_named(tmp_path):
     from transformers import GenerationConfig
 
     from eagle_demo.checkpoints import load_pair
-    from eagle_demo.sampling import unapplied_settings
+    from eagle_demo.sampling import generation_warnings
     from layouts import write_target
 
-    assert unapplied_settings(GenerationConfig(temperature=0.7, top_p=0.8, top_k=20, do_sample=True)) == []
-    assert unapplied_settings(None) == []
+    assert generation_warnings(GenerationConfig(temperature=0.7, top_p=0.8, top_k=20, do_sample=True)) == []
+    assert generation_warnings(None) == []
     folder = write_target(tmp_path / "t")
     GenerationConfig(repetition_penalty=1.05, no_repeat_ngram_size=3, bos_token_id=1).save_pretrained(folder)
     warnings = load_pair(str(folder), None, device="cpu", dtype="float32").report.warnings

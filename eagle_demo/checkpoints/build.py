@@ -20,7 +20,7 @@ from ..drafts.eagle3_mla import MlaEagle3Head
 from ..drafts.eagle3x import Eagle3xHead
 from ..drafts.hass import HassHead
 from ..rope_limit import RopeLimit
-from ..sampling import unapplied_settings
+from ..sampling import generation_warnings
 from ..target_check import check_target
 from ..windows import AttentionWindow
 from .adapt import DraftPlan, TargetInfo
@@ -186,16 +186,7 @@ def load_target(info: TargetInfo, dtype: str, device: str, warnings: list[str],
         raise CheckpointError(f"target {info.folder}: {exc}") from exc
     if notes is not None:
         notes.extend(describe_target(model, head))
-    generation = getattr(model, "generation_config", None)
-    unapplied = unapplied_settings(generation)
-    if unapplied:
-        warnings.append(f"the target's generation_config sets {', '.join(unapplied)}, which neither engine applies: "
-                        "plain decoding here is the model's logits under the repetition penalty, temperature, top-k "
-                        "and top-p only, so `model.generate()` with those defaults may give other text")
-    penalty = getattr(generation, "repetition_penalty", 1.0) if generation is not None else 1.0
-    if penalty not in (None, 1, 1.0):
-        warnings.append(f"the target's generation_config sets repetition_penalty {penalty}; runs apply a penalty only "
-                        "when one is set (the page's slider, --repetition-penalty, the API's repetition_penalty)")
+    warnings.extend(generation_warnings(getattr(model, "generation_config", None)))
     return model
 
 
