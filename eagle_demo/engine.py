@@ -63,7 +63,7 @@ class _EngineBase:
             mode=self.mode, prompt_tokens=len(prompt_ids), max_new_tokens=run.max_new_tokens,
             tree=run.tree.label() if self.mode == "eagle" else "", temperature=run.sampling.temperature,
             draft_family=family, device=str(self.runner.device), dtype=str(self.runner.dtype).replace("torch.", ""),
-            static=self.runner.static_mode,
+            static=self.runner.static_mode, repetition_penalty=run.sampling.repetition_penalty,
         )
 
     def _prefill(self, prompt_ids: list[int], run: RunConfig, sampler: PositionSampler | None):

@@ -23,6 +23,7 @@ class RunStart:
     device: str
     dtype: str
     static: bool = False  # fixed-size caches (CUDA graphs on a GPU), `static`
+    repetition_penalty: float = 1.0  # the run's penalty (1 = off), `sampling.penalize`
 
 
 @dataclass(frozen=True)
