@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from .config import SamplingConfig
-from .sampling import PositionSampler, penalize, process_logits, seen_by_node
+from .sampling import PositionSampler, penalize, process_logits
 from .tree import DraftTree
 
 __all__ = ["Verdict", "verify_tree"]
@@ -34,7 +34,7 @@ def verify_tree(tree: DraftTree, logits: torch.Tensor, cfg: SamplingConfig,
     probs_out: list[float] = []
     node = 0
     if seen is not None and cfg.repetition_penalty != 1.0:
-        logits = penalize(logits, seen_by_node(seen, tree.tokens, tree.mask), cfg)  # [N, V]
+        logits = penalize(logits, seen, cfg, (tree.tokens, tree.mask))  # [N, V] each node over its own path too
     if cfg.greedy:
         x = logits.float()  # [N, V]
         best = x.max(dim=-1)  # the target's token at every node and its logit

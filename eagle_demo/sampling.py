@@ -18,27 +18,34 @@ import torch
 
 from .config import SamplingConfig
 
-__all__ = ["process_logits", "PositionSampler", "pick", "penalize", "seen_by_node", "generation_warnings"]
+__all__ = ["process_logits", "PositionSampler", "pick", "penalize", "generation_warnings"]
 
 
-def penalize(logits: torch.Tensor, seen: torch.Tensor | None, cfg: SamplingConfig) -> torch.Tensor:
-    """logits [n, V] -> float32 logits [n, V] under the repetition penalty; seen [n, V] or [V] bool (None or a
-    penalty of 1: unchanged). transformers' rule: a seen token's logit > 0 is divided by the penalty, < 0
-    multiplied by it."""
+def penalize(logits: torch.Tensor, seen: torch.Tensor | None, cfg: SamplingConfig,
+             path: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+    """logits [n, V] -> float32 logits [n, V] under the repetition penalty (transformers' rule: a seen token's
+    logit > 0 is divided by the penalty, < 0 multiplied by it). seen [V] bool: the prompt and the committed text,
+    seen by every row. path: a tree's (tokens [n], ancestor mask [n, n]); row i has also seen the tokens on its
+    own path, itself included. None or a penalty of 1: the logits unchanged. Only seen entries are touched."""
     x = logits.float()  # [n, V]
     if seen is None or cfg.repetition_penalty == 1.0:
         return x
-    p = cfg.repetition_penalty
-    return torch.where(seen, torch.where(x < 0, x * p, x / p), x)  # [n, V]
+    x = x.clone()  # float() of float32 logits is the same tensor: the caller's logits stay as they are
+    cols = seen.nonzero()[:, 0]  # [S] the seen ids (a few, of V)
+    x[:, cols] = _penalized(x[:, cols], cfg.repetition_penalty)  # [n, S]
+    if path is not None:
+        tokens, mask = path
+        rows, on_path = mask.to(x.device).nonzero(as_tuple=True)  # [P] every (node, node on its path) pair
+        ids = tokens.to(x.device)[on_path]  # [P]
+        fresh = ~seen[ids]  # not penalized above
+        keys = torch.unique(rows[fresh] * x.shape[1] + ids[fresh])  # [Q] each (row, id) once
+        rows, ids = keys // x.shape[1], keys % x.shape[1]
+        x[rows, ids] = _penalized(x[rows, ids], cfg.repetition_penalty)  # [Q]
+    return x
 
 
-def seen_by_node(seen: torch.Tensor, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """seen [V] bool (the committed text), a tree's tokens [N] and ancestor mask [N, N] -> [N, V] bool: what each
-    node's row has seen (the committed text, then every token on its path, itself included)."""
-    rows, cols = mask.to(seen.device).nonzero(as_tuple=True)  # [P], [P] every (node, node on its path) pair
-    out = seen[None].repeat(tokens.shape[0], 1)  # [N, V]
-    out[rows, tokens.to(seen.device)[cols]] = True  # a token twice on a path sets the same cell twice
-    return out
+def _penalized(x: torch.Tensor, p: float) -> torch.Tensor:
+    return torch.where(x < 0, x * p, x / p)
 
 
 def process_logits(logits: torch.Tensor, cfg: SamplingConfig) -> torch.Tensor:

@@ -8,7 +8,7 @@ from transformers import RepetitionPenaltyLogitsProcessor
 
 from eagle_demo.config import ConfigError, RunConfig, SamplingConfig, TreeConfig
 from eagle_demo.engine import BaselineEngine, SpeculativeEngine
-from eagle_demo.sampling import penalize, process_logits, seen_by_node
+from eagle_demo.sampling import penalize, process_logits
 from fixtures import OracleHead, random_eagle1, tiny_target
 from test_engine import PROMPT, model_of
 from test_sampling import chi2_pvalue
@@ -35,11 +35,15 @@ def test_penalize_is_transformers_rule_and_nodes_see_their_own_paths():
     want = RepetitionPenaltyLogitsProcessor(PENALTY)(torch.tensor([[0, 1]]), logits.clone())
     assert torch.equal(penalize(logits, seen, SamplingConfig(repetition_penalty=PENALTY)), want)
     assert torch.equal(penalize(logits, seen, SamplingConfig()), logits)
-    tokens_ = torch.tensor([0, 2, 3, 2])  # root 0; children 2 and 3 of the root; 2 again under node 2
+    tokens_ = torch.tensor([0, 2, 3, 2])  # root 0; children 2 and 3 of the root; 2 again under node 1
     mask = torch.tensor([[1, 0, 0, 0], [1, 1, 0, 0], [1, 0, 1, 0], [1, 1, 0, 1]], dtype=torch.bool)
-    got = seen_by_node(torch.tensor([False, True, False, False]), tokens_, mask)
-    assert got.tolist() == [[True, True, False, False], [True, True, True, False], [True, True, False, True],
-                            [True, True, True, False]]
+    rows = logits.repeat(4, 1)  # [N, V]
+    got = penalize(rows, torch.tensor([False, True, False, False]), SamplingConfig(repetition_penalty=PENALTY),
+                   (tokens_, mask))
+    paths = [[0], [0, 2], [0, 3], [0, 2, 2]]  # each node's path; token 2 twice on node 3's, penalized once
+    want = torch.cat([RepetitionPenaltyLogitsProcessor(PENALTY)(torch.tensor([[1] + p]), logits.clone())
+                      for p in paths])
+    assert torch.equal(got, want) and torch.equal(rows, logits.repeat(4, 1))  # the input is left as it was
     with pytest.raises(ConfigError, match="repetition penalty"):
         SamplingConfig(repetition_penalty=0.0)
 
