@@ -8,10 +8,11 @@ from transformers import RepetitionPenaltyLogitsProcessor
 
 from eagle_demo.config import ConfigError, RunConfig, SamplingConfig, TreeConfig
 from eagle_demo.engine import BaselineEngine, SpeculativeEngine
-from eagle_demo.sampling import penalize, process_logits
+from eagle_demo.sampling import penalize
 from fixtures import OracleHead, random_eagle1, tiny_target
 from test_engine import PROMPT, model_of
-from test_sampling import chi2_pvalue
+from test_sampling import PROMPT as SAMPLING_PROMPT
+from test_sampling import L, chi2_pvalue, enumerate_probs
 
 PENALTY = 1.3
 TREES = [TreeConfig.chain(1), TreeConfig.chain(5), TreeConfig(depth=3, top_k=2, total_tokens=8),
@@ -81,27 +82,14 @@ def test_seeded_sampling_with_the_penalty_equals_the_seeded_baseline(static):
 
 def test_sampling_with_the_penalty_is_the_penalized_distribution():
     small = tiny_target("llama", layers=2, hidden=32, vocab=8, seed=3)
-    prompt, length, n = [1, 3, 5], 3, 800
-    cfg = SamplingConfig(temperature=1.3, repetition_penalty=2.0)
-    processor = RepetitionPenaltyLogitsProcessor(2.0)
-    probs = {}
-    with torch.no_grad():
-        def walk(prefix, p):
-            if len(prefix) == len(prompt) + length:
-                probs[tuple(prefix[len(prompt):])] = p
-                return
-            scores = processor(torch.tensor([prefix]), small(torch.tensor([prefix])).logits[0, -1:].float())
-            dist = process_logits(scores, cfg)[0]
-            for t in range(dist.shape[0]):
-                if dist[t] > 0:
-                    walk(prefix + [t], p * float(dist[t]))
-        walk(list(prompt), 1.0)
+    n = 800
+    probs = enumerate_probs(small, SamplingConfig(temperature=1.3), RepetitionPenaltyLogitsProcessor(2.0))
     engine = SpeculativeEngine(small, random_eagle1(small, seed=5))
     counts = {}
     for seed in range(n):
-        run = RunConfig(max_new_tokens=length, ignore_eos=True, tree=TreeConfig(depth=3, top_k=3, total_tokens=10),
+        run = RunConfig(max_new_tokens=L, ignore_eos=True, tree=TreeConfig(depth=3, top_k=3, total_tokens=10),
                         sampling=SamplingConfig(temperature=1.3, repetition_penalty=2.0, seed=seed))
-        key = tuple(tokens(engine, run, prompt))
+        key = tuple(tokens(engine, run, SAMPLING_PROMPT))
         counts[key] = counts.get(key, 0) + 1
     assert chi2_pvalue(counts, probs, n=n) > 1e-3
 

@@ -23,15 +23,19 @@ def small():
     return tiny_target("llama", layers=2, hidden=32, vocab=8, seed=3)
 
 
-def enumerate_probs(model, cfg):
-    """Exact probability of every length-L continuation under the processed target distribution."""
+def enumerate_probs(model, cfg, processor=None):
+    """Exact probability of every length-L continuation under the processed target distribution. processor: a
+    transformers logits processor applied first (called with the ids so far), e.g. a repetition penalty."""
     probs = {}
     with torch.no_grad():
         def rec(prefix, p):
             if len(prefix) == len(PROMPT) + L:
                 probs[tuple(prefix[len(PROMPT):])] = p
                 return
-            dist = process_logits(model(torch.tensor([prefix])).logits[0, -1:], cfg)[0]
+            scores = model(torch.tensor([prefix])).logits[0, -1:]
+            if processor is not None:
+                scores = processor(torch.tensor([prefix]), scores.float())
+            dist = process_logits(scores, cfg)[0]
             for t in range(dist.shape[0]):
                 if dist[t] > 0:
                     rec(prefix + [t], p * float(dist[t]))
