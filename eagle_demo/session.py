@@ -13,6 +13,7 @@ from .config import RunConfig
 from .engine import BaselineEngine, SpeculativeEngine
 from .events import Event
 from .paths import ASSETS
+from .rope_limit import RopeLimit
 
 if TYPE_CHECKING:
     from .checkpoints import AdaptationReport, LoadedPair
@@ -206,8 +207,12 @@ def load_session(target: str | None = None, draft: str | None = "default", threa
 def default_static(model) -> bool:
     """Static caches + CUDA graphs by default for a target on one CUDA device (a CPU gains nothing from fixed
     shapes). A target spread over GPUs (`device_map="auto"`) keeps the growing caches, whose layers write where
-    they live. A sliding attention window is no reason to leave: the static masks apply it (`windows`)."""
+    they live, and so does a target with "dynamic" rope: its rotary update reads a value on the host inside the
+    forward, which no CUDA graph can capture (`rope_limit`). A sliding attention window is no reason to leave: the
+    static masks apply it (`windows`)."""
     devices = {str(d) for d in (getattr(model, "hf_device_map", None) or {}).values()}
+    if hasattr(model, "modules") and RopeLimit.of(model).kind == "dynamic":
+        return False
     return model.get_output_embeddings().weight.device.type == "cuda" and len(devices) <= 1
 
 

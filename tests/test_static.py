@@ -93,6 +93,12 @@ def test_static_is_the_default_on_cuda_only_and_the_flag_overrides_it():
     assert default_static(target("cuda:0")) and default_static(target("cuda:0", {"": "cuda:0"}))
     assert not default_static(target("cpu")) and not default_static(target("cuda:0", {"a": 0, "b": 1}))
     assert default_static(target("cuda:0", sliding_window=4096))  # a window in use: the static masks apply it
+    rotary = SimpleNamespace(rope_type="dynamic", inv_freq=None, original_max_seq_len=4096)
+    dynamic = target("cuda:0")
+    dynamic.modules = lambda: [rotary]
+    assert not default_static(dynamic)  # its rotary update reads the host inside the forward: no graph
+    rotary.rope_type = "llama3"
+    assert default_static(dynamic)
     p = argparse.ArgumentParser()
     add_engine_args(p)
     assert [p.parse_args(a).static for a in ([], ["--static"], ["--no-static"])] == [None, True, False]
