@@ -5,8 +5,9 @@
   recomputes the frequencies for that length. Plain decoding's step at position p uses the length p + 1; a
   verify of positions start..start+depth would rotate every node (and the next steps) for start + depth + 1.
 - "longrope" (Phi-3): one call uses the long factors for all its tokens when its last position passes the
-  original context, the short ones otherwise. Phi-3's `generate` drops its cache at the step that first passes
-  it and runs the whole sequence again, so every key is rotated with the long factors from then on.
+  original context, the short ones otherwise. Phi-3's `generate` (and its MoE and multimodal kin's) drops its
+  cache at the step that first passes it and runs the whole sequence again, so every key is rotated with the long
+  factors from then on; another family with longrope keeps its short keys.
 A round whose verify would not be exact runs as a plain step (the engine's round without a draft: what plain
 decoding computes), and both engines refill the cache where Phi-3's `generate` does (`refills`), so output stays
 plain decoding's token for token. A "dynamic" target decodes plainly past its original context, a "longrope" one
@@ -20,10 +21,15 @@ from dataclasses import dataclass
 __all__ = ["RopeLimit", "rope_line"]
 
 
+REFILLING = ("phi3", "phimoe", "phi4_multimodal")  # model types whose `generate` runs the whole sequence again at
+# the longrope boundary (their prepare_inputs_for_generation drops the cache there)
+
+
 @dataclass(frozen=True)
 class RopeLimit:
     kind: str | None = None  # "dynamic" | "longrope"; None: the rotary tables do not depend on the length
     positions: int = 0  # the original context the rescaling starts past
+    refill: bool = False  # longrope: the family's `generate` runs the whole sequence again at the boundary
 
     @classmethod
     def of(cls, model) -> "RopeLimit":
@@ -40,7 +46,8 @@ class RopeLimit:
                 layered = [p for p in params.values() if isinstance(p, dict)] or [params]
                 found = [int(p["original_max_position_embeddings"]) for p in layered
                          if "original_max_position_embeddings" in p]
-                return cls("longrope", min(found) if found else int(cfg.original_max_position_embeddings))
+                refill = getattr(model.config, "model_type", "") in REFILLING
+                return cls("longrope", min(found) if found else int(cfg.original_max_position_embeddings), refill)
         return cls()
 
     def exact(self, start: int, depth: int) -> bool:
@@ -49,14 +56,14 @@ class RopeLimit:
         end = start + depth + 1  # the forward's length, as transformers reads it
         if self.kind == "dynamic":
             return end <= self.positions
-        if self.kind == "longrope":  # all short, or past the refill (a cache of long keys)
-            return end <= self.positions or start > self.positions
+        if self.kind == "longrope":  # all short, or all long (past the refill, where the family refills)
+            return end <= self.positions or start > self.positions - (0 if self.refill else 1)
         return True
 
     def refills(self, start: int) -> bool:
         """Whether a plain step with `start` cached positions runs the whole sequence again (Phi-3's `generate`
         at the boundary: the cache holds the original context, the step's token passes it)."""
-        return self.kind == "longrope" and start == self.positions
+        return self.kind == "longrope" and self.refill and start == self.positions
 
     def label(self) -> str:
         if self.kind == "dynamic":

@@ -1,6 +1,7 @@
 """Rotary scalings that follow the forward's length stay lossless past the original context: a "dynamic" (NTK)
-Llama and a "longrope" Phi-3, with an original context of 16 positions, equal their own `generate` (Phi-3's drops
-its cache at the boundary and runs the whole sequence again) on both engines, both caches, chains and trees."""
+Llama, a "longrope" Phi-3 and a "longrope" Llama, with an original context of 16 positions, equal their own
+`generate` (Phi-3's drops its cache at the boundary and runs the whole sequence again; Llama's keeps its short
+keys) on both engines, both caches, chains and trees."""
 
 import pytest
 import torch
@@ -22,6 +23,10 @@ def scaled(kind: str):
         if kind == "dynamic":
             cfg = LlamaConfig(**COMMON, max_position_embeddings=16,
                               rope_scaling={"rope_type": "dynamic", "factor": 4.0})
+        elif kind == "longrope-llama":  # longrope in a family whose generate keeps its short keys (no refill)
+            cfg = LlamaConfig(**COMMON, max_position_embeddings=64,
+                              rope_scaling={"rope_type": "longrope", "short_factor": [1.0] * 8,
+                                            "long_factor": [3.0] * 8, "original_max_position_embeddings": 16})
         else:
             cfg = Phi3Config(**COMMON, max_position_embeddings=64, original_max_position_embeddings=16,
                              rope_scaling={"rope_type": "longrope", "short_factor": [1.0] * 8,
@@ -42,16 +47,19 @@ def tokens(engine, run, prompt):
 
 def test_the_limit_is_read_from_the_rotary_module():
     assert RopeLimit.of(scaled("dynamic")) == RopeLimit("dynamic", 16)
-    assert RopeLimit.of(scaled("longrope")) == RopeLimit("longrope", 16)
+    assert RopeLimit.of(scaled("longrope")) == RopeLimit("longrope", 16, refill=True)
+    assert RopeLimit.of(scaled("longrope-llama")) == RopeLimit("longrope", 16, refill=False)
     assert RopeLimit.of(tiny_target("llama")) == RopeLimit()
-    dynamic, longrope = RopeLimit("dynamic", 16), RopeLimit("longrope", 16)
+    dynamic, longrope = RopeLimit("dynamic", 16), RopeLimit("longrope", 16, refill=True)
     assert [dynamic.exact(s, 4) for s in (10, 11, 12, 20)] == [True, True, False, False]
     assert [longrope.exact(s, 4) for s in (11, 12, 16, 17)] == [True, False, False, True]
     assert [longrope.refills(s) for s in (15, 16, 17)] == [False, True, False] and not dynamic.refills(16)
+    keeps = RopeLimit("longrope", 16)  # a family whose generate keeps its short keys: no refill
+    assert [keeps.exact(s, 4) for s in (11, 12, 15, 16)] == [True, False, False, True] and not keeps.refills(16)
     assert RopeLimit().exact(10 ** 6, 60) and not RopeLimit().refills(0)
 
 
-@pytest.mark.parametrize("kind", ["dynamic", "longrope"])
+@pytest.mark.parametrize("kind", ["dynamic", "longrope", "longrope-llama"])
 @pytest.mark.parametrize("prompt", [PROMPT, PROMPT * 2, PROMPT * 3], ids=["8", "16", "24"])  # before, at, past
 @pytest.mark.parametrize("static", [False, True], ids=["growing", "static"])
 def test_greedy_equals_generate_across_the_original_context(kind, prompt, static):
