@@ -211,7 +211,7 @@ def default_static(model) -> bool:
     forward, which no CUDA graph can capture (`rope_limit`). A sliding attention window is no reason to leave: the
     static masks apply it (`windows`)."""
     devices = {str(d) for d in (getattr(model, "hf_device_map", None) or {}).values()}
-    if hasattr(model, "modules") and RopeLimit.of(model).kind == "dynamic":
+    if RopeLimit.of(model).kind == "dynamic":
         return False
     return model.get_output_embeddings().weight.device.type == "cuda" and len(devices) <= 1
 

@@ -115,7 +115,9 @@ def capture_graph(run, device: torch.device) -> tuple:
 
 
 class StaticTarget:
-    def __init__(self, model, capacity: int, feature_layers: tuple[int, ...] | None, graphs: bool):
+    def __init__(self, model, capacity: int, feature_layers: tuple[int, ...] | None, graphs: bool,
+                 window: AttentionWindow, logit_head: LogitHead):
+        """window, logit_head: the owning runner's (`target.TargetRunner`), read from the model once."""
         cfg = model.config.get_text_config()
         self.model, self.base, self.lm_head = model, model.base_model, model.get_output_embeddings()
         device, dtype = self.lm_head.weight.device, self.lm_head.weight.dtype
@@ -128,8 +130,7 @@ class StaticTarget:
         self.capture_error: str | None = None  # why a capture failed (every size runs eagerly from then on)
         self.seen: dict[int, int] = {}  # forwards per size: a size is captured on its second use (not the prefill)
         self.columns = torch.arange(capacity, device=device)  # [cap]
-        self.window = AttentionWindow.of(model)
-        self.logit_head = LogitHead.of(model)
+        self.window, self.logit_head = window, logit_head
 
     @property
     def length(self) -> int:

@@ -82,7 +82,8 @@ class TargetRunner:
 
             need = capacity or 1024
             if self.static is None or self.static.capacity < need or self.static.feature_layers != self.feature_layers:
-                self.static = StaticTarget(self.model, pool_size(need), self.feature_layers, self.graphs)
+                self.static = StaticTarget(self.model, pool_size(need), self.feature_layers, self.graphs,
+                                           self.window, self.logit_head)
             self.static.reset()
 
     def set_feature_layers(self, layers: tuple[int, ...] | None) -> None:

@@ -88,7 +88,7 @@ def test_static_is_the_default_on_cuda_only_and_the_flag_overrides_it():
         head = SimpleNamespace(weight=SimpleNamespace(device=torch.device(device)))
         text = SimpleNamespace(**config)
         return SimpleNamespace(hf_device_map=device_map, get_output_embeddings=lambda: head,
-                               config=SimpleNamespace(get_text_config=lambda: text))
+                               config=SimpleNamespace(get_text_config=lambda: text), modules=lambda: [])
 
     assert default_static(target("cuda:0")) and default_static(target("cuda:0", {"": "cuda:0"}))
     assert not default_static(target("cpu")) and not default_static(target("cuda:0", {"a": 0, "b": 1}))

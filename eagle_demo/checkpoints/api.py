@@ -10,7 +10,6 @@ from transformers import PreTrainedModel
 
 from .. import hub
 from ..drafts import DraftHead
-from ..logit_head import LogitHead
 from ..target_check import layer_problem
 from .adapt import DraftPlan, TargetInfo, plan_draft, read_target
 from .build import describe_target, key_plan, load_head, load_target, load_tokenizer, make_head
@@ -121,7 +120,7 @@ def attach_draft(pair: LoadedPair, draft: str, *, draft_revision: str | None = N
     result = load_head(plan, pair.target)
     say("ready", 1.0)
     report = _report(pair.report.target, draft, info, spec, plan, problem=None, model=pair.target, result=result,
-                     target_notes=describe_target(pair.target, LogitHead.of(pair.target)))  # checked at its load
+                     target_notes=describe_target(pair.target))  # checked at its load
     return LoadedPair(target=pair.target, tokenizer=pair.tokenizer, head=result.head, report=report,
                       target_path=pair.target_path, draft_path=draft_path)
 

@@ -19,6 +19,7 @@ from ..drafts import DraftHead, Eagle1Head, Eagle3Head, Shared
 from ..drafts.eagle3_mla import MlaEagle3Head
 from ..drafts.eagle3x import Eagle3xHead
 from ..drafts.hass import HassHead
+from ..logit_head import LogitHead
 from ..rope_limit import RopeLimit
 from ..sampling import generation_warnings
 from ..target_check import check_target
@@ -181,18 +182,19 @@ def load_target(info: TargetInfo, dtype: str, device: str, warnings: list[str],
     fuse_rms_norms(model)  # fp32 on a CPU only: each RMS norm in one call, identical results (fused_norms)
     use_grouped_sdpa(model)  # a CPU target with grouped-query heads: a cheaper verify, identical results (attention)
     try:
-        head = check_target(model.eval())  # the engines' prefill, tree and compacted-cache logits are the model's own
+        check_target(model.eval())  # the engines' prefill, tree and compacted-cache logits are the model's own
     except ValueError as exc:
         raise CheckpointError(f"target {info.folder}: {exc}") from exc
     if notes is not None:
-        notes.extend(describe_target(model, head))
+        notes.extend(describe_target(model))
     warnings.extend(generation_warnings(getattr(model, "generation_config", None)))
     return model
 
 
-def describe_target(model: PreTrainedModel, head) -> list[str]:
-    """The report's lines on what the engines do for this target beyond the stock base model."""
-    window = AttentionWindow.of(model)
+def describe_target(model: PreTrainedModel) -> list[str]:
+    """The report's lines on what the engines do for this target beyond the stock base model (after
+    `target_check.check_target` passed)."""
+    window, head = AttentionWindow.of(model), LogitHead.of(model)
     out = ["target check: the engines' prefill, tree and compacted-cache logits equal the model's own forward"]
     if not head.identity:
         out.append(f"logits after the output projection as the {model.config.model_type} forward does: {head.label()}")
