@@ -66,12 +66,12 @@ class _EngineBase:
             static=self.runner.static_mode, repetition_penalty=run.sampling.repetition_penalty,
         )
 
-    def _prefill(self, prompt_ids: list[int], run: RunConfig, sampler: PositionSampler | None):
+    def _prefill(self, prompt_ids: list[int], run: RunConfig, sampler: PositionSampler | None, seen: "_Seen"):
         """Target prefill over the prompt; returns (output, first token id, its probability)."""
         ids = torch.tensor(prompt_ids, dtype=torch.long)
         out = self.runner.forward(ids)
         self.runner.commit(list(range(len(prompt_ids))))
-        last = penalize(out.logits[-1:], _seen(run, out.logits, (prompt_ids,)), run.sampling)[0]  # [V]
+        last = penalize(out.logits[-1:], seen.of(out.logits, (prompt_ids,)), run.sampling)[0]  # [V]
         probs = process_logits(last[None], run.sampling)[0]  # [V]
         token = pick(last, probs, run.sampling, sampler, 0)
         return out, token, float(probs[token])
@@ -80,7 +80,7 @@ class _EngineBase:
         return frozenset() if run.ignore_eos else self.eos
 
     def _step(self, token: int, run: RunConfig, sampler: PositionSampler | None, position: int,
-              context: tuple[list[int], list[int]]):
+              context: tuple[list[int], list[int]], seen: "_Seen"):
         """One plain target step on `token` (the last of context's prompt + new tokens): returns (output [1 row],
         next token id, its probability). Plain decoding takes every step this way, and so does a speculative
         round without a draft. At a longrope target's boundary the step runs the whole sequence again, as
@@ -94,7 +94,7 @@ class _EngineBase:
         else:
             out = self.runner.forward(torch.tensor([token]))
             self.runner.commit([0])
-        logits = penalize(out.logits, _seen(run, out.logits, context), run.sampling)  # [1, V]
+        logits = penalize(out.logits, seen.of(out.logits, context), run.sampling)  # [1, V]
         probs = process_logits(logits, run.sampling)[0]  # [V]
         nxt = pick(logits[0], probs, run.sampling, sampler, position)
         return out, nxt, float(probs[nxt])
@@ -112,16 +112,17 @@ class BaselineEngine(_EngineBase):
         yield self._start(prompt_ids, run, "")
         device, eos = self.runner.device, self._stops(run)
         sampler = None if run.sampling.greedy else PositionSampler(run.sampling.seed)
+        seen = _Seen(run)
         self.runner.reset(len(prompt_ids) + run.max_new_tokens + 1)
         t0 = time.perf_counter()
-        _, token, prob = self._prefill(prompt_ids, run, sampler)
+        _, token, prob = self._prefill(prompt_ids, run, sampler, seen)
         _sync(device)
         t1 = time.perf_counter()
         yield Prefill(token_id=token, seconds=t1 - t0, target_prob=prob)
         new, steps = [token], 0
         while (reason := _end_reason(token, len(new), run, eos, stop)) is None:
             ts = time.perf_counter()
-            _, token, prob = self._step(token, run, sampler, len(new), (prompt_ids, new))
+            _, token, prob = self._step(token, run, sampler, len(new), (prompt_ids, new), seen)
             _sync(device)
             te = time.perf_counter()
             new.append(token)
@@ -146,6 +147,7 @@ class SpeculativeEngine(_EngineBase):
         yield self._start(prompt_ids, run, self.head.family)
         device, eos, tree_cfg = self.runner.device, self._stops(run), run.tree
         sampler = None if run.sampling.greedy else PositionSampler(run.sampling.seed)
+        seen = _Seen(run)
         retune = Retuner(run.retune, tree_cfg) if run.retune is not None else None
         widest, drafted = tree_cfg.total_tokens, max(tree_cfg.depth - 1, 0) * tree_cfg.top_k
         if retune is not None:  # any candidate may run
@@ -155,7 +157,7 @@ class SpeculativeEngine(_EngineBase):
         self.drafter.reset()
         self.drafter.reserve(need, drafted)  # + one round's drafted entries
         t0 = time.perf_counter()
-        out, token, prob = self._prefill(prompt_ids, run, sampler)
+        out, token, prob = self._prefill(prompt_ids, run, sampler, seen)
         shifted = torch.tensor(prompt_ids[1:] + [token], dtype=torch.long)  # pair i = (feature_i, token_i+1)
         self.drafter.extend(out.features, shifted)
         _sync(device)
@@ -166,7 +168,7 @@ class SpeculativeEngine(_EngineBase):
         while (reason := _end_reason(token, len(new), run, eos, stop)) is None:
             if not gate.drafting or not self.rope.exact(self.runner.length, tree_cfg.depth):
                 why = "gate" if not gate.drafting else "rope"
-                yield self._plain_round(rounds, (prompt_ids, new), run, sampler, held, t1, why)
+                yield self._plain_round(rounds, (prompt_ids, new), run, sampler, held, t1, why, seen)
                 token, rounds = new[-1], rounds + 1
                 if not gate.drafting:
                     gate.after_plain()
@@ -181,7 +183,7 @@ class SpeculativeEngine(_EngineBase):
             _sync(device)
             tc = time.perf_counter()
             verdict = verify_tree(tree, out.logits, run.sampling, sampler, len(new),
-                                  _seen(run, out.logits, (prompt_ids, new)))
+                                  seen.of(out.logits, (prompt_ids, new)))
             accepted = [tree.token_list[i] for i in verdict.path]
             committed = _cut(accepted + [verdict.bonus_id], eos, run.max_new_tokens - len(new))
             new.extend(committed)
@@ -219,14 +221,14 @@ class SpeculativeEngine(_EngineBase):
                      prefill_seconds=t1 - t0, decode_seconds=t2 - t1, extra=extra)
 
     def _plain_round(self, index: int, context: tuple[list[int], list[int]], run: RunConfig, sampler,
-                     held: "_Held", t1: float, why: str) -> Round:
+                     held: "_Held", t1: float, why: str, seen: "_Seen") -> Round:
         """A round without a draft (why: "gate", the gate paused drafting; "rope", a verify would not be exact
         under the target's rotary scaling): one plain target step, exactly as plain decoding takes it. Its
         (feature, token) pair waits in `held` until drafting resumes. context: (prompt, new tokens); the step
         appends to new."""
         new = context[1]
         ts = time.perf_counter()
-        out, token, prob = self._step(new[-1], run, sampler, len(new), context)
+        out, token, prob = self._step(new[-1], run, sampler, len(new), context, seen)
         held.add(out.features.clone(), token)  # [1, F]; a copy: a replayed CUDA graph rewrites its output buffer
         _sync(self.runner.device)
         te = time.perf_counter()
@@ -255,14 +257,30 @@ class _Held:
         return out
 
 
-def _seen(run: RunConfig, logits: torch.Tensor, parts: tuple[list[int], ...]) -> torch.Tensor | None:
-    """[V] bool: the tokens of the prompt and the committed text (`parts`), for the repetition penalty; None when
-    the run sets none."""
-    if run.sampling.repetition_penalty == 1.0:
-        return None
-    seen = torch.zeros(logits.shape[-1], dtype=torch.bool, device=logits.device)  # [V]
-    seen[torch.tensor([t for part in parts for t in part], device=logits.device)] = True
-    return seen
+class _Seen:
+    """The prompt's and the committed tokens as a [V] bool mask, for the repetition penalty. It grows by the tokens
+    committed since the last call, so a round costs O(new tokens), not O(length)."""
+
+    def __init__(self, run: RunConfig):
+        self.on = run.sampling.repetition_penalty != 1.0
+        self.mask: torch.Tensor | None = None  # [V] bool
+        self.count = 0  # how many of the context's tokens are in the mask
+
+    def of(self, logits: torch.Tensor, parts: tuple[list[int], ...]) -> torch.Tensor | None:
+        """[V] bool after adding the tokens of `parts` (prompt, then new tokens; only the last part grows) past
+        those already in; None when the run sets no penalty."""
+        if not self.on:
+            return None
+        if self.mask is None:
+            self.mask = torch.zeros(logits.shape[-1], dtype=torch.bool, device=logits.device)  # [V]
+        tail, skip = [], self.count
+        for part in parts:
+            tail += part[skip:]
+            skip = max(skip - len(part), 0)
+        if tail:
+            self.mask[torch.tensor(tail, device=logits.device)] = True
+            self.count += len(tail)
+        return self.mask
 
 
 def _end_reason(token: int, count: int, run: RunConfig, eos: frozenset[int],
