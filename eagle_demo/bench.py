@@ -17,7 +17,8 @@ import torch
 
 from .bench_report import (CATEGORIES, BenchReport, CategorySummary, PromptItem, PromptResult, _summary,
                            comparison_csv, comparison_json, comparison_table, draft_label, report_label)
-from .config import RunConfig
+from .config import ConfigError, RunConfig
+from .hot_vocab import hot_vocab_problem
 from .metrics import RunStats, misses, race, summarize
 from .paths import SUITE
 from .session import Session
@@ -32,7 +33,7 @@ TOP_MISSES = 20  # (draft's favourite, target's token) pairs kept in a report, m
 def load_suite(path: str | Path | None = None, categories: Iterable[str] | None = None) -> list[PromptItem]:
     path = Path(path) if path else SUITE
     if not path.is_file():
-        raise FileNotFoundError(f"prompt suite {path} does not exist; pass --suite FILE.jsonl")
+        raise ConfigError(f"prompt suite {path} does not exist; pass --suite FILE.jsonl")
     items = []
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
@@ -40,13 +41,15 @@ def load_suite(path: str | Path | None = None, categories: Iterable[str] | None 
         try:
             row = json.loads(line)
             items.append(PromptItem(id=str(row["id"]), category=str(row["category"]), prompt=str(row["prompt"])))
-        except (ValueError, KeyError) as exc:
-            raise ValueError(f"{path}:{n} is not a suite line ({exc}); each line needs id, category, prompt")
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(f"{path}:{n} is not a suite line ({exc}); each line needs id, category, prompt")
+        if not items[-1].prompt.strip():
+            raise ConfigError(f"{path}:{n} has an empty prompt; give it some text or remove the line")
     if categories:
         wanted = set(categories)
         unknown = wanted - {i.category for i in items}
         if unknown:
-            raise ValueError(f"unknown categories {sorted(unknown)}; "
+            raise ConfigError(f"unknown categories {sorted(unknown)}; "
                              f"the suite has {sorted({i.category for i in items})}")
         items = [i for i in items if i.category in wanted]
     return items
@@ -129,11 +132,21 @@ def _series(jobs: list[tuple[Session, RunConfig, str]], items: list[PromptItem],
 
 
 def compare_drafts(sessions: list[Session], items: list[PromptItem], run: RunConfig, repeats: int = 1,
-                   chat: bool = False, progress: Callable[[int, int, str], None] | None = None) -> list[BenchReport]:
-    """`run_bench` for each draft on one target (`Session.with_draft` shares the target): same prompts, same
-    settings, each draft against its own interleaved baseline, one report per draft in order."""
-    jobs = [(session, run, draft_label(session.pair.draft_path)) for session in sessions]
+                   chat: bool = False, progress: Callable[[int, int, str], None] | None = None,
+                   runs: list[RunConfig] | None = None) -> list[BenchReport]:
+    """`run_bench` for each draft on one target (`Session.with_draft` shares the target): same prompts, each draft
+    against its own interleaved baseline, one report per draft in order. runs: one per session (each draft's own
+    automatic tree); without them every draft runs `run`'s settings, less a hot vocabulary for a head with its own
+    vocabulary (EAGLE-3 drafts over d2t; its report's tree says so)."""
+    runs = runs or [_for_head(session, run) for session in sessions]
+    jobs = [(session, r, draft_label(session.pair.draft_path)) for session, r in zip(sessions, runs)]
     return _series(jobs, items, repeats, chat, progress)
+
+
+def _for_head(session: Session, run: RunConfig) -> RunConfig:
+    if run.tree.hot_vocab and session.eagle is not None and hot_vocab_problem(session.eagle.head):
+        return replace(run, tree=replace(run.tree, hot_vocab=0))
+    return run
 
 
 def sweep_temperatures(session: Session, items: list[PromptItem], run: RunConfig, temperatures: list[float],

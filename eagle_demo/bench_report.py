@@ -120,7 +120,8 @@ def _summary(name: str, rows: list[PromptResult]) -> CategorySummary:
     e = sum(r.eagle_tokens_per_second for r in rows) / n
     b = sum(r.baseline_tokens_per_second for r in rows) / n
     eq = [r.equal_to_baseline for r in rows if r.equal_to_baseline is not None]
-    tau, ratio = sum(r.tau for r in rows) / n, e / b if b else 0.0
+    rounds = sum(r.rounds for r in rows)  # tau pooled, as the metric is defined: committed tokens / rounds
+    tau, ratio = sum(r.tau * r.rounds for r in rows) / rounds if rounds else 0.0, e / b if b else 0.0
     return CategorySummary(category=name, prompts=len({r.id for r in rows}), runs=n, tau=tau, eagle_tokens_per_second=e,
                            baseline_tokens_per_second=b, speedup=ratio, all_equal=all(eq) if eq else None,
                            round_cost=_cost(tau, ratio))

@@ -189,9 +189,12 @@ def tree_from(base: TreeConfig, depth: int | None = None, top_k: int | None = No
     come from `base`."""
     if mode not in ("auto", "tree", "chain"):
         raise ConfigError(f"draft_mode must be 'auto', 'tree' or 'chain', got {mode!r}")
-    if hot_vocab and not (mode == "chain" or (mode == "auto" and chain is not None)):
+    chained = mode == "chain" or (mode == "auto" and chain is not None)
+    if hot_vocab and not chained:
         raise ConfigError("a hot vocabulary applies to chains only; give a chain length too (--chain K)")
-    if mode == "chain" or (mode == "auto" and chain is not None):
+    if chain_stop and not chained:
+        raise ConfigError("a chain stop applies to chains only; give a chain length too (--chain K)")
+    if chained:
         return TreeConfig.chain(int(chain) if chain is not None else base.depth, float(chain_stop or 0.0),
                                 int(hot_vocab or 0))
     if mode == "auto" and depth is None and top_k is None and total_tokens is None:

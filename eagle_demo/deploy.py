@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from .config import TreeConfig
+from .config import ConfigError, TreeConfig
 from .checkpoints.files import read_config, scan_weights
 
 __all__ = ["Plan", "plan_for", "deployment_commands", "write_adapted_copy"]
@@ -80,6 +80,7 @@ def plan_for(engine: str, target: str, draft: str, report, tree: TreeConfig) -> 
         raise ValueError(f"the draft is a {report.family} checkpoint; only EAGLE-1/2, EAGLE-3 and MTP drafts can be "
                          "exported")
     plan = Plan(engine=engine, command="")
+    _playground_only(plan, tree)
     if report.family == "mtp":
         return _plan_mtp(plan, target, draft, report, tree)
     cfg, wrapped = _draft_config(report)
@@ -89,6 +90,15 @@ def plan_for(engine: str, target: str, draft: str, report, tree: TreeConfig) -> 
     else:
         _plan_sglang(plan, target, draft, report, tree, cfg, wrapped)
     return plan
+
+
+def _playground_only(plan: Plan, tree: TreeConfig) -> None:
+    """Draft settings of this playground that neither engine has: the command drafts the whole chain."""
+    own = [f"the chain stop (p={tree.stop_below:g})"] if tree.stops else []
+    own += [f"the hot vocabulary ({tree.hot_vocab} ids)"] if tree.hot_vocab else []
+    if own:
+        plan.notes.append(f"{' and '.join(own)} are this playground's settings, which neither engine has: the "
+                          f"command drafts all {tree.depth} tokens every round over the whole vocabulary")
 
 
 def _shared_changes(plan: Plan, engine: str, cfg: dict, report) -> None:
@@ -218,8 +228,15 @@ def deployment_commands(target: str, draft: str, report, tree: TreeConfig) -> di
 
 
 def write_adapted_copy(plan: Plan, report, out_dir: str | Path) -> Path:
-    """Write the draft with the plan's changes into out_dir (config.json, weights, README.md)."""
-    src, out = Path(report.draft_path), Path(out_dir)
+    """Write the draft with the plan's changes into out_dir (config.json, weights, README.md): a new or empty
+    folder outside the draft's own, so nothing is written over."""
+    src, out = Path(report.draft_path), Path(out_dir).expanduser()
+    a, b = src.resolve(), out.resolve()
+    if a == b or a in b.parents or b in a.parents:
+        raise ConfigError(f"--out {out_dir} is the draft's own folder (or holds it); pick a new folder for the copy")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ConfigError(f"--out {out_dir} is not an empty folder; pick a new one (the copy never writes over "
+                          "files)")
     out.mkdir(parents=True, exist_ok=True)
     cfg, wrapped = _draft_config(report)
     if not plan.unwrap_config and wrapped:

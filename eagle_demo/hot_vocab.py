@@ -26,7 +26,20 @@ from .config import ConfigError
 from .cpu_layout import is_column_major
 from .drafts.base import shares_target_vocab, top_logp
 
-__all__ = ["HotVocab"]
+__all__ = ["HotVocab", "hot_vocab_problem"]
+
+
+def hot_vocab_problem(head, size: int | None = None) -> str:
+    """Why a hot vocabulary (of `size` ids, when given) cannot serve this head ("" when it can): the table holds
+    rows of the target's lm_head."""
+    if not shares_target_vocab(head):
+        return (f"a hot vocabulary needs a head whose logits are the target's lm_head (EAGLE-1/2); this "
+                f"{head.family} head has its own vocabulary: use hot vocabulary 0")
+    vocab = head.lm_head.module.weight.shape[0]
+    if size is not None and not 2 <= size < vocab:
+        return (f"hot vocabulary {size} is out of range; use 2 to {vocab - 1} (the vocabulary has {vocab} ids) or 0 "
+                "for all of it")
+    return ""
 
 
 class HotVocab:
@@ -34,15 +47,10 @@ class HotVocab:
     def __init__(self, head, size: int, room: int = 256, fixed: bool = False):
         """head: a head with `shares_target_vocab`; size: the first ids always in the table (2 <= size < V); room:
         rows for context ids before the buffer first grows (fixed: the most it ever holds)."""
-        if not shares_target_vocab(head):
-            raise ConfigError(f"a hot vocabulary needs a head whose logits are the target's lm_head (EAGLE-1/2); this "
-                              f"{head.family} head has its own vocabulary: use hot vocabulary 0")
+        if problem := hot_vocab_problem(head, size):
+            raise ConfigError(problem)
         self.head = head
         self.weight = head.lm_head.module.weight  # [V, H], the target's
-        vocab = self.weight.shape[0]
-        if not 2 <= size < vocab:
-            raise ConfigError(f"hot vocabulary {size} is out of range; use 2 to {vocab - 1} (the vocabulary has "
-                              f"{vocab} ids) or 0 for all of it")
         self.size, self.n = size, size
         self.column_major = is_column_major(self.weight)
         self._store = self._empty(size + room)

@@ -195,8 +195,8 @@ class RaceResult:
     """EAGLE against plain decoding of the same prompt in the same process (the page's race, `generate --race`,
     each benchmark prompt)."""
 
-    baseline_tokens_per_second: float | None  # None: no finished baseline
-    speedup: float | None
+    baseline_tokens_per_second: float | None  # None: no finished baseline, or one without a decode step
+    speedup: float | None  # None: as above, or an EAGLE run without a round
     why: SpeedupBreakdown | None  # speedup = tau / round cost; None without decode time on both sides
     identical_to_baseline: bool | None  # None where the check does not apply (see `race`)
 
@@ -234,8 +234,9 @@ def race(eagle: RunStats, baseline: RunStats | None, greedy: bool, dtype: str) -
         return RaceResult(None, None, None, None)
     finished = bool(eagle.finish_reason) and "stopped" not in (eagle.finish_reason, baseline.finish_reason)
     checked = finished and (greedy or str(dtype).removeprefix("torch.") == "float32")
-    return RaceResult(baseline.tokens_per_second, speedup(eagle, baseline), breakdown(eagle, baseline),
-                      (eagle.token_ids == baseline.token_ids) if checked else None)
+    decoded = eagle.rounds > 0 and baseline.rounds > 0  # a run of one new token (the prefill's) decodes nothing
+    return RaceResult(baseline.tokens_per_second if decoded else None, speedup(eagle, baseline) if decoded else None,
+                      breakdown(eagle, baseline), (eagle.token_ids == baseline.token_ids) if checked else None)
 
 
 class RunView:

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
 import torch
 
-from .config import RunConfig
+from .config import ConfigError, RunConfig
 from .engine import BaselineEngine, SpeculativeEngine
 from .events import Event
+from .hot_vocab import hot_vocab_problem
 from .paths import ASSETS
 from .rope_limit import RopeLimit
 
@@ -19,7 +21,7 @@ if TYPE_CHECKING:
     from .checkpoints import AdaptationReport, LoadedPair
 
 __all__ = ["Session", "load_session", "ASSETS", "SHIPPED_TARGET", "SHIPPED_EAGLE1", "SHIPPED_EAGLE3",
-           "TokenStreamDecoder", "PromptError"]
+           "TokenStreamDecoder", "PromptError", "is_shipped_target"]
 
 SHIPPED_TARGET = str(ASSETS / "tiny-target")
 SHIPPED_EAGLE1 = str(ASSETS / "tiny-eagle1")
@@ -95,20 +97,29 @@ class Session:
             return [int(i) for i in ids]
         return [int(i) for i in tok.encode(prompt)]
 
-    def check_length(self, prompt_ids: list[int], run: RunConfig) -> None:
+    def check_length(self, prompt_ids: list[int], run: RunConfig, mode: str = "eagle") -> None:
+        """A prompt the target cannot run fails here. Plain decoding (mode "baseline") needs no room for a tree."""
         if not prompt_ids:
             raise PromptError("the prompt is empty; type some text")
         limit = self.context_limit()
-        need = len(prompt_ids) + run.max_new_tokens + run.tree.total_tokens
+        tree = run.tree.total_tokens if mode == "eagle" else 0
+        need = len(prompt_ids) + run.max_new_tokens + tree
         if limit and need > limit:
+            parts = f" + tree ({tree})" if tree else ""
             raise PromptError(
-                f"prompt ({len(prompt_ids)} tokens) + max new tokens ({run.max_new_tokens}) + tree "
-                f"({run.tree.total_tokens}) exceeds the target's context of {limit}; shorten the prompt or "
-                "lower max new tokens")
+                f"prompt ({len(prompt_ids)} tokens) + max new tokens ({run.max_new_tokens}){parts} exceeds the "
+                f"target's context of {limit}; shorten the prompt or lower max new tokens"
+                + (" (or draft a smaller tree)" if tree else ""))
         vocab = int(self.pair.target.get_input_embeddings().weight.shape[0])
         bad = [i for i in prompt_ids if not 0 <= i < vocab]
         if bad:
             raise PromptError(f"token id {bad[0]} is outside the target vocabulary 0..{vocab - 1}")
+
+    def check_tree(self, run: RunConfig) -> None:
+        """A draft setting this pair's head cannot run fails here, before the run starts."""
+        if run.tree.hot_vocab and self.eagle is not None and \
+                (problem := hot_vocab_problem(self.eagle.head, run.tree.hot_vocab)):
+            raise ConfigError(problem)
 
     def context_note(self, prompt_tokens: int, run: RunConfig) -> str:
         """A one-line note when a run reaches past the draft's own configured context (the adapter raises it to
@@ -139,13 +150,15 @@ class Session:
 
     def stream(self, prompt_ids: list[int], run: RunConfig, mode: str = "eagle",
                stop: threading.Event | None = None) -> Iterator[Event]:
-        self.check_length(prompt_ids, run)
+        self.check_length(prompt_ids, run, mode)
         if mode == "baseline":
             return self.baseline.generate(prompt_ids, run, stop)
         if mode != "eagle":
             raise ValueError(f"unknown mode '{mode}'; use eagle or baseline")
         if self.eagle is None:
-            raise PromptError("no draft is loaded; load a draft or use mode baseline")
+            raise PromptError("no draft is loaded; name one (--draft, the page's draft box) or run plain decoding "
+                              "(--mode baseline)")
+        self.check_tree(run)
         return self.eagle.generate(prompt_ids, run, stop)
 
     def probe(self, progress: Callable[[str, float], None] | None = None) -> AdaptationReport:
@@ -195,13 +208,19 @@ def load_session(target: str | None = None, draft: str | None = "default", threa
 
     target = target or SHIPPED_TARGET
     if draft == "default":
-        draft = SHIPPED_EAGLE1 if target == SHIPPED_TARGET else None
+        draft = SHIPPED_EAGLE1 if is_shipped_target(target) else None
     pair = load_pair(target, draft, **kwargs)
     apply_cpu_threads(pair.target, threads)
     if static is None:
         static = default_static(pair.target)
     eagle = SpeculativeEngine(pair.target, pair.head, static=static) if pair.head is not None else None
     return Session(pair=pair, eagle=eagle, baseline=BaselineEngine(pair.target, static=static))
+
+
+def is_shipped_target(target: str) -> bool:
+    """Whether `target` names the shipped target folder, however it is spelled (relative, a trailing slash)."""
+    path = Path(target).expanduser()
+    return target == SHIPPED_TARGET or (path.is_dir() and path.resolve() == Path(SHIPPED_TARGET).resolve())
 
 
 def default_static(model) -> bool:

@@ -2,12 +2,13 @@
 
 import dataclasses
 
+import gradio as gr
 import pytest
 import torch
 
 from eagle_demo import autotree
 from eagle_demo.autotree import Acceptance, AutoChoice, auto_tree, predict_tau
-from eagle_demo.config import RunConfig, TreeConfig
+from eagle_demo.config import ConfigError, RunConfig, TreeConfig
 from eagle_demo.events import DraftNode, Round
 from eagle_demo.session import load_session
 
@@ -388,3 +389,45 @@ def test_the_batched_replay_grows_each_states_candidates_as_the_drafter_does(hea
             assert torch.equal(batch.tokens[row], want.tokens) and torch.equal(batch.parents[row], want.parents)
             assert torch.equal(batch.depths, want.depths)
             torch.testing.assert_close(batch.scores[row], want.scores, rtol=1e-5, atol=1e-5)
+
+
+def test_a_page_that_switches_pairs_runs_the_new_pairs_auto_choice(counted):
+    """The panel shows auto's choice for the EAGLE-1 pair (a hot vocabulary); the page switches to the EAGLE-3 pair
+    and presses Generate: those settings are auto's, not moved by hand, so the new pair's own choice runs (the
+    EAGLE-1 one would fail: an EAGLE-3 head has no hot vocabulary). After the run the panel shows what ran."""
+    from types import SimpleNamespace
+
+    from eagle_demo.app import REGISTRY, make_key
+    from eagle_demo.app.autotune import AUTO, AUTO_SHOWN, calibrate_ui, page_tree, tuning
+    from eagle_demo.app.forms import make_tree
+    from eagle_demo.app.pages import LAST_RUNS
+    from eagle_demo.app.playground import after_generate, after_load, apply_tree_preset
+    from eagle_demo.app.state import start_run
+
+    page = SimpleNamespace(session_hash="switching-page")
+    first = make_key("assets/tiny-target", "assets/tiny-eagle1", device="cpu")
+    REGISTRY.load(first)
+    list(calibrate_ui(first))
+    after_load(first, page)
+    shown = make_tree(*apply_tree_preset(AUTO, first, page))  # the choice, on the panel
+    assert shown == tuning(first).choice.tree == AUTO_SHOWN.get(page.session_hash)
+    second = make_key("assets/tiny-target", "assets/tiny-eagle3", device="cpu")
+    session = REGISTRY.load(second)
+    tree, choice, note = page_tree(AUTO, shown, second, session, AUTO_SHOWN.get(page.session_hash))
+    assert choice is tuning(second).choice and tree == choice.tree and note == "" and tree.hot_vocab == 0
+    assert page_tree(AUTO, shown, second, session) == (shown, None, "")  # without the note: moved by hand
+    by_hand = TreeConfig.chain(2)
+    assert page_tree(AUTO, by_hand, second, session, AUTO_SHOWN.get(page.session_hash)) == (by_hand, None, "")
+    with pytest.raises(ConfigError, match="use hot vocabulary 0"):  # EAGLE-1's choice, refused before it runs
+        session.check_tree(RunConfig(tree=shown))
+    ids = session.encode("def add(a, b):\n")
+    live = start_run(second, ids, choice.run_config(RunConfig(max_new_tokens=8)), False, auto=choice)
+    live.done.wait()
+    assert live.error is None
+    LAST_RUNS.put(page.session_hash, live)
+    *settings, line = after_generate(second, page)
+    assert make_tree(*settings) == choice.tree == AUTO_SHOWN.get(page.session_hash) and line.startswith("auto: ")
+    hand = start_run(second, ids, RunConfig(max_new_tokens=8, tree=by_hand), False)  # a tree set by hand
+    hand.done.wait()
+    LAST_RUNS.put(page.session_hash, hand)
+    assert after_generate(second, page)[:7] == (gr.skip(),) * 7  # the hand settings stay on the panel

@@ -1,6 +1,7 @@
 """The benchmark CLI on the shipped pair: JSON and CSV with every field, greedy equality with the baseline."""
 
 import csv
+import dataclasses
 import json
 import os
 import subprocess
@@ -107,3 +108,57 @@ def test_bench_cli_reports_the_auto_choice_next_to_the_measured_speedup(tmp_path
     header = proc.stdout.splitlines()[0]
     assert header.startswith(f"auto: {auto['tree']}, ") and f"predicted {auto['predicted_speedup']:.2f}x" in header
     assert f"measured {auto['measured_speedup']:.2f}x" in header
+
+
+def test_tau_over_a_category_is_pooled_over_its_rounds():
+    """tau = committed tokens / rounds over all the category's runs, as the metric is defined (a mean of the
+    per-prompt taus would weigh a short run that loops like a long one)."""
+    short = dataclasses.replace(_row("a", 0, 300.0, 100.0), rounds=1, tau=8.0)
+    s = _summary("code", [_row("b", 0, 200.0, 100.0), short])  # 4 rounds x 2.5 and 1 round x 8
+    assert abs(s.tau - (10 + 8) / 5) < 1e-9
+
+
+def test_bench_cli_refuses_bad_counts_and_suites_before_loading(tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    empty = tmp_path / "suite.jsonl"
+    empty.write_text('{"id": "a", "category": "code", "prompt": "  "}\n')
+    cases = [(["--repeats", "0"], "--repeats must be at least 1"), (["--limit", "0"], "--limit must be at least 1"),
+             (["--suite", str(tmp_path / "none.jsonl")], "does not exist"),
+             (["--categories", "poetry"], "unknown categories ['poetry']"),
+             (["--suite", str(empty)], "suite.jsonl:1 has an empty prompt")]
+    for flags, message in cases:
+        proc = subprocess.run([sys.executable, "-m", "eagle_demo", "bench", "--target", str(tmp_path / "no-model"),
+                               *flags], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+        # the target does not exist: an error about it would mean the model was loaded first
+        assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [f"error: {proc.stderr[7:].strip()}"]
+        assert message in proc.stderr and "Error:" not in proc.stderr, (flags, proc.stderr)
+
+
+def test_compared_drafts_drop_a_hot_vocabulary_only_where_the_head_has_its_own(tmp_path):
+    """The page's benchmark runs the Playground's tree for every compared draft: an EAGLE-3 head (own vocabulary)
+    runs it without the hot vocabulary, and its report's tree says so."""
+    from eagle_demo.bench import compare_drafts
+    from eagle_demo.config import RunConfig, TreeConfig
+    from eagle_demo.session import SHIPPED_EAGLE3, load_session
+
+    session = load_session(device="cpu")
+    items = load_suite(None, ["code"])[:1]
+    run = RunConfig(max_new_tokens=12, tree=TreeConfig.chain(4, 0.0, 512))
+    reports = compare_drafts([session, session.with_draft(SHIPPED_EAGLE3)], items, run)
+    assert [r.settings["tree"] for r in reports] == [run.tree.label(), TreeConfig.chain(4).label()]
+    assert all(r.overall.all_equal for r in reports)
+
+
+def test_bench_cli_compares_drafts_each_at_its_own_automatic_tree(tmp_path):
+    out_json = tmp_path / "cmp.json"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "EAGLE_DEMO_CACHE": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-m", "eagle_demo", "bench", "--categories", "code", "--limit", "1",
+                           "--max-new-tokens", "16", "--compare-draft", "assets/tiny-eagle3", "--json", str(out_json)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    reports = json.loads(out_json.read_text())["drafts"]
+    assert [r["settings"]["draft_family"] for r in reports] == ["eagle1", "eagle3"]
+    autos = [r["extra"]["auto"] for r in reports]  # each calibrated for its own head
+    assert [a["tree"] for a in autos] == [r["settings"]["tree"] for r in reports]
+    assert "first" not in reports[1]["settings"]["tree"]  # no hot vocabulary for the EAGLE-3 head
+    assert proc.stderr.count("[auto: ") == 2 and all(r["overall"]["all_equal"] for r in reports)

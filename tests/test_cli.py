@@ -80,6 +80,7 @@ def test_generate_with_a_repetition_penalty_equals_its_baseline(pair):
      "no CUDA GPU is available" if not torch.cuda.is_available() else "outside the target vocabulary"),
     (["--prompt-ids", "1,999999"], "outside the target vocabulary"),
     (["--prompt", "   "], "the prompt is empty"),
+    (["--prompt-ids", "1,2", "--chain-stop", "0.5"], "a chain stop applies to chains only"),
 ])
 def test_generate_errors_are_one_line_exit_2(pair, args, message):
     target, draft = pair
@@ -197,3 +198,42 @@ def test_generate_a_chain_over_a_hot_vocabulary_and_its_one_line_errors(pair):
     assert "Traceback" not in wide.stderr
     tree = cli(*args, "--draft", draft, "--depth", "3", "--hot-vocab", "40", check=False)
     assert tree.returncode != 0 and "applies to chains only" in tree.stderr and "Traceback" not in tree.stderr
+
+
+def test_generate_refuses_a_hot_vocabulary_it_cannot_run_before_any_output():
+    """An EAGLE-3 head has its own vocabulary, and a size past the vocabulary fits no head: both fail before the
+    prefill's token is printed."""
+    for flags, message in ((["--draft", "assets/tiny-eagle3", "--hot-vocab", "100"], "use hot vocabulary 0"),
+                           (["--hot-vocab", "100000"], "hot vocabulary 100000 is out of range")):
+        proc = cli("generate", "--prompt", "def f(", "--chain", "4", *flags, check=False)
+        assert proc.returncode == 2 and message in proc.stderr and proc.stdout == "", (flags, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_the_shipped_target_keeps_its_draft_however_its_folder_is_spelled():
+    for spelling in ("assets/tiny-target", "assets/tiny-target/", os.path.join(ROOT, "assets", "tiny-target") + "/"):
+        proc = cli("generate", "--target", spelling, "--prompt", "def f(", "--max-new-tokens", "4", "--chain", "2",
+                   "--json")
+        assert json.loads(proc.stdout.strip().splitlines()[-1])["draft_family"] == "eagle1", spelling
+
+
+def test_one_new_token_races_without_a_speedup():
+    """max new tokens 1: only the prefill's token, so there is no decode time to compare (null, not 0)."""
+    proc = cli("generate", "--prompt", "def f(", "--max-new-tokens", "1", "--chain", "2", "--race", "--json")
+    last = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert last["new_tokens"] == 1 and last["speedup"] is None and last["baseline_tokens_per_second"] is None
+    text = cli("generate", "--prompt", "def f(", "--max-new-tokens", "1", "--race")
+    assert "no decode time to compare" in text.stderr and "measured 0.00x" not in text.stderr
+
+
+def test_plain_decoding_needs_no_room_for_a_tree():
+    from eagle_demo.config import RunConfig, TreeConfig
+    from eagle_demo.session import PromptError, load_session
+
+    session = load_session(device="cpu")
+    limit = session.context_limit()
+    run = RunConfig(max_new_tokens=8, tree=TreeConfig.chain(7))
+    ids = [5] * (limit - 8)
+    session.check_length(ids, run, "baseline")  # fits: plain decoding drafts nothing
+    with pytest.raises(PromptError, match=r"\+ tree \(8\) exceeds .* \(or draft a smaller tree\)"):
+        session.check_length(ids, run)

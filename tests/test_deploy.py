@@ -115,3 +115,26 @@ def test_export_cli_writes_copy(targets, tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 0 and "adapted draft written" in out and str(tmp_path / "copy") in out.splitlines()[-1]
     assert (tmp_path / "copy" / "model.safetensors").is_file()
+
+
+def test_export_never_writes_into_the_draft_or_over_files(targets, tmp_path, capsys):
+    draft = write_llama3_eagle1(tmp_path / "d")
+    before = {p.name: p.read_bytes() for p in draft.iterdir()}
+    base = ["export", "--target", str(targets["llama"]), "--draft", str(draft), "--engine", "sglang", "--out"]
+    assert main([*base, str(draft)]) == 2
+    assert "is the draft's own folder" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in draft.iterdir()} == before  # untouched
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / "model.safetensors").write_bytes(b"old")
+    assert main([*base, str(used)]) == 2
+    assert "is not an empty folder" in capsys.readouterr().err and (used / "model.safetensors").read_bytes() == b"old"
+
+
+def test_playground_only_settings_are_named_in_the_commands(targets, tmp_path):
+    draft = write_llama3_eagle1(tmp_path / "d")
+    report = inspect_pair(str(targets["llama"]), str(draft))
+    for engine in ("vllm", "sglang"):
+        notes = plan_for(engine, "t", "d", report, TreeConfig.chain(6, 0.01, 512)).notes
+        assert any("chain stop (p=0.01) and the hot vocabulary (512 ids)" in n and "all 6 tokens" in n for n in notes)
+        assert not any("chain stop" in n for n in plan_for(engine, "t", "d", report, TreeConfig.chain(6)).notes)

@@ -302,3 +302,36 @@ def test_tree_figure_draws_the_verify_forwards_attention_mask():
     assert z[1] == [2, 2, 0, 0, 0, 0]  # the accepted a
     assert all(z[i][i] for i in range(len(z))) and mask["x"] == mask["y"] and mask["x"][1].endswith("+1")
     assert (mask["xaxis"], mask["yaxis"]) == ("x2", "y2")
+
+
+def test_chart_labels_keep_quotes_and_show_whitespace():
+    """plotly's text knows <, > and & as entities but not &quot;: a quote token reads as a quote, in the label, the
+    hover and the mask's axis; whitespace tokens read as visible marks in the benchmark's misses table."""
+    from eagle_demo.bench import BenchReport
+
+    texts = {10: '"', 11: "'", 12: "<b>", 13: "    ", 14: "\n", 15: "w", 20: "\n"}
+    fig = render.tree_figure(make_round(), lambda ids: "".join(texts[i] for i in ids))
+    fig.to_plotly()  # valid plotly
+    shown = json.dumps(dict(fig), ensure_ascii=False)
+    assert "&quot;" not in shown and "&#x27;" not in shown and "&lt;b&gt;" in shown
+    assert trace(fig, "accepted")["text"] == ["' 0.60"]
+    assert trace(fig, "root")["text"] == ['"']
+    report = BenchReport(machine={}, settings={"draft": "/x/tiny-eagle1"}, results=(), categories=(), overall=None,
+                         extra={"top_misses": [{"draft": "\n", "target": "    ", "count": 2}]})
+    rows = render.bench_misses_rows([report])
+    assert list(rows.iloc[0])[1:] == ["↵", "␣␣␣␣", 2]
+
+
+def test_a_run_of_one_new_token_shows_no_tau_speed_or_speedup():
+    """max new tokens 1: the prefill's token only, no round and no decode step, so nothing to divide by."""
+    only = [RunStart("eagle", 4, 1, "tree", 0.0, "eagle1", "cpu", "float32"), Prefill(10, 0.05, 0.8),
+            Finish("length", (10,), 1, 0, 0.05, 0.0)]
+    base = [RunStart("baseline", 4, 1, "", 0.0, "", "cpu", "float32"), Prefill(10, 0.05, 0.8),
+            Finish("length", (10,), 1, 0, 0.05, 0.0)]
+    eagle, baseline = render.RunView.of(only), render.RunView.of(base)
+    s = render.summary(eagle, baseline, greedy=True)
+    assert s["speedup"] is None and s["baseline_tokens_per_second"] is None and s["round_cost"] is None
+    assert s["identical_to_baseline"] is True
+    strip = render.stats_html(eagle, baseline, True, "done")
+    cells = dict(re.findall(r'stat-label">([^<]*)</span><span class="stat-value">([^<]*)<', strip))
+    assert cells["tau"] == cells["EAGLE tok/s"] == cells["baseline tok/s"] == cells["speedup"] == "-"

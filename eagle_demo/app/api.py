@@ -36,6 +36,7 @@ def generate(prompt: str, max_new_tokens: int = 64, temperature: float = 0.0, to
     if draft_mode == "auto" and (depth, draft_top_k, total_tokens, chain_k, chain_stop, hot_vocab) == (None,) * 6:
         auto, auto_note = choice_for(key, session)  # None without a draft (the run then says so)
         run = auto.run_config(run) if auto is not None else run
+    session.check_tree(run)
     note = "; ".join(n for n in (auto_note, session.context_note(len(ids), run)) if n)
     live = start_run(key, ids, run, bool(race), note, auto)
     live.done.wait()

@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from ..autotree import AutoChoice
     from ..session import Session
 
-__all__ = ["AUTO", "PAGE_PRESETS", "Tuning", "tuning", "start_tuning", "choice_for", "page_tree", "calibrate_ui",
-           "auto_line"]
+__all__ = ["AUTO", "PAGE_PRESETS", "AUTO_SHOWN", "Tuning", "tuning", "start_tuning", "choice_for", "page_tree",
+           "calibrate_ui", "auto_line"]
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +64,7 @@ class Tuning:
 
 
 PAGE_PRESETS = PerPage()  # session hash -> the tree preset that page shows (noted when it changes)
+AUTO_SHOWN = PerPage()  # session hash -> the TreeConfig "auto" last put on that page's draft panel (any pair's)
 _TUNINGS: dict[PairKey, Tuning] = {}
 _LOCK = threading.Lock()
 
@@ -142,18 +143,19 @@ def choice_for(key: PairKey, session: Session, wait: float = WAIT_SECONDS) -> tu
     return t.choice, ""
 
 
-def page_tree(preset: str | None, shown: TreeConfig, key: PairKey,
-              session: Session) -> tuple[TreeConfig, AutoChoice | None, str]:
+def page_tree(preset: str | None, shown: TreeConfig, key: PairKey, session: Session,
+              auto_shown: TreeConfig | None = None) -> tuple[TreeConfig, AutoChoice | None, str]:
     """(tree, auto choice or None, note) of a page Generate. With the preset "auto" the pair's choice runs when
-    the draft panel shows it, or still shows the static default it shows while the calibration runs; settings
-    moved by hand win. A page that never noted a preset (Generate pressed without Load) runs as after Load: auto."""
+    the draft panel shows it, the static default it shows while the calibration runs, or what auto last put on
+    the panel (`auto_shown`, perhaps another pair's choice: the panel's pair changed since); settings moved by
+    hand win. A page that never noted a preset (Generate pressed without Load) runs as after Load: auto."""
     if preset is None:
         preset = AUTO
     if preset != AUTO or session.eagle is None:
         return shown, None, ""
     t = tuning(key)
     known = t.choice.tree if t is not None and t.choice is not None else None
-    if shown not in (default_tree(session.device.type, session.family), known):
+    if shown not in (default_tree(session.device.type, session.family), known, auto_shown):
         return shown, None, ""
     choice, note = choice_for(key, session)
     if choice is None:

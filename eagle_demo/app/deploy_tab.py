@@ -62,8 +62,8 @@ def deploy(key: PairKey | None, mode_value, depth_value, topk_value, total_value
 
 
 def wire_deploy_tab(tab: DeployTab, pg: Playground, *after_pair) -> None:
-    """Refresh on the button and after every Load and Probe (`after_pair`: those events' last steps; a probe can
-    change the conventions the commands carry)."""
+    """Refresh on the button and after every Load, Probe and Generate (`after_pair`: those events' last steps; a
+    probe can change the conventions the commands carry, a Generate can load a pair)."""
     outputs = list(tab.out)
     for event in after_pair:
         event.then(deploy, [pg.out.pair_state, *pg.tree_inputs], outputs, api_visibility="private")

@@ -35,7 +35,7 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
         device_type = resolve_device("auto").type
         playground = build_playground(default_target, default_draft, device_type)
         bench, deploy = build_bench_tab(), build_deploy_tab()
-        after_pair = wire_playground(playground)  # the last steps of Load and of Probe
+        after_pair = wire_playground(playground)  # the last steps of Load, Probe and Generate
         wire_deploy_tab(deploy, playground, *after_pair)
         wire_bench_tab(bench, playground)
         probe_by_default(demo, playground, device_type)

@@ -13,11 +13,11 @@ from ..metrics import DEFINITIONS, RunView
 from ..view.charts import empty_figure
 from ..view.stats import stats_html
 from ..view.tokens import token_html
-from .autotune import AUTO, IDLE_LINE, PAGE_PRESETS, auto_line, calibrate_ui, tuning
-from .forms import (CHAIN_MODE, TREE_MODE, GenerateForm, LoadForm, PairForm, handler, progress_fn,
-                    tree_settings, tree_values)
+from .autotune import AUTO, IDLE_LINE, calibrate_ui
+from .draft_panel import after_generate, after_load, apply_tree_preset
+from .forms import CHAIN_MODE, TREE_MODE, GenerateForm, LoadForm, PairForm, handler, progress_fn, tree_values
 from .pages import CLIENT_PAIRS
-from .state import REGISTRY, PairKey, local_or_repo, suite_prompts
+from .state import REGISTRY, local_or_repo, suite_prompts
 from .stream import CLICKS_JS, COUNT_CLICK_JS, GenerateOutputs, generate_ui, note_generate, rerender_tokens, \
     rerender_tree, stop_ui
 
@@ -223,7 +223,9 @@ def _prompt_column() -> dict[str, Any]:
 def _settings_column(tree_default: str) -> dict[str, Any]:
     mode0, depth0, topk0, total0, chain0, stop0, hot0 = tree_values(tree_default)
     with gr.Accordion("Draft", open=True):
-        tree_preset = gr.Dropdown([AUTO, *TREE_PRESETS], value=tree_default, label="tree preset",
+        # "auto" from the start: a Generate without Load loads the pair and runs its auto choice (`page_tree`);
+        # until then the panel shows the device's static default, as after Load while the calibration runs
+        tree_preset = gr.Dropdown([AUTO, *TREE_PRESETS], value=AUTO, label="tree preset",
                                   elem_id="tree-preset")
         auto_md = gr.Markdown(IDLE_LINE, elem_id="auto-tree")
         mode = gr.Radio([TREE_MODE, CHAIN_MODE], value=mode0, label="draft mode")
@@ -309,34 +311,10 @@ def probe(form: PairForm, request: gr.Request | None, progress):
     return session.report_markdown(), session.report.to_dict(), key, key if loaded_now else None
 
 
-def after_load(key: PairKey | None):
-    """The loaded pair's chat default and its tree preset: "auto" with a draft (the panel shows the static
-    default tree of the device and family until the calibration has chosen), that static preset without one."""
-    session = REGISTRY.get(key) if key is not None else None
-    if session is None:
-        return (gr.skip(),) * 10
-    has_template = session.has_chat_template
-    static = default_preset(session.device.type, session.family)
-    t = tuning(key)
-    shown = tree_settings(t.choice.tree) if t is not None and t.choice is not None else tree_values(static)
-    name = AUTO if session.eagle is not None else static
-    return (gr.update(value=has_template, interactive=has_template), name, *shown, auto_line(key))
-
-
 def apply_preset(name: str):
     if name not in PRESETS:
         return gr.skip(), gr.skip()
     return PRESETS[name]
-
-
-def apply_tree_preset(name: str, key: PairKey | None = None, request: gr.Request = None):
-    """A preset's draft settings; "auto": the loaded pair's choice once its calibration has chosen. The page's
-    preset is noted for its Generate (`autotune.page_tree`)."""
-    PAGE_PRESETS.put(request.session_hash if request is not None else None, name)
-    if name == AUTO:
-        t = tuning(key)
-        return tree_settings(t.choice.tree) if t is not None and t.choice is not None else (gr.skip(),) * 7
-    return tree_values(name) if name in TREE_PRESETS else (gr.skip(),) * 7
 
 
 def probe_by_default(demo: gr.Blocks, pg: Playground, device_type: str) -> None:
@@ -349,8 +327,9 @@ def probe_by_default(demo: gr.Blocks, pg: Playground, device_type: str) -> None:
 
 def wire_playground(pg: Playground) -> tuple:
     """Presets, Load (`/load`), Probe, Generate (`/generate_stream`), Stop and the redraws. Returns the last steps
-    of Load and of Probe, which the Deploy tab follows. Load, Probe and Generate share the "model" concurrency
-    id: a probe changes the draft head, so it never runs beside a generation."""
+    of Load, of Probe and of Generate (which can load a pair), which the Deploy tab follows. Load, Probe and
+    Generate share the "model" concurrency id: a probe changes the draft head, so it never runs beside a
+    generation."""
     pg.preset.change(apply_preset, pg.preset, [pg.target, pg.draft], api_visibility="private", queue=False)
     pg.tree_preset.change(apply_tree_preset, [pg.tree_preset, pg.out.pair_state], pg.tree_inputs,
                           api_visibility="private", queue=False)
@@ -361,11 +340,12 @@ def wire_playground(pg: Playground) -> tuple:
                                      api_visibility="private", concurrency_limit=1, concurrency_id="model")
     # Generate notes its click (numbered in the page) and Stop sends the count it has seen: the two unqueued
     # requests may be served in either order, and a Stop must still end the Generate it followed
-    pg.generate_btn.click(note_generate, pg.clicks, None, js=COUNT_CLICK_JS, queue=False,
-                          api_visibility="private").then(
+    generated = pg.generate_btn.click(note_generate, pg.clicks, None, js=COUNT_CLICK_JS, queue=False,
+                                      api_visibility="private").then(
         handler(GenerateForm, generate_ui), pg.generate_inputs(), list(pg.out),
         api_name="generate_stream", api_visibility="undocumented", concurrency_limit=1, concurrency_id="model",
-        show_progress="hidden", show_progress_on=pg.out.result_state)
+        show_progress="hidden", show_progress_on=pg.out.result_state).then(
+        after_generate, pg.out.pair_state, [*pg.tree_inputs, pg.auto_line], api_visibility="private", queue=False)
     pg.stop_btn.click(stop_ui, pg.clicks, None, js=CLICKS_JS, queue=False, api_visibility="private")
     pg.show_rejected.change(rerender_tokens, [pg.out.result_state, pg.show_rejected], pg.out.tokens,
                             api_visibility="private", queue=False)
@@ -382,4 +362,4 @@ def wire_playground(pg: Playground) -> tuple:
     probed.then(calibrate_ui, pg.out.pair_state, pg.auto_line, api_visibility="private", concurrency_limit=1,
                 concurrency_id="model", show_progress="hidden").then(
         apply_tree_preset, [pg.tree_preset, pg.out.pair_state], pg.tree_inputs, api_visibility="private")
-    return after, probed
+    return after, probed, generated

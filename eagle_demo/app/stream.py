@@ -23,7 +23,7 @@ from ..view.charts import acceptance_depth_figure, accepted_length_figure, empty
 from ..view.stats import stats_html, summary
 from ..view.tokens import TextCache, token_html
 from ..view.tree_chart import tree_figure
-from .autotune import PAGE_PRESETS, page_tree
+from .autotune import AUTO_SHOWN, PAGE_PRESETS, page_tree
 from .forms import GenerateForm, progress_fn
 from .pages import BENCH_STOPS, CLIENT_PAIRS, LAST_RUNS, PENDING, GenerateRequest, note_stop, stopped_before_start
 from .state import REGISTRY, LiveRun, best_round, decoder, ensure, start_run
@@ -88,6 +88,10 @@ def outputs_for(live: LiveRun, decode, show: bool, final: bool, report: PairOutp
     eagle, baseline, phase = live.snapshot()
     state = live.state if final else ("baseline" if phase == "baseline" else "running")
     note = "stopped: the engine finished its current round and ended cleanly" if state == "stopped" else ""
+    if state == "stopped" and baseline is not None and baseline.finish is not None \
+            and baseline.finish.reason == "stopped":  # Stop came while the baseline ran: it covers part of the text
+        note = (f"stopped during the baseline, after {len(baseline.token_ids)} of EAGLE's {len(eagle.token_ids)} "
+                "tokens: its tokens/s and the speedup are over those; the identity check needs both runs whole")
     note = "; ".join(n for n in (note, live.note) if n)
     pair = report or PairOutputs(*(gr.skip(),) * 4)
     stats_view = stats_html(eagle, baseline, live.greedy, state, note, live.auto)
@@ -129,14 +133,16 @@ def generate_ui(form: GenerateForm, request: gr.Request | None, progress):
         chat_on = session.has_chat_template
         first = PairOutputs(loaded.report_md, report_value, key, gr.update(value=chat_on, interactive=chat_on))
         loaded = loaded._replace(chat=chat_on)
-    else:
-        first = loaded
+    else:  # the page may have opened after another page loaded it: its pair state learns the key
+        first = loaded._replace(pair_state=key)
     run = form.run()
     ids = session.encode(form.prompt_text, chat=bool(chat_on))
     session.check_length(ids, run)
     hash_ = request.session_hash if request is not None else None
-    tree, auto, auto_note = page_tree(PAGE_PRESETS.get(hash_), run.tree, key, session)  # waits for a calibration
+    tree, auto, auto_note = page_tree(PAGE_PRESETS.get(hash_), run.tree, key, session,
+                                       AUTO_SHOWN.get(hash_))  # waits for a calibration
     run = auto.run_config(run) if auto is not None else dataclasses.replace(run, tree=tree)
+    session.check_tree(run)  # the tree that runs, once auto has chosen
     if stopped_before_start(hash_, PENDING.pop(hash_)):  # Stop was pressed while this waited its turn
         live = LiveRun(key, bool(form.race_on), run.sampling.greedy, "stopped before it started")
         live.done.set()

@@ -55,8 +55,10 @@ def add_auto_tree_arg(p: argparse.ArgumentParser) -> None:
 
 
 def uses_auto(args: argparse.Namespace) -> bool:
-    """No tree flag given (--depth, --draft-top-k, --total-tokens, --chain): the automatic tree."""
-    return all(getattr(args, name, None) is None for name in ("depth", "draft_top_k", "total_tokens", "chain"))
+    """No tree flag given (--depth, --draft-top-k, --total-tokens, --chain, --chain-stop, --hot-vocab): the
+    automatic tree."""
+    return (all(getattr(args, name, None) is None for name in ("depth", "draft_top_k", "total_tokens", "chain"))
+            and not getattr(args, "chain_stop", 0.0) and not getattr(args, "hot_vocab", 0))
 
 
 def auto_for_session(args: argparse.Namespace, session):
@@ -85,10 +87,10 @@ def tree_from_args(args: argparse.Namespace, device: str = "cpu", family: str = 
 
 def pair_from_args(args: argparse.Namespace) -> tuple[str, str]:
     """(target, draft) for commands that need both; the shipped pair when neither is given."""
-    from ..session import SHIPPED_EAGLE1, SHIPPED_TARGET
+    from ..session import SHIPPED_EAGLE1, SHIPPED_TARGET, is_shipped_target
 
     target = args.target or SHIPPED_TARGET
-    draft = args.draft or (SHIPPED_EAGLE1 if target == SHIPPED_TARGET else None)
+    draft = args.draft or (SHIPPED_EAGLE1 if is_shipped_target(target) else None)
     if draft is None:
         raise ConfigError("--draft is required when --target is given")
     return target, draft

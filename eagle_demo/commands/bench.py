@@ -28,7 +28,8 @@ def add_parser(sub) -> None:
     add_tree_args(b)
     add_auto_tree_arg(b)
     b.add_argument("--compare-draft", nargs="+", default=None, metavar="DRAFT",
-                   help="also run these drafts on the same target (loaded once) and compare them")
+                   help="also run these drafts on the same target (loaded once) and compare them; without tree "
+                        "flags each draft runs its own automatic tree")
     b.add_argument("--temperatures", nargs="+", type=float, default=None, metavar="T",
                    help="run the suite at each sampling temperature (0 = greedy) and compare: "
                         "acceptance falls as T rises")
@@ -46,8 +47,12 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("compare drafts or sweep temperatures, one at a time")
     for t in args.temperatures or ():
         SamplingConfig(temperature=t)  # out-of-range values fail before anything loads
+    if args.repeats < 1:
+        raise ConfigError(f"--repeats must be at least 1, got {args.repeats}")
+    if args.limit is not None and args.limit < 1:
+        raise ConfigError(f"--limit must be at least 1 (or left out for the whole suite), got {args.limit}")
+    items = load_suite(args.suite, args.categories)[:args.limit]  # a bad suite fails before the model loads
     session = load_from_args(args)
-    items = load_suite(args.suite, args.categories)[:args.limit or None]
     chat = {"on": True, "off": False}.get(args.chat, session.has_chat_template)
     tree, auto = auto_for_session(args, session)
     run_config = RunConfig(max_new_tokens=args.max_new_tokens, ignore_eos=False, sampling=SamplingConfig(), tree=tree)
@@ -73,16 +78,18 @@ def run(args: argparse.Namespace) -> int:
         _write(args, report.to_json(), report.to_csv())
         return 0
     if args.compare_draft:
-        by = "draft"
-        reports = compare_drafts([session] + [session.with_draft(d) for d in args.compare_draft], items, run_config,
-                                 **options)
+        by, sessions = "draft", [session] + [session.with_draft(d) for d in args.compare_draft]
+        # with no tree flag each draft runs its own automatic tree (calibrated for that head), else the flags' tree
+        autos = [auto] + [auto_for_session(args, s)[1] for s in sessions[1:]] if auto is not None else None
+        runs = [a.run_config(run_config, args.retune) for a in autos] if autos is not None else None
+        reports = compare_drafts(sessions, items, run_config, runs=runs, **options)
+        reports = [_with_auto(r, a) for r, a in zip(reports, autos)] if autos is not None else reports
     else:
         by = "temperature"
         reports = sweep_temperatures(session, items, auto_run, args.temperatures, **options)
+        # the choice was calibrated greedy: its prediction belongs to the greedy report only
+        reports = [_with_auto(r, auto) if r.settings["temperature"] == 0 else r for r in reports]
     bar.close()
-    # the choice was calibrated for the loaded draft, greedy: its prediction belongs to that report only
-    reports = [_with_auto(r, auto) if r.settings["draft"] == session.pair.draft_path and r.settings["temperature"] == 0
-               else r for r in reports]
     for r in reports:
         print(f"{by} {report_label(r, by)} ({r.settings['draft_family']}, {r.settings['tree']})\n{r.table()}\n"
               f"{r.misses_line()}\n")

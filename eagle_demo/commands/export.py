@@ -35,6 +35,8 @@ def run(args: argparse.Namespace) -> int:
         command = plan_for(args.engine, target, str(out), report, tree).command  # the copy, even where optional
         command = command.replace("<ADAPTED_DRAFT_DIR>", shlex.quote(str(out)))
         print(f"# adapted draft written to {out} (see its README.md)")
+    elif args.out:  # nothing to change
+        print(f"# {args.engine} loads this draft as published; no copy written to {args.out}")
     elif plan.required:
         print(f"# {args.engine} cannot load this draft as published; pass --out DIR for an adapted copy:")
     elif plan.recommended:

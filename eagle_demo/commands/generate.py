@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         prompt_ids = session.encode(args.prompt, chat=args.chat)
     run_config = RunConfig(max_new_tokens=args.max_new_tokens, ignore_eos=args.ignore_eos, sampling=sampling,
                            tree=tree_from_args(args, session.device.type, session.family))
-    session.check_length(prompt_ids, run_config)  # a bad prompt fails before any calibration
+    session.check_length(prompt_ids, run_config, args.mode)  # a bad prompt fails before any calibration
     auto = None
     if args.mode == "eagle":
         tree, auto = auto_for_session(args, session)
@@ -118,12 +118,15 @@ def run(args: argparse.Namespace) -> int:
         if auto is not None:
             speedup = result.speedup if result is not None else None
             retuned = finish.extra.get("retuned", ())  # the shapes the run moved to (`retune`)
-            sys.stderr.write(f"[{auto.versus(speedup, stats.drafting_tau, retuned)}]\n")  # drafting rounds' tau
+            tau = stats.drafting_tau if stats.rounds else None  # the drafting rounds' tau; none without a round
+            sys.stderr.write(f"[{auto.versus(speedup, tau, retuned)}]\n")
     return 0
 
 
 def _race_lines(result: RaceResult, greedy: bool) -> None:
     label = "identical to baseline" if greedy else "same as seeded baseline"
     same = verdict(result.identical_to_baseline, "not checked (sampling in bfloat16/float16)")
-    sys.stderr.write(f"[baseline] {result.baseline_tokens_per_second:.1f} tokens/s; {label}: {same}\n"
+    speed = result.baseline_tokens_per_second
+    speed_text = "no decode step" if speed is None else f"{speed:.1f} tokens/s"
+    sys.stderr.write(f"[baseline] {speed_text}; {label}: {same}\n"
                      f"[why] {result.why_line()}\n")

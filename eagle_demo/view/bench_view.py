@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..bench_report import draft_label, report_label
 from ..metrics import verdict
 from .charts import (BASELINE_COLOR, DEPTH_COLORS, EAGLE_COLOR, REJECTED_COLOR, TARGET_COLOR, Figure, figure)
-from .tokens import escape
+from .tokens import escape, visible
 
 __all__ = ["BENCH_COLUMNS", "MISSES_COLUMNS", "bench_rows", "bench_figure", "bench_compare_rows",
            "bench_compare_figure", "bench_misses_rows", "bench_sweep_figure"]
@@ -84,7 +84,7 @@ def bench_misses_rows(reports, by: str = "draft"):
     """Where each draft missed most over a benchmark: its favourite token against the target's token."""
     import pandas as pd
 
-    rows = [[report_label(r, by), repr(m["draft"]), repr(m["target"]), m["count"]]
+    rows = [[report_label(r, by), visible(m["draft"]), visible(m["target"]), m["count"]]
             for r in reports for m in r.extra.get("top_misses", [])[:10]]
     return pd.DataFrame(rows, columns=[by, *MISSES_COLUMNS])
 

@@ -42,7 +42,9 @@ def stats_html(eagle: RunView | None, baseline: RunView | None, greedy: bool, st
     cells: list[tuple[str, str, str]] = []  # (label, value, extra class)
     if eagle is not None and eagle.prefill is not None:
         s = summary(eagle, baseline, greedy)
-        cells += [("tau", f"{s['tau']:.2f}", ""), ("EAGLE tok/s", f"{s['tokens_per_second']:.1f}", "")]
+        ran = s["rounds"] > 0  # one new token (the prefill's) decodes nothing: no tau, no speed
+        cells += [("tau", f"{s['tau']:.2f}" if ran else "-", ""),
+                  ("EAGLE tok/s", f"{s['tokens_per_second']:.1f}" if ran else "-", "")]
         base = s["baseline_tokens_per_second"]
         cells.append(("baseline tok/s", "-" if base is None else f"{base:.1f}", ""))
         cells.append(("speedup", "-" if s["speedup"] is None else f"{s['speedup']:.2f}x", ""))

@@ -12,6 +12,7 @@ from ..events import Round
 from ..metrics import RunView
 
 __all__ = ["Decode", "TextCache", "Piece", "rejected_children", "token_pieces", "group_ids", "token_html", "escape",
+           "visible",
            "fmt_prob", "MAX_STYLED_DEPTH"]
 
 Decode = Callable[[Sequence[int]], str]
@@ -146,6 +147,11 @@ def _classes(p: Piece) -> str:
     if p.kind == "bonus":
         return "tok tok-bonus" + (" tok-correction" if p.note == "correction" else "")
     return f"tok tok-{p.kind}"
+
+
+def visible(text: str) -> str:
+    """Token text with its whitespace made visible (a label or a table cell, where whitespace would collapse)."""
+    return text.replace("\n", "↵").replace("\t", "⇥").replace("\r", "␍").replace(" ", "␣") or "∅"
 
 
 def escape(text: str) -> str:

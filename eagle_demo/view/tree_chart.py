@@ -9,15 +9,15 @@ from typing import Iterable
 from ..events import Round
 from .charts import (DEPTH_COLORS, EAGLE_COLOR, REJECTED_COLOR, ROOT_COLOR, TARGET_COLOR, UNREACHED_COLOR, Figure,
                      axis, figure)
-from .tokens import MAX_STYLED_DEPTH, Decode, fmt_prob, rejected_children
+from .tokens import MAX_STYLED_DEPTH, Decode, fmt_prob, rejected_children, visible
 
 __all__ = ["tree_figure", "tree_mask_trace"]
 
 
 def _visible(text: str) -> str:
-    """Token text for a chart label: whitespace made visible, HTML-escaped for plotly."""
-    text = text.replace("\n", "↵").replace("\t", "⇥").replace("\r", "␍").replace(" ", "␣")
-    return html.escape(text or "∅")
+    """Token text for a chart label: whitespace made visible, HTML-escaped for plotly (<, > and &: plotly's text
+    knows no &quot;, so quotes stay as they are)."""
+    return html.escape(visible(text), quote=False)
 
 
 def _tree_positions(rnd: Round, extra_child: tuple[int, int] | None) -> dict[int, tuple[float, float]]:
@@ -108,7 +108,7 @@ def _node_trace(rnd: Round, pos: dict, decode: Decode, name: str, idx: list[int]
         n = rnd.nodes[i]
         text = decode([n.token_id])
         labels.append(f"{_visible(text)} {n.draft_prob:.2f}" if i else _visible(text))
-        hovers.append(f"node {i} · depth {n.depth} · id {n.token_id} · {html.escape(repr(text))}<br>"
+        hovers.append(f"node {i} · depth {n.depth} · id {n.token_id} · {html.escape(repr(text), quote=False)}<br>"
                       f"draft p {n.draft_prob:.3f} · path score {n.score:.3g}")
     return {"type": "scatter", "x": [pos[i][0] for i in idx], "y": [pos[i][1] for i in idx],
             "mode": "markers+text", "name": name, "text": labels, "textposition": where,

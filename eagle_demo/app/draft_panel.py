@@ -1,0 +1,63 @@
+"""The Draft panel's handlers: the settings "auto" and the tree presets put on the panel after Load, Probe, a
+preset change and a Generate, and the note of what auto put there (`autotune.AUTO_SHOWN`), so that those settings
+never count as moved by hand."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from ..config import TREE_PRESETS, default_preset
+from .autotune import AUTO, AUTO_SHOWN, PAGE_PRESETS, auto_line, tuning
+from .forms import make_tree, tree_settings, tree_values
+from .pages import LAST_RUNS
+from .state import REGISTRY, PairKey
+
+__all__ = ["after_load", "after_generate", "apply_tree_preset"]
+
+
+def after_load(key: PairKey | None, request: gr.Request = None):
+    """The loaded pair's chat default and its tree preset: "auto" with a draft (the panel shows the static
+    default tree of the device and family until the calibration has chosen), that static preset without one."""
+    session = REGISTRY.get(key) if key is not None else None
+    if session is None:
+        return (gr.skip(),) * 10
+    has_template = session.has_chat_template
+    static = default_preset(session.device.type, session.family)
+    t = tuning(key)
+    shown = tree_settings(t.choice.tree) if t is not None and t.choice is not None else tree_values(static)
+    name = AUTO if session.eagle is not None else static
+    if name == AUTO:
+        _note_auto_shown(request, shown)
+    return (gr.update(value=has_template, interactive=has_template), name, *shown, auto_line(key))
+
+
+def after_generate(key: PairKey | None, request: gr.Request = None):
+    """After a page's Generate: the draft panel shows what ran when auto chose it (a Generate can load the pair
+    and calibrate it), and the auto line follows the pair that ran. Settings moved by hand stay as they are."""
+    hash_ = request.session_hash if request is not None else None
+    live = LAST_RUNS.get(hash_)
+    if live is None or live.auto is None or live.key != key:
+        return (gr.skip(),) * 7 + (auto_line(key),)
+    shown = tree_settings(live.auto.tree)
+    _note_auto_shown(request, shown)
+    return (*shown, auto_line(key))
+
+
+def _note_auto_shown(request: gr.Request | None, shown: tuple) -> None:
+    """Note the draft settings "auto" puts on this page's panel: they are not settings moved by hand, even after
+    the panel's pair changes (`autotune.page_tree`)."""
+    AUTO_SHOWN.put(request.session_hash if request is not None else None, make_tree(*shown))
+
+
+def apply_tree_preset(name: str, key: PairKey | None = None, request: gr.Request = None):
+    """A preset's draft settings; "auto": the loaded pair's choice once its calibration has chosen. The page's
+    preset is noted for its Generate (`autotune.page_tree`)."""
+    PAGE_PRESETS.put(request.session_hash if request is not None else None, name)
+    if name == AUTO:
+        t = tuning(key)
+        if t is None or t.choice is None:
+            return (gr.skip(),) * 7
+        shown = tree_settings(t.choice.tree)
+        _note_auto_shown(request, shown)
+        return shown
+    return tree_values(name) if name in TREE_PRESETS else (gr.skip(),) * 7
