@@ -321,3 +321,28 @@ def test_a_gpu_page_probes_after_load_by_default_and_the_api_does_not(browser, a
     finally:
         page.close()
         demo.close()
+
+
+def test_a_pair_switched_after_load_runs_its_own_auto_tree_and_a_failure_says_failed(page, app_url):
+    """Load the EAGLE-1 pair (auto puts its hot vocabulary on the panel), then name the EAGLE-3 head and press
+    Generate: the run uses the EAGLE-3 pair's own automatic tree (EAGLE-1's would be refused: that head has its own
+    vocabulary) and the panel then shows it. A Generate that fails leaves the strip at "failed"."""
+    from eagle_demo.paths import ASSETS
+
+    if Path(app_url[1]).resolve() != (ASSETS / "tiny-target").resolve():
+        pytest.skip("the page serves a stand-in pair, not the shipped one")
+    page.click("#load-btn")
+    page.wait_for_selector("#auto-tree :text('predicted speedup')")
+    page.locator("#draft-box textarea").fill(str(ASSETS / "tiny-eagle3"))
+    page.locator("#prompt-box textarea").fill(CODE_PROMPT)
+    set_number(page, "max-new", 24)
+    page.click("#generate-btn")
+    wait_state(page, "done")
+    assert "auto: " in page.locator("#eagle-stats .stat-auto").inner_text()
+    page.wait_for_function("() => document.querySelector('#hot-vocab input').value === '0'")
+    page.locator("#draft-box textarea").fill(str(ASSETS / "no-such-draft"))
+    page.click("#generate-btn")
+    wait_state(page, "failed")
+    page.locator("#draft-box textarea").fill(str(ASSETS / "tiny-eagle1"))  # the page keeps serving
+    page.click("#generate-btn")
+    wait_state(page, "done")

@@ -335,3 +335,16 @@ def test_a_run_of_one_new_token_shows_no_tau_speed_or_speedup():
     strip = render.stats_html(eagle, baseline, True, "done")
     cells = dict(re.findall(r'stat-label">([^<]*)</span><span class="stat-value">([^<]*)<', strip))
     assert cells["tau"] == cells["EAGLE tok/s"] == cells["baseline tok/s"] == cells["speedup"] == "-"
+
+
+def test_tree_labels_stay_short_and_a_big_trees_mask_names_nodes_by_index():
+    texts = {10: "x", 11: " " * 12, 12: "averyverylongtoken", 13: "y", 14: "z", 15: "w", 20: "\n"}
+    fig = render.tree_figure(make_round(), lambda ids: "".join(texts[i] for i in ids))
+    assert trace(fig, "accepted")["text"] == ["␣×12 0.60"]
+    assert "averyve… 0.30" in trace(fig, "rejected")["text"]
+    assert trace(fig, "attention mask")["y"][2] == "2 averyve… +1"
+    from eagle_demo.view.tree_chart import MASK_LABELS
+
+    big = tuple([node(10, -1, 0, 1.0)] + [node(13, i, i + 1, 0.9) for i in range(MASK_LABELS)])
+    wide = render.tree_figure(make_round(nodes=big, path=(1,)), lambda ids: "".join(texts[i] for i in ids))
+    assert trace(wide, "attention mask")["y"] == [str(i) for i in range(len(big))]

@@ -123,6 +123,16 @@ def outputs_for(live: LiveRun, decode, show: bool, final: bool, report: PairOutp
 
 
 def generate_ui(form: GenerateForm, request: gr.Request | None, progress):
+    """The Generate event. A failure leaves the stats strip at "failed" (the page said "starting..." on the click)
+    and shows its one-line error."""
+    try:
+        yield from _generate(form, request, progress)
+    except Exception:
+        yield GenerateOutputs.skip()._replace(stats=stats_html(None, None, True, "failed"))
+        raise
+
+
+def _generate(form: GenerateForm, request: gr.Request | None, progress):
     key = form.key()
     was_loaded = REGISTRY.get(key) is not None
     session = ensure(key, progress_fn(progress))
@@ -173,7 +183,16 @@ def generate_ui(form: GenerateForm, request: gr.Request | None, progress):
             live.stop.set()
 
 
-COUNT_CLICK_JS = "(n) => (window.eagleGenerateClicks = (window.eagleGenerateClicks || 0) + 1)"
+# the click also shows "starting..." at once (the server's first redraw can be seconds away: a load, a calibration)
+COUNT_CLICK_JS = """(n) => {
+  const strip = document.querySelector('#eagle-stats .eagle-stats');
+  if (strip) {
+    strip.dataset.state = 'starting';
+    const status = strip.querySelector('.status .stat-value');
+    if (status) status.textContent = 'starting...';
+  }
+  return (window.eagleGenerateClicks = (window.eagleGenerateClicks || 0) + 1);
+}"""
 CLICKS_JS = "(n) => window.eagleGenerateClicks || 0"
 
 

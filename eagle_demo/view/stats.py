@@ -37,8 +37,9 @@ def summary(eagle: RunView, baseline: RunView | None, greedy: bool, text: str = 
 
 def stats_html(eagle: RunView | None, baseline: RunView | None, greedy: bool, state: str,
                note: str = "", auto=None) -> str:
-    """The stats strip. state: idle | running | baseline | done | stopped (kept in data-state). auto: the
-    `autotree.AutoChoice` of the run's tree, shown with its predicted speedup next to the measured one."""
+    """The stats strip. state: idle | starting | running | baseline | done | stopped | failed (kept in
+    data-state). auto: the `autotree.AutoChoice` of the run's tree, shown with its predicted speedup next to the
+    measured one."""
     cells: list[tuple[str, str, str]] = []  # (label, value, extra class)
     if eagle is not None and eagle.prefill is not None:
         s = summary(eagle, baseline, greedy)
@@ -61,8 +62,9 @@ def stats_html(eagle: RunView | None, baseline: RunView | None, greedy: bool, st
             cells.append((label, verdict(same), "ok" if same else "bad"))
         if s["finish_reason"]:
             cells.append(("finish", s["finish_reason"], ""))
-    status = {"idle": "ready", "running": "generating...", "baseline": "racing the baseline...",
-              "done": "done", "stopped": "stopped"}.get(state, state)
+    status = {"idle": "ready", "starting": "starting...", "running": "generating...",
+              "baseline": "racing the baseline...", "done": "done", "stopped": "stopped",
+              "failed": "failed (see the message)"}.get(state, state)
     body = "".join(f'<div class="stat {cls}"><span class="stat-label">{escape(label)}</span>'
                    f'<span class="stat-value">{escape(value)}</span></div>' for label, value, cls in cells)
     extra = f'<div class="stat-note">{escape(note)}</div>' if note else ""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import html
+import re
 from typing import Iterable
 
 from ..events import Round
@@ -14,10 +15,17 @@ from .tokens import MAX_STYLED_DEPTH, Decode, fmt_prob, rejected_children, visib
 __all__ = ["tree_figure", "tree_mask_trace"]
 
 
-def _visible(text: str) -> str:
-    """Token text for a chart label: whitespace made visible, HTML-escaped for plotly (<, > and &: plotly's text
-    knows no &quot;, so quotes stay as they are)."""
-    return html.escape(visible(text), quote=False)
+LABEL_CHARS = 8  # a node label's token text is cut past this (the hover has it whole)
+MASK_LABELS = 40  # past this many nodes the mask's axes name nodes by index only
+
+
+def _visible(text: str, cut: int = 0) -> str:
+    """Token text for a chart label: whitespace made visible (a run of one mark counted: "␣×12"), cut past `cut`
+    characters when given, HTML-escaped for plotly (<, > and &: plotly's text knows no &quot;, so quotes stay)."""
+    shown = re.sub(r"([␣↵⇥])\1{3,}", lambda m: f"{m.group(1)}×{len(m.group(0))}", visible(text))
+    if cut and len(shown) > cut:
+        shown = shown[:cut - 1] + "…"
+    return html.escape(shown, quote=False)
 
 
 def _tree_positions(rnd: Round, extra_child: tuple[int, int] | None) -> dict[int, tuple[float, float]]:
@@ -107,11 +115,13 @@ def _node_trace(rnd: Round, pos: dict, decode: Decode, name: str, idx: list[int]
     for i in idx:
         n = rnd.nodes[i]
         text = decode([n.token_id])
-        labels.append(f"{_visible(text)} {n.draft_prob:.2f}" if i else _visible(text))
+        labels.append(f"{_visible(text, LABEL_CHARS)} {n.draft_prob:.2f}" if i else _visible(text, LABEL_CHARS))
         hovers.append(f"node {i} · depth {n.depth} · id {n.token_id} · {html.escape(repr(text), quote=False)}<br>"
                       f"draft p {n.draft_prob:.3f} · path score {n.score:.3g}")
+    # labels above the nodes alternate above and below along a depth, so a chain's neighbours do not collide
+    where_each = [where.replace("top", "bottom") if where.startswith("top") and pos[i][0] % 2 else where for i in idx]
     return {"type": "scatter", "x": [pos[i][0] for i in idx], "y": [pos[i][1] for i in idx],
-            "mode": "markers+text", "name": name, "text": labels, "textposition": where,
+            "mode": "markers+text", "name": name, "text": labels, "textposition": where_each, "cliponaxis": False,
             "hovertext": hovers, "hoverinfo": "text", "customdata": idx, "textfont": {"size": 11},
             "marker": {"color": color, "size": size, "symbol": symbol, "opacity": opacity,
                        "line": {"color": "#343a40", "width": 1}}}
@@ -125,7 +135,8 @@ def _target_token_trace(rnd: Round, xy: tuple[float, float], decode: Decode) -> 
     tp = rnd.target_probs[j] if len(rnd.target_probs) > j else None
     kind = "correction" if rejected_children(rnd) else "bonus"
     return {"type": "scatter", "x": [xy[0]], "y": [xy[1]], "mode": "markers+text", "name": "target token",
-            "text": [f"{_visible(text)} ({kind})"], "textposition": "middle right", "customdata": [len(rnd.nodes)],
+            "text": [f"{_visible(text, LABEL_CHARS)} ({kind})"], "textposition": "top center", "cliponaxis": False,
+            "customdata": [len(rnd.nodes)],
             "hoverinfo": "text", "hovertext": [f"target's own token ({kind}) · id {tok} · target p {fmt_prob(tp)}"],
             "marker": {"color": TARGET_COLOR, "size": 16, "symbol": "star", "line": {"color": "#343a40", "width": 1}}}
 
@@ -135,7 +146,8 @@ def _tree_layout(rnd: Round, traces: list[dict], mask: dict, pos: dict, has_bonu
     nodes = rnd.nodes
     depth = max((n.depth for n in nodes), default=0) + (1 if has_bonus else 0)
     leaves = max(1.0, -min(y for _, y in pos.values()) + 1)
-    title = f"Round {rnd.index}: {len(rnd.accepted_path)} accepted of {len(nodes) - 1} drafted, +1 target token"
+    title = f"Round {rnd.index}: {len(rnd.accepted_path)} accepted of {len(nodes) - 1} drafted"
+    title += ", +1 target token" if has_bonus else " (the run ended inside the round: no target token)"
     if len(nodes) == 1:  # the gate paused the draft (`gate`), or the rotary scaling (`rope_limit`): one plain step
         why = ("the target's rotary scaling needs a plain step here" if rnd.plain_for == "rope"
                else "paused while it did not pay")
@@ -160,7 +172,8 @@ def tree_mask_trace(rnd: Round, decode: Decode) -> dict:
     the accepted path (root included) are green; other visible cells grey."""
     nodes = rnd.nodes
     on_path = {0, *rnd.accepted_path}
-    labels = [f"{i} {_visible(decode([n.token_id]))} +{n.depth}" for i, n in enumerate(nodes)]
+    labels = [f"{i} {_visible(decode([n.token_id]), LABEL_CHARS)} +{n.depth}" if len(nodes) <= MASK_LABELS
+              else str(i) for i, n in enumerate(nodes)]
     z, hover = [], []
     for i in range(len(nodes)):
         seen, j = set(), i
