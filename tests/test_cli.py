@@ -237,3 +237,20 @@ def test_plain_decoding_needs_no_room_for_a_tree():
     session.check_length(ids, run, "baseline")  # fits: plain decoding drafts nothing
     with pytest.raises(PromptError, match=r"\+ tree \(8\) exceeds .* \(or draft a smaller tree\)"):
         session.check_length(ids, run)
+
+
+def test_flags_a_run_does_not_use_are_named_in_a_note():
+    from eagle_demo.commands.cli import build_parser
+    from eagle_demo.commands.args import flag_notes
+
+    parse = build_parser().parse_args
+    quiet = parse(["generate", "--prompt", "x"])
+    assert flag_notes(quiet) == []
+    notes = flag_notes(parse(["generate", "--prompt-ids", "1,2", "--chat", "--mode", "baseline", "--race",
+                              "--chain", "3", "--retune", "--threads", "100000",
+                              "--target", "assets/tiny-target", "--revision", "v1"]))
+    for words in ("nothing to race", "the draft and the tree flags are not used", "--retune moves the automatic",
+                  "--prompt-ids run as given", "--threads 100000 is more than", "--revision names a Hub revision"):
+        assert any(words in n for n in notes), words
+    proc = cli("generate", "--prompt", "def f(", "--mode", "baseline", "--race", "--max-new-tokens", "2")
+    assert proc.stderr.startswith("[note] --race races EAGLE against plain decoding")

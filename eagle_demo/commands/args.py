@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 
 from ..config import ConfigError, TreeConfig, default_tree, tree_from
 
 __all__ = ["add_pair_args", "add_engine_args", "add_tree_args", "add_auto_tree_arg", "uses_auto", "auto_for_session",
-           "tree_from_args", "tree_for_session", "pair_from_args", "load_from_args"]
+           "tree_from_args", "tree_for_session", "pair_from_args", "load_from_args", "flag_notes", "write_notes"]
 
 
 def add_pair_args(p: argparse.ArgumentParser) -> None:
@@ -104,3 +106,30 @@ def load_from_args(args: argparse.Namespace, need_draft: bool = True):
     return load_session(args.target, draft, revision=args.revision, draft_revision=args.draft_revision,
                         dtype=args.dtype, device=args.device, threads=getattr(args, "threads", 0),
                         static=getattr(args, "static", None))
+
+
+def flag_notes(args: argparse.Namespace) -> list[str]:
+    """A line for each flag given that this run does not use: nothing fails, and the user learns it did nothing."""
+    notes = []
+    baseline = getattr(args, "mode", "eagle") == "baseline"
+    if baseline and getattr(args, "race", False):
+        notes.append("--race races EAGLE against plain decoding; with --mode baseline there is nothing to race")
+    if baseline and (getattr(args, "draft", None) is not None or not uses_auto(args)):
+        notes.append("--mode baseline decodes with the target alone: the draft and the tree flags are not used")
+    if getattr(args, "retune", False) and not uses_auto(args):
+        notes.append("--retune moves the automatic tree only; with tree flags the shape stays as they set it")
+    if getattr(args, "chat", None) is True and getattr(args, "prompt_ids", None) is not None:
+        notes.append("--chat applies the template to --prompt text; --prompt-ids run as given")
+    threads, cores = getattr(args, "threads", 0), os.cpu_count() or 1
+    if threads > cores:
+        notes.append(f"--threads {threads} is more than this machine's {cores} cores: expect it to run slower")
+    for flag, name, path in (("--revision", "revision", getattr(args, "target", None)),
+                             ("--draft-revision", "draft_revision", getattr(args, "draft", None))):
+        if getattr(args, name, None) and path and Path(path).expanduser().is_dir():
+            notes.append(f"{flag} names a Hub revision; {path} is a local folder, read as it is")
+    return notes
+
+
+def write_notes(notes: list[str]) -> None:
+    for note in notes:
+        sys.stderr.write(f"[note] {note}\n")

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from ..config import ConfigError, RunConfig, SamplingConfig
 from ..gate import paused_line
-from .args import add_auto_tree_arg, add_engine_args, add_pair_args, add_tree_args, auto_for_session, load_from_args
+from .args import (add_auto_tree_arg, add_engine_args, add_pair_args, add_tree_args, auto_for_session, flag_notes,
+                   load_from_args, write_notes)
 
 __all__ = ["add_parser", "run"]
 
@@ -52,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
         raise ConfigError(f"--limit must be at least 1 (or left out for the whole suite), got {args.limit}")
     items = load_suite(args.suite, args.categories)[:args.limit]  # a bad suite fails before the model loads
+    write_notes(flag_notes(args))
     session = load_from_args(args)
     chat = {"on": True, "off": False}.get(args.chat, session.has_chat_template)
     tree, auto = auto_for_session(args, session)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import shlex
 
-from .args import add_pair_args, add_tree_args, pair_from_args, tree_from_args
+from .args import add_pair_args, add_tree_args, pair_from_args, tree_from_args, write_notes
 
 __all__ = ["add_parser", "run"]
 
@@ -23,6 +23,10 @@ def run(args: argparse.Namespace) -> int:
     from ..checkpoints import CheckpointError, inspect_pair
     from ..deploy import plan_for, write_adapted_copy
 
+    given = [f"--{f}" for f in ("device", "dtype") if getattr(args, f) != "auto"]
+    given += ["--threads"] if args.threads else []
+    if given:  # the serving engines pick their own
+        write_notes([f"{' '.join(given)} set how this playground runs a pair; they do not change the serving command"])
     target, draft = pair_from_args(args)
     report = inspect_pair(target, draft, revision=args.revision, draft_revision=args.draft_revision)
     if report.problem:

@@ -13,8 +13,8 @@ from ..events import Finish, Prefill, Round, Step, to_dict
 from ..gate import paused_line
 from ..metrics import RaceResult, race, summarize, verdict
 from ..rope_limit import rope_line
-from .args import (add_auto_tree_arg, add_engine_args, add_pair_args, add_tree_args, auto_for_session, load_from_args,
-                   tree_from_args)
+from .args import (add_auto_tree_arg, add_engine_args, add_pair_args, add_tree_args, auto_for_session, flag_notes,
+                   load_from_args, tree_from_args, write_notes)
 
 __all__ = ["add_parser", "run"]
 
@@ -61,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
     sampling = SamplingConfig(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed,
                               repetition_penalty=args.repetition_penalty)
     tree_from_args(args)  # settings are checked before anything is loaded
+    write_notes(flag_notes(args))
     session = load_from_args(args, need_draft=args.mode == "eagle")
     if prompt_ids is None:
         prompt_ids = session.encode(args.prompt, chat=args.chat)
