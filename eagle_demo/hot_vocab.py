@@ -34,7 +34,7 @@ def hot_vocab_problem(head, size: int | None = None) -> str:
     rows of the target's lm_head."""
     if not shares_target_vocab(head):
         return (f"a hot vocabulary needs a head whose logits are the target's lm_head (EAGLE-1/2); this "
-                f"{head.family} head has its own vocabulary: use hot vocabulary 0")
+                f"{head.family} head has its own vocabulary: use hot vocabulary 0 (--hot-vocab 0)")
     vocab = head.lm_head.module.weight.shape[0]
     if size is not None and not 2 <= size < vocab:
         return (f"hot vocabulary {size} is out of range; use 2 to {vocab - 1} (the vocabulary has {vocab} ids) or 0 "

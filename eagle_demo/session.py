@@ -86,10 +86,10 @@ class Session:
         if tok is None:
             raise PromptError("the target has no tokenizer files; pass token ids instead (--prompt-ids 1,2,3)")
         if not prompt or not prompt.strip():
-            raise PromptError("the prompt is empty; type some text")
+            raise PromptError("the prompt is empty; give it some text (or token ids with --prompt-ids)")
         if chat:
             if not getattr(tok, "chat_template", None):
-                raise PromptError("this tokenizer has no chat template; turn the chat template off")
+                raise PromptError("this tokenizer has no chat template; turn the chat template off (leave out --chat)")
             ids = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
                                           tokenize=True)
             if hasattr(ids, "keys"):  # some tokenizers return a BatchEncoding
@@ -100,7 +100,7 @@ class Session:
     def check_length(self, prompt_ids: list[int], run: RunConfig, mode: str = "eagle") -> None:
         """A prompt the target cannot run fails here. Plain decoding (mode "baseline") needs no room for a tree."""
         if not prompt_ids:
-            raise PromptError("the prompt is empty; type some text")
+            raise PromptError("the prompt is empty; give it some text (or token ids with --prompt-ids)")
         limit = self.context_limit()
         tree = run.tree.total_tokens if mode == "eagle" else 0
         need = len(prompt_ids) + run.max_new_tokens + tree
