@@ -28,6 +28,10 @@ SHIPPED_EAGLE1 = str(ASSETS / "tiny-eagle1")
 SHIPPED_EAGLE3 = str(ASSETS / "tiny-eagle3")
 
 
+NO_DRAFT = ("no draft is loaded; name an EAGLE draft (--draft, the page's draft box) or run plain decoding "
+            "(--mode baseline)")
+
+
 class PromptError(ValueError):
     """The prompt cannot be used; the message says why and what to do."""
 
@@ -116,7 +120,10 @@ class Session:
             raise PromptError(f"token id {bad[0]} is outside the target vocabulary 0..{vocab - 1}")
 
     def check_tree(self, run: RunConfig) -> None:
-        """A draft setting this pair's head cannot run fails here, before the run starts."""
+        """An EAGLE run this pair cannot make fails here, before it starts: no draft, or a draft setting its head
+        cannot run."""
+        if self.eagle is None:
+            raise PromptError(NO_DRAFT)
         if run.tree.hot_vocab and self.eagle is not None and \
                 (problem := hot_vocab_problem(self.eagle.head, run.tree.hot_vocab)):
             raise ConfigError(problem)
@@ -155,9 +162,6 @@ class Session:
             return self.baseline.generate(prompt_ids, run, stop)
         if mode != "eagle":
             raise ValueError(f"unknown mode '{mode}'; use eagle or baseline")
-        if self.eagle is None:
-            raise PromptError("no draft is loaded; name one (--draft, the page's draft box) or run plain decoding "
-                              "(--mode baseline)")
         self.check_tree(run)
         return self.eagle.generate(prompt_ids, run, stop)
 

@@ -180,6 +180,11 @@ def test_errors_are_one_line_and_the_app_keeps_serving(app, tmp_path):
     # the failed load kept the working pair; generation still works right after the errors
     text, stats = client.predict(CODE_PROMPT, 16, api_name="/generate")
     assert text and stats["identical_to_baseline"] is True
+    client.predict(target, "", "", "auto", "cpu", api_name="/load")  # the target alone: nothing to draft with
+    with pytest.raises(AppError, match="no draft is loaded; name an EAGLE draft") as no_draft:
+        client.predict(CODE_PROMPT, 16, api_name="/generate")
+    assert "\n" not in str(no_draft.value).strip()
+    client.predict(target, draft, "", "auto", "cpu", api_name="/load")
 
 
 def test_streaming_endpoint_loads_lazily_and_renders_spans(app):

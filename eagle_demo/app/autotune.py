@@ -172,7 +172,7 @@ def calibrate_ui(key: PairKey | None):
     """After Load (a model event): calibrate the loaded pair in the background and follow it on the page."""
     session = REGISTRY.get(key) if key is not None else None
     if session is None or session.eagle is None:
-        yield "auto: needs a draft; this pair runs plain decoding only" if session is not None else IDLE_LINE
+        yield "auto: needs a draft; name one in the draft box" if session is not None else IDLE_LINE
         return
     t = start_tuning(key, session)
     while not t.done.wait(0.3):
