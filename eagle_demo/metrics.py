@@ -80,8 +80,12 @@ def summarize(events: Iterable[Event]) -> RunStats:
             rope += e.plain_for == "rope"  # the root alone: a verify would not rotate as plain steps do
             plain += len(e.nodes) == 1 and e.plain_for != "rope"  # the root alone: the gate paused the draft
             committed += len(e.committed_ids)
-            accepted.append(len(e.accepted_ids))
-            offered.append(_offered_depth(e))
+            if len(e.committed_ids) <= len(e.accepted_ids):  # cut by EOS or max new tokens: count what was output
+                accepted.append(len(e.committed_ids))
+                offered.append(len(e.committed_ids))
+            else:
+                accepted.append(len(e.accepted_ids))
+                offered.append(_offered_depth(e))
             draft += e.draft_seconds
             verify += e.verify_seconds
             host += e.host_seconds

@@ -30,6 +30,17 @@ def test_acceptance_by_depth_counts_only_depths_a_round_could_accept():
     assert stats.tau == pytest.approx(9 / 4)
 
 
+def test_a_round_cut_by_eos_or_the_token_budget_counts_only_the_drafts_it_output():
+    """chain k=4: a round accepting 1 draft, then one accepting 3 but cut after 1 token (max new tokens): depths 2
+    and 3 of the second were accepted by the verifier but never output, so they count neither way."""
+    full = chain_round(0, 4, 1)
+    cut = chain_round(1, 4, 3)
+    cut = Round(**{**cut.__dict__, "committed_ids": cut.committed_ids[:1], "target_probs": (1.0,)})
+    stats = summarize([start(), full, cut, Finish("length", tuple(range(4)), 4, 2, 0.1, 2.0)])
+    assert stats.acceptance_by_depth == pytest.approx((1.0, 0.0))  # the uncut path would give (1, .5, 1, 0)
+    assert stats.tau == pytest.approx(3 / 2)
+
+
 def test_a_pruned_tree_without_a_child_under_the_accepted_node_is_not_a_rejection():
     # root -> a (depth 1) -> nothing below a; root -> b -> c. Accepting a leaves no depth-2 draft to try.
     nodes = (DraftNode(1, -1, 0, 1.0, 1.0), DraftNode(5, 0, 1, 0.6, 0.6), DraftNode(6, 0, 1, 0.3, 0.3),
