@@ -335,6 +335,7 @@ def _stream_every_poll(app, monkeypatch, max_new_tokens: int):
     _, target, draft = app
     monkeypatch.setattr(stream, "UPDATE_SECONDS", 0.0)
     monkeypatch.setattr(stream, "CHART_SECONDS", 0.0)
+    monkeypatch.setattr(stream, "DRAW_SETTLE", 0.0)
     ui.REGISTRY.load(ui.make_key(target, draft, "", "auto", "cpu"))
     demo = ui.build_app(target, draft)
     fn = next(f for f in demo.fns.values() if f.api_name == "generate_stream")
@@ -360,15 +361,23 @@ def test_streaming_redraws_send_values_not_skips(app, monkeypatch):
 
 def test_streamed_charts_redraw_in_rotation(app, monkeypatch):
     """After the first streamed redraw (which replaces all four charts), each redraw rebuilds exactly one chart,
-    in the order CHART_TURNS gives (the race every other turn); the others are sent as the same figure."""
+    in the order CHART_TURNS gives (the race every other turn); the others are sent as the same figure. When
+    EAGLE ends, one redraw draws its final state whole before the baseline starts; while the baseline runs, only
+    the race chart changes."""
     from eagle_demo import app as ui
 
     _, yields = _stream_every_poll(app, monkeypatch, 160)
-    figures = [out[2:6] for out in yields[:-1]]
-    assert len(figures) >= 4, "the run was too short to stream"
-    for turn, (before, after) in enumerate(zip(figures, figures[1:])):
+    streamed = yields[:-1]
+    figures = [out[2:6] for out in streamed]
+    racing = ['data-state="baseline"' in out[1] for out in streamed]
+    whole = [i for i in range(1, len(figures)) if all(figures[i][j] is not figures[i - 1][j] for j in range(4))]
+    assert len(whole) == 1 and racing[whole[0] + 1] and not racing[whole[0]], "EAGLE's end: one whole redraw"
+    assert whole[0] >= 4, "the run was too short to stream"
+    for turn, (before, after) in enumerate(zip(figures[:whole[0]], figures[1:whole[0]])):
         changed = [i for i in range(4) if after[i] is not before[i]]
         assert changed == [ui.CHART_TURNS[turn % len(ui.CHART_TURNS)]], (turn, changed)
+    for before, after in zip(figures[whole[0]:], figures[whole[0] + 1:]):  # the baseline: the race chart only
+        assert [i for i in range(4) if after[i] is not before[i]] == [0]
 
 
 def test_the_page_explains_a_round_and_defines_every_number():
@@ -450,3 +459,38 @@ def test_a_stop_served_before_its_generates_note_still_ends_that_generate():
     stop_ui(0, page)  # a client that does not count its clicks: nothing recorded, nothing ended
     note_generate(0, page)
     assert not pages.stopped_before_start(page.session_hash, pages.PENDING.pop(page.session_hash))
+
+
+def test_a_watched_runs_baseline_starts_after_the_page_drew_eagles_end(app, monkeypatch):
+    """The page's race is fair: no heavy redraw runs beside the baseline. The worker holds the baseline until
+    the Generate event has drawn EAGLE's final state whole and given the page DRAW_SETTLE to render it."""
+    import time
+
+    from eagle_demo import app as ui
+    from eagle_demo.app import state, stream
+
+    _, target, draft = app
+    monkeypatch.setattr(stream, "UPDATE_SECONDS", 0.0)
+    monkeypatch.setattr(stream, "CHART_SECONDS", 0.0)
+    monkeypatch.setattr(stream, "DRAW_SETTLE", 0.3)
+    starts = []
+    real_add = state.LiveRun.add
+
+    def add(self, phase, event):
+        if phase == "baseline" and not starts:
+            starts.append(time.monotonic())
+        real_add(self, phase, event)
+
+    monkeypatch.setattr(state.LiveRun, "add", add)
+    ui.REGISTRY.load(ui.make_key(target, draft, "", "auto", "cpu"))
+    fn = next(f for f in ui.build_app(target, draft).fns.values() if f.api_name == "generate_stream")
+    seen, last = [], None  # (time, a whole redraw, racing the baseline) of each yield
+    for out in fn.fn(target, draft, "", "auto", "cpu", "", CODE_PROMPT, False, 64, 0.0, 1.0, 0, 0, ui.TREE_MODE, 5, 4,
+                     16, 4, 0.0, 0, True, True, True):
+        whole = last is None or all(out[j] is not last[j] for j in range(2, 6))
+        seen.append((time.monotonic(), whole, 'data-state="baseline"' in out[1]))
+        last = out
+    assert 'data-state="done"' in last[1] and starts
+    first_racing = next(i for i, (_, _, racing) in enumerate(seen) if racing)
+    eagle_end = max(t for t, whole, _ in seen[:first_racing] if whole)  # EAGLE's final state, drawn whole
+    assert starts[0] >= eagle_end + 0.3  # the baseline began after the page had it and time to draw it

@@ -162,8 +162,12 @@ REGISTRY = Registry()
 class LiveRun:
     """Events of one EAGLE run (and its baseline race), filled by a worker thread."""
 
-    def __init__(self, key: PairKey, race: bool, greedy: bool, note: str = "", auto=None):
+    def __init__(self, key: PairKey, race: bool, greedy: bool, note: str = "", auto=None, watched: bool = False):
+        """watched: a page streams this run; its baseline waits (up to DRAW_WAIT seconds, untimed) until the page
+        has drawn EAGLE's final state (`eagle_drawn`), so no heavy redraw runs beside the baseline."""
         self.key, self.race, self.greedy = key, race, greedy
+        self.watched = watched
+        self.eagle_drawn = threading.Event()
         self.note = note  # shown under the stats (e.g. a run that reaches past the draft's context)
         self.auto = auto  # the autotree.AutoChoice this run's tree came from, if any
         self.eagle = RunView()
@@ -188,6 +192,17 @@ class LiveRun:
         with self.lock:
             return self.eagle.snapshot(), (self.baseline.snapshot() if self.baseline else None), self.phase
 
+    def wait_drawn(self) -> None:
+        """Between EAGLE and its baseline (in the worker): wait for the watching page's last EAGLE redraw."""
+        deadline = time.monotonic() + DRAW_WAIT
+        while self.watched and not self.stop.is_set() and time.monotonic() < deadline:
+            if self.eagle_drawn.wait(0.05):
+                return
+
+    def eagle_finished(self) -> bool:
+        with self.lock:
+            return self.eagle.finish is not None
+
     @property
     def state(self) -> str:
         if not self.done.is_set():
@@ -197,15 +212,19 @@ class LiveRun:
 
 
 @gpu
-def stream_pair(key: PairKey, prompt_ids: list[int], run: RunConfig, race: bool, stop: threading.Event):
+def stream_pair(key: PairKey, prompt_ids: list[int], run: RunConfig, race: bool, stop: threading.Event,
+                between: Callable[[], None] | None = None):
     """EAGLE, then (when racing) plain decoding of the same prompt, sequentially in this worker.
-    Yields (phase, event); this is the function ZeroGPU runs on a GPU."""
+    Yields (phase, event); this is the function ZeroGPU runs on a GPU. between: called after EAGLE, before
+    the baseline starts (untimed)."""
     session = REGISTRY.get(key)
     if session is None:
         raise RuntimeError("the model was unloaded by another load; press Generate again")
     for event in session.stream(prompt_ids, run, "eagle", stop):
         yield "eagle", event
     if race and not stop.is_set():
+        if between is not None:
+            between()
         for event in session.stream(prompt_ids, run, "baseline", stop):
             yield "baseline", event
 
@@ -276,6 +295,7 @@ def _drain_at_exit() -> None:
 
 RUNS: list[LiveRun] = []  # runs whose worker may still be going
 RUNS_LOCK = threading.Lock()
+DRAW_WAIT = 5.0  # longest a baseline waits for its page to draw EAGLE's final state
 MODEL_GATE = threading.Lock()  # held by a run's worker and by an auto-tree calibration: one model use at a time
 
 
@@ -288,9 +308,10 @@ def stop_abandoned() -> None:
 
 
 def start_run(key: PairKey, prompt_ids: list[int], run: RunConfig, race: bool, note: str = "",
-              auto=None) -> LiveRun:
-    """Start the worker; an abandoned run still going is told to stop (`stop_abandoned`)."""
-    live = LiveRun(key, race, run.sampling.greedy, note, auto)
+              auto=None, watched: bool = False) -> LiveRun:
+    """Start the worker; an abandoned run still going is told to stop (`stop_abandoned`). watched: a page
+    streams it (`LiveRun`)."""
+    live = LiveRun(key, race, run.sampling.greedy, note, auto, watched)
     stop_abandoned()
     with RUNS_LOCK:
         RUNS[:] = [r for r in RUNS if not r.done.is_set()] + [live]
@@ -298,7 +319,7 @@ def start_run(key: PairKey, prompt_ids: list[int], run: RunConfig, race: bool, n
     def work() -> None:
         try:
             with MODEL_GATE:  # waits for a calibration or an abandoned run to let go
-                for phase, event in stream_pair(key, prompt_ids, run, race, live.stop):
+                for phase, event in stream_pair(key, prompt_ids, run, race, live.stop, live.wait_drawn):
                     live.add(phase, event)
         except Exception as exc:  # reported to the page as one line; the traceback goes to the log
             log.exception("generation failed")

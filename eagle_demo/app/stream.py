@@ -7,6 +7,11 @@ it twice (~0.1-0.2 s of a slow core each), so the live charts are the page's mai
 bursts, and with the charts off the page kept 0.97 of the engine's speed against 0.88 with one chart a second.
 CHART_TURNS is the rotation: the race (tokens vs time) every other turn, each of the other three every sixth.
 Measured with scripts/ui_overhead.py: see the README's "The page".
+
+The race stays fair: when EAGLE ends, its final state is drawn whole and the page gets DRAW_SETTLE to render it
+before the baseline starts (the worker waits, untimed); while the baseline runs only the stats strip and the race
+chart redraw. A short run's first redraw (0.5 s in) used to land inside the baseline and slowed it by 20-45% on
+2 cores, inflating the page's speedup; EAGLE runs beside the redraws, so the page can only understate it.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ __all__ = ["GenerateOutputs", "generate_ui", "note_generate", "stop_ui", "COUNT_
 UPDATE_SECONDS = 0.5
 CHART_SECONDS = 1.5
 CHART_TURNS = (0, 1, 0, 2, 0, 3)  # indices into (tokens vs time, accepted length, acceptance by depth, time split)
+DRAW_SETTLE = 0.5  # seconds the page gets to render EAGLE's final state before the baseline starts
 POLL_SECONDS = 0.05  # how often the page's generator looks at the run between redraws
 STREAM_TAIL = 400  # tokens shown while streaming (the whole output at the end)
 TREE_PENDING = empty_figure("Draft tree", "the rounds' trees appear when the run ends")
@@ -80,7 +86,7 @@ def _figures(eagle: RunView, baseline: RunView | None) -> tuple:
 
 
 def outputs_for(live: LiveRun, decode, show: bool, final: bool, report: PairOutputs | None = None,
-                charts: bool = True, sent: dict | None = None) -> GenerateOutputs:
+                charts: bool = True, sent: dict | None = None, every_chart: bool = False) -> GenerateOutputs:
     """Every output of the Generate event. While streaming (`sent` given), an output that should not
     change is sent again with the value it had, never as gr.skip(): Gradio diffs each streamed output
     against the last one sent (an equal value costs nothing), but a skip is an update that rebuilds the
@@ -100,10 +106,11 @@ def outputs_for(live: LiveRun, decode, show: bool, final: bool, report: PairOutp
             sent["tokens"] = token_html(eagle, decode, show, tail=STREAM_TAIL)  # the tail: redraws
             sent["eagle_events"] = len(eagle.events)  # stay small
         builders = _figures(eagle, baseline)
-        if "figures" not in sent:  # the run's first redraw replaces the last run's charts at once
+        if "figures" not in sent or every_chart:  # the run's first redraw replaces the last run's charts at once
             sent["figures"], sent["turn"] = [build() for build in builders], 0
         elif charts:  # then one chart per turn: the page redraws a Plot from scratch on every change
-            turn = CHART_TURNS[sent["turn"] % len(CHART_TURNS)]
+            # (during the baseline only the race: the other three show EAGLE's finished run already)
+            turn = 0 if phase == "baseline" else CHART_TURNS[sent["turn"] % len(CHART_TURNS)]
             sent["figures"][turn], sent["turn"] = builders[turn](), sent["turn"] + 1
         # slider and gr.State outputs stay skips: a slider value would fire its change event, and
         # gr.State outputs are never sent to the page
@@ -159,13 +166,23 @@ def _generate(form: GenerateForm, request: gr.Request | None, progress):
         yield outputs_for(live, TextCache(session.decode), form.show, True, first)
         return
     note = "; ".join(n for n in (auto_note, session.context_note(len(ids), run), session.graph_note()) if n)
-    live = start_run(key, ids, run, bool(form.race_on), note, auto)
+    live = start_run(key, ids, run, bool(form.race_on), note, auto, watched=True)
     LAST_RUNS.put(hash_, live)
     CLIENT_PAIRS.put(hash_, key)
     decode, show = TextCache(session.decode), form.show
     try:
         seen, drawn_at, charts_at, sent = -1, time.monotonic(), 0.0, {}
         while not live.done.wait(POLL_SECONDS):  # short waits: a cancel or the end is seen at once
+            if live.race and not live.eagle_drawn.is_set() and live.eagle_finished():
+                # EAGLE's final state, drawn whole now, and given time to render before its baseline starts
+                # (the worker waits for it): no heavy redraw runs beside the baseline, which would slow it and
+                # inflate the speedup. Later redraws are the stats and the race chart only.
+                yield outputs_for(live, decode, show, False, first if seen < 0 else loaded, True, sent, True)
+                time.sleep(DRAW_SETTLE)
+                live.eagle_drawn.set()
+                seen, drawn_at = live.count(), time.monotonic()
+                charts_at = drawn_at
+                continue
             now = time.monotonic()
             if now - drawn_at < UPDATE_SECONDS or live.stop.is_set():  # Stop draws the final state
                 continue
