@@ -25,7 +25,7 @@ from .session import Session
 
 __all__ = ["PromptItem", "PromptResult", "CategorySummary", "BenchReport", "load_suite", "run_bench",
            "compare_drafts", "sweep_temperatures", "draft_label", "comparison_table", "comparison_csv",
-           "comparison_json", "report_label", "CATEGORIES", "_summary"]
+           "comparison_json", "report_label", "CATEGORIES", "_summary", "with_auto"]
 
 TOP_MISSES = 20  # (draft's favourite, target's token) pairs kept in a report, most frequent first
 
@@ -117,6 +117,15 @@ def run_bench(session: Session, items: list[PromptItem], run: RunConfig, repeats
            for (d, t), n in missed.most_common(TOP_MISSES)]
     return BenchReport(machine=machine_info(), settings=settings, results=tuple(results), categories=tuple(cats),
                        overall=_summary("overall", results), extra={"top_misses": top})
+
+
+def with_auto(report: BenchReport, auto) -> BenchReport:
+    """The report with the automatic tree's choice (`autotree.AutoChoice`, or None: the report as it is) and its
+    predicted speedup next to the measured one (JSON `extra["auto"]`, the table's header line)."""
+    if auto is None:
+        return report
+    block = {**auto.to_dict(), "measured_speedup": report.overall.speedup}
+    return replace(report, extra={**report.extra, "auto": block})
 
 
 def _series(jobs: list[tuple[Session, RunConfig, str]], items: list[PromptItem], repeats: int, chat: bool,

@@ -494,3 +494,22 @@ def test_a_watched_runs_baseline_starts_after_the_page_drew_eagles_end(app, monk
     first_racing = next(i for i, (_, _, racing) in enumerate(seen) if racing)
     eagle_end = max(t for t, whole, _ in seen[:first_racing] if whole)  # EAGLE's final state, drawn whole
     assert starts[0] >= eagle_end + 0.3  # the baseline began after the page had it and time to draw it
+
+
+def test_benchmark_with_the_auto_preset_runs_each_drafts_own_automatic_tree(app):
+    """The Playground's "auto" (the panel's static default before a calibration, as a fresh page sends it) runs
+    the pair's automatic tree with its gate, and each compared draft its own."""
+    from eagle_demo.app.forms import tree_values
+    from eagle_demo.session import SHIPPED_EAGLE3
+
+    client, target, draft = app
+    if target != SHIPPED_TARGET:
+        pytest.skip("the second draft is the shipped EAGLE-3 head, made for the shipped target")
+    _, _, _, _, json_path = client.predict(
+        target, draft, "", "auto", "cpu", "", ["code"], 1, 16, False, *tree_values("cpu"), SHIPPED_EAGLE3, "", 1.0, 0,
+        0, api_name="/benchmark")
+    reports = json.loads(Path(json_path).read_text(encoding="utf-8"))["drafts"]
+    autos = [r["extra"]["auto"] for r in reports]
+    assert [a["tree"] for a in autos] == [r["settings"]["tree"] for r in reports]
+    assert all(r["settings"]["pause_below"] == round(a["predicted_round_cost"], 3) for r, a in zip(reports, autos))
+    assert "first" not in reports[1]["settings"]["tree"] and all(r["overall"]["all_equal"] for r in reports)

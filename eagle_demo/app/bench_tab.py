@@ -1,5 +1,6 @@
-"""The Benchmark tab (`/benchmark`): the loaded pair on the shipped suite with the Playground's draft settings;
-optionally other drafts for the same target, or a sweep of sampling temperatures."""
+"""The Benchmark tab (`/benchmark`): the loaded pair on the shipped suite with the Playground's draft settings
+(its "auto" preset: the pair's automatic tree with its gate, each compared draft at its own); optionally other
+drafts for the same target, or a sweep of sampling temperatures."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from ..spaces_compat import gpu
 from ..view.bench_view import (BENCH_COLUMNS, MISSES_COLUMNS, bench_compare_figure, bench_compare_rows, bench_figure,
                                bench_misses_rows, bench_rows, bench_sweep_figure)
 from ..view.charts import empty_figure
+from .autotune import AUTO_SHOWN, PAGE_PRESETS, page_tree
 from .forms import BenchForm, handler, progress_fn, temperatures
 from .playground import Playground
 from .pages import BENCH_STOPS, BenchmarkStopped
@@ -100,28 +102,51 @@ def benchmark(form: BenchForm, request: gr.Request | None, progress) -> BenchOut
         raise ConfigError("load a pair with a draft first; the drafts to compare run next to it")
     session = ensure(key, progress_fn(progress))
     run = form.run()  # sweeps set the temperature
-    from ..bench import comparison_csv, comparison_json, compare_drafts, load_suite, run_bench, sweep_temperatures
+    hash_ = request.session_hash if request is not None else None
+    # the Playground's "auto" runs here as there: the pair's choice with its gate (waits for a calibration)
+    tree, auto, _ = page_tree(PAGE_PRESETS.get(hash_), run.tree, key, session, AUTO_SHOWN.get(hash_))
+    run = auto.run_config(run) if auto is not None else dataclasses.replace(run, tree=tree)
+    session.check_tree(run)
+    from ..bench import (comparison_csv, comparison_json, compare_drafts, load_suite, run_bench, sweep_temperatures,
+                         with_auto)
 
     items = load_suite(None, form.chosen)
     stop = threading.Event()  # this page's Stop sets it; the benchmark ends after the prompt it is on
     BENCH_STOPS.put(request.session_hash if request is not None else None, stop)
     options = dict(repeats=int(form.repeats), chat=bool(form.chat_on), progress=_steps(progress, stop))
     if not others and not temps:
-        report = in_worker(gpu(run_bench), session, items, run, **options)
+        report = with_auto(in_worker(gpu(run_bench), session, items, run, **options), auto)
         return BenchOutputs.write(bench_rows(report), bench_figure(report), bench_misses_rows([report]),
                                   report.to_csv(), report.to_json())
     if temps:
         by, figure = "temperature", bench_sweep_figure
         reports = in_worker(gpu(sweep_temperatures), session, items, run, temps, **options)
+        reports = [with_auto(r, auto) if r.settings["temperature"] == 0 else r for r in reports]  # tuned greedy
     else:
         by, figure, sessions = "draft", bench_compare_figure, [session]
         for n, draft in enumerate(others):  # each shares the loaded target; freed when this call returns
             if progress is not None:
                 progress(0.0, desc=f"loading draft {n + 1} of {len(others)}: {draft}")
             sessions.append(session.with_draft(draft))
-        reports = in_worker(gpu(compare_drafts), sessions, items, run, **options)
+        autos = [auto] + (in_worker(gpu(_own_autos), sessions[1:], progress) if auto is not None
+                          else [None] * len(others))
+        runs = [a.run_config(run) for a in autos] if auto is not None else None  # each head at its own auto tree
+        reports = in_worker(gpu(compare_drafts), sessions, items, run, runs=runs, **options)
+        reports = [with_auto(r, a) for r, a in zip(reports, autos)]
     return BenchOutputs.write(bench_compare_rows(reports, by), figure(reports), bench_misses_rows(reports, by),
                               comparison_csv(reports, by), comparison_json(reports, by))
+
+
+def _own_autos(sessions, progress) -> list:
+    """Each compared draft's own automatic tree (calibrated once per pair, then read from the disk cache)."""
+    from ..autotree import auto_tree
+
+    autos = []
+    for n, session in enumerate(sessions):
+        if progress is not None:
+            progress(0.0, desc=f"the automatic tree of draft {n + 1} of {len(sessions)}")
+        autos.append(auto_tree(session))
+    return autos
 
 
 def _steps(progress, stop: threading.Event):

@@ -4,7 +4,6 @@ or several sampling temperatures, compared on the same prompts."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from pathlib import Path
 
@@ -42,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from ..bench import (comparison_csv, comparison_json, comparison_table, compare_drafts, load_suite, report_label,
-                         run_bench, sweep_temperatures)
+                         run_bench, sweep_temperatures, with_auto)
 
     if args.compare_draft and args.temperatures:
         raise ConfigError("compare drafts or sweep temperatures, one at a time")
@@ -69,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     # its draft pauses below break-even (and moves its shape with --retune)
     auto_run = auto.run_config(run_config, args.retune) if auto is not None else run_config
     if not args.compare_draft and not args.temperatures:
-        report = _with_auto(run_bench(session, items, auto_run, **options), auto)
+        report = with_auto(run_bench(session, items, auto_run, **options), auto)
         bar.close()
         print(report.table())
         plain = sum(r.plain_rounds for r in report.results)
@@ -85,12 +84,12 @@ def run(args: argparse.Namespace) -> int:
         autos = [auto] + [auto_for_session(args, s)[1] for s in sessions[1:]] if auto is not None else None
         runs = [a.run_config(run_config, args.retune) for a in autos] if autos is not None else None
         reports = compare_drafts(sessions, items, run_config, runs=runs, **options)
-        reports = [_with_auto(r, a) for r, a in zip(reports, autos)] if autos is not None else reports
+        reports = [with_auto(r, a) for r, a in zip(reports, autos)] if autos is not None else reports
     else:
         by = "temperature"
         reports = sweep_temperatures(session, items, auto_run, args.temperatures, **options)
         # the choice was calibrated greedy: its prediction belongs to the greedy report only
-        reports = [_with_auto(r, auto) if r.settings["temperature"] == 0 else r for r in reports]
+        reports = [with_auto(r, auto) if r.settings["temperature"] == 0 else r for r in reports]
     bar.close()
     for r in reports:
         print(f"{by} {report_label(r, by)} ({r.settings['draft_family']}, {r.settings['tree']})\n{r.table()}\n"
@@ -98,15 +97,6 @@ def run(args: argparse.Namespace) -> int:
     print(comparison_table(reports, by))
     _write(args, comparison_json(reports, by), comparison_csv(reports, by))
     return 0
-
-
-def _with_auto(report, auto):
-    """The report with the automatic tree's choice and predicted speedup next to the measured one (JSON `extra`,
-    the table's header line)."""
-    if auto is None:
-        return report
-    block = {**auto.to_dict(), "measured_speedup": report.overall.speedup}
-    return dataclasses.replace(report, extra={**report.extra, "auto": block})
 
 
 def _write(args: argparse.Namespace, json_text: str, csv_text: str) -> None:

@@ -43,7 +43,9 @@ def bench_figure(report) -> Figure:
          "yaxis": "y2", "marker": {"color": TARGET_COLOR}, "text": [f"{c.tau:.2f}" for c in cats],
          "textposition": "outside", "cliponaxis": False},
     ]
-    return figure(traces, "Speedup and tau by category", "category", "speedup vs plain decoding", height=340,
+    tree = report.settings.get("tree")
+    title = "Speedup and tau by category" + (f" ({tree})" if tree else "")
+    return figure(traces, title, "category", "speedup vs plain decoding", height=340,
                    barmode="group", shapes=[PLAIN_DECODING_LINE],
                    yaxis2={"title": {"text": "tau"}, "overlaying": "y", "side": "right", "rangemode": "tozero"})
 
