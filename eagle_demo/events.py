@@ -35,7 +35,10 @@ class Prefill:
 
 @dataclass(frozen=True)
 class DraftNode:
-    """One drafted token of a round's tree. Index 0 of a round is the root (the last committed token)."""
+    """One drafted token of a round's tree. Index 0 of a round is the root (the last committed token). In a chain
+    over a hot vocabulary (`TreeConfig.hot_vocab`) the draft's probabilities are over its table (the first ids
+    and the context's), renormalized there: the full softmax would need every row of the lm_head, which the
+    table exists to skip."""
 
     token_id: int
     parent: int  # index into the round's node list; -1 for the root

@@ -513,3 +513,36 @@ def test_benchmark_with_the_auto_preset_runs_each_drafts_own_automatic_tree(app)
     assert [a["tree"] for a in autos] == [r["settings"]["tree"] for r in reports]
     assert all(r["settings"]["pause_below"] == round(a["predicted_round_cost"], 3) for r, a in zip(reports, autos))
     assert "first" not in reports[1]["settings"]["tree"] and all(r["overall"]["all_equal"] for r in reports)
+
+
+def _generate_stream_fn(target, draft):
+    from eagle_demo import app as ui
+
+    return next(f for f in ui.build_app(target, draft).fns.values() if f.api_name == "generate_stream")
+
+
+def test_each_failed_generate_redraws_the_strip_and_a_missing_template_runs_plain_text(app):
+    """Two failures in a row each send a new "failed" strip with the message (the page shows "starting..." on
+    the click, so an unchanged strip would stay there). The chat box ticked for a pair without a template (a page
+    opened before the pair was loaded) runs the prompt as plain text, says so and unticks the box."""
+    from eagle_demo import app as ui
+
+    _, target, draft = app
+    fn = _generate_stream_fn(target, draft)
+    strips = []
+    for _ in range(2):
+        outs = fn.fn(target, "/no/such/draft", "", "auto", "cpu", "", CODE_PROMPT, False, 8, 0.0, 1.0, 0, 0,
+                     ui.TREE_MODE, 5, 4, 16, 4, 0.0, 0, False, True, False)
+        with pytest.raises(Exception, match="no/such/draft"):
+            for out in outs:
+                strips.append(out[1])
+    assert len(strips) == 2 and strips[0] != strips[1]
+    assert all('data-state="failed"' in s and "no/such/draft" in s for s in strips)
+    ui.REGISTRY.load(ui.make_key(target, draft, "", "auto", "cpu"))
+    session = ui.REGISTRY.get(ui.make_key(target, draft, "", "auto", "cpu"))
+    if session.has_chat_template:
+        pytest.skip("this pair has a chat template")
+    outs = list(fn.fn(target, draft, "", "auto", "cpu", "", CODE_PROMPT, True, 8, 0.0, 1.0, 0, 0, ui.TREE_MODE, 5, 4,
+                      16, 4, 0.0, 0, False, True, False))
+    assert "no chat template: the prompt ran as plain text" in outs[-1][1]
+    assert outs[0][-1] == {"__type__": "update", "value": False, "interactive": False}

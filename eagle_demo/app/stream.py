@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 
 import gradio as gr
 
+from ..errors import one_line
 from ..metrics import RunView
 from ..view.charts import acceptance_depth_figure, accepted_length_figure, empty_figure, time_split_figure, \
     tokens_time_figure
@@ -134,8 +135,9 @@ def generate_ui(form: GenerateForm, request: gr.Request | None, progress):
     and shows its one-line error."""
     try:
         yield from _generate(form, request, progress)
-    except Exception:
-        yield GenerateOutputs.skip()._replace(stats=stats_html(None, None, True, "failed"))
+    except Exception as exc:  # a stamp makes each failure's strip new, so a second one in a row is drawn too
+        failed = stats_html(None, None, True, "failed", one_line(exc)) + f"<!-- {time.monotonic_ns()} -->"
+        yield GenerateOutputs.skip()._replace(stats=failed)
         raise
 
 
@@ -152,6 +154,10 @@ def _generate(form: GenerateForm, request: gr.Request | None, progress):
         loaded = loaded._replace(chat=chat_on)
     else:  # the page may have opened after another page loaded it: its pair state learns the key
         first = loaded._replace(pair_state=key)
+    template_note = ""
+    if chat_on and not session.has_chat_template:  # ticked on a page that opened before the pair was loaded
+        chat_on, template_note = False, "this pair's tokenizer has no chat template: the prompt ran as plain text"
+        first, loaded = first._replace(chat=gr.update(value=False, interactive=False)), loaded._replace(chat=False)
     run = form.run()
     ids = session.encode(form.prompt_text, chat=bool(chat_on))
     session.check_length(ids, run)
@@ -165,7 +171,8 @@ def _generate(form: GenerateForm, request: gr.Request | None, progress):
         live.done.set()
         yield outputs_for(live, TextCache(session.decode), form.show, True, first)
         return
-    note = "; ".join(n for n in (auto_note, session.context_note(len(ids), run), session.graph_note()) if n)
+    note = "; ".join(n for n in (template_note, auto_note, session.context_note(len(ids), run), session.graph_note())
+                     if n)
     live = start_run(key, ids, run, bool(form.race_on), note, auto, watched=True)
     LAST_RUNS.put(hash_, live)
     CLIENT_PAIRS.put(hash_, key)

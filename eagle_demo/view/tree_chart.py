@@ -118,13 +118,19 @@ def _node_trace(rnd: Round, pos: dict, decode: Decode, name: str, idx: list[int]
         labels.append(f"{_visible(text, LABEL_CHARS)} {n.draft_prob:.2f}" if i else _visible(text, LABEL_CHARS))
         hovers.append(f"node {i} · depth {n.depth} · id {n.token_id} · {html.escape(repr(text), quote=False)}<br>"
                       f"draft p {n.draft_prob:.3f} · path score {n.score:.3g}")
-    # labels above the nodes alternate above and below along a depth, so a chain's neighbours do not collide
-    where_each = [where.replace("top", "bottom") if where.startswith("top") and pos[i][0] % 2 else where for i in idx]
+    # along a row (a node level with its parent) labels at odd depths go below, so neighbours do not collide:
+    # above the node ("top center", the accepted path) becomes "bottom center", beside it becomes "bottom right"
+    where_each = [_alternate(where) if i and pos[i][0] % 2 and pos[rnd.nodes[i].parent][1] == pos[i][1] else where
+                  for i in idx]
     return {"type": "scatter", "x": [pos[i][0] for i in idx], "y": [pos[i][1] for i in idx],
             "mode": "markers+text", "name": name, "text": labels, "textposition": where_each, "cliponaxis": False,
             "hovertext": hovers, "hoverinfo": "text", "customdata": idx, "textfont": {"size": 11},
             "marker": {"color": color, "size": size, "symbol": symbol, "opacity": opacity,
                        "line": {"color": "#343a40", "width": 1}}}
+
+
+def _alternate(where: str) -> str:
+    return where.replace("top", "bottom") if where.startswith("top") else where.replace("middle", "bottom")
 
 
 def _target_token_trace(rnd: Round, xy: tuple[float, float], decode: Decode) -> dict:
@@ -133,7 +139,7 @@ def _target_token_trace(rnd: Round, xy: tuple[float, float], decode: Decode) -> 
     tok = rnd.committed_ids[j]
     text = decode([tok])
     tp = rnd.target_probs[j] if len(rnd.target_probs) > j else None
-    kind = "correction" if rejected_children(rnd) else "bonus"
+    kind = "plain step" if len(rnd.nodes) == 1 else "correction" if rejected_children(rnd) else "bonus"
     return {"type": "scatter", "x": [xy[0]], "y": [xy[1]], "mode": "markers+text", "name": "target token",
             "text": [f"{_visible(text, LABEL_CHARS)} ({kind})"], "textposition": "top center", "cliponaxis": False,
             "customdata": [len(rnd.nodes)],
@@ -147,15 +153,17 @@ def _tree_layout(rnd: Round, traces: list[dict], mask: dict, pos: dict, has_bonu
     depth = max((n.depth for n in nodes), default=0) + (1 if has_bonus else 0)
     leaves = max(1.0, -min(y for _, y in pos.values()) + 1)
     title = f"Round {rnd.index}: {len(rnd.accepted_path)} accepted of {len(nodes) - 1} drafted"
-    title += ", +1 target token" if has_bonus else " (the run ended inside the round: no target token)"
+    title += ", +1 target token" if has_bonus else " (run ended: no target token)"
     if len(nodes) == 1:  # the gate paused the draft (`gate`), or the rotary scaling (`rope_limit`): one plain step
         why = ("the target's rotary scaling needs a plain step here" if rnd.plain_for == "rope"
                else "paused while it did not pay")
         title = f"Round {rnd.index}: no draft ({why}), one plain target step"
-    note = {"text": "one verify forward: row sees column (and the prefix)", "showarrow": False,
+    caption = "one plain step: no draft to verify" if len(nodes) == 1 else \
+        "one verify forward: row sees column (and the prefix)"
+    note = {"text": caption, "showarrow": False,
             "xref": "x2 domain", "yref": "y2 domain", "x": 0.5, "y": 1.0, "yanchor": "bottom",
             "font": {"size": 11, "color": "#495057"}}
-    return figure(traces, title, "depth", "", height=int(min(900, max(340, 28 * leaves + 90))), uirevision=None,
+    return figure(traces, title, "depth", "", height=int(min(900, max(340, 32 * leaves + 90))), uirevision=None,
                   xaxis={"range": [-0.4, depth + 1.2], "dtick": 1, "zeroline": False, "domain": [0, 0.6]},
                   yaxis={"visible": False},
                   xaxis2={**axis("key (node index)"), "domain": [0.7, 1.0], "anchor": "y2", "tickfont": {"size": 9},
