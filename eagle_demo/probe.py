@@ -264,9 +264,12 @@ def _report(report: AdaptationReport, probe: dict, switched: bool, tau_declared:
     elif shown and used == loaded:
         line = (f"probe: declared {_fmt(declared)} measured tau {tau_declared:.2f}; kept the reading the weights "
                 f"showed, {_fmt(shown)}, measured tau {probe['tau']:.2f}")
-    else:
+    elif probe["alternatives"]:
         line = (f"probe: declared conventions{said} measured tau {tau_declared:.2f}; kept "
                 f"({len(probe['alternatives'])} alternatives measured, none clearly better)")
+    else:
+        line = (f"probe: declared conventions{said} measured tau {tau_declared:.2f}; kept (the checkpoint leaves "
+                "no alternative open)")
     updates: dict = {"probe": probe, "adaptations": report.adaptations + (line,)}
     if "feature_layers" in changed:
         fl = used["feature_layers"]

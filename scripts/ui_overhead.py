@@ -13,6 +13,9 @@ over the wall time from request to final output, prefill included, vs the headle
 
     python scripts/ui_overhead.py                      # the shipped tiny pair
     python scripts/ui_overhead.py --target DIR --draft DIR --max-new-tokens 256 --repeats 5 --browser
+
+With --race (and --browser) both ways race plain decoding after EAGLE, as the page's default does, and the script
+compares the baseline's tokens/s and the speedup the page shows with the headless ones: is the page's race fair?
 """
 
 from __future__ import annotations
@@ -62,6 +65,17 @@ def headless(session, ids: list[int], run: RunConfig) -> tuple[float, float]:
     return in_worker(work)
 
 
+def headless_race(session, ids: list[int], run: RunConfig) -> tuple[float, float]:
+    """(EAGLE decode tokens/s, plain decoding's) of one race, EAGLE first, in a fresh thread as the app runs it."""
+
+    def work():
+        eagle = RunView.of(session.stream(ids, run, "eagle")).stats()
+        base = RunView.of(session.stream(ids, run, "baseline")).stats()
+        return eagle.tokens_per_second, base.tokens_per_second
+
+    return in_worker(work)
+
+
 def through_client(url: str, target: str, draft: str, prompt: str, run: RunConfig) -> tuple[float, float, int]:
     """(engine tokens/s, end-to-end tokens/s, streamed updates) via gradio_client."""
     from gradio_client import Client
@@ -97,10 +111,11 @@ class BrowserPage:
     """One headless Chromium page on the app, opened once and settled before any run is timed, so a run pays
     for streaming and drawing, not for starting the browser or loading the page."""
 
-    def __init__(self, url: str, run: RunConfig, prompt: str, chromium: str):
+    def __init__(self, url: str, run: RunConfig, prompt: str, chromium: str, race: bool = False):
         from playwright.sync_api import sync_playwright
 
         self.busy: list[float] = []  # the browser's CPU seconds per second of each timed run
+        self.baseline: list[float | None] = []  # the page's baseline tokens/s of each run (with race)
         self._p = sync_playwright().start()
         self.browser = self._p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
         self.page = self.browser.new_page(viewport={"width": 1400, "height": 1000})
@@ -111,7 +126,8 @@ class BrowserPage:
         box = self.page.locator("#max-new input[type=number]")
         box.fill(str(run.max_new_tokens))
         box.press("Enter")
-        self.page.locator("#race-box input").uncheck()
+        race_box = self.page.locator("#race-box input")
+        race_box.check() if race else race_box.uncheck()
         self.page.locator("#ignore-eos-box input").check()
         self.page.wait_for_timeout(2000)  # (a Gradio page never reaches "networkidle": it keeps a stream open)
 
@@ -127,8 +143,9 @@ class BrowserPage:
         self.busy.append((browser_cpu_seconds() - cpu0) / wall)
         text = page.locator("#eagle-stats").inner_text()
         page.wait_for_timeout(500)  # the page settles (last chart drawn) before the next timed run
-        numbers = dict(re.findall(r"(EAGLE tok/s|new tokens)\s*\n?\s*([\d.]+)", text, flags=re.I))
+        numbers = dict(re.findall(r"(EAGLE tok/s|baseline tok/s|new tokens)\s*\n?\s*([\d.]+)", text, flags=re.I))
         numbers = {k.lower(): float(v) for k, v in numbers.items()}
+        self.baseline.append(numbers.get("baseline tok/s"))
         return numbers["eagle tok/s"], numbers["new tokens"] / wall
 
     def close(self) -> None:
@@ -145,6 +162,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--browser", action="store_true", help="render in headless Chromium instead of gradio_client")
     ap.add_argument("--chromium", default="/usr/bin/chromium")
+    ap.add_argument("--race", action="store_true", help="with --browser: race plain decoding after EAGLE both ways")
     ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's choice)")
     ap.add_argument("--update-seconds", type=float, default=None, help=f"redraw interval (app: {ui.UPDATE_SECONDS})")
     ap.add_argument("--chart-seconds", type=float, default=None,
@@ -175,14 +193,23 @@ def main() -> int:
     port = free_port()
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **launch_options())
     url = f"http://127.0.0.1:{port}/"
-    page = BrowserPage(url, run, args.prompt, args.chromium) if args.browser else None
+    if args.race and not args.browser:
+        print("--race needs --browser", file=sys.stderr)
+        return 2
+    if args.race:  # the page runs the pair's automatic tree (its "auto" preset, gate included): so does headless
+        from eagle_demo.autotree import auto_tree
+
+        run = auto_tree(session).run_config(run)
+    page = BrowserPage(url, run, args.prompt, args.chromium, args.race) if args.browser else None
     try:
         headless(session, ids, RunConfig(max_new_tokens=16, ignore_eos=True, tree=run.tree))  # warm up
         head, streamed, updates = [], [], []
         for i in range(args.repeats):
             order = ("headless", "ui") if i % 2 == 0 else ("ui", "headless")
             for way in order:
-                if way == "headless":
+                if way == "headless" and args.race:
+                    head.append(headless_race(session, ids, run))
+                elif way == "headless":
                     head.append(headless(session, ids, run))
                 elif args.browser:
                     streamed.append(page.generate())
@@ -207,6 +234,14 @@ def main() -> int:
     if busy is not None:
         print(f"the browser kept {busy:.2f} of a core busy while a run streamed (median; per repeat: "
               f"{', '.join(f'{b:.2f}' for b in page.busy)})")
+    if args.race:  # head: (EAGLE, baseline) tokens/s; the page: EAGLE's, and its baseline's in page.baseline
+        pairs = [(h[0] / h[1], u[0] / b, b / h[1]) for h, u, b in zip(head, streamed, page.baseline)]
+        print("per repeat (headless speedup, page speedup, page baseline / headless baseline): "
+              + "; ".join(f"{a:.2f}x, {b:.2f}x, {c:.2f}" for a, b, c in pairs))
+        print(f"median speedup: headless {statistics.median(p[0] for p in pairs):.2f}x, "
+              f"page {statistics.median(p[1] for p in pairs):.2f}x; median baseline ratio "
+              f"{statistics.median(p[2] for p in pairs):.2f}")
+        return 0
     ratios = [u[0] / h[0] for h, u in zip(head, streamed)]  # each repeat's pair ran back to back
     print(f"engine tokens/s ratio per repeat: {', '.join(f'{r:.2f}' for r in ratios)} "
           f"(median {statistics.median(ratios):.2f})")

@@ -10,8 +10,9 @@ Measured with scripts/ui_overhead.py: see the README's "The page".
 
 The race stays fair: when EAGLE ends, its final state is drawn whole and the page gets DRAW_SETTLE to render it
 before the baseline starts (the worker waits, untimed); while the baseline runs only the stats strip and the race
-chart redraw. A short run's first redraw (0.5 s in) used to land inside the baseline and slowed it by 20-45% on
-2 cores, inflating the page's speedup; EAGLE runs beside the redraws, so the page can only understate it.
+chart redraw. A short run's first redraw (0.5 s in) could land inside the baseline, slow it and inflate the
+page's speedup (README "The page" has the figures); EAGLE runs beside the redraws, so the page can only
+understate it.
 """
 
 from __future__ import annotations
