@@ -124,8 +124,7 @@ class Session:
         cannot run."""
         if self.eagle is None:
             raise PromptError(NO_DRAFT)
-        if run.tree.hot_vocab and self.eagle is not None and \
-                (problem := hot_vocab_problem(self.eagle.head, run.tree.hot_vocab)):
+        if run.tree.hot_vocab and (problem := hot_vocab_problem(self.eagle.head, run.tree.hot_vocab)):
             raise ConfigError(problem)
 
     def context_note(self, prompt_tokens: int, run: RunConfig) -> str:

@@ -181,7 +181,7 @@ def _generate(form: GenerateForm, request: gr.Request | None, progress):
     try:
         seen, drawn_at, charts_at, sent = -1, time.monotonic(), 0.0, {}
         while not live.done.wait(POLL_SECONDS):  # short waits: a cancel or the end is seen at once
-            if live.race and not live.eagle_drawn.is_set() and live.eagle_finished():
+            if live.race and not live.eagle_drawn.is_set() and not live.stop.is_set() and live.eagle_finished():
                 # EAGLE's final state, drawn whole now, and given time to render before its baseline starts
                 # (the worker waits for it): no heavy redraw runs beside the baseline, which would slow it and
                 # inflate the speedup. Later redraws are the stats and the race chart only.
