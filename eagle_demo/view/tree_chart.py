@@ -163,9 +163,12 @@ def _tree_layout(rnd: Round, traces: list[dict], mask: dict, pos: dict, has_bonu
     note = {"text": caption, "showarrow": False,
             "xref": "x2 domain", "yref": "y2 domain", "x": 0.5, "y": 1.0, "yanchor": "bottom",
             "font": {"size": 11, "color": "#495057"}}
-    return figure(traces, title, "depth", "", height=int(min(900, max(340, 32 * leaves + 90))), uirevision=None,
+    height = int(min(900, max(340, 32 * leaves + 90)))
+    return figure(traces, title, "depth", "", height=height, uirevision=None,
                   xaxis={"range": [-0.4, depth + 1.2], "dtick": 1, "zeroline": False, "domain": [0, 0.6]},
-                  yaxis={"visible": False},
+                  yaxis={"visible": False}, margin={"b": 96},
+                  # the legend under the axis title: in a narrow window it wraps there instead of hiding items
+                  legend={"x": 0, "xanchor": "left", "y": -44 / (height - 44 - 96), "yanchor": "top"},
                   xaxis2={**axis("key (node index)"), "domain": [0.7, 1.0], "anchor": "y2", "tickfont": {"size": 9},
                           "showgrid": False, "tickmode": "array", "tickvals": mask["x"],
                           "ticktext": [str(i) for i in range(len(nodes))], "tickangle": 0},
