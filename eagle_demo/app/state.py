@@ -346,10 +346,12 @@ def decoder(key: PairKey | None) -> TextCache:
 
 
 def best_round(view: RunView) -> int:
-    """The round to show first: the one with the longest accepted path (the first such)."""
+    """The round to show first: the one with the longest accepted path (the first such), preferring a whole round
+    (one the run's end did not cut, so it shows the target's own token too)."""
     if not view.rounds:
         return 0
-    return max(view.rounds, key=lambda r: (len(r.accepted_path), -r.index)).index
+    return max(view.rounds, key=lambda r: (len(r.committed_ids) > len(r.accepted_path), len(r.accepted_path),
+                                           -r.index)).index
 
 
 def suite_prompts() -> tuple[list[str], list[str]]:

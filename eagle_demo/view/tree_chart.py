@@ -163,18 +163,21 @@ def _tree_layout(rnd: Round, traces: list[dict], mask: dict, pos: dict, has_bonu
     note = {"text": caption, "showarrow": False,
             "xref": "x2 domain", "yref": "y2 domain", "x": 0.5, "y": 1.0, "yanchor": "bottom",
             "font": {"size": 11, "color": "#495057"}}
-    height = int(min(900, max(340, 32 * leaves + 90)))
-    return figure(traces, title, "depth", "", height=height, uirevision=None,
-                  xaxis={"range": [-0.4, depth + 1.2], "dtick": 1, "zeroline": False, "domain": [0, 0.6]},
-                  yaxis={"visible": False}, margin={"b": 96},
-                  # the legend under the axis title: in a narrow window it wraps there instead of hiding items
-                  legend={"x": 0, "xanchor": "left", "y": -44 / (height - 44 - 96), "yanchor": "top"},
-                  xaxis2={**axis("key (node index)"), "domain": [0.7, 1.0], "anchor": "y2", "tickfont": {"size": 9},
-                          "showgrid": False, "tickmode": "array", "tickvals": mask["x"],
-                          "ticktext": [str(i) for i in range(len(nodes))], "tickangle": 0},
-                  yaxis2={**axis(""), "domain": [0.0, 0.82], "anchor": "x2", "autorange": "reversed",
-                          "tickfont": {"size": 9}, "showgrid": False},
-                  annotations=[note])
+    fig = figure(traces, title, "depth", "", height=int(min(900, max(340, 32 * leaves + 90))), uirevision=None,
+                 xaxis={"range": [-0.4, depth + 1.2], "dtick": 1, "zeroline": False, "domain": [0, 0.6]},
+                 yaxis={"visible": False}, margin={"t": 104},
+                 # the title at the top, the legend from the left between it and the plot: in a narrow window
+                 # the legend wraps there instead of hiding items or running into the title
+                 legend={"x": 0, "xanchor": "left", "y": 1.0, "yanchor": "bottom"},
+                 xaxis2={**axis("key (node index)"), "domain": [0.7, 1.0], "anchor": "y2", "tickfont": {"size": 9},
+                         "showgrid": False, "tickmode": "array", "tickvals": mask["x"],
+                         "ticktext": [str(i) for i in range(len(nodes))], "tickangle": 0},
+                 yaxis2={**axis(""), "domain": [0.0, 0.82], "anchor": "x2", "autorange": "reversed",
+                         "tickfont": {"size": 9}, "showgrid": False},
+                 annotations=[note])
+    # the title under the page's label badge (36 px), the legend under the title
+    fig["layout"]["title"].update(y=1.0, yanchor="top", yref="container", pad={"t": 36})
+    return fig
 
 
 def tree_mask_trace(rnd: Round, decode: Decode) -> dict:
