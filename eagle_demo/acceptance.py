@@ -33,7 +33,7 @@ def verify_tree(tree: DraftTree, logits: torch.Tensor, cfg: SamplingConfig,
     path: list[int] = []
     probs_out: list[float] = []
     node = 0
-    if seen is not None and cfg.repetition_penalty != 1.0:
+    if seen is not None:  # given only when the run sets a penalty
         logits = penalize(logits, seen, cfg, (tree.tokens, tree.mask))  # [N, V] each node over its own path too
     if cfg.greedy:
         x = logits.float()  # [N, V]

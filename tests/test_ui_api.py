@@ -326,6 +326,12 @@ def test_queue_polls_calmly():
     assert demo._queue.progress_update_sleep_when_free == ui.PROGRESS_POLL_SECONDS
 
 
+def _generate_stream_fn(target, draft):
+    from eagle_demo import app as ui
+
+    return next(f for f in ui.build_app(target, draft).fns.values() if f.api_name == "generate_stream")
+
+
 def _stream_every_poll(app, monkeypatch, max_new_tokens: int):
     """The Generate event's function and everything it yields for a raced greedy run, with the redraw and
     chart intervals at zero so every poll that finds new events redraws."""
@@ -337,8 +343,7 @@ def _stream_every_poll(app, monkeypatch, max_new_tokens: int):
     monkeypatch.setattr(stream, "CHART_SECONDS", 0.0)
     monkeypatch.setattr(stream, "DRAW_SETTLE", 0.0)
     ui.REGISTRY.load(ui.make_key(target, draft, "", "auto", "cpu"))
-    demo = ui.build_app(target, draft)
-    fn = next(f for f in demo.fns.values() if f.api_name == "generate_stream")
+    fn = _generate_stream_fn(target, draft)
     return fn, list(fn.fn(target, draft, "", "auto", "cpu", "", CODE_PROMPT, False, max_new_tokens, 0.0, 1.0, 0, 0,
                           ui.TREE_MODE, 5, 4, 16, 4, 0.0, 0, True, True, True))
 
@@ -483,7 +488,7 @@ def test_a_watched_runs_baseline_starts_after_the_page_drew_eagles_end(app, monk
 
     monkeypatch.setattr(state.LiveRun, "add", add)
     ui.REGISTRY.load(ui.make_key(target, draft, "", "auto", "cpu"))
-    fn = next(f for f in ui.build_app(target, draft).fns.values() if f.api_name == "generate_stream")
+    fn = _generate_stream_fn(target, draft)
     seen, last = [], None  # (time, a whole redraw, racing the baseline) of each yield
     for out in fn.fn(target, draft, "", "auto", "cpu", "", CODE_PROMPT, False, 64, 0.0, 1.0, 0, 0, ui.TREE_MODE, 5, 4,
                      16, 4, 0.0, 0, True, True, True):
@@ -513,12 +518,6 @@ def test_benchmark_with_the_auto_preset_runs_each_drafts_own_automatic_tree(app)
     assert [a["tree"] for a in autos] == [r["settings"]["tree"] for r in reports]
     assert all(r["settings"]["pause_below"] == round(a["predicted_round_cost"], 3) for r, a in zip(reports, autos))
     assert "first" not in reports[1]["settings"]["tree"] and all(r["overall"]["all_equal"] for r in reports)
-
-
-def _generate_stream_fn(target, draft):
-    from eagle_demo import app as ui
-
-    return next(f for f in ui.build_app(target, draft).fns.values() if f.api_name == "generate_stream")
 
 
 def test_each_failed_generate_redraws_the_strip_and_a_missing_template_runs_plain_text(app):

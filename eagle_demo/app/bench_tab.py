@@ -112,7 +112,7 @@ def benchmark(form: BenchForm, request: gr.Request | None, progress) -> BenchOut
 
     items = load_suite(None, form.chosen)
     stop = threading.Event()  # this page's Stop sets it; the benchmark ends after the prompt it is on
-    BENCH_STOPS.put(request.session_hash if request is not None else None, stop)
+    BENCH_STOPS.put(hash_, stop)
     options = dict(repeats=int(form.repeats), chat=bool(form.chat_on), progress=_steps(progress, stop))
     if not others and not temps:
         report = with_auto(in_worker(gpu(run_bench), session, items, run, **options), auto)
