@@ -17,10 +17,10 @@ import torch
 
 from .bench_report import (CATEGORIES, BenchReport, CategorySummary, PromptItem, PromptResult, _summary,
                            comparison_csv, comparison_json, comparison_table, draft_label, report_label)
-from .config import ConfigError, RunConfig
-from .hot_vocab import hot_vocab_problem
+from .common.config import ConfigError, RunConfig
+from .decoding.hot_vocab import hot_vocab_problem
 from .metrics import RunStats, misses, race, summarize
-from .paths import SUITE
+from .common.paths import SUITE
 from .session import Session
 
 __all__ = ["PromptItem", "PromptResult", "CategorySummary", "BenchReport", "load_suite", "run_bench",

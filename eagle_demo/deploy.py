@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from .config import ConfigError, TreeConfig
+from .common.config import ConfigError, TreeConfig
 from .checkpoints.files import read_config, scan_weights
 
 __all__ = ["Plan", "plan_for", "deployment_commands", "write_adapted_copy"]

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import torch
 
-from .errors import one_line
-from .paths import REQUIREMENTS
+from .common.errors import one_line
+from .common.paths import REQUIREMENTS
 
 __all__ = ["Check", "run_checks", "pinned", "version_checks"]
 
@@ -72,7 +72,7 @@ def device_checks() -> list[Check]:
 
 
 def shipped_pair_check(device: str = "auto", new_tokens: int = 32) -> list[Check]:
-    from .config import RunConfig, TreeConfig
+    from .common.config import RunConfig, TreeConfig
     from .metrics import summarize
     from .session import load_session
 

@@ -20,7 +20,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable
 
-from .events import Event, Finish, Prefill, Round, RunStart, Step
+from .decoding.events import Event, Finish, Prefill, Round, RunStart, Step
 
 __all__ = ["RunStats", "SpeedupBreakdown", "RaceResult", "RunView", "summarize", "speedup", "breakdown", "race",
            "verdict", "misses", "DEFINITIONS"]

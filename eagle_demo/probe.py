@@ -27,11 +27,11 @@ from .checkpoints import LoadedPair, load_pair
 from .checkpoints.detect import DraftSpec, detect_draft
 from .checkpoints.report import AdaptationReport
 from .checkpoints.variants import declared_family
-from .config import RunConfig, TreeConfig
+from .common.config import RunConfig, TreeConfig
 from .drafts.eagle3x import Unfused
-from .engine import SpeculativeEngine
-from .events import Round
-from .paths import SUITE
+from .decoding.engine import SpeculativeEngine
+from .decoding.events import Round
+from .common.paths import SUITE
 
 __all__ = ["probe_pair", "probe_report", "declared_family", "SWITCH_BELOW", "SWITCH_FACTOR", "NEAR"]
 

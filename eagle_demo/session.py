@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 import torch
 
-from .config import ConfigError, RunConfig
-from .engine import BaselineEngine, SpeculativeEngine
-from .events import Event
-from .hot_vocab import hot_vocab_problem
-from .paths import ASSETS
-from .rope_limit import RopeLimit
+from .common.config import ConfigError, RunConfig
+from .decoding.engine import BaselineEngine, SpeculativeEngine
+from .decoding.events import Event
+from .decoding.hot_vocab import hot_vocab_problem
+from .common.paths import ASSETS
+from .target.rope_limit import RopeLimit
 
 if TYPE_CHECKING:
     from .checkpoints import AdaptationReport, LoadedPair
@@ -207,7 +207,7 @@ def load_session(target: str | None = None, draft: str | None = "default", threa
     kernel launches (an H100 ran a plain step of the shipped target in 2 ms replayed against 20 ms eagerly),
     growing caches elsewhere."""
     from .checkpoints import load_pair
-    from .devices import apply_cpu_threads
+    from .common.devices import apply_cpu_threads
 
     target = target or SHIPPED_TARGET
     if draft == "default":

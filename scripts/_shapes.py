@@ -1,12 +1,13 @@
 """Draft shapes named on a script's command line: `auto`, `auto-retune`, `auto-fixed`, `chainK`, `chainK@P` (a
 chain of at most K that stops under path probability P), `treeT/D/K` (total/depth/top-k), or `plain` (plain
 decoding of the target, no draft: tree None). `auto` is the automatic tree as every entry point runs it: its draft
-paused while it does not pay (`eagle_demo.gate`); `auto-retune` also moves its shape on the run's own acceptance
-(`eagle_demo.retune`, the CLI's --retune); `auto-fixed` keeps the calibration's shape drafting every round."""
+paused while it does not pay (`eagle_demo.decoding.gate`); `auto-retune` also moves its shape on the run's own
+acceptance (`eagle_demo.autotree.retune`, the CLI's --retune); `auto-fixed` keeps the calibration's shape drafting
+every round."""
 
 from __future__ import annotations
 
-from eagle_demo.config import RunConfig, TreeConfig
+from eagle_demo.common.config import RunConfig, TreeConfig
 
 
 def parse_tree(text: str, session) -> tuple[str, TreeConfig | None]:
@@ -17,7 +18,7 @@ def parse_tree(text: str, session) -> tuple[str, TreeConfig | None]:
 def parse_shape(text: str, session) -> tuple[str, TreeConfig | None, dict]:
     """(label, tree, fields): the RunConfig fields a shape sets besides the tree (pause_below, retune)."""
     if text in ("auto", "auto-retune", "auto-fixed"):
-        from eagle_demo.autotree import auto_tree
+        from eagle_demo.autotree.choose import auto_tree
 
         choice = auto_tree(session)
         if text == "auto-fixed":

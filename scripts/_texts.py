@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from eagle_demo.bench import load_suite
-from eagle_demo.paths import SUITE
+from eagle_demo.common.paths import SUITE
 
 ROOT = Path(__file__).resolve().parent.parent
 FRESH = ROOT / "docs" / "bench" / "gen2" / "fresh10.jsonl"

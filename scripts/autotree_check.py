@@ -26,8 +26,8 @@ from _shapes import parse_tree  # noqa: E402
 from peer_official import PROMPTS, WEAK_NOISE, weak_head  # noqa: E402
 
 from eagle_demo import autotree  # noqa: E402
-from eagle_demo.config import RunConfig, TreeConfig  # noqa: E402
-from eagle_demo.events import Finish, Round  # noqa: E402
+from eagle_demo.common.config import RunConfig, TreeConfig  # noqa: E402
+from eagle_demo.decoding.events import Finish, Round  # noqa: E402
 from eagle_demo.session import load_session  # noqa: E402
 
 

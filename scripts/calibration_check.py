@@ -26,8 +26,8 @@ def main(argv=None) -> int:
     ap.add_argument("--draft", default="default", help="a draft folder (default: the shipped head)")
     args = ap.parse_args(argv)
     sys.path.insert(0, args.code)
-    from eagle_demo.autotree import auto_tree
-    from eagle_demo.config import RunConfig
+    from eagle_demo.autotree.choose import auto_tree
+    from eagle_demo.common.config import RunConfig
     from eagle_demo.metrics import summarize
     from eagle_demo.session import load_session
 

@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT))
 
 from _texts import pair_args, reference_texts  # noqa: E402
 from eagle_demo import autotree  # noqa: E402
-from eagle_demo.autotree_replay import replay, walk_tau  # noqa: E402
+from eagle_demo.autotree.replay import replay, walk_tau  # noqa: E402
 from eagle_demo.session import load_session  # noqa: E402
 
 BEFORE = (("def merge_sorted(a, b):\n    \"\"\"Merge two sorted lists into one sorted list.\"\"\"\n",

@@ -19,9 +19,9 @@ sys.path.insert(0, str(ROOT))
 
 from _texts import pair_args, reference_texts  # noqa: E402
 from eagle_demo import autotree  # noqa: E402
-from eagle_demo.autotree_costs import measure_costs  # noqa: E402
-from eagle_demo.autotree_replay import Group, replay, walk_drafted, walk_tau  # noqa: E402
-from eagle_demo.config import TreeConfig  # noqa: E402
+from eagle_demo.autotree.costs import measure_costs  # noqa: E402
+from eagle_demo.autotree.replay import Group, replay, walk_drafted, walk_tau  # noqa: E402
+from eagle_demo.common.config import TreeConfig  # noqa: E402
 from eagle_demo.session import load_session  # noqa: E402
 
 DEEPEST = 16

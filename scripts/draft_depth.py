@@ -32,10 +32,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from eagle_demo.bench import load_suite  # noqa: E402
-from eagle_demo.config import RunConfig, TreeConfig  # noqa: E402
+from eagle_demo.common.config import RunConfig, TreeConfig  # noqa: E402
 from eagle_demo.drafts.base import shares_target_vocab  # noqa: E402
 from eagle_demo.drafts.lean import one_call  # noqa: E402
-from eagle_demo.events import Finish  # noqa: E402
+from eagle_demo.decoding.events import Finish  # noqa: E402
 from eagle_demo.session import load_session  # noqa: E402
 
 

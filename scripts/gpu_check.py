@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from eagle_demo.bench import load_suite, run_bench  # noqa: E402
-from eagle_demo.config import TREE_PRESETS, RunConfig, SamplingConfig, TreeConfig  # noqa: E402
+from eagle_demo.common.config import TREE_PRESETS, RunConfig, SamplingConfig, TreeConfig  # noqa: E402
 from eagle_demo.metrics import summarize  # noqa: E402
 from eagle_demo.session import SHIPPED_EAGLE1, SHIPPED_EAGLE3, SHIPPED_TARGET, load_session  # noqa: E402
 
@@ -133,8 +133,8 @@ def economics_8b() -> dict:
     from transformers import AutoModelForCausalLM, LlamaConfig
 
     from eagle_demo.drafts import Eagle3Head
-    from eagle_demo.engine import BaselineEngine, SpeculativeEngine
-    from eagle_demo.target import TargetRunner
+    from eagle_demo.decoding.engine import BaselineEngine, SpeculativeEngine
+    from eagle_demo.target.runner import TargetRunner
 
     out: dict = {}
     torch.manual_seed(0)
@@ -208,7 +208,7 @@ def economics_8b() -> dict:
 def loader_1b() -> dict:
     from transformers import AutoModelForCausalLM, LlamaConfig
 
-    from eagle_demo.engine import BaselineEngine, SpeculativeEngine
+    from eagle_demo.decoding.engine import BaselineEngine, SpeculativeEngine
     from eagle_demo.checkpoints import load_pair
     from layouts import eagle3_weights, write_official_eagle3
 

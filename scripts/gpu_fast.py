@@ -41,8 +41,8 @@ import transformers
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from eagle_demo.config import RunConfig, TreeConfig  # noqa: E402
-from eagle_demo.engine import BaselineEngine, SpeculativeEngine  # noqa: E402
+from eagle_demo.common.config import RunConfig, TreeConfig  # noqa: E402
+from eagle_demo.decoding.engine import BaselineEngine, SpeculativeEngine  # noqa: E402
 from eagle_demo.metrics import summarize  # noqa: E402
 
 REPORT: dict = {}
@@ -121,7 +121,7 @@ def section_tests() -> dict:
 
 
 def section_shipped() -> dict:
-    from eagle_demo.autotree import auto_tree
+    from eagle_demo.autotree.choose import auto_tree
     from eagle_demo.session import load_session
 
     out = {}
@@ -265,7 +265,7 @@ def big_models():
 
 
 def section_big(hbm_tbps: float) -> dict:
-    from eagle_demo.autotree import Acceptance, choose, measure_costs, round_cost
+    from eagle_demo.autotree.choose import Acceptance, choose, measure_costs, round_cost
 
     model, head = big_models()
     out = {"weight_gb": round(sum(p.numel() * p.element_size() for p in model.parameters()) / 1e9, 2)}
@@ -319,7 +319,7 @@ def hot_draft(model) -> dict:
     cut a depth by a third."""
     from transformers import LlamaConfig
 
-    from eagle_demo.drafter import Drafter
+    from eagle_demo.decoding.drafter import Drafter
     from eagle_demo.drafts import Eagle1Head
 
     t = model.config
@@ -379,7 +379,7 @@ def verify_by_size(model, head, prompt: list[int], sizes: tuple[int, ...]) -> tu
 def packed_heads(model, head, prompt: list[int], sizes: tuple[int, ...], stock_logits: torch.Tensor) -> dict:
     """The same verifies with `attention.PACKED` (grouped query heads packed into rows, the mask tiled; no K/V
     copy), against the stock call's: ms by size, and the largest logit difference at the largest size."""
-    from eagle_demo import attention
+    from eagle_demo.target import attention
 
     if DEVICE == "cuda":
         torch.cuda.empty_cache()  # the stock run's pools and graphs

@@ -252,8 +252,8 @@ class Official:
 
 
 def run_ours(session, ids: list[int], tree, max_new: int, fields: dict | None = None) -> dict:
-    from eagle_demo.config import RunConfig
-    from eagle_demo.events import Finish
+    from eagle_demo.common.config import RunConfig
+    from eagle_demo.decoding.events import Finish
 
     run = RunConfig(max_new_tokens=max_new, ignore_eos=True, **(fields or {}),
                     **({"tree": tree} if tree is not None else {}))  # fields: pause_below, retune (`_shapes`)

@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import psutil  # noqa: E402
 
-from eagle_demo.config import RunConfig, SamplingConfig, TreeConfig  # noqa: E402
+from eagle_demo.common.config import RunConfig, SamplingConfig, TreeConfig  # noqa: E402
 from eagle_demo.session import load_session  # noqa: E402
 
 PROMPTS = ["def fibonacci(n):\n", "import os\nimport sys\n\n", "class Stack:\n", "The logging module"]

@@ -14,7 +14,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from eagle_demo.bench import load_suite, run_bench  # noqa: E402
-from eagle_demo.config import RunConfig, TreeConfig  # noqa: E402
+from eagle_demo.common.config import RunConfig, TreeConfig  # noqa: E402
 from eagle_demo.session import load_session  # noqa: E402
 
 CANDIDATES = [TreeConfig.chain(3), TreeConfig.chain(4), TreeConfig.chain(5), TreeConfig.chain(6),

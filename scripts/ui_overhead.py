@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from eagle_demo.app import stream as ui  # noqa: E402  (the Generate event's redraw intervals)
 from eagle_demo.metrics import RunView  # noqa: E402
-from eagle_demo.config import TREE_PRESETS, RunConfig, SamplingConfig  # noqa: E402
+from eagle_demo.common.config import TREE_PRESETS, RunConfig, SamplingConfig  # noqa: E402
 from eagle_demo.session import SHIPPED_EAGLE1, SHIPPED_TARGET  # noqa: E402
 from eagle_demo.app import REGISTRY, TREE_MODE, build_app, in_worker, launch_options, make_key  # noqa: E402
 
@@ -197,7 +197,7 @@ def main() -> int:
         print("--race needs --browser", file=sys.stderr)
         return 2
     if args.race:  # the page runs the pair's automatic tree (its "auto" preset, gate included): so does headless
-        from eagle_demo.autotree import auto_tree
+        from eagle_demo.autotree.choose import auto_tree
 
         run = auto_tree(session).run_config(run)
     page = BrowserPage(url, run, args.prompt, args.chromium, args.race) if args.browser else None

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from eagle_demo.checkpoints import load_pair  # noqa: E402
-from eagle_demo.target import TargetRunner  # noqa: E402
+from eagle_demo.target.runner import TargetRunner  # noqa: E402
 
 
 def low(times: list[float]) -> float:

@@ -6,10 +6,10 @@ import gradio as gr
 import pytest
 import torch
 
-from eagle_demo import autotree
-from eagle_demo.autotree import Acceptance, AutoChoice, auto_tree, predict_tau
-from eagle_demo.config import ConfigError, RunConfig, TreeConfig
-from eagle_demo.events import DraftNode, Round
+from eagle_demo.autotree import choose as autotree
+from eagle_demo.autotree.choose import Acceptance, AutoChoice, auto_tree, predict_tau
+from eagle_demo.common.config import ConfigError, RunConfig, TreeConfig
+from eagle_demo.decoding.events import DraftNode, Round
 from eagle_demo.session import load_session
 
 
@@ -140,7 +140,7 @@ def test_a_run_waits_for_the_calibration_and_auto_runs_losslessly(counted):
     from eagle_demo.app.autotune import AUTO, page_tree, start_tuning
     from eagle_demo.app.forms import make_tree, tree_settings
     from eagle_demo.app.state import start_run
-    from eagle_demo.config import default_tree
+    from eagle_demo.common.config import default_tree
     from eagle_demo.metrics import RunView
     from eagle_demo.view.stats import stats_html, summary
 
@@ -184,7 +184,7 @@ def test_a_run_waits_for_the_calibration_and_auto_runs_losslessly(counted):
 def test_generate_without_load_runs_auto_and_a_probe_that_switches_conventions_tunes_again(counted):
     from eagle_demo.app import REGISTRY, make_key
     from eagle_demo.app.autotune import calibrate_ui, page_tree, tuning
-    from eagle_demo.config import default_tree
+    from eagle_demo.common.config import default_tree
 
     key = make_key("assets/tiny-target", "assets/tiny-eagle1", device="cpu")
     session = REGISTRY.load(key)
@@ -212,7 +212,7 @@ def test_generate_without_load_runs_auto_and_a_probe_that_switches_conventions_t
 def _costs():
     """A plain step of 10 ms; verify 9 ms + 0.4 ms a token (+1 ms for a tree mask); draft per depth 0.4 ms (chain),
     0.6 ms (top-k 4), 1.0 ms (top-k 8); extend 0.2 ms + 0.05 ms a token; host 0.1 ms + 0.01 ms a node."""
-    from eagle_demo.autotree_costs import Costs, Line
+    from eagle_demo.autotree.costs import Costs, Line
 
     ms = 1e-3
     return Costs(plain=10 * ms, verify=Line(9 * ms, 0.0, 0.4 * ms), tree_extra=1 * ms,
@@ -270,7 +270,7 @@ def test_the_engine_run_scales_the_prediction_but_never_the_choice():
 
 
 def test_the_verify_line_is_fitted_through_every_size_and_shrugs_off_a_load_spike():
-    from eagle_demo.autotree_costs import fit_verify
+    from eagle_demo.autotree.costs import fit_verify
 
     true = lambda n, tree: 8e-3 + 0.3e-3 * n + (0.8e-3 if tree else 0.0)  # noqa: E731
     chain = {n: true(n, False) for n in (2, 4, 6, 9)}
@@ -284,7 +284,7 @@ def test_the_verify_line_is_fitted_through_every_size_and_shrugs_off_a_load_spik
 
 
 def test_walk_tau_follows_the_rounds_an_engine_would_take():
-    from eagle_demo.autotree_replay import walk_tau
+    from eagle_demo.autotree.replay import walk_tau
 
     # from state 10: accept 2 (3 tokens) -> state 13: accept 1 (2) -> state 15: accept 3 (4) -> 19: past the end
     by_state = {10: 2, 11: 0, 12: 0, 13: 1, 14: 0, 15: 3, 16: 0, 17: 0, 18: 0}
@@ -297,7 +297,7 @@ def test_the_replay_accepts_exactly_what_the_engine_accepts():
     """On the shipped pair, the replayed accepted length at each state an engine run visits equals that run's
     accepted length in that round, for a chain and for trees (the target's own text, greedy), and for chains over
     a hot vocabulary, fixed and stopping."""
-    from eagle_demo.autotree_replay import Group, replay, timed_runs
+    from eagle_demo.autotree.replay import Group, replay, timed_runs
 
     session = load_session(threads=1, device="cpu", dtype="float32")
     engine = session.eagle
@@ -326,9 +326,9 @@ def test_the_replay_accepts_exactly_what_the_engine_accepts():
 def test_packed_greedy_texts_equal_each_prompts_own_plain_decoding(family):
     """All prompts continued in one forward per step give, prompt by prompt, plain greedy decoding's tokens
     (prompts of different lengths, one of a single token); the shipped pair and two random targets."""
-    from eagle_demo.engine import BaselineEngine
-    from eagle_demo.events import Finish
-    from eagle_demo.packed_text import greedy_texts
+    from eagle_demo.decoding.engine import BaselineEngine
+    from eagle_demo.decoding.events import Finish
+    from eagle_demo.autotree.packed_text import greedy_texts
 
     if family == "shipped":
         model = load_session(threads=1, device="cpu", dtype="float32").pair.target
@@ -364,8 +364,8 @@ def test_tests_never_touch_the_real_cache():
 def test_the_batched_replay_grows_each_states_candidates_as_the_drafter_does(head):
     """Every state's candidates from one batched forward per depth equal those of a drafter that took the state's
     m committed positions: tokens, parents and depths exactly, scores to float rounding."""
-    from eagle_demo import replay_batch
-    from eagle_demo.paths import ASSETS
+    from eagle_demo.autotree import replay_batch
+    from eagle_demo.common.paths import ASSETS
 
     session = load_session(None, str(ASSETS / head), threads=1, device="cpu", dtype="float32")
     engine = session.eagle

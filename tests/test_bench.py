@@ -142,7 +142,7 @@ def test_compared_drafts_drop_a_hot_vocabulary_only_where_the_head_has_its_own(t
     """The page's benchmark runs the Playground's tree for every compared draft: an EAGLE-3 head (own vocabulary)
     runs it without the hot vocabulary, and its report's tree says so."""
     from eagle_demo.bench import compare_drafts
-    from eagle_demo.config import RunConfig, TreeConfig
+    from eagle_demo.common.config import RunConfig, TreeConfig
     from eagle_demo.session import SHIPPED_EAGLE3, load_session
 
     session = load_session(device="cpu")

@@ -253,7 +253,7 @@ def test_benchmark_compares_the_two_shipped_heads(page, app_url):
     """The Benchmark tab races a second draft for the loaded target: a row per draft and category, every run
     identical to plain decoding. EAGLE_DEMO_SCREENSHOTS=1 runs every category and saves
     assets/screenshots/benchmark.png."""
-    from eagle_demo.paths import ASSETS
+    from eagle_demo.common.paths import ASSETS
 
     if Path(app_url[1]).resolve() != (ASSETS / "tiny-target").resolve():
         pytest.skip("the page serves a stand-in pair, not the shipped one")
@@ -327,7 +327,7 @@ def test_a_pair_switched_after_load_runs_its_own_auto_tree_and_a_failure_says_fa
     """Load the EAGLE-1 pair (auto puts its hot vocabulary on the panel), then name the EAGLE-3 head and press
     Generate: the run uses the EAGLE-3 pair's own automatic tree (EAGLE-1's would be refused: that head has its own
     vocabulary) and the panel then shows it. A Generate that fails leaves the strip at "failed"."""
-    from eagle_demo.paths import ASSETS
+    from eagle_demo.common.paths import ASSETS
 
     if Path(app_url[1]).resolve() != (ASSETS / "tiny-target").resolve():
         pytest.skip("the page serves a stand-in pair, not the shipped one")

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from eagle_demo.autotree_costs import Costs, Line
-from eagle_demo.config import ConfigError, RunConfig, SamplingConfig, TreeConfig
-from eagle_demo.drafter import Drafter
-from eagle_demo.engine import BaselineEngine, SpeculativeEngine
-from eagle_demo.events import Round
-from eagle_demo.retune import ShapeTable
+from eagle_demo.autotree.costs import Costs, Line
+from eagle_demo.common.config import ConfigError, RunConfig, SamplingConfig, TreeConfig
+from eagle_demo.decoding.drafter import Drafter
+from eagle_demo.decoding.engine import BaselineEngine, SpeculativeEngine
+from eagle_demo.decoding.events import Round
+from eagle_demo.autotree.retune import ShapeTable
 from fixtures import OracleHead, random_eagle1, tiny_target
 from test_engine import PROMPT, hf_greedy, model_of
 from test_sampling import chi2_pvalue, enumerate_probs, sample_counts
@@ -145,7 +145,7 @@ def test_the_shape_table_keeps_the_stop_and_the_mean_length():
 def test_the_replay_drafts_and_accepts_exactly_what_the_engine_does():
     """On the shipped pair, at each state an engine run with a stopping chain visits, the replay's drafted and
     accepted lengths equal that round's."""
-    from eagle_demo.autotree_replay import Group, replay, walk_drafted
+    from eagle_demo.autotree.replay import Group, replay, walk_drafted
     from eagle_demo.session import load_session
 
     session = load_session(threads=1, device="cpu", dtype="float32")
@@ -175,7 +175,7 @@ def test_the_replay_drafts_and_accepts_exactly_what_the_engine_does():
 def test_the_gate_holds_each_round_of_a_stopping_chain_to_its_own_break_even():
     """A round that stopped after one draft token costs less than the chain's mean round: its 2 tokens pay at a
     break-even of 1.3 where the mean round's 2.5 would have paused; 1 token a round does not pay even then."""
-    from eagle_demo.gate import DraftGate
+    from eagle_demo.decoding.gate import DraftGate
 
     by_length = (1.3, 1.4, 1.5, 1.6)
     gate, flat = DraftGate(2.5, window=3, pause=2, by_length=by_length), DraftGate(2.5, window=3, pause=2)
@@ -191,7 +191,7 @@ def test_the_gate_holds_each_round_of_a_stopping_chain_to_its_own_break_even():
 
 
 def test_the_automatic_choice_gives_the_gate_each_lengths_break_even():
-    from eagle_demo.autotree import AutoChoice
+    from eagle_demo.autotree.choose import AutoChoice
 
     line = Line(at=0.0, x0=0.0, slope=0.1)
     costs = Costs(plain=1.0, verify=Line(at=1.0, x0=0.0, slope=0.05), tree_extra=0.0, draft={1: line},

@@ -10,13 +10,13 @@ import pytest
 import torch
 from transformers import DynamicCache, LlamaConfig
 
-from eagle_demo import attention
+from eagle_demo.target import attention
 from eagle_demo.checkpoints import (AdaptationReport, CheckpointError, IncompatiblePairError, LoadedPair,
                                     NotAnEagleDraftError, inspect_pair, load_pair)
 from eagle_demo.checkpoints.files import WeightFiles
-from eagle_demo.config import RunConfig, TreeConfig
-from eagle_demo.engine import SpeculativeEngine
-from eagle_demo.events import Finish
+from eagle_demo.common.config import RunConfig, TreeConfig
+from eagle_demo.decoding.engine import SpeculativeEngine
+from eagle_demo.decoding.events import Finish
 from layouts import (VOCAB, cast, eagle1_weights, eagle3_weights, llama_config, write_angelslim_eagle3,
                      write_hass_eagle1, write_json, write_llama3_eagle1, write_medusa,
                      write_official_eagle3, write_qwen2_eagle1, write_raw_eagle1, write_safetensors, write_sharded,
@@ -278,7 +278,7 @@ def test_same_weights_in_two_layouts_give_identical_outputs(root, target, pair_o
 def test_our_own_heads_round_trip(root, target, family):
     """A head saved as config.json + its state_dict (how the shipped tiny heads are saved) loads back unchanged."""
     from transformers import AutoModelForCausalLM
-    from eagle_demo.cpu_layout import column_major_linears
+    from eagle_demo.target.cpu_layout import column_major_linears
     from fixtures import random_eagle1, random_eagle3
 
     tgt_folder = target("llama8")
@@ -659,7 +659,7 @@ def test_a_run_past_the_drafts_own_context_gets_a_note(tmp_path):
     import subprocess
     import sys
 
-    from eagle_demo.config import RunConfig
+    from eagle_demo.common.config import RunConfig
     from eagle_demo.session import load_session
     from layouts import eagle1_weights, llama_config, write_raw_eagle1, write_target
 

@@ -227,7 +227,7 @@ def test_one_new_token_races_without_a_speedup():
 
 
 def test_plain_decoding_needs_no_room_for_a_tree():
-    from eagle_demo.config import RunConfig, TreeConfig
+    from eagle_demo.common.config import RunConfig, TreeConfig
     from eagle_demo.session import PromptError, load_session
 
     session = load_session(device="cpu")

@@ -1,4 +1,4 @@
-"""Column-major linear weights on a CPU (`eagle_demo.cpu_layout`): the loader stores fp32 CPU weights
+"""Column-major linear weights on a CPU (`eagle_demo.target.cpu_layout`): the loader stores fp32 CPU weights
 column-major, values and results unchanged, and EAGLE on a relaid pair stays exactly the stock target's
 greedy decoding."""
 
@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from eagle_demo.checkpoints import load_pair
-from eagle_demo.config import RunConfig, TreeConfig
-from eagle_demo.cpu_layout import column_major_linears, is_column_major, same_layout
-from eagle_demo.engine import SpeculativeEngine
+from eagle_demo.common.config import RunConfig, TreeConfig
+from eagle_demo.target.cpu_layout import column_major_linears, is_column_major, same_layout
+from eagle_demo.decoding.engine import SpeculativeEngine
 from eagle_demo.session import SHIPPED_EAGLE1, SHIPPED_EAGLE3, SHIPPED_TARGET
 from fixtures import random_eagle1, random_eagle3, tiny_target
 

@@ -7,9 +7,9 @@ seeded baseline."""
 import pytest
 import torch
 
-from eagle_demo.config import TREE_PRESETS, RunConfig, SamplingConfig, TreeConfig
+from eagle_demo.common.config import TREE_PRESETS, RunConfig, SamplingConfig, TreeConfig
 from eagle_demo.metrics import summarize
-from eagle_demo.sampling import PositionSampler
+from eagle_demo.decoding.sampling import PositionSampler
 from eagle_demo.session import SHIPPED_EAGLE1, SHIPPED_EAGLE3, SHIPPED_TARGET, load_session
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -50,7 +50,7 @@ def test_seeded_sampling_equals_seeded_baseline_on_cuda(session):
 def test_windowed_target_on_cuda_static_graphs_equals_its_generate(family):
     """A 6-token sliding window (every layer / a mask per layer type) on CUDA's default path, static caches and
     graphs: the window is applied inside the captured forwards too."""
-    from eagle_demo.engine import BaselineEngine, SpeculativeEngine
+    from eagle_demo.decoding.engine import BaselineEngine, SpeculativeEngine
     from fixtures import random_eagle1, tiny_target
     from test_engine import PROMPT
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from eagle_demo.config import TREE_PRESETS, TreeConfig, default_preset, default_tree, tree_from
+from eagle_demo.common.config import TREE_PRESETS, TreeConfig, default_preset, default_tree, tree_from
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = list(itertools.product(["cpu", "cuda", "cuda:1"], ["eagle1", "eagle3", ""]))
@@ -52,7 +52,7 @@ def test_the_page_starts_with_the_default_tree_of_this_machine():
 
     from eagle_demo.app import build_app
     from eagle_demo.app.forms import make_tree
-    from eagle_demo.devices import resolve_device
+    from eagle_demo.common.devices import resolve_device
 
     demo = build_app()
     by_label = {b.label: b for b in demo.blocks.values() if isinstance(b, (Dropdown, Radio, Slider))}
@@ -70,7 +70,7 @@ def test_generate_endpoint_and_command_line_run_the_auto_tree(tmp_path, monkeypa
     equals plain decoding. Which shape the calibration picks does not matter here, only that all agree."""
     from eagle_demo.app import REGISTRY, build_app
     from eagle_demo.app.api import generate
-    from eagle_demo.autotree import auto_tree
+    from eagle_demo.autotree.choose import auto_tree
 
     monkeypatch.setenv("EAGLE_DEMO_CACHE", str(tmp_path))
     build_app()  # sets the default pair /generate falls back to

@@ -5,9 +5,9 @@ import threading
 import pytest
 import torch
 
-from eagle_demo.config import RunConfig, TreeConfig
-from eagle_demo.engine import BaselineEngine, SpeculativeEngine
-from eagle_demo.events import Finish, Prefill, Round, RunStart
+from eagle_demo.common.config import RunConfig, TreeConfig
+from eagle_demo.decoding.engine import BaselineEngine, SpeculativeEngine
+from eagle_demo.decoding.events import Finish, Prefill, Round, RunStart
 from eagle_demo.metrics import summarize
 from fixtures import OracleHead, random_eagle1, random_eagle3, tiny_target
 

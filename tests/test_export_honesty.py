@@ -8,8 +8,8 @@ import json
 import pytest
 
 from eagle_demo.checkpoints import inspect_pair
-from eagle_demo.cli import main
-from eagle_demo.config import TreeConfig
+from eagle_demo.commands.cli import main
+from eagle_demo.common.config import TreeConfig
 from eagle_demo.deploy import deployment_commands, plan_for
 from layouts import (eagle3_weights, write_eagle31, write_multilayer_eagle3, write_nvidia_eagle3,
                      write_official_eagle3, write_qwen_mtp_target, write_target)

@@ -1,4 +1,4 @@
-"""The target's RMS norms in one call (`eagle_demo.fused_norms`): the same bits as the stock forward, other
+"""The target's RMS norms in one call (`eagle_demo.target.fused_norms`): the same bits as the stock forward, other
 formulas and dtypes left alone, and EAGLE over a fused target still the stock model's greedy decoding."""
 
 import copy
@@ -10,9 +10,9 @@ from transformers import AutoModelForCausalLM
 from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
 from eagle_demo.checkpoints import load_pair
-from eagle_demo.config import RunConfig, TreeConfig
-from eagle_demo.engine import SpeculativeEngine
-from eagle_demo.fused_norms import fuse_rms_norms, is_fused
+from eagle_demo.common.config import RunConfig, TreeConfig
+from eagle_demo.decoding.engine import SpeculativeEngine
+from eagle_demo.target.fused_norms import fuse_rms_norms, is_fused
 from eagle_demo.session import SHIPPED_EAGLE1, SHIPPED_TARGET
 from fixtures import random_eagle1, tiny_target
 

@@ -5,13 +5,13 @@ the enumerated chi-square test), and that the draft catches up exactly on the pa
 import pytest
 import torch
 
-import eagle_demo.gate as gate_mod
-from eagle_demo.config import ConfigError, RunConfig, SamplingConfig, TreeConfig
-from eagle_demo.engine import BaselineEngine, SpeculativeEngine
-from eagle_demo.events import Round
-from eagle_demo.gate import DraftGate
+import eagle_demo.decoding.gate as gate_mod
+from eagle_demo.common.config import ConfigError, RunConfig, SamplingConfig, TreeConfig
+from eagle_demo.decoding.engine import BaselineEngine, SpeculativeEngine
+from eagle_demo.decoding.events import Round
+from eagle_demo.decoding.gate import DraftGate
 from eagle_demo.metrics import summarize
-from eagle_demo.target import TargetOutput
+from eagle_demo.target.runner import TargetOutput
 from fixtures import random_eagle1, random_eagle3, tiny_target
 from test_engine import PROMPT, hf_greedy, model_of
 from test_sampling import chi2_pvalue, enumerate_probs, sample_runs
@@ -116,7 +116,7 @@ def test_a_run_the_calibration_expects_to_lose_starts_paused_then_probes():
 
 
 def test_auto_starts_paused_only_where_its_tau_is_under_the_margin_of_its_round_cost():
-    from eagle_demo.autotree import AutoChoice
+    from eagle_demo.autotree.choose import AutoChoice
 
     def choice(tau, cost):
         return AutoChoice(tree=TreeConfig.chain(1), predicted_tau=tau, predicted_round_cost=cost,

@@ -6,16 +6,16 @@ what the growing one does; calibration prices and keeps its shapes."""
 import pytest
 import torch
 
-from eagle_demo.autotree_costs import Costs, Line
-from eagle_demo.config import ConfigError, RunConfig, SamplingConfig, TreeConfig
-from eagle_demo.cpu_layout import column_major_linears
+from eagle_demo.autotree.costs import Costs, Line
+from eagle_demo.common.config import ConfigError, RunConfig, SamplingConfig, TreeConfig
+from eagle_demo.target.cpu_layout import column_major_linears
 from eagle_demo.drafts.base import shares_target_vocab, top_logp
 from eagle_demo.drafts.hass import HassHead
-from eagle_demo.engine import BaselineEngine, SpeculativeEngine
-from eagle_demo.events import Round
-from eagle_demo.hot_vocab import HotVocab
-from eagle_demo.replay_batch import hot_table
-from eagle_demo.retune import ShapeTable
+from eagle_demo.decoding.engine import BaselineEngine, SpeculativeEngine
+from eagle_demo.decoding.events import Round
+from eagle_demo.decoding.hot_vocab import HotVocab
+from eagle_demo.autotree.replay_batch import hot_table
+from eagle_demo.autotree.retune import ShapeTable
 from fixtures import draft_config, random_eagle1, random_eagle3, tiny_target
 from test_engine import PROMPT, hf_greedy
 
@@ -87,8 +87,8 @@ def test_a_fixed_table_masks_its_room_keeps_its_addresses_and_clears():
 @pytest.mark.parametrize("graphs", [False, True], ids=["eager", "replayed"])
 def test_the_static_drafter_drafts_the_growing_ones_hot_chain(tree, graphs):
     """Also with graph replays emulated: the table's context rows are written in place, where a replay reads."""
-    from eagle_demo.drafter import Drafter
-    from eagle_demo.target import TargetRunner
+    from eagle_demo.decoding.drafter import Drafter
+    from eagle_demo.target.runner import TargetRunner
     from test_static_draft import _emulate_graphs
 
     model = tiny_target("llama", layers=4)

@@ -13,7 +13,7 @@ import pytest
 from huggingface_hub.errors import (GatedRepoError, LocalEntryNotFoundError, RepositoryNotFoundError,
                                     RevisionNotFoundError)
 
-from eagle_demo import hub
+from eagle_demo.checkpoints import hub
 from eagle_demo.checkpoints import CheckpointError, load_pair
 from layouts import write_target, write_vicuna_eagle1
 

@@ -3,8 +3,8 @@
 import torch
 from transformers import DynamicCache
 
-from eagle_demo import kv
-from eagle_demo.kv import BufferCache
+from eagle_demo.target import kv
+from eagle_demo.target.kv import BufferCache
 from fixtures import replay_like_dynamic_cache, tiny_target
 
 

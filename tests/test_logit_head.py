@@ -8,11 +8,11 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, CohereConfig, Gemma2Config, Gemma3TextConfig, GraniteConfig
 
-from eagle_demo.config import RunConfig, SamplingConfig, TreeConfig
-from eagle_demo.engine import BaselineEngine, SpeculativeEngine
-from eagle_demo.logit_head import LogitHead
-from eagle_demo.target import TargetRunner
-from eagle_demo.target_check import check_target
+from eagle_demo.common.config import RunConfig, SamplingConfig, TreeConfig
+from eagle_demo.decoding.engine import BaselineEngine, SpeculativeEngine
+from eagle_demo.target.logit_head import LogitHead
+from eagle_demo.target.runner import TargetRunner
+from eagle_demo.target.check import check_target
 from fixtures import random_eagle1, tiny_target
 from test_engine import PROMPT, hf_greedy
 from test_sampling import chi2_pvalue, enumerate_probs, sample_counts
@@ -124,7 +124,7 @@ def test_generation_settings_the_pipeline_does_not_apply_are_named(tmp_path):
     from transformers import GenerationConfig
 
     from eagle_demo.checkpoints import load_pair
-    from eagle_demo.sampling import generation_warnings
+    from eagle_demo.decoding.sampling import generation_warnings
     from layouts import write_target
 
     assert generation_warnings(GenerationConfig(temperature=0.7, top_p=0.8, top_k=20, do_sample=True)) == []

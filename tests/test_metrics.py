@@ -2,7 +2,7 @@
 
 import pytest
 
-from eagle_demo.events import DraftNode, Finish, Round, RunStart, Step
+from eagle_demo.decoding.events import DraftNode, Finish, Round, RunStart, Step
 from eagle_demo.metrics import breakdown, misses, speedup, summarize
 
 

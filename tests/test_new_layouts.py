@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from eagle_demo.checkpoints import LoadedPair, UnsupportedLayoutError, inspect_pair, load_pair
-from eagle_demo.config import RunConfig, TreeConfig
-from eagle_demo.engine import SpeculativeEngine
-from eagle_demo.events import Finish
+from eagle_demo.common.config import RunConfig, TreeConfig
+from eagle_demo.decoding.engine import SpeculativeEngine
+from eagle_demo.decoding.events import Finish
 from layouts import (VOCAB, deepseek_target, eagle3_weights, write_deepseek_mtp_target, write_eagle31,
                      write_glm_mtp_target, write_hass_eagle1, write_mimo_mtp_target, write_mla_eagle3,
                      write_multilayer_eagle3, write_nvidia_eagle3, write_qwen_mtp_target, write_speculators_hass,

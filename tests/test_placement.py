@@ -49,7 +49,7 @@ def test_an_explicit_device_or_a_single_gpu_is_never_spread(gpus):
 
 
 def test_cpu_threads_one_for_small_models_explicit_otherwise():
-    from eagle_demo.devices import apply_cpu_threads
+    from eagle_demo.common.devices import apply_cpu_threads
     from fixtures import tiny_target
 
     before = torch.get_num_threads()

@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from eagle_demo.checkpoints import load_pair
-from eagle_demo.config import RunConfig, TreeConfig
-from eagle_demo.engine import SpeculativeEngine
-from eagle_demo.events import Finish
+from eagle_demo.common.config import RunConfig, TreeConfig
+from eagle_demo.decoding.engine import SpeculativeEngine
+from eagle_demo.decoding.events import Finish
 from eagle_demo import probe as probe_module
 from eagle_demo.probe import NEAR, SWITCH_BELOW, SWITCH_FACTOR, probe_pair
 

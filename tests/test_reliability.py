@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from eagle_demo.config import RunConfig
+from eagle_demo.common.config import RunConfig
 from eagle_demo.session import SHIPPED_EAGLE1, SHIPPED_TARGET, load_session
 from layouts import (eagle1_weights, llama_config, write_json, write_medusa, write_raw_eagle1,
                      write_vicuna_eagle1)
@@ -238,7 +238,7 @@ def test_load_during_a_generation_waits_and_never_disturbs_it(served):
 EXIT_SCRIPT = """
 import sys, time
 from eagle_demo.app import state
-from eagle_demo.config import RunConfig
+from eagle_demo.common.config import RunConfig
 from eagle_demo.session import SHIPPED_EAGLE3, SHIPPED_TARGET
 key = state.make_key(SHIPPED_TARGET, SHIPPED_EAGLE3, None, "float32", "cpu", None)
 session = state.ensure(key)

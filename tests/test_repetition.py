@@ -6,9 +6,9 @@ import pytest
 import torch
 from transformers import RepetitionPenaltyLogitsProcessor
 
-from eagle_demo.config import ConfigError, RunConfig, SamplingConfig, TreeConfig
-from eagle_demo.engine import BaselineEngine, SpeculativeEngine
-from eagle_demo.sampling import penalize
+from eagle_demo.common.config import ConfigError, RunConfig, SamplingConfig, TreeConfig
+from eagle_demo.decoding.engine import BaselineEngine, SpeculativeEngine
+from eagle_demo.decoding.sampling import penalize
 from fixtures import OracleHead, random_eagle1, tiny_target
 from test_engine import PROMPT, model_of
 from test_sampling import PROMPT as SAMPLING_PROMPT
@@ -101,8 +101,8 @@ def test_a_node_is_penalized_for_the_drafts_on_its_own_path_only():
     At node 1 the target prefers 2 over 1 only before the penalty: 2 sits on node 1's path (it is node 1's own
     token), so the penalized choice is 1 and node 3 is rejected. At node 2 token 2 is not on the path, so node 4
     (token 2) is accepted."""
-    from eagle_demo.acceptance import verify_tree
-    from eagle_demo.tree import make_tree
+    from eagle_demo.decoding.acceptance import verify_tree
+    from eagle_demo.decoding.tree import make_tree
 
     tree = make_tree([0, 2, 3, 2, 2], [-1, 0, 0, 1, 2], [0, 1, 1, 2, 2], [1.0] * 5, [1.0] * 5)
     logits = torch.full((5, 4), -5.0)  # [N, V]

@@ -8,13 +8,13 @@ import dataclasses
 import pytest
 import torch
 
-import eagle_demo.retune as retune_mod
-from eagle_demo import autotree
-from eagle_demo.autotree import Acceptance
-from eagle_demo.config import RunConfig, SamplingConfig, TreeConfig
-from eagle_demo.engine import BaselineEngine, SpeculativeEngine
-from eagle_demo.events import DraftNode, Round
-from eagle_demo.retune import Retuner, ShapeTable
+import eagle_demo.autotree.retune as retune_mod
+from eagle_demo.autotree import choose as autotree
+from eagle_demo.autotree.choose import Acceptance
+from eagle_demo.common.config import RunConfig, SamplingConfig, TreeConfig
+from eagle_demo.decoding.engine import BaselineEngine, SpeculativeEngine
+from eagle_demo.decoding.events import DraftNode, Round
+from eagle_demo.autotree.retune import Retuner, ShapeTable
 from fixtures import random_eagle1, tiny_target
 from test_autotree import SHAPES, _costs
 from test_engine import PROMPT, hf_greedy, model_of
@@ -127,7 +127,7 @@ def _shape(label: str):
 def flip_table():
     """Two shapes a hair apart: chain 1 while drafts fail, chain 2 once they are accepted. The shape of a round
     then hangs on the previous rounds' sampled tokens."""
-    from eagle_demo.autotree_costs import Costs, Line
+    from eagle_demo.autotree.costs import Costs, Line
 
     ms = 1e-3
     costs = Costs(plain=10 * ms, verify=Line(10 * ms, 2.0, 0.5 * ms), tree_extra=0.0,

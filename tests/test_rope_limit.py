@@ -7,9 +7,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, LlamaConfig, Phi3Config
 
-from eagle_demo.config import RunConfig, SamplingConfig, TreeConfig
-from eagle_demo.engine import BaselineEngine, SpeculativeEngine
-from eagle_demo.rope_limit import RopeLimit
+from eagle_demo.common.config import RunConfig, SamplingConfig, TreeConfig
+from eagle_demo.decoding.engine import BaselineEngine, SpeculativeEngine
+from eagle_demo.target.rope_limit import RopeLimit
 from fixtures import OracleHead, random_eagle1, tiny_target
 from test_engine import PROMPT, hf_greedy
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from eagle_demo.config import RunConfig, TreeConfig
+from eagle_demo.common.config import RunConfig, TreeConfig
 from eagle_demo.metrics import summarize
 from eagle_demo.session import ASSETS, SHIPPED_EAGLE1, SHIPPED_EAGLE3, SHIPPED_TARGET, load_session
 

@@ -93,7 +93,7 @@ def test_gpu_decorator_uses_spaces_when_present(monkeypatch):
 
     fake.GPU = GPU
     monkeypatch.setitem(sys.modules, "spaces", fake)
-    import eagle_demo.spaces_compat as compat
+    import eagle_demo.app.zerogpu as compat
     compat = importlib.reload(compat)
     try:
         assert compat.ON_SPACES_GPU

@@ -5,9 +5,9 @@ the enumerated chi-square test. CPU runs the static path eagerly; the graph test
 import pytest
 import torch
 
-from eagle_demo.config import RunConfig, SamplingConfig, TreeConfig
-from eagle_demo.engine import BaselineEngine, SpeculativeEngine
-from eagle_demo.static import POOL_STEP, pool_size
+from eagle_demo.common.config import RunConfig, SamplingConfig, TreeConfig
+from eagle_demo.decoding.engine import BaselineEngine, SpeculativeEngine
+from eagle_demo.target.static import POOL_STEP, pool_size
 from fixtures import random_eagle1, random_eagle3, tiny_target
 from test_engine import PROMPT, hf_greedy, model_of
 from test_sampling import chi2_pvalue, enumerate_probs, sample_counts
@@ -119,8 +119,8 @@ def test_the_load_report_names_the_engines_path_on_a_gpu(monkeypatch):
 def test_a_long_forward_is_never_captured_nor_are_its_inputs_kept(monkeypatch):
     """A prefill (longer than GRAPH_MAX_TOKENS) runs eagerly every time: a long-running app would otherwise keep
     a graph, and static inputs, per prompt length. A verify-sized forward is captured on its second use."""
-    from eagle_demo.static import GRAPH_MAX_TOKENS, StaticTarget
-    from eagle_demo.target import TargetRunner
+    from eagle_demo.target.static import GRAPH_MAX_TOKENS, StaticTarget
+    from eagle_demo.target.runner import TargetRunner
 
     captured = []
     monkeypatch.setattr(StaticTarget, "_capture", lambda self, n, x: captured.append(n))

@@ -7,12 +7,12 @@ target and the draft static)."""
 import pytest
 import torch
 
-from eagle_demo import static_draft
-from eagle_demo.config import RunConfig, TreeConfig
-from eagle_demo.drafter import Drafter
-from eagle_demo.engine import SpeculativeEngine
-from eagle_demo.static import pool_size
-from eagle_demo.target import TargetRunner
+from eagle_demo.decoding import static_draft
+from eagle_demo.common.config import RunConfig, TreeConfig
+from eagle_demo.decoding.drafter import Drafter
+from eagle_demo.decoding.engine import SpeculativeEngine
+from eagle_demo.target.static import pool_size
+from eagle_demo.target.runner import TargetRunner
 from fixtures import random_eagle1, random_eagle3, tiny_target
 from test_engine import PROMPT, hf_greedy, model_of
 
@@ -141,7 +141,7 @@ def test_what_a_gpu_captures_has_no_host_read_and_no_host_tensor(family, tree, m
     Python number or list into a tensor (a host-to-device copy on a GPU), or has a data-dependent shape."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from eagle_demo.static import StaticTarget
+    from eagle_demo.target.static import StaticTarget
 
     seen: set[str] = set()
 

@@ -9,9 +9,9 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from eagle_demo.config import RunConfig, TreeConfig
-from eagle_demo.engine import SpeculativeEngine
-from eagle_demo.target_check import check_target
+from eagle_demo.common.config import RunConfig, TreeConfig
+from eagle_demo.decoding.engine import SpeculativeEngine
+from eagle_demo.target.check import check_target
 from fixtures import OracleHead, tiny_target
 from test_engine import PROMPT, hf_greedy
 
@@ -82,8 +82,8 @@ def test_layers_besides_attention_are_refused_before_any_weights_are_fetched(tmp
 
 def test_the_static_cache_is_checked_too(monkeypatch):
     """A static path that lost the target's window (a 2-token window, inside the check's tokens) is caught."""
-    from eagle_demo.static import StaticTarget
-    from eagle_demo.windows import AttentionWindow
+    from eagle_demo.target.static import StaticTarget
+    from eagle_demo.target.windows import AttentionWindow
 
     model = tiny_target("qwen2", layers=3, window=2)
     check_target(model)

@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from eagle_demo.config import ConfigError, TreeConfig
-from eagle_demo.tree import Candidates, ancestor_mask, make_tree, select_tree
+from eagle_demo.common.config import ConfigError, TreeConfig
+from eagle_demo.decoding.tree import Candidates, ancestor_mask, make_tree, select_tree
 
 
 def cands(rows):

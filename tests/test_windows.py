@@ -6,9 +6,9 @@ import pytest
 import torch
 from transformers import Gemma2Config, MistralConfig, Qwen2Config
 
-from eagle_demo.config import RunConfig, SamplingConfig, TreeConfig
-from eagle_demo.engine import BaselineEngine, SpeculativeEngine
-from eagle_demo.windows import AttentionWindow
+from eagle_demo.common.config import RunConfig, SamplingConfig, TreeConfig
+from eagle_demo.decoding.engine import BaselineEngine, SpeculativeEngine
+from eagle_demo.target.windows import AttentionWindow
 from fixtures import OracleHead, random_eagle1, random_eagle3, tiny_target
 from test_engine import PROMPT, hf_greedy
 
@@ -83,7 +83,7 @@ def test_windowed_target_seeded_sampling_equals_the_seeded_baseline(static):
 
 @pytest.mark.parametrize("family", ["mistral", "qwen2"])
 def test_windowed_packed_texts_equal_each_prompts_own_plain_decoding(family):
-    from eagle_demo.packed_text import greedy_texts
+    from eagle_demo.autotree.packed_text import greedy_texts
 
     model = windowed(family)
     plain = BaselineEngine(model)

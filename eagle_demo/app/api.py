@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from ..config import default_tree, tree_from
+from ..common.config import default_tree, tree_from
 from ..view.stats import summary
 from .autotune import choice_for
 from .forms import friendly, make_run

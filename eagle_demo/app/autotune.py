@@ -19,14 +19,14 @@ import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..config import TreeConfig, default_tree
-from ..errors import one_line
-from ..spaces_compat import gpu
+from ..common.config import TreeConfig, default_tree
+from ..common.errors import one_line
+from .zerogpu import gpu
 from .pages import PerPage
 from .state import MODEL_GATE, REGISTRY, PairKey, spawn, stop_abandoned
 
 if TYPE_CHECKING:
-    from ..autotree import AutoChoice
+    from ..autotree.choose import AutoChoice
     from ..session import Session
 
 __all__ = ["AUTO", "PAGE_PRESETS", "AUTO_SHOWN", "Tuning", "tuning", "start_tuning", "choice_for", "page_tree",
@@ -72,7 +72,7 @@ _LOCK = threading.Lock()
 def _current(t: Tuning | None, session: Session | None, used: str | None = None) -> bool:
     """Whether t tuned this very session with the draft conventions it uses now (`used`, when the caller has
     them already)."""
-    from ..autotree import conventions
+    from ..autotree.choose import conventions
 
     if t is None or session is None or t.session() is not session:
         return False
@@ -91,7 +91,7 @@ def tuning(key: PairKey | None) -> Tuning | None:
 def start_tuning(key: PairKey, session: Session) -> Tuning:
     """The pair's tuning, starting its calibration thread unless one is running or has chosen for the session's
     current draft conventions."""
-    from ..autotree import conventions
+    from ..autotree.choose import conventions
 
     used = conventions(session)
     with _LOCK:
@@ -114,7 +114,7 @@ def start_tuning(key: PairKey, session: Session) -> Tuning:
 
 
 def _calibrate(t: Tuning, session: Session) -> None:
-    from ..autotree import auto_tree
+    from ..autotree.choose import auto_tree
 
     def say(stage: str) -> None:
         t.stage = stage

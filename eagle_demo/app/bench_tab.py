@@ -12,8 +12,8 @@ from typing import Any, NamedTuple
 
 import gradio as gr
 
-from ..config import ConfigError
-from ..spaces_compat import gpu
+from ..common.config import ConfigError
+from .zerogpu import gpu
 from ..view.bench_view import (BENCH_COLUMNS, MISSES_COLUMNS, bench_compare_figure, bench_compare_rows, bench_figure,
                                bench_misses_rows, bench_rows, bench_sweep_figure)
 from ..view.charts import empty_figure
@@ -139,7 +139,7 @@ def benchmark(form: BenchForm, request: gr.Request | None, progress) -> BenchOut
 
 def _own_autos(sessions, progress) -> list:
     """Each compared draft's own automatic tree (calibrated once per pair, then read from the disk cache)."""
-    from ..autotree import auto_tree
+    from ..autotree.choose import auto_tree
 
     autos = []
     for n, session in enumerate(sessions):

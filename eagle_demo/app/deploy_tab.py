@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 
 import gradio as gr
 
-from ..errors import one_line
+from ..common.errors import one_line
 from .forms import make_tree
 from .playground import Playground
 from .state import REGISTRY, PairKey

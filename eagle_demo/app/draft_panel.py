@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from ..config import TREE_PRESETS, default_preset
+from ..common.config import TREE_PRESETS, default_preset
 from .autotune import AUTO, AUTO_SHOWN, PAGE_PRESETS, auto_line, tuning
 from .forms import make_tree, tree_settings, tree_values
 from .pages import LAST_RUNS

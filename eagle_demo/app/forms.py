@@ -13,8 +13,8 @@ from typing import Any, Callable
 
 import gradio as gr
 
-from ..config import TREE_PRESETS, ConfigError, RunConfig, SamplingConfig, TreeConfig
-from ..errors import one_line
+from ..common.config import TREE_PRESETS, ConfigError, RunConfig, SamplingConfig, TreeConfig
+from ..common.errors import one_line
 from .state import PairKey, make_key
 
 __all__ = ["TREE_MODE", "CHAIN_MODE", "PairForm", "LoadForm", "GenerateForm", "BenchForm", "make_tree", "make_run",

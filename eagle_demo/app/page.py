@@ -6,8 +6,8 @@ from typing import Any
 
 import gradio as gr
 
-from ..devices import resolve_device
-from ..paths import STYLE
+from ..common.devices import resolve_device
+from ..common.paths import STYLE
 from .api import register_api
 from .bench_tab import build_bench_tab, wire_bench_tab
 from .deploy_tab import build_deploy_tab, wire_deploy_tab

@@ -8,7 +8,7 @@ from typing import Any
 
 import gradio as gr
 
-from ..config import TREE_PRESETS, default_preset
+from ..common.config import TREE_PRESETS, default_preset
 from ..metrics import DEFINITIONS, RunView
 from ..view.charts import empty_figure
 from ..view.stats import stats_html

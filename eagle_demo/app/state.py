@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..config import ConfigError, RunConfig
-from ..errors import one_line
+from ..common.config import ConfigError, RunConfig
+from ..common.errors import one_line
 from ..metrics import RunView
-from ..paths import ROOT, SUITE
-from ..spaces_compat import gpu
+from ..common.paths import ROOT, SUITE
+from .zerogpu import gpu
 from ..view.tokens import TextCache
 from .pages import BENCH_STOPS, CLIENT_PAIRS
 

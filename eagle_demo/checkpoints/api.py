@@ -8,9 +8,9 @@ from typing import Any, Callable
 
 from transformers import PreTrainedModel
 
-from .. import hub
+from . import hub
 from ..drafts import DraftHead
-from ..target_check import layer_problem
+from ..target.check import layer_problem
 from .adapt import DraftPlan, TargetInfo, plan_draft, read_target
 from .build import describe_target, key_plan, load_head, load_target, load_tokenizer, make_head
 from .detect import DraftSpec, detect_draft

@@ -11,19 +11,19 @@ import torch
 from torch import nn
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
-from ..attention import use_grouped_sdpa
-from ..cpu_layout import column_major_linears
-from ..fused_norms import fuse_rms_norms
-from ..devices import DeviceError, resolve_device, resolve_dtype
+from ..target.attention import use_grouped_sdpa
+from ..target.cpu_layout import column_major_linears
+from ..target.fused_norms import fuse_rms_norms
+from ..common.devices import DeviceError, resolve_device, resolve_dtype
 from ..drafts import DraftHead, Eagle1Head, Eagle3Head, Shared
 from ..drafts.eagle3_mla import MlaEagle3Head
 from ..drafts.eagle3x import Eagle3xHead
 from ..drafts.hass import HassHead
-from ..logit_head import LogitHead
-from ..rope_limit import RopeLimit
-from ..sampling import generation_warnings
-from ..target_check import check_target
-from ..windows import AttentionWindow
+from ..target.logit_head import LogitHead
+from ..target.rope_limit import RopeLimit
+from ..decoding.sampling import generation_warnings
+from ..target.check import check_target
+from ..target.windows import AttentionWindow
 from .adapt import DraftPlan, TargetInfo
 from .errors import CheckpointError, CorruptCheckpointError, UnsupportedLayoutError
 from .mimo import MimoBody

@@ -17,7 +17,7 @@ from typing import Iterable
 import torch
 from safetensors import safe_open
 
-from ..errors import brief as _short
+from ..common.errors import brief as _short
 from .errors import CheckpointError, CorruptCheckpointError
 
 __all__ = ["TensorInfo", "WeightFiles", "read_json", "read_config", "scan_weights", "safe_child",

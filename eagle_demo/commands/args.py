@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..config import ConfigError, TreeConfig, default_tree, tree_from
+from ..common.config import ConfigError, TreeConfig, default_tree, tree_from
 
 __all__ = ["add_pair_args", "add_engine_args", "add_tree_args", "add_auto_tree_arg", "uses_auto", "auto_for_session",
            "tree_from_args", "tree_for_session", "pair_from_args", "load_from_args", "flag_notes", "write_notes"]
@@ -49,11 +49,11 @@ def add_tree_args(p: argparse.ArgumentParser) -> None:
 def add_auto_tree_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--auto-tree", action="store_true",
                    help="the default without tree flags: the chain/tree that maximises predicted tau / round cost "
-                        "for this pair and device (eagle_demo.autotree: a few seconds of calibration, cached on "
+                        "for this pair and device (eagle_demo.autotree.choose: a few seconds of calibration, cached on "
                         "disk); tree flags given beside it win")
     p.add_argument("--retune", action="store_true",
                    help="with the automatic tree: move the shape during the run as its own acceptance comes in "
-                        "(eagle_demo.retune; off by default: over short runs it has not paid)")
+                        "(eagle_demo.autotree.retune; off by default: over short runs it has not paid)")
 
 
 def uses_auto(args: argparse.Namespace) -> bool:
@@ -67,7 +67,7 @@ def auto_for_session(args: argparse.Namespace, session):
     """(tree, autotree.AutoChoice or None): the automatic tree when no tree flag is given and the pair has a
     draft (its line goes to stderr); otherwise the flags over the static default tree."""
     if uses_auto(args) and session.eagle is not None:
-        from ..autotree import auto_tree
+        from ..autotree.choose import auto_tree
 
         choice = auto_tree(session)
         cached = ", from the cache" if choice.from_cache else f", calibrated in {choice.calibration_seconds:.1f} s"

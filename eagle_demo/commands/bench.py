@@ -7,8 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..config import ConfigError, RunConfig, SamplingConfig
-from ..gate import paused_line
+from ..common.config import ConfigError, RunConfig, SamplingConfig
+from ..decoding.gate import paused_line
 from .args import (add_auto_tree_arg, add_engine_args, add_pair_args, add_tree_args, auto_for_session, flag_notes,
                    load_from_args, write_notes)
 

@@ -9,7 +9,7 @@ import argparse
 import sys
 from typing import Sequence
 
-from ..errors import one_line
+from ..common.errors import one_line
 from . import bench, doctor, export, generate, inspect
 
 __all__ = ["main", "build_parser", "user_errors"]
@@ -29,8 +29,8 @@ def user_errors() -> tuple[type[BaseException], ...]:
     """The errors whose message speaks for itself (what is wrong, what to do); any other error also shows its
     class name."""
     from ..checkpoints import CheckpointError
-    from ..config import ConfigError
-    from ..devices import DeviceError
+    from ..common.config import ConfigError
+    from ..common.devices import DeviceError
     from ..session import PromptError
 
     return ConfigError, CheckpointError, DeviceError, PromptError

@@ -15,7 +15,7 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print one line per check; exit 1 when any check failed (0 with warnings only)."""
-    from ..devices import resolve_device
+    from ..common.devices import resolve_device
     from ..doctor import run_checks
 
     resolve_device(args.device)  # an impossible device is an error (exit 2), not a failed check

@@ -8,11 +8,11 @@ import dataclasses
 import json
 import sys
 
-from ..config import ConfigError, RunConfig, SamplingConfig
-from ..events import Finish, Prefill, Round, Step, to_dict
-from ..gate import paused_line
+from ..common.config import ConfigError, RunConfig, SamplingConfig
+from ..decoding.events import Finish, Prefill, Round, Step, to_dict
+from ..decoding.gate import paused_line
 from ..metrics import RaceResult, race, summarize, verdict
-from ..rope_limit import rope_line
+from ..target.rope_limit import rope_line
 from .args import (add_auto_tree_arg, add_engine_args, add_pair_args, add_tree_args, auto_for_session, flag_notes,
                    load_from_args, tree_from_args, write_notes)
 

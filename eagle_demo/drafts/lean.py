@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..cpu_layout import same_layout
+from ..target.cpu_layout import same_layout
 from .base import embedding, linear
 
 __all__ = ["DraftKV", "RopeTable", "attention", "embedding", "linear", "mlp", "one_call", "rms_norm"]

@@ -40,7 +40,7 @@ from tqdm import tqdm
 from transformers import AutoModelForCausalLM, DynamicCache, LlamaConfig
 
 from eagle_demo.drafts import Eagle1Head, Eagle3Head
-from eagle_demo.target import tree_attention_mask
+from eagle_demo.target.runner import tree_attention_mask
 from eagle_demo.training.corpus import default_cache_dir, default_corpus_dir
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

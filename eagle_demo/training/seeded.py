@@ -45,7 +45,7 @@ from safetensors.torch import save_file
 from transformers import DynamicCache
 
 from eagle_demo.checkpoints import load_pair
-from eagle_demo.paths import ASSETS
+from eagle_demo.common.paths import ASSETS
 from eagle_demo.training.heads import causal_mask, set_lr, unroll_mask
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..gate import paused_line
-from ..rope_limit import rope_line
+from ..decoding.gate import paused_line
+from ..target.rope_limit import rope_line
 from ..metrics import RunView, race, verdict
 from .tokens import escape
 

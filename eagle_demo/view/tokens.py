@@ -8,7 +8,7 @@ import html
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from ..events import Round
+from ..decoding.events import Round
 from ..metrics import RunView
 
 __all__ = ["Decode", "TextCache", "Piece", "rejected_children", "token_pieces", "group_ids", "token_html", "escape",

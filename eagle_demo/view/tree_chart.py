@@ -7,7 +7,7 @@ import html
 import re
 from typing import Iterable
 
-from ..events import Round
+from ..decoding.events import Round
 from .charts import (DEPTH_COLORS, EAGLE_COLOR, REJECTED_COLOR, ROOT_COLOR, TARGET_COLOR, UNREACHED_COLOR, Figure,
                      axis, figure)
 from .tokens import MAX_STYLED_DEPTH, Decode, fmt_prob, rejected_children, visible

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from .logit_head import LogitHead
-from .target import TargetRunner
+from .runner import TargetRunner
 
 __all__ = ["check_target", "layer_problem", "ATTENTION_KINDS"]
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 __all__ = ["ROOT", "ASSETS", "SUITE", "STYLE", "REQUIREMENTS"]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ASSETS = ROOT / "assets"
 SUITE = ASSETS / "prompts" / "suite.jsonl"  # the shipped prompt suite (benchmark, page examples)
 STYLE = ASSETS / "style.css"

@@ -19,7 +19,7 @@ from typing import Callable
 
 import torch
 
-from .config import SamplingConfig, TreeConfig
+from ..common.config import SamplingConfig, TreeConfig
 
 __all__ = ["Costs", "Line", "clock_for", "fit_line", "fit_verify", "measure_costs"]
 
@@ -124,9 +124,9 @@ def clock_for(device: torch.device) -> Callable[[], float]:
 
 def _jobs(engine, prompt: list[int], chain_sizes, tree_sizes, draft_depths: dict[int, tuple[int, int]],
           hot: tuple[int, ...] = ()) -> dict:
-    from .acceptance import verify_tree
-    from .sampling import pick, process_logits
-    from .tree import make_tree
+    from ..decoding.acceptance import verify_tree
+    from ..decoding.sampling import pick, process_logits
+    from ..decoding.tree import make_tree
 
     runner, drafter = engine.runner, engine.drafter
     ids = torch.tensor(prompt * (1 + max(tree_sizes + chain_sizes) // max(1, len(prompt))))

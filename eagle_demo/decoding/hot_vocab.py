@@ -22,9 +22,9 @@ from __future__ import annotations
 import torch
 from torch.nn import functional as F
 
-from .config import ConfigError
-from .cpu_layout import is_column_major
-from .drafts.base import shares_target_vocab, top_logp
+from ..common.config import ConfigError
+from ..target.cpu_layout import is_column_major
+from ..drafts.base import shares_target_vocab, top_logp
 
 __all__ = ["HotVocab", "hot_vocab_problem"]
 

@@ -19,9 +19,9 @@ from huggingface_hub.errors import (DisabledRepoError, EntryNotFoundError, Gated
                                     RepositoryNotFoundError, RevisionNotFoundError)
 from huggingface_hub.utils import validate_repo_id
 
-from .checkpoints.errors import CheckpointError
-from .checkpoints.files import read_json
-from .errors import brief as _short
+from .errors import CheckpointError
+from .files import read_json
+from ..common.errors import brief as _short
 
 __all__ = ["resolve", "select_files", "default_max_bytes", "is_offline"]
 

@@ -16,7 +16,7 @@ import random
 
 import torch
 
-from .config import SamplingConfig
+from ..common.config import SamplingConfig
 
 __all__ = ["process_logits", "PositionSampler", "pick", "penalize", "generation_warnings"]
 

@@ -14,15 +14,14 @@ import torch
 from transformers import PreTrainedModel
 
 from .acceptance import verify_tree
-from .config import RunConfig
+from ..common.config import RunConfig
 from .drafter import Drafter
-from .drafts.base import DraftHead
+from ..drafts.base import DraftHead
 from .events import DraftNode, Event, Finish, Prefill, Round, RunStart, Step
 from .gate import DraftGate
-from .retune import Retuner
-from .rope_limit import RopeLimit
+from ..target.rope_limit import RopeLimit
 from .sampling import PositionSampler, penalize, pick, process_logits
-from .target import TargetOutput, TargetRunner
+from ..target.runner import TargetOutput, TargetRunner
 
 __all__ = ["BaselineEngine", "SpeculativeEngine", "eos_ids_of"]
 
@@ -148,7 +147,7 @@ class SpeculativeEngine(_EngineBase):
         device, eos, tree_cfg = self.runner.device, self._stops(run), run.tree
         sampler = None if run.sampling.greedy else PositionSampler(run.sampling.seed)
         seen = _Seen(run)
-        retune = Retuner(run.retune, tree_cfg) if run.retune is not None else None
+        retune = run.retune.retuner(tree_cfg) if run.retune is not None else None  # `autotree.retune`
         widest, drafted = tree_cfg.total_tokens, max(tree_cfg.depth - 1, 0) * tree_cfg.top_k
         if retune is not None:  # any candidate may run
             widest, drafted = (max(a, b) for a, b in zip((widest, drafted), retune.table.widest()))

@@ -25,11 +25,11 @@ import math
 
 import torch
 
-from .config import TreeConfig
-from .drafts.base import DraftHead
-from .drafts.lean import DraftKV, one_call
+from ..common.config import TreeConfig
+from ..drafts.base import DraftHead
+from ..drafts.lean import DraftKV, one_call
 from .hot_vocab import HotVocab
-from .static import pool_size
+from ..target.static import pool_size
 from .static_draft import StaticDraft
 from .tree import Candidates, DraftTree, select_tree, tree_from_device
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from .kv import BufferCache
-from .target import TargetRunner, tree_attention_mask
+from ..target.kv import BufferCache
+from ..target.runner import TargetRunner, tree_attention_mask
 
 __all__ = ["greedy_texts"]
 

@@ -31,8 +31,8 @@ from typing import Callable
 import torch
 
 from . import replay_batch
-from .config import RunConfig, TreeConfig
-from .events import DraftNode, Round, Step
+from ..common.config import RunConfig, TreeConfig
+from ..decoding.events import DraftNode, Round, Step
 from .packed_text import greedy_texts
 
 __all__ = ["Group", "Replay", "replay", "replay_prompt", "shapes_of", "walk_drafted", "walk_tau"]

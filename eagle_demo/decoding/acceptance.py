@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .config import SamplingConfig
+from ..common.config import SamplingConfig
 from .sampling import PositionSampler, penalize, process_logits
 from .tree import DraftTree
 

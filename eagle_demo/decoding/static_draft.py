@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 
 from .hot_vocab import HotVocab
-from .static import GRAPH_MAX_TOKENS, capture_graph
+from ..target.static import GRAPH_MAX_TOKENS, capture_graph
 
 __all__ = ["StaticDraft", "StaticDraftKV"]
 

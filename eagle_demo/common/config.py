@@ -142,7 +142,7 @@ class RunConfig:
     pause_below: float = 0.0  # break-even tau: drafting pauses while it does not pay (`gate`); 0 never pauses
     pause_by_length: tuple[float, ...] = ()  # a stopping chain's break-even by drafted length 1..k (`gate`)
     pause_first: bool = False  # the gate starts paused: the calibration predicted the draft does not pay (`gate`)
-    retune: object | None = None  # a `retune.ShapeTable`: the run moves its shape with its own acceptance
+    retune: object | None = None  # an `autotree.retune.ShapeTable` (its `retuner(tree)` starts a run's retuning)
 
     def __post_init__(self) -> None:
         _check_int("max_new_tokens", self.max_new_tokens, 1, 8192)

@@ -37,13 +37,13 @@ from typing import Callable
 
 import torch
 
-from .autotree_costs import Costs, clock_for
-from .autotree_costs import measure_costs as _measure_costs
-from .autotree_replay import (  # noqa: F401 (_count: the rank model's counts)
+from .costs import Costs, clock_for
+from .costs import measure_costs as _measure_costs
+from .replay import (  # noqa: F401 (_count: the rank model's counts)
     Group, _count, replay, shapes_of, timed_runs, walk_drafted, walk_tau)
-from .config import RunConfig, TreeConfig
-from .drafts.base import shares_target_vocab
-from .gate import MARGIN
+from ..common.config import RunConfig, TreeConfig
+from ..drafts.base import shares_target_vocab
+from ..decoding.gate import MARGIN
 from .retune import ShapeTable, model_tau, rank_model
 
 __all__ = ["AutoChoice", "Acceptance", "auto_tree", "predict_tau", "candidates", "choose", "groups", "hot_sizes",

@@ -22,10 +22,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .autotree_costs import Costs, Line
-from .autotree_replay import _count
-from .config import TreeConfig
-from .events import Round
+from .costs import Costs, Line
+from .replay import _count
+from ..common.config import TreeConfig
+from ..decoding.events import Round
 
 __all__ = ["ShapeTable", "Retuner", "rank_model", "model_tau", "EVERY", "PRIOR", "MARGIN", "SEEN", "CAP"]
 
@@ -81,6 +81,11 @@ class ShapeTable:
     costs: Costs
     scale: float = 1.0
     drafted: tuple[float, ...] = ()  # a stopping chain's mean draft tokens per round, 0 for the other shapes
+
+    def retuner(self, tree: TreeConfig) -> "Retuner":
+        """One run's retuning from this table, starting at `tree` (the engine calls this: it knows the table
+        only through `RunConfig.retune`, so the decoding layer never imports the automatic tree)."""
+        return Retuner(self, tree)
 
     def score(self, base: tuple, now: tuple) -> list[tuple[float, float, TreeConfig]]:
         """(tau, round cost in plain steps, shape) of every candidate: its replayed tau moved by the rank model
