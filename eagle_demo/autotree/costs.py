@@ -122,22 +122,27 @@ def clock_for(device: torch.device) -> Callable[[], float]:
     return time.perf_counter
 
 
+def _plain_step(runner, token: torch.Tensor):
+    """A plain decoding step as the baseline takes it: one token's forward, its pick, the cache put back."""
+    from ..decoding.sampling import pick, process_logits
+
+    def step():
+        out = runner.forward(token)
+        runner.commit([0])
+        probs = process_logits(out.logits, GREEDY)[0]  # [V]
+        float(probs[pick(out.logits[0], probs, GREEDY, None, 0)])
+        runner.rollback(1)
+    return step
+
+
 def _jobs(engine, prompt: list[int], chain_sizes, tree_sizes, draft_depths: dict[int, tuple[int, int]],
           hot: tuple[int, ...] = ()) -> dict:
     from ..decoding.acceptance import verify_tree
-    from ..decoding.sampling import pick, process_logits
     from ..decoding.tree import make_tree
 
     runner, drafter = engine.runner, engine.drafter
     ids = torch.tensor(prompt * (1 + max(tree_sizes + chain_sizes) // max(1, len(prompt))))
     root = prompt[-1]
-
-    def plain():
-        out = runner.forward(ids[:1])
-        runner.commit([0])
-        probs = process_logits(out.logits, GREEDY)[0]  # [V]
-        float(probs[pick(out.logits[0], probs, GREEDY, None, 0)])
-        runner.rollback(1)
 
     def verify(n: int, tree: bool):
         mask = torch.ones(n, n, dtype=torch.bool).tril() if tree else None  # [n, n]
@@ -172,7 +177,7 @@ def _jobs(engine, prompt: list[int], chain_sizes, tree_sizes, draft_depths: dict
     drafter.extend(out.features, torch.tensor(prompt[1:] + [root]))
     engine_feats = out.features.repeat(1 + 8 // len(prompt), 1)[:8]  # [8, F]
     engine_logits = out.logits.repeat(1 + max(tree_sizes) // len(prompt), 1)  # [>= n, V]
-    jobs = {("plain", 1): plain}
+    jobs = {("plain", 1): _plain_step(runner, ids[:1])}
     jobs.update({("chain", n): verify(n, False) for n in chain_sizes})
     jobs.update({("tree", n): verify(n, True) for n in tree_sizes})
     for k, (lo, hi) in draft_depths.items():

@@ -11,8 +11,10 @@ from transformers import PreTrainedModel
 from . import hub
 from ..drafts import DraftHead
 from ..target.check import layer_problem
-from .adapt import DraftPlan, TargetInfo, plan_draft, read_target
-from .build import describe_target, key_plan, load_head, load_target, load_tokenizer, make_head
+from .adapt import DraftPlan, plan_draft
+from .target_info import TargetInfo, read_target
+from .build import describe_target, key_plan, load_target, load_tokenizer, make_head
+from .head_weights import load_head
 from .detect import DraftSpec, detect_draft
 from .errors import CheckpointError, CorruptCheckpointError
 from .report import AdaptationReport

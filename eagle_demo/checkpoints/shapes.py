@@ -213,6 +213,15 @@ def read_eagle3(spec: DraftSpec, top: dict, layer: dict, speculators: bool) -> N
         plural = "layer" if spec.num_layers == 1 else "layers"
         spec.notes.append(f"config says num_hidden_layers {spec.config_layers}, weights hold {spec.num_layers} "
                           f"{plural}; following the weights")
+    _eagle3_vocab(spec, top, layer, hidden)
+    eagle_config = _eagle3_knobs(spec, top, layer, speculators)
+    read_eagle3_variants(spec, top, layer, eagle_config)
+    if "t2d" in spec.names:
+        spec.notes.append("t2d ignored (d2t maps draft ids to target ids)")
+
+
+def _eagle3_vocab(spec: DraftSpec, top: dict, layer: dict, hidden: int) -> None:
+    """The EAGLE-3 draft's own vocabulary: lm_head rows, d2t / t2d maps, and the config's draft_vocab_size."""
     lm = _shape(spec, "lm_head.weight")
     spec.lm_head_shape = lm
     d2t = _shape(spec, "d2t")
@@ -230,7 +239,10 @@ def read_eagle3(spec: DraftSpec, top: dict, layer: dict, speculators: bool) -> N
                                      "checkpoint is inconsistent")
     if layer.get("tie_word_embeddings") or top.get("tie_word_embeddings"):
         spec.notes.append("tie_word_embeddings true in config ignored: the draft lm_head is never tied")
-    # feature ids
+
+
+def _eagle3_knobs(spec: DraftSpec, top: dict, layer: dict, speculators: bool) -> dict:
+    """Feature layer ids and variant knobs from the draft's config; returns its `eagle_config` block (or {})."""
     eagle_config = top.get("eagle_config") if isinstance(top.get("eagle_config"), dict) else (
         layer.get("eagle_config") if isinstance(layer.get("eagle_config"), dict) else {})
     if top.get("eagle_aux_hidden_state_layer_ids"):
@@ -246,6 +258,4 @@ def read_eagle3(spec: DraftSpec, top: dict, layer: dict, speculators: bool) -> N
     elif speculators:
         spec.norm_before_residual = True
         spec.notes.append("norm_before_residual true (speculators default)")
-    read_eagle3_variants(spec, top, layer, eagle_config)
-    if "t2d" in spec.names:
-        spec.notes.append("t2d ignored (d2t maps draft ids to target ids)")
+    return eagle_config
