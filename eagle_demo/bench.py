@@ -19,7 +19,8 @@ from .bench_report import (CATEGORIES, BenchReport, CategorySummary, PromptItem,
                            comparison_csv, comparison_json, comparison_table, draft_label, report_label)
 from .common.config import ConfigError, RunConfig
 from .decoding.hot_vocab import hot_vocab_problem
-from .metrics import RunStats, misses, race, summarize
+from .metrics import RunStats, misses, summarize
+from .race import race
 from .common.paths import SUITE
 from .session import Session
 

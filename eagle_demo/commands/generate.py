@@ -11,7 +11,8 @@ import sys
 from ..common.config import ConfigError, RunConfig, SamplingConfig
 from ..decoding.events import Finish, Prefill, Round, Step, to_dict
 from ..decoding.gate import paused_line
-from ..metrics import RaceResult, race, summarize, verdict
+from ..metrics import summarize
+from ..race import RaceResult, race, verdict
 from ..target.rope_limit import rope_line
 from .args import (add_auto_tree_arg, add_engine_args, add_pair_args, add_tree_args, auto_for_session, flag_notes,
                    load_from_args, tree_from_args, write_notes)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Iterable, Iterator
+from typing import Iterator
 
 import torch
 from transformers import PreTrainedModel
@@ -20,6 +20,7 @@ from ..drafts.base import DraftHead
 from .events import DraftNode, Event, Finish, Prefill, Round, RunStart, Step
 from .gate import DraftGate
 from ..target.rope_limit import RopeLimit
+from .run_state import Held, Seen, cut, end_reason
 from .sampling import PositionSampler, penalize, pick, process_logits
 from ..target.runner import TargetOutput, TargetRunner
 
@@ -65,7 +66,7 @@ class _EngineBase:
             static=self.runner.static_mode, repetition_penalty=run.sampling.repetition_penalty,
         )
 
-    def _prefill(self, prompt_ids: list[int], run: RunConfig, sampler: PositionSampler | None, seen: "_Seen"):
+    def _prefill(self, prompt_ids: list[int], run: RunConfig, sampler: PositionSampler | None, seen: Seen):
         """Target prefill over the prompt; returns (output, first token id, its probability)."""
         ids = torch.tensor(prompt_ids, dtype=torch.long)
         out = self.runner.forward(ids)
@@ -79,7 +80,7 @@ class _EngineBase:
         return frozenset() if run.ignore_eos else self.eos
 
     def _step(self, token: int, run: RunConfig, sampler: PositionSampler | None, position: int,
-              context: tuple[list[int], list[int]], seen: "_Seen"):
+              context: tuple[list[int], list[int]], seen: Seen):
         """One plain target step on `token` (the last of context's prompt + new tokens): returns (output [1 row],
         next token id, its probability). Plain decoding takes every step this way, and so does a speculative
         round without a draft. At a longrope target's boundary the step runs the whole sequence again, as
@@ -111,7 +112,7 @@ class BaselineEngine(_EngineBase):
         yield self._start(prompt_ids, run, "")
         device, eos = self.runner.device, self._stops(run)
         sampler = None if run.sampling.greedy else PositionSampler(run.sampling.seed)
-        seen = _Seen(run)
+        seen = Seen(run)
         self.runner.reset(len(prompt_ids) + run.max_new_tokens + 1)
         t0 = time.perf_counter()
         _, token, prob = self._prefill(prompt_ids, run, sampler, seen)
@@ -119,7 +120,7 @@ class BaselineEngine(_EngineBase):
         t1 = time.perf_counter()
         yield Prefill(token_id=token, seconds=t1 - t0, target_prob=prob)
         new, steps = [token], 0
-        while (reason := _end_reason(token, len(new), run, eos, stop)) is None:
+        while (reason := end_reason(token, len(new), run, eos, stop)) is None:
             ts = time.perf_counter()
             _, token, prob = self._step(token, run, sampler, len(new), (prompt_ids, new), seen)
             _sync(device)
@@ -146,7 +147,7 @@ class SpeculativeEngine(_EngineBase):
         yield self._start(prompt_ids, run, self.head.family)
         device, eos, tree_cfg = self.runner.device, self._stops(run), run.tree
         sampler = None if run.sampling.greedy else PositionSampler(run.sampling.seed)
-        seen = _Seen(run)
+        seen = Seen(run)
         retune = run.retune.retuner(tree_cfg) if run.retune is not None else None  # `autotree.retune`
         widest, drafted = tree_cfg.total_tokens, max(tree_cfg.depth - 1, 0) * tree_cfg.top_k
         if retune is not None:  # any candidate may run
@@ -163,8 +164,8 @@ class SpeculativeEngine(_EngineBase):
         t1 = time.perf_counter()
         yield Prefill(token_id=token, seconds=t1 - t0, target_prob=prob)
         new, rounds, gate, held = [token], 0, DraftGate(run.pause_below, by_length=run.pause_by_length,
-                                                           start_paused=run.pause_first), _Held()
-        while (reason := _end_reason(token, len(new), run, eos, stop)) is None:
+                                                           start_paused=run.pause_first), Held()
+        while (reason := end_reason(token, len(new), run, eos, stop)) is None:
             if not gate.drafting or not self.rope.exact(self.runner.length, tree_cfg.depth):
                 why = "gate" if not gate.drafting else "rope"
                 yield self._plain_round(rounds, (prompt_ids, new), run, sampler, held, t1, why, seen)
@@ -172,41 +173,8 @@ class SpeculativeEngine(_EngineBase):
                 if not gate.drafting:
                     gate.after_plain()
                 continue
-            ta = time.perf_counter()
-            if held.tokens:  # the draft catches up on the plain rounds' pairs in one extend
-                self.drafter.extend(*held.take())
-            tree = self.drafter.draft(new[-1], tree_cfg)
-            _sync(device)
-            tb = time.perf_counter()
-            out = self.runner.verify(tree)
-            _sync(device)
-            tc = time.perf_counter()
-            verdict = verify_tree(tree, out.logits, run.sampling, sampler, len(new),
-                                  seen.of(out.logits, (prompt_ids, new)))
-            accepted = [tree.token_list[i] for i in verdict.path]
-            committed = _cut(accepted + [verdict.bonus_id], eos, run.max_new_tokens - len(new))
-            new.extend(committed)
+            ev = self._draft_round(rounds, (prompt_ids, new), tree_cfg, run, sampler, (held, gate, seen), eos, t1)
             token = new[-1]
-            done = token in eos or len(new) >= run.max_new_tokens
-            gate.after_draft(len(committed), len(tree.token_list) - 1 if tree.is_chain else 0)
-            td = time.perf_counter()
-            extend_seconds = 0.0
-            if not done:
-                keep = [0, *verdict.path]
-                self.runner.commit(keep)
-                chain = keep[-1] == len(keep) - 1  # a prefix of the block: a view, no gather
-                features = out.features[:len(keep)] if chain else out.features[keep]  # [m, F]
-                self.drafter.extend(features, torch.tensor(committed, dtype=torch.long))
-                _sync(device)
-                extend_seconds = time.perf_counter() - td
-            te = time.perf_counter()
-            ev = Round(
-                index=rounds, nodes=_nodes(tree), accepted_path=verdict.path, accepted_ids=tuple(accepted),
-                bonus_id=verdict.bonus_id, committed_ids=tuple(committed),
-                target_probs=verdict.target_probs[:len(committed)], draft_seconds=(tb - ta) + extend_seconds,
-                verify_seconds=tc - tb, host_seconds=(te - tc) - extend_seconds, elapsed=te - t1,
-                total_new_tokens=len(new),
-            )
             if retune is not None and (switch := retune.after_round(ev)) is not None:
                 tree_cfg, gate.pause_below = switch[0], round(switch[1], 3)  # the next rounds' shape, its break-even
                 gate.by_length = retune.by_length  # a stopping chain's, by drafted length; () for other shapes
@@ -219,8 +187,49 @@ class SpeculativeEngine(_EngineBase):
         yield Finish(reason=reason, token_ids=tuple(new), new_tokens=len(new), rounds=rounds,
                      prefill_seconds=t1 - t0, decode_seconds=t2 - t1, extra=extra)
 
+    def _draft_round(self, index: int, context: tuple[list[int], list[int]], tree_cfg, run: RunConfig, sampler,
+                     state: tuple[Held, DraftGate, Seen], eos: frozenset[int], t1: float) -> Round:
+        """A drafting round: the draft grows its tree, the target verifies it in one forward, the accepted path
+        and the bonus token are committed to `context`'s new tokens, and the draft extends over them."""
+        (prompt_ids, new), (held, gate, seen) = context, state
+        ta = time.perf_counter()
+        if held.tokens:  # the draft catches up on the plain rounds' pairs in one extend
+            self.drafter.extend(*held.take())
+        tree = self.drafter.draft(new[-1], tree_cfg)
+        _sync(self.runner.device)
+        tb = time.perf_counter()
+        out = self.runner.verify(tree)
+        _sync(self.runner.device)
+        tc = time.perf_counter()
+        verdict = verify_tree(tree, out.logits, run.sampling, sampler, len(new),
+                              seen.of(out.logits, (prompt_ids, new)))
+        accepted = [tree.token_list[i] for i in verdict.path]
+        committed = cut(accepted + [verdict.bonus_id], eos, run.max_new_tokens - len(new))
+        new.extend(committed)
+        token = new[-1]
+        done = token in eos or len(new) >= run.max_new_tokens
+        gate.after_draft(len(committed), len(tree.token_list) - 1 if tree.is_chain else 0)
+        td = time.perf_counter()
+        extend_seconds = 0.0
+        if not done:
+            keep = [0, *verdict.path]
+            self.runner.commit(keep)
+            chain = keep[-1] == len(keep) - 1  # a prefix of the block: a view, no gather
+            features = out.features[:len(keep)] if chain else out.features[keep]  # [m, F]
+            self.drafter.extend(features, torch.tensor(committed, dtype=torch.long))
+            _sync(self.runner.device)
+            extend_seconds = time.perf_counter() - td
+        te = time.perf_counter()
+        return Round(
+            index=index, nodes=_nodes(tree), accepted_path=verdict.path, accepted_ids=tuple(accepted),
+            bonus_id=verdict.bonus_id, committed_ids=tuple(committed),
+            target_probs=verdict.target_probs[:len(committed)], draft_seconds=(tb - ta) + extend_seconds,
+            verify_seconds=tc - tb, host_seconds=(te - tc) - extend_seconds, elapsed=te - t1,
+            total_new_tokens=len(new),
+        )
+
     def _plain_round(self, index: int, context: tuple[list[int], list[int]], run: RunConfig, sampler,
-                     held: "_Held", t1: float, why: str, seen: "_Seen") -> Round:
+                     held: Held, t1: float, why: str, seen: Seen) -> Round:
         """A round without a draft (why: "gate", the gate paused drafting; "rope", a verify would not be exact
         under the target's rotary scaling): one plain target step, exactly as plain decoding takes it. Its
         (feature, token) pair waits in `held` until drafting resumes. context: (prompt, new tokens); the step
@@ -237,71 +246,6 @@ class SpeculativeEngine(_EngineBase):
             bonus_id=token, committed_ids=(token,), target_probs=(prob,), draft_seconds=0.0,
             verify_seconds=te - ts, host_seconds=0.0, elapsed=te - t1, total_new_tokens=len(new), plain_for=why,
         )
-
-
-class _Held:
-    """(feature, token) pairs of plain rounds, for the draft's next extend."""
-
-    def __init__(self):
-        self.features: list[torch.Tensor] = []
-        self.tokens: list[int] = []
-
-    def add(self, features: torch.Tensor, token: int) -> None:
-        self.features.append(features)  # [1, F]
-        self.tokens.append(token)
-
-    def take(self) -> tuple[torch.Tensor, torch.Tensor]:
-        out = torch.cat(self.features), torch.tensor(self.tokens, dtype=torch.long)  # [n, F], [n]
-        self.features, self.tokens = [], []
-        return out
-
-
-class _Seen:
-    """The prompt's and the committed tokens as a [V] bool mask, for the repetition penalty. It grows by the tokens
-    committed since the last call, so a round costs O(new tokens), not O(length)."""
-
-    def __init__(self, run: RunConfig):
-        self.on = run.sampling.repetition_penalty != 1.0
-        self.mask: torch.Tensor | None = None  # [V] bool
-        self.count = 0  # how many of the context's tokens are in the mask
-
-    def of(self, logits: torch.Tensor, parts: tuple[list[int], ...]) -> torch.Tensor | None:
-        """[V] bool after adding the tokens of `parts` (prompt, then new tokens; only the last part grows) past
-        those already in; None when the run sets no penalty."""
-        if not self.on:
-            return None
-        if self.mask is None:
-            self.mask = torch.zeros(logits.shape[-1], dtype=torch.bool, device=logits.device)  # [V]
-        tail, skip = [], self.count
-        for part in parts:
-            tail += part[skip:]
-            skip = max(skip - len(part), 0)
-        if tail:
-            self.mask[torch.tensor(tail, device=logits.device)] = True
-            self.count += len(tail)
-        return self.mask
-
-
-def _end_reason(token: int, count: int, run: RunConfig, eos: frozenset[int],
-                stop: threading.Event | None) -> str | None:
-    """None while generation goes on, else why it ends (checked between steps/rounds)."""
-    if token in eos:
-        return "eos"
-    if count >= run.max_new_tokens:
-        return "length"
-    if stop is not None and stop.is_set():
-        return "stopped"
-    return None
-
-
-def _cut(tokens: list[int], eos: Iterable[int], room: int) -> list[int]:
-    """Commit tokens in order exactly as plain decoding would: stop after an EOS or when out of room."""
-    out = []
-    for t in tokens[:room]:
-        out.append(t)
-        if t in eos:
-            break
-    return out
 
 
 def _nodes(tree) -> tuple[DraftNode, ...]:

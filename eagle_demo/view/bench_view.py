@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..bench_report import draft_label, report_label
-from ..metrics import verdict
+from ..race import verdict
 from .charts import (BASELINE_COLOR, DEPTH_COLORS, EAGLE_COLOR, REJECTED_COLOR, TARGET_COLOR, Figure, figure)
 from .tokens import escape, visible
 

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from ..decoding.gate import paused_line
 from ..target.rope_limit import rope_line
-from ..metrics import RunView, race, verdict
+from ..metrics import RunView
+from ..race import race, verdict
 from .tokens import escape
 
 __all__ = ["summary", "run_race", "stats_html"]
 
 
 def run_race(eagle: RunView, baseline: RunView | None, greedy: bool):
-    """`metrics.race` of the two views (the baseline counts once it has finished)."""
+    """`race.race` of the two views (the baseline counts once it has finished)."""
     base = baseline.stats() if baseline is not None and baseline.done else None
     return race(eagle.stats(), base, greedy, eagle.start.dtype if eagle.start else "")
 
