@@ -1,4 +1,6 @@
-"""Draft shapes named on a script's command line: `auto`, `auto-retune`, `auto-fixed`, `chainK`, `chainK@P` (a
+"""Draft shapes named on a script's command line: auto, chainK, chainK@P, treeT/D/K or plain.
+
+Draft shapes named on a script's command line: `auto`, `auto-retune`, `auto-fixed`, `chainK`, `chainK@P` (a
 chain of at most K that stops under path probability P), `treeT/D/K` (total/depth/top-k), or `plain` (plain
 decoding of the target, no draft: tree None). `auto` is the automatic tree as every entry point runs it: its draft
 paused while it does not pay (`eagle_demo.decoding.gate`); `auto-retune` also moves its shape on the run's own

@@ -1,4 +1,6 @@
-"""Check the automatic tree: calibrate it several times (is the choice stable?), then race shapes against plain
+"""Check the automatic tree: is its choice stable, and is its predicted round cost the measured one?
+
+Check the automatic tree: calibrate it several times (is the choice stable?), then race shapes against plain
 decoding in CPU time on the peer prompts (is the predicted round cost the measured one?). A measurement, not a test.
 
     OMP_NUM_THREADS=1 python scripts/autotree_check.py [--draft D ...] [--calibrations 3] [--shapes auto chain7 ...]
@@ -25,7 +27,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from _shapes import parse_tree  # noqa: E402
 from peer_official import PROMPTS, WEAK_NOISE, weak_head  # noqa: E402
 
-from eagle_demo import autotree  # noqa: E402
+from eagle_demo.autotree import choose as autotree  # noqa: E402
 from eagle_demo.common.config import RunConfig, TreeConfig  # noqa: E402
 from eagle_demo.decoding.events import Finish, Round  # noqa: E402
 from eagle_demo.session import load_session  # noqa: E402

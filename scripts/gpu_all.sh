@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# The prepared GPU visit: scripts/gpu_fast.py, then the official EAGLE code against ours on the GPU.
+#
 # Issue 21's whole GPU visit in device calls (docs/gpu/README.md): the pinned transformers from .whl/, then the
 # steps named in $STEPS (default "fast peer big"), each under its own time limit, so a later one still runs when
 # an earlier one overruns:
@@ -14,6 +16,7 @@
 #
 #   scripts/gpu_all.sh --smoke    # here, on the CPU: every step with tiny sizes (the peer from the usual venv)
 set -u
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then sed -n "2,/^set -u/p" "$0" | sed "\$d; s/^# \{0,1\}//"; exit 0; fi
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out/gpu}
 STEPS=${STEPS:-fast peer big}

@@ -1,4 +1,6 @@
-"""Issue 21's GPU checks in one prepared run (measurements, not tests). `--smoke` runs every section on the CPU
+"""The static cache and CUDA graphs measured on a GPU in one prepared run (issue 21's checks).
+
+Issue 21's GPU checks in one prepared run (measurements, not tests). `--smoke` runs every section on the CPU
 with tiny shapes to check the script itself before spending device time.
 
 Sections, in this order (each prints its figures and lands in the JSON report as it ends; a failing section is
@@ -9,9 +11,9 @@ recorded and the next one runs; one that would start after --seconds is skipped)
 2. big: a Llama-3.1-8B-shaped bf16 target (random weights) and an EAGLE-3-shaped head: plain step eager vs
    graphs, against the weights-bandwidth time (weight bytes / --hbm-tbps); verify ms by size; the shape autotree
    picks for an acceptance profile with tau about 6 from the costs the product's calibration measures on this
-   engine (`autotree.measure_costs`, static + graphs), with its predicted speedup and round cost in plain steps
+   engine (`autotree.choose.measure_costs`, static + graphs), with its predicted speedup and round cost in plain steps
    and chain 7's at tau 6, and the round measured at that shape and at chain 7; peak memory with the static
-   cache sized prompt + max new + tree; the verify by size again with `attention.PACKED` (grouped heads packed
+   cache sized prompt + max new + tree; the verify by size again with `target.attention.PACKED` (grouped heads packed
    into query rows), with its largest logit difference from the stock call; a chain-7 draft of an EAGLE-1-shaped
    head over the target's 128k lm_head, over all ids and over a hot quarter.
 3. shipped: the shipped pair in fp32 and bf16, eager vs static cache + CUDA graphs (auto calibrated on each
@@ -377,7 +379,7 @@ def verify_by_size(model, head, prompt: list[int], sizes: tuple[int, ...]) -> tu
 
 
 def packed_heads(model, head, prompt: list[int], sizes: tuple[int, ...], stock_logits: torch.Tensor) -> dict:
-    """The same verifies with `attention.PACKED` (grouped query heads packed into rows, the mask tiled; no K/V
+    """The same verifies with `target.attention.PACKED` (grouped query heads packed into rows, the mask tiled; no K/V
     copy), against the stock call's: ms by size, and the largest logit difference at the largest size."""
     from eagle_demo.target import attention
 

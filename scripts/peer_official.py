@@ -1,4 +1,6 @@
-"""Race this project against the official EAGLE code (PyPI `eagle-llm` 1.2.1, EAGLE-1, its static 26-node tree
+"""Race this project against the official EAGLE code (PyPI `eagle-llm` 1.2.1) on the same weights.
+
+Race this project against the official EAGLE code (PyPI `eagle-llm` 1.2.1, EAGLE-1, its static 26-node tree
 `mc_sim_7b_63`) on the same weights, prompts, token budget and torch thread count. A measurement, not a test.
 
     OMP_NUM_THREADS=1 python scripts/peer_official.py [--pair shipped|weak|both] [--ours auto chain7 ...]

@@ -1,4 +1,6 @@
-"""The pre-flight probe on each seeded misconfiguration of the shipped pair: what the config declares, the
+"""Reprint the pre-flight probe's table for the shipped pair's seeded misconfigurations.
+
+The pre-flight probe on each seeded misconfiguration of the shipped pair: what the config declares, the
 measured tau, every alternative measured, and what the probe uses. Prints a markdown table (the one in
 docs/checkpoint-formats.md, "Seeded misconfigurations, measured").
 
@@ -10,6 +12,7 @@ The drafts are built from assets/tiny-eagle3 and the fixture in tests/seeded/ (m
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 import time
@@ -38,7 +41,8 @@ def _row(name: str, source: str, truth: dict, probe: dict) -> str:
             f"{probe['declared_tau']:.2f} | {alts} | {used} | {probe['tau']:.2f} |")
 
 
-def main() -> None:
+def main(argv=None) -> None:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore")
     t0 = time.time()

@@ -26,7 +26,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from eagle_demo import engine as engine_mod  # noqa: E402
+from eagle_demo.decoding import engine as engine_mod  # noqa: E402
 from eagle_demo.common.config import RunConfig  # noqa: E402
 from eagle_demo.decoding.events import Finish, Round  # noqa: E402
 from eagle_demo.session import load_session  # noqa: E402

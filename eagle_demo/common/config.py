@@ -155,7 +155,7 @@ class RunConfig:
 # (python -m eagle_demo bench, the whole shipped suite, 2 repeats, one torch thread, 128 new tokens; overall
 # speedup EAGLE-1 / EAGLE-3): chain k=4 2.24x / 2.05x, k=5 2.46x / 2.31x, k=6 2.52x / 2.15x, k=7 2.70x /
 # 2.23x, k=8 2.78x / 2.15x. A tiny target verifies 8 tokens for little more than the price of one, so long
-# chains pay; but every extra token still costs compute, so on code prompts (scripts/tune_tree.py) tree
+# chains pay; but every extra token still costs compute, so on code prompts (scripts/experiments/tune_tree.py) tree
 # 10/6/2 reached 1.8-2.1x and a GPU-sized tree 60/6/10 only 1.0-1.2x. "cpu-tree" is that best tree shape,
 # for watching trees. The GPU presets are the papers' defaults in our depth convention.
 TREE_PRESETS: dict[str, TreeConfig] = {

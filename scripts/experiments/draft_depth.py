@@ -1,7 +1,9 @@
-"""What one draft depth costs on a CPU, part by part, and what a draft over a hot vocabulary (the first ids only)
+"""What one draft depth costs on a CPU, part by part, and what a hot vocabulary saves.
+
+What one draft depth costs on a CPU, part by part, and what a draft over a hot vocabulary (the first ids only)
 saves: a measurement, not a test.
 
-    OMP_NUM_THREADS=1 python scripts/draft_depth.py [--draft assets/tiny-eagle1] [--hot 4096 2048 1024]
+    OMP_NUM_THREADS=1 python scripts/experiments/draft_depth.py [--draft assets/tiny-eagle1] [--hot 4096 2048 1024]
         [--prompts 6] [--chain 8] [--stop 0.0]
 
 1. One chain depth of the loaded pair (`Drafter._depth`: the head's forward on one token and its top-1 over the
@@ -28,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from eagle_demo.bench import load_suite  # noqa: E402

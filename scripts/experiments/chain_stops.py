@@ -1,12 +1,14 @@
-"""Stopping chains against fixed chains, replayed: each chain's predicted speedup over plain decoding on the
+"""Stopping chains against fixed chains, replayed on the calibration, suite and fresh texts.
+
+Stopping chains against fixed chains, replayed: each chain's predicted speedup over plain decoding on the
 calibration text, the suite's and the fresh prompts' own greedy texts, with one set of measured costs, so only
 the shape differs. A measurement, not a test.
 
-    OMP_NUM_THREADS=1 python scripts/chain_stops.py [--draft assets/tiny-eagle1] [--reference-tokens 128]
+    OMP_NUM_THREADS=1 python scripts/experiments/chain_stops.py [--draft assets/tiny-eagle1] [--reference-tokens 128]
 
-The replay (`autotree_replay`) gives every state's accepted length and, for a stopping chain, its drafted length
+The replay (`autotree.replay`) gives every state's accepted length and, for a stopping chain, its drafted length
 (the drafter's own rule on the draft's path scores); a chain's tau and mean drafted length are those of the walk an
-engine run takes; its round is priced by `autotree_costs` at that mean length.
+engine run takes; its round is priced by `autotree.costs` at that mean length.
 """
 
 from __future__ import annotations
@@ -14,11 +16,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from _texts import pair_args, reference_texts  # noqa: E402
-from eagle_demo import autotree  # noqa: E402
+from eagle_demo.autotree import choose as autotree  # noqa: E402
 from eagle_demo.autotree.costs import measure_costs  # noqa: E402
 from eagle_demo.autotree.replay import Group, replay, walk_drafted, walk_tau  # noqa: E402
 from eagle_demo.common.config import TreeConfig  # noqa: E402

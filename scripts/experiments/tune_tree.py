@@ -1,8 +1,10 @@
-"""Pick a tree shape for this device: run candidate trees on a few suite prompts and print tau, the measured
+"""Race fixed tree shapes on a few suite prompts: tau, speedup and round cost of each.
+
+Pick a tree shape for this device: run candidate trees on a few suite prompts and print tau, the measured
 speedup against plain decoding (interleaved, same process) and the round cost in plain decoding steps
 (speedup = tau / round cost: a bigger tree raises tau and the cost together). A measurement, not a test.
 
-    python scripts/tune_tree.py [--target T --draft D] [--max-new-tokens 128] [--categories code]
+    python scripts/experiments/tune_tree.py [--target T --draft D] [--max-new-tokens 128] [--categories code]
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import argparse
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from eagle_demo.bench import load_suite, run_bench  # noqa: E402
 from eagle_demo.common.config import RunConfig, TreeConfig  # noqa: E402
@@ -24,7 +26,7 @@ CANDIDATES = [TreeConfig.chain(3), TreeConfig.chain(4), TreeConfig.chain(5), Tre
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", default=None)
     ap.add_argument("--draft", default="default")
     ap.add_argument("--max-new-tokens", type=int, default=128)

@@ -1,4 +1,6 @@
-"""What the replay scripts (`calibration_text.py`, `chain_stops.py`) share: their command line (the pair, the
+"""Shared by the replay experiments: their command line and the reference texts.
+
+What the replay scripts (`calibration_text.py`, `chain_stops.py`) share: their command line (the pair, the
 reference texts' length) and the reference texts, the suite's and the ten fresh prompts' greedy continuations."""
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from pathlib import Path
 from eagle_demo.bench import load_suite
 from eagle_demo.common.paths import SUITE
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FRESH = ROOT / "docs" / "bench" / "gen2" / "fresh10.jsonl"
 
 

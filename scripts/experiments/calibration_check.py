@@ -1,10 +1,12 @@
-"""The automatic tree's prediction against a run: calibrate a pair (fresh), then time four prompts of 128 tokens at
+"""The automatic tree's predicted round cost against a timed run of its chosen shape.
+
+The automatic tree's prediction against a run: calibrate a pair (fresh), then time four prompts of 128 tokens at
 the chosen shape against plain decoding, and run them again with the gate. Prints the choice, the calibration's
 seconds and overhead scale, the predicted and the measured round cost in plain steps, and the gate's plain
 rounds. A measurement, not a test; run it from two checkouts back to back to compare code (docs/perf.md, "Timing
 the chosen shape").
 
-    OMP_NUM_THREADS=1 python scripts/calibration_check.py [--code DIR] [--draft PATH]
+    OMP_NUM_THREADS=1 python scripts/experiments/calibration_check.py [--code DIR] [--draft PATH]
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ PROMPTS = ("def quicksort(items):\n    \"\"\"Sort a list with quicksort.\"\"\"\n
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--code", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    ap.add_argument("--code", default=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                     help="the checkout whose eagle_demo runs (default: this one)")
     ap.add_argument("--draft", default="default", help="a draft folder (default: the shipped head)")
     args = ap.parse_args(argv)
