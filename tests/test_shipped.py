@@ -1,5 +1,5 @@
 """The shipped tiny pair: loads through the adapter in its public layouts, stays lossless, and its heads
-really predict the target (tau floors well below the measured values in the README)."""
+really predict the target (tau floors well below the measured values in docs/training.md and docs/perf.md)."""
 
 import json
 from pathlib import Path
