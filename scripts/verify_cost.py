@@ -2,7 +2,7 @@
 
     OMP_NUM_THREADS=1 python scripts/verify_cost.py [--target assets/tiny-target] [--context 200]
 
-The target as the engines load it (`checkpoints.load_pair`: column-major weights, `attention`'s grouped SDPA),
+The target as the engines load it (`checkpoints.load_pair`: column-major weights, `target.attention`'s grouped SDPA),
 its own forward (`TargetRunner.forward`, the path every round's verify takes) after a prefilled context, for n
 new tokens, timed in the calling thread's CPU time (other processes on a shared machine do not enter it), sizes
 and attention calls interleaved (the loader's and transformers' stock `sdpa`), the 20th percentile of the
@@ -51,7 +51,7 @@ def forward_costs(runner: TargetRunner, vocab: int, context: int, sizes: tuple[i
 
 
 def linear_costs(model, sizes: tuple[int, ...], repeats: int = 200) -> list[tuple[str, dict]]:
-    """One of the model's own weights per shape, in the layout the loader gave it (`cpu_layout`), timed alone:
+    """One of the model's own weights per shape, in the layout the loader gave it (`target.cpu_layout`), timed alone:
     a weight that fits the core's cache stays there between repeats, where a forward reads it from further out."""
     weights = {}
     for m in model.modules():
