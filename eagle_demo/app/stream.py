@@ -6,7 +6,7 @@ CHART_SECONDS (everything at the end). Gradio's page rebuilds a Plot from scratc
 it twice (~0.1-0.2 s of a slow core each), so the live charts are the page's main cost: four at once came in
 bursts, and with the charts off the page kept 0.97 of the engine's speed against 0.88 with one chart a second.
 CHART_TURNS is the rotation: the race (tokens vs time) every other turn, each of the other three every sixth.
-Measured with scripts/ui_overhead.py: see the README's "The page".
+Measured with scripts/ui_overhead.py: see docs/perf.md, "The page's streaming cost".
 
 The race stays fair: when EAGLE ends, its final state is drawn whole and the page gets DRAW_SETTLE to render it
 before the baseline starts (the worker waits, untimed); while the baseline runs only the stats strip and the race

@@ -17,8 +17,8 @@ TOTALS_GPU = (4, 6, 8, 12, 16, 24, 32, 48, 64)
 # Stopping chains (`TreeConfig.stop_below`), CPU only: their stop reads one score per draft step, a sync on a GPU.
 STOPS_CPU = (0.002, 0.005, 0.01, 0.02, 0.05)
 # A stopping chain's draft over a quarter of the vocabulary, the lowest ids (`TreeConfig.hot_vocab`; FR-Spec keeps
-# 32k of Llama 3's 128k), for heads whose logits are the target's lm_head, CPU only (measured there: docs/perf.md
-# "A hot vocabulary").
+# 32k of Llama 3's 128k), for heads whose logits are the target's lm_head, CPU only (measured there:
+# docs/perf-history.md, "A hot vocabulary").
 HOT_SHARE = 4
 HOT_MIN_VOCAB = 4096
 

@@ -1,7 +1,7 @@
 """Automatic tree: pick the draft shape (a chain length, or a tree total / depth / top-k) that maximises the
 predicted speedup, tau / round cost, for this pair on this device and dtype.
 
-Calibration (2.1-2.2 s on the shipped pair on one CPU thread, docs/perf.md "Calibration in about 2 s"):
+Calibration (2.1-2.2 s on the shipped pair on one CPU thread, docs/perf-history.md "Calibration in about 2 s"):
 1. Costs (`costs`, in 0.15 x `budget_s`, 3 s by default): a plain step, the verify by size, the draft
    by depth and top-k, the draft's extend and the round's host work, timed interleaved, kept at their fastest
    and fitted as lines (the verify: one line over all sizes), so a busy machine moves no single size's price on
@@ -60,7 +60,7 @@ NEW_TOKENS = 72  # greedy continuation per calibration prompt; its positions wit
 # The calibration text: a function, a question, a paragraph of documentation and a class, on the subject the
 # product's suite and page examples share (Python). Text a pair was not trained on undersells its draft: on the
 # shipped pair, 40 tokens after a history paragraph and an arithmetic question chose shapes at 0.68-0.72 of the
-# best shape's predicted speedup on the suite, these at 0.93-0.97 (docs/perf.md "Automatic tree").
+# best shape's predicted speedup on the suite, these at 0.93-0.97 (docs/perf-history.md "Automatic tree").
 PROMPTS = ("def merge_sorted(a, b):\n    \"\"\"Merge two sorted lists into one sorted list.\"\"\"\n",
            "Question: How do I count the words in a text file in Python?\nAnswer:",
            "The json module converts Python objects to text and back. ",
@@ -98,7 +98,7 @@ class AutoChoice:
     def run_config(self, run: RunConfig, retune: bool = False) -> RunConfig:
         """`run` with the chosen tree, its draft paused while it does not pay: the break-even tau is the predicted
         round cost (`gate`). retune: the run may move its shape on its own acceptance (`retune`; off by default:
-        over 128-token runs it has not paid, docs/perf.md "Retuning during a run")."""
+        over 128-token runs it has not paid, docs/perf-history.md "Retuning during a run")."""
         table = self.table if retune else None
         return replace(run, tree=self.tree, pause_below=round(self.predicted_round_cost, 3), retune=table,
                        pause_by_length=self.break_even_by_length(), pause_first=self.pays_nothing)
@@ -267,7 +267,7 @@ def overhead_scale(stats: Acceptance, costs: Costs, cap: float = OVERHEAD_CAP_CP
     speed between calibration's phases changes both) over what the parts predict for those rounds, 1 to `cap`:
     the bookkeeping between the parts. Of the two runs the cheaper counts (a burst of load during one lifts it).
     It scales every shape alike, so it moves the predicted speedup shown and the gate's break-even, not the
-    choice. On a GPU a round's bookkeeping weighs more against a plain step of 2-9 ms replayed (docs/perf.md,
+    choice. On a GPU a round's bookkeeping weighs more against a plain step of 2-9 ms replayed (docs/perf-history.md,
     "On an H100"), and a break-even capped too low kept a weak head drafting at 0.73x plain decoding."""
     if not stats.engine:
         return 1.0

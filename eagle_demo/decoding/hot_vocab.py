@@ -5,7 +5,7 @@ keeps the most frequent ids only; a BPE tokenizer numbers its merges in the orde
 ids stand in for them. Frequent in the training text is not frequent in this text: a prompt's identifiers are often
 late merges, and the continuation repeats them. So the table also takes every id that enters the draft's context
 (the prompt, then each round's committed tokens), as it arrives. On the shipped pair, 6.7% of the target's tokens on
-ten fresh prompts lie outside the first 2048 ids, 0.9% outside them and the context before them (docs/perf.md).
+ten fresh prompts lie outside the first 2048 ids, 0.9% outside them and the context before them (docs/perf-history.md).
 
 The table keeps its rows in the lm_head's own layout (column-major on a CPU, `cpu_layout`) in a buffer that grows by
 doubling; `ids` maps a row to its token id. Log-probabilities are normalised over the table. The target verifies

@@ -17,7 +17,7 @@ call on the next lent GPU.
 Registered through transformers' `AttentionInterface` and `AttentionMaskInterface`: the model classes are
 transformers' own, only the attention call and the mask's dtype differ. Outputs equal the stock path's bit for
 bit on the shipped target (tests/test_attention.py); a verify of 5 tokens there takes 1.1 plain steps instead
-of 1.3 (docs/perf.md, "Grouped-query attention on a CPU").
+of 1.3 (docs/perf-history.md, "Grouped-query attention on a CPU").
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ only the order of the bytes in memory differs.
 
 Measured on the first-generation shipped target (16 layers, hidden 192, fp32, one thread, thread CPU time
 after 200 tokens): a plain step 8.06 -> 7.45 ms, a verify of 8 tokens 10.94 -> 10.30 ms, logits bit-identical.
-The baseline and EAGLE share the target, so both decode faster; docs/perf.md has the figures.
+The baseline and EAGLE share the target, so both decode faster; docs/perf-history.md has the figures.
 """
 
 from __future__ import annotations

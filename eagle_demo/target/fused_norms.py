@@ -8,7 +8,7 @@ the interpreter. Inputs of another dtype take the module's own forward (it compu
 The swap is per module, and only after the module's own forward and the fused call agree bit for bit on a probe
 input: a norm with another formula (Gemma's `1 + weight`, a norm without a weight, an offset) keeps its own
 forward. The model classes stay transformers' own; only a bound `forward` differs. Measured on the shipped target
-(24 layers, 49 norms, one thread): a plain step 4.78 -> 4.64 ms, logits bit-identical (docs/perf.md).
+(24 layers, 49 norms, one thread): a plain step 4.78 -> 4.64 ms, logits bit-identical (docs/perf-history.md).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ file it writes lives outside git, under ``<cache>/train2`` (``~/.cache/eagle_dem
 
     tokens/train.u16 val.u16 meta.json   the tokenized corpus, raw little-endian uint16 (carry it to a GPU)
     ckpt/last.pt (+ last.prev.pt)        model, EMA of the weights, optimizer, step, log; resumed by default
-    train.log                            when started with nohup as in the README
+    train.log                            when started with nohup as in docs/training.md
 
 Stages::
 
