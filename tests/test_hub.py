@@ -253,4 +253,4 @@ def test_download_progress_is_reported(online):
     FakeApi.files = {"config.json": 1, "model.safetensors": 2 * 10**9}
     seen = []
     hub.resolve("owner/x", None, "draft", progress=lambda msg, frac: seen.append((msg, frac)))
-    assert seen == [("downloading draft owner/x (2.00 GB)", 0.0), ("downloaded draft owner/x", 1.0)]
+    assert seen == [("downloading draft owner/x (2.0 GB)", 0.0), ("downloaded draft owner/x", 1.0)]

@@ -21,6 +21,7 @@ from huggingface_hub.utils import validate_repo_id
 
 from .errors import CheckpointError
 from .files import read_json
+from .hub_cache import DownloadBar, cached_listing, check_files, check_space, human, missing_bytes
 from ..common.errors import brief as _short
 
 __all__ = ["resolve", "select_files", "default_max_bytes", "is_offline"]
@@ -91,30 +92,46 @@ def _from_cache(repo: str, revision: str | None, kind: str) -> str:
         raise CheckpointError(
             f"{kind} {repo} is not in the local cache and the Hub is offline (HF_HUB_OFFLINE=1); download it once "
             "online or pass a local folder") from exc
+    listing = cached_listing(Path(folder))
+    check_files(kind, repo, Path(folder), sorted(listing), listing,
+                again="unset HF_HUB_OFFLINE and Load again to download it afresh")
     return str(folder)
 
 
 def _download(repo: str, revision: str | None, kind: str, max_bytes: int, progress: Progress | None,
               weights: bool) -> str:
+    """The repo's listing (with sizes) at `revision`, the size guard and the free-space check, the download, then a
+    check of the cached files. No revision means the default branch, asked for by name ("main", as
+    huggingface_hub's own downloads do): a mirror such as olah cannot answer the unnamed form offline."""
     api = HfApi()
+    asked = revision or hub_constants.DEFAULT_REVISION
     try:
-        info = api.model_info(repo, revision=revision, files_metadata=True)
+        info = api.model_info(repo, revision=asked, files_metadata=True)
+        sizes = {s.rfilename: s.size for s in (info.siblings or [])}
+        files = select_files({n: int(v or 0) for n, v in sizes.items()}, kind, repo, weights,
+                             index_reader=lambda name: _read_remote_index(repo, info.sha or asked, name))
+        if any(sizes.get(f) is None for f in files):  # a listing without sizes (olah): ask for the files' own
+            sizes.update({p.path: p.size for p in api.get_paths_info(repo, files, revision=info.sha or asked)})
     except Exception as exc:  # noqa: BLE001 - mapped to one-line messages below
-        raise _hub_error(exc, repo, revision, kind, api) from exc
-    sizes = {s.rfilename: int(s.size or 0) for s in (info.siblings or [])}
-    files = select_files(sizes, kind, repo, weights,
-                         index_reader=lambda name: _read_remote_index(repo, info.sha or revision, name))
-    total = sum(sizes.get(f, 0) for f in files)
+        raise _hub_error(exc, repo, asked, kind, api) from exc
+    listed = {f: int(sizes.get(f) or 0) for f in files}
+    total = sum(listed.values())
     if total > max_bytes:
         raise CheckpointError(
             f"{kind} {repo} needs {total / 1e9:.1f} GB of downloads, above the limit of {max_bytes / 1e9:.1f} GB; "
             "raise EAGLE_DEMO_MAX_DOWNLOAD_GB (or max_download_bytes) or pick a smaller model")
+    commit = info.sha or asked
+    needed = missing_bytes(repo, commit, files, listed)
+    check_space(kind, repo, needed)
+    bar = DownloadBar(progress, f"{kind} {repo}", needed) if progress is not None and needed else None
     if progress is not None:
-        progress(f"downloading {kind} {repo} ({total / 1e9:.2f} GB)", 0.0)
+        progress(f"downloading {kind} {repo} ({human(needed)})" if needed else f"{kind} {repo} is cached", 0.0)
     try:
-        folder = snapshot_download(repo, revision=info.sha or revision, allow_patterns=files)
+        folder = snapshot_download(repo, revision=commit, allow_patterns=files,
+                                   tqdm_class=bar.factory() if bar is not None else None)
     except Exception as exc:  # noqa: BLE001
         raise _hub_error(exc, repo, revision, kind, None) from exc
+    check_files(kind, repo, Path(folder), files, listed)
     if progress is not None:
         progress(f"downloaded {kind} {repo}", 1.0)
     return str(folder)
@@ -134,6 +151,10 @@ def select_files(sizes: dict[str, int], kind: str, repo: str, weights: bool = Tr
     if not weights:
         return wanted
     weight_files = _weight_files(names, index_reader)
+    lacking = [f for f in weight_files if f not in names]
+    if lacking:
+        raise CheckpointError(f"{kind} {repo}: {weight_files[0]} names {lacking[0]}, which the repo does not have (an "
+                              "incomplete upload); pick another revision or ask the repo's owner to add it")
     if not weight_files:
         raise CheckpointError(f"{kind} {repo} has no weight files (*.safetensors or pytorch_model*.bin); pick a repo "
                               "that ships its weights")
@@ -181,8 +202,12 @@ def _hub_error(exc: Exception, repo: str, revision: str | None, kind: str, api: 
     if isinstance(exc, DisabledRepoError):
         return CheckpointError(f"{kind} {repo} has been disabled on the Hub; pick another repo")
     if isinstance(exc, RevisionNotFoundError):
-        return CheckpointError(f"revision {revision!r} does not exist in {repo}; check the branch, tag or commit")
+        return CheckpointError(f"revision {revision!r} does not exist in {repo}{_refs(api, repo)}; check the branch, "
+                               "tag or commit")
     if isinstance(exc, RepositoryNotFoundError):
+        if api is not None and revision and (refs := _refs(api, repo)):  # a mirror may answer 401 for a bad revision
+            return CheckpointError(f"revision {revision!r} does not exist in {repo}{refs}; check the branch, tag or "
+                                   "commit")
         if api is not None and _is_dataset(api, repo):
             return CheckpointError(f"{repo} is a dataset, not a model; pass a model repo id as the {kind}")
         return CheckpointError(f"{kind} {repo} was not found on the Hub (or it is private: log in with hf auth "
@@ -196,6 +221,19 @@ def _hub_error(exc: Exception, repo: str, revision: str | None, kind: str, api: 
         return CheckpointError(f"downloading {kind} {repo} failed ({_short(exc)}); check disk space and the cache "
                                "folder, then retry")
     return CheckpointError(f"resolving {kind} {repo} failed ({_short(exc)}); pass a local folder or retry")
+
+
+def _refs(api: HfApi | None, repo: str) -> str:
+    """" (branches: a, b; tags: c)" when the server lists the repo's refs, else "" (no such repo, or no access)."""
+    try:
+        refs = api.list_repo_refs(repo) if api is not None else None
+    except Exception:  # noqa: BLE001 - any failure means "no refs to show"
+        return ""
+    if refs is None:
+        return ""
+    parts = [f"{label}: {', '.join(r.name for r in found[:8])}" for label, found in
+             (("branches", refs.branches), ("tags", refs.tags)) if found]
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def _is_dataset(api: HfApi, repo: str) -> bool:

@@ -1,0 +1,186 @@
+"""The HF cache side of a Hub download: free space before it, progress and Stop during it, and a check of what it
+left (sizes against the repo's listing, contents against the file's own hash) before anything is loaded.
+
+huggingface_hub writes a file as BLOB.incomplete and renames it when whole, so a cut download never counts as
+cached; what this module catches is a cached file that changed afterwards (truncated, overwritten, a disk error)
+or a server whose listing and files disagree. A bad file is removed, so the next Load fetches it afresh.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+from huggingface_hub import constants as hub_constants
+
+from .errors import CheckpointError, CorruptCheckpointError
+
+__all__ = ["human", "cache_folder", "missing_bytes", "check_space", "check_files", "cached_listing", "DownloadBar"]
+
+Progress = Callable[[str, float], None]
+_VERIFIED: dict[tuple[str, int, int], bool] = {}  # (blob, size, mtime_ns) already hashed in this process
+_VERIFIED_LOCK = threading.Lock()
+
+
+def human(n: float) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{int(n)} B"
+
+
+def cache_folder() -> Path:
+    return Path(hub_constants.HF_HUB_CACHE).expanduser()
+
+
+def _snapshot(repo: str, commit: str) -> Path:
+    return cache_folder() / f"models--{repo.replace('/', '--')}" / "snapshots" / commit
+
+
+def missing_bytes(repo: str, commit: str, files: list[str], sizes: dict[str, int]) -> int:
+    """Bytes of `files` not yet in the cache at their listed size (what the download will write)."""
+    snap = _snapshot(repo, commit)
+    return sum(sizes.get(f, 0) for f in files
+               if not ((snap / f).is_file() and (snap / f).stat().st_size == sizes.get(f, -1)))
+
+
+def check_space(kind: str, repo: str, needed: int) -> None:
+    """Refuse, before downloading, a download larger than the free space of the cache's filesystem."""
+    folder = cache_folder()
+    probe = next((p for p in (folder, *folder.parents) if p.exists()), Path("/"))
+    free = shutil.disk_usage(probe).free
+    if needed > free:
+        raise CheckpointError(
+            f"{kind} {repo} needs {human(needed)} of downloads but the cache folder {folder} has {human(free)} "
+            "free; free some space or point HF_HOME at a bigger disk")
+
+
+def cached_listing(folder: Path) -> dict[str, int]:
+    """{file: size} of a snapshot as huggingface_hub recorded the repo's listing (trees/COMMIT.json), or {}."""
+    tree = folder.parent.parent / "trees" / f"{folder.name}.json"
+    try:
+        files = json.loads(tree.read_text(encoding="utf-8")).get("files") or {}
+        return {str(k): int(v["size"]) for k, v in files.items() if isinstance(v, dict) and "size" in v}
+    except (OSError, ValueError, TypeError, AttributeError):
+        return {}
+
+
+def check_files(kind: str, repo: str, folder: Path, files: list[str], sizes: dict[str, int] | None,
+                again: str = "press Load again to download it afresh") -> None:
+    """Each of `files` in the snapshot `folder` against the repo's listed size and its blob's own hash (the blob is
+    named by the server's ETag: a git blob id, or the sha256 of an LFS file). A bad file is removed from the cache
+    and named in one line; the next Load downloads it again."""
+    for name in files:
+        path = folder / name
+        if not path.is_file():
+            continue  # selected but not listed (e.g. an optional file); the loader names what it lacks
+        blob = path.resolve()
+        size, listed = blob.stat().st_size, (sizes or {}).get(name)
+        if listed and size != listed:
+            _drop(path, blob)
+            raise CorruptCheckpointError(
+                f"{kind} {repo}: the cached {name} is {size} bytes but the repo lists {listed} (truncated or "
+                f"overwritten); it was removed from the cache, {again}")
+        if not _hash_ok(blob):
+            _drop(path, blob)
+            raise CorruptCheckpointError(
+                f"{kind} {repo}: the cached {name} does not match its checksum (corrupted on disk or in transit); "
+                f"it was removed from the cache, {again}")
+
+
+def _hash_ok(blob: Path) -> bool:
+    stat = blob.stat()
+    key = (str(blob), stat.st_size, stat.st_mtime_ns)
+    with _VERIFIED_LOCK:
+        if key in _VERIFIED:
+            return True
+    name = blob.name.lower()
+    if len(name) == 64 and all(c in "0123456789abcdef" for c in name):
+        digest = hashlib.sha256()
+    elif len(name) == 40 and all(c in "0123456789abcdef" for c in name):
+        digest = hashlib.sha1(f"blob {stat.st_size}\0".encode())  # git's blob id
+    else:
+        return True  # not named by a content hash: nothing to compare with
+    with open(blob, "rb") as handle:
+        while chunk := handle.read(1 << 22):
+            digest.update(chunk)
+    if digest.hexdigest() != name:
+        return False
+    with _VERIFIED_LOCK:
+        _VERIFIED[key] = True
+    return True
+
+
+def _drop(link: Path, blob: Path) -> None:
+    for path in (link, blob):
+        try:
+            path.unlink()
+        except OSError:
+            pass
+
+
+class DownloadBar:
+    """A progress-bar class for `snapshot_download(tqdm_class=...)`: it draws nothing and reports the bytes
+    received and the rate as one line through `progress`, at most twice a second. The progress callable may raise
+    (the page's Stop does): the download then ends with that error."""
+
+    def __init__(self, say: Progress, label: str, total: int):
+        self.say, self.label, self.total = say, label, max(total, 1)
+        self.received = 0
+        self.started = time.monotonic()
+        self.last = 0.0
+        self.lock = threading.Lock()
+
+    def factory(self):
+        outer = self
+
+        class Bar:
+            def __init__(self, *args, **kwargs):
+                self.bytes = kwargs.get("unit") == "B" and kwargs.get("desc") == "Downloading bytes"
+                self.n, self.total = kwargs.get("initial", 0) or 0, kwargs.get("total")
+                self.format_dict: dict = {}
+
+            def update(self, n=1):
+                self.n += n or 0
+                if self.bytes:
+                    outer.add(int(n or 0))
+                else:
+                    outer.tick()
+
+            def __getattr__(self, name):  # refresh, close, set_description, set_postfix_str, ...
+                return lambda *args, **kwargs: None
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                return False
+
+        return Bar
+
+    def add(self, n: int) -> None:
+        with self.lock:
+            self.received += n
+        self.tick()
+
+    def tick(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self.last < 0.5:
+            self.say_check()
+            return
+        self.last = now
+        rate = self.received / max(now - self.started, 1e-3)
+        self.say(f"downloading {self.label}: {human(self.received)} of {human(self.total)} at {human(rate)}/s",
+                 min(self.received / self.total, 1.0))
+
+    def say_check(self) -> None:
+        """Let the progress callable raise (Stop) between two reported lines too."""
+        checker = getattr(self.say, "check", None)
+        if checker is not None:
+            checker()
