@@ -183,7 +183,7 @@ def test_size_guard(online, monkeypatch):
     assert "repo" not in online  # nothing downloaded
     monkeypatch.setenv("EAGLE_DEMO_MAX_DOWNLOAD_GB", "60")
     hub.resolve("owner/huge", None, "target")
-    with pytest.raises(CheckpointError, match="limit of 0.0 GB"):
+    with pytest.raises(CheckpointError, match="limit of 1.0 kB"):
         hub.resolve("owner/huge", None, "target", max_bytes=1000)
 
 

@@ -9,12 +9,15 @@ import dataclasses
 import functools
 import inspect
 import logging
+import threading
 from typing import Any, Callable
 
 import gradio as gr
 
 from ..common.config import TREE_PRESETS, ConfigError, RunConfig, SamplingConfig, TreeConfig
+from ..checkpoints.errors import CheckpointError
 from ..common.errors import one_line
+from .pages import LOAD_STOPS
 from .state import PairKey, make_key
 
 __all__ = ["TREE_MODE", "CHAIN_MODE", "PairForm", "LoadForm", "GenerateForm", "BenchForm", "make_tree", "make_run",
@@ -192,6 +195,19 @@ def progress_fn(progress) -> Callable[[str, float], None]:
         if progress is not None:
             progress(min(max(float(fraction), 0.0), 1.0), desc=stage)
     return say
+
+
+def stoppable(say: Callable[[str, float], None], request: gr.Request | None) -> Callable[[str, float], None]:
+    """`say`, which raises once this page pressed Stop: a download reports its progress through it, so Stop ends
+    the download (what is whole stays cached; huggingface_hub keeps the part of a file as .incomplete)."""
+    stop = threading.Event()
+    LOAD_STOPS.put(request.session_hash if request is not None else None, stop)
+
+    def check(stage: str, fraction: float) -> None:
+        if stop.is_set():
+            raise CheckpointError("the load was stopped (Stop); press Load to start it again")
+        say(stage, fraction)
+    return check
 
 
 def handler(form: type, fn: Callable[..., Any]) -> Callable:

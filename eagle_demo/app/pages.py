@@ -7,7 +7,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-__all__ = ["PerPage", "LAST_RUNS", "CLIENT_PAIRS", "PENDING", "BENCH_STOPS", "STOPPED_CLICKS", "GenerateRequest",
+__all__ = ["PerPage", "LAST_RUNS", "CLIENT_PAIRS", "PENDING", "BENCH_STOPS", "LOAD_STOPS", "STOPPED_CLICKS", "GenerateRequest",
            "note_stop", "stopped_before_start", "BenchmarkStopped"]
 
 
@@ -46,6 +46,7 @@ LAST_RUNS = PerPage()  # session hash -> LiveRun
 CLIENT_PAIRS = PerPage()  # session hash -> the PairKey that page or API client used last
 PENDING = PerPage()  # session hash -> GenerateRequest of the Generate click waiting for its turn in the queue
 BENCH_STOPS = PerPage()  # session hash -> threading.Event of that page's running benchmark
+LOAD_STOPS = PerPage()  # session hash -> threading.Event of that page's running Load (its download)
 
 
 STOPPED_CLICKS = PerPage()  # session hash -> the page's Generate click count when its latest Stop was pressed

@@ -15,7 +15,8 @@ from ..view.stats import stats_html
 from ..view.tokens import token_html
 from .autotune import AUTO, IDLE_LINE, calibrate_ui
 from .draft_panel import after_generate, after_load, apply_tree_preset
-from .forms import CHAIN_MODE, TREE_MODE, GenerateForm, LoadForm, PairForm, handler, progress_fn, tree_values
+from .forms import (CHAIN_MODE, TREE_MODE, GenerateForm, LoadForm, PairForm, handler, progress_fn, stoppable,
+                    tree_values)
 from .pages import CLIENT_PAIRS
 from .state import REGISTRY, local_or_repo, suite_prompts
 from .stream import CLICKS_JS, COUNT_CLICK_JS, GenerateOutputs, generate_ui, note_generate, rerender_tokens, \
@@ -293,7 +294,7 @@ def _run_views() -> dict[str, Any]:
 
 def load(form: LoadForm, request: gr.Request | None, progress):
     """Load the panel's pair (`/load`); with `probe`, probe it too (a pair without a draft has nothing to probe)."""
-    key, say = form.key(), progress_fn(progress)
+    key, say = form.key(), stoppable(progress_fn(progress), request)
     session = REGISTRY.load(key, say)
     if form.probe and session.eagle is not None:
         session = REGISTRY.probe(key, say)

@@ -32,7 +32,7 @@ from ..view.tokens import TextCache, token_html
 from ..view.tree_chart import tree_figure
 from .autotune import AUTO_SHOWN, PAGE_PRESETS, page_tree
 from .forms import GenerateForm, progress_fn
-from .pages import BENCH_STOPS, CLIENT_PAIRS, LAST_RUNS, PENDING, GenerateRequest, note_stop, stopped_before_start
+from .pages import BENCH_STOPS, CLIENT_PAIRS, LAST_RUNS, LOAD_STOPS, PENDING, GenerateRequest, note_stop, stopped_before_start
 from .state import REGISTRY, LiveRun, best_round, decoder, ensure, start_run
 
 __all__ = ["GenerateOutputs", "generate_ui", "note_generate", "stop_ui", "COUNT_CLICK_JS", "CLICKS_JS",
@@ -242,9 +242,9 @@ def stop_ui(clicks: float | None = None, request: gr.Request = None):
     live = LAST_RUNS.get(hash_)
     if live is not None:
         live.stop.set()
-    bench_stop = BENCH_STOPS.get(hash_)
-    if bench_stop is not None:
-        bench_stop.set()
+    for stop in (BENCH_STOPS.get(hash_), LOAD_STOPS.get(hash_)):
+        if stop is not None:
+            stop.set()
 
 
 def rerender_tokens(result, show):

@@ -118,7 +118,7 @@ def _download(repo: str, revision: str | None, kind: str, max_bytes: int, progre
     total = sum(listed.values())
     if total > max_bytes:
         raise CheckpointError(
-            f"{kind} {repo} needs {total / 1e9:.1f} GB of downloads, above the limit of {max_bytes / 1e9:.1f} GB; "
+            f"{kind} {repo} needs {human(total)} of downloads, above the limit of {human(max_bytes)}; "
             "raise EAGLE_DEMO_MAX_DOWNLOAD_GB (or max_download_bytes) or pick a smaller model")
     commit = info.sha or asked
     needed = missing_bytes(repo, commit, files, listed)

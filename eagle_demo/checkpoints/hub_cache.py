@@ -128,7 +128,7 @@ def _drop(link: Path, blob: Path) -> None:
 class DownloadBar:
     """A progress-bar class for `snapshot_download(tqdm_class=...)`: it draws nothing and reports the bytes
     received and the rate as one line through `progress`, at most twice a second. The progress callable may raise
-    (the page's Stop does): the download then ends with that error."""
+    (the page's Stop does): the download then ends with that error, within half a second."""
 
     def __init__(self, say: Progress, label: str, total: int):
         self.say, self.label, self.total = say, label, max(total, 1)
@@ -172,15 +172,8 @@ class DownloadBar:
     def tick(self, force: bool = False) -> None:
         now = time.monotonic()
         if not force and now - self.last < 0.5:
-            self.say_check()
             return
         self.last = now
         rate = self.received / max(now - self.started, 1e-3)
         self.say(f"downloading {self.label}: {human(self.received)} of {human(self.total)} at {human(rate)}/s",
                  min(self.received / self.total, 1.0))
-
-    def say_check(self) -> None:
-        """Let the progress callable raise (Stop) between two reported lines too."""
-        checker = getattr(self.say, "check", None)
-        if checker is not None:
-            checker()
