@@ -72,14 +72,17 @@ def _commit_folder(repo: Path, source: Path | None, message: str) -> str:
 
 
 def _perturbed(source: Path, out: Path) -> Path:
-    """A copy of the shipped target whose final norm is scaled: same shapes, other tokens."""
+    """A copy of the shipped target whose output rows of two tokens are swapped: same shapes, other tokens."""
     from safetensors.torch import load_file, save_file
 
     out.mkdir(parents=True, exist_ok=True)
     for file in source.iterdir():
         shutil.copy2(file, out / file.name)
     weights = load_file(str(source / "model.safetensors"))
-    weights["model.norm.weight"] = weights["model.norm.weight"] * 1.5  # [H]
+    name = "lm_head.weight" if "lm_head.weight" in weights else "model.embed_tokens.weight"
+    head = weights[name].clone()  # [V, H]
+    head[[199, 258]] = head[[258, 199]]  # a newline and an indent trade places
+    weights[name] = head
     save_file(weights, str(out / "model.safetensors"), metadata={"format": "pt"})
     return out
 

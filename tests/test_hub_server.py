@@ -1,0 +1,206 @@
+"""Repo ids through a real Hub-compatible server on loopback: olah 0.5.4 (its own venv, built once by
+scripts/hub_mirror.py) serving git repos of the shipped pair, with huggingface_hub's real client talking HTTP to
+it, through /load and the CLI. Faults come from a loopback TCP relay in front of olah (a cut after N bytes, a
+byte-rate limit), never from a hand-written Hub API. olah cannot answer 403/gated repos offline: its deny rule
+answers 401, as the Hub does for a private repo without a token (403/gated stay covered in test_hub.py).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from huggingface_hub import constants as hub_constants
+
+from eagle_demo.session import SHIPPED_EAGLE1, SHIPPED_TARGET
+from test_ui_api import launch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+import hub_mirror  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+PROMPT = "def fibonacci(n):\n"
+TARGET, DRAFT = "local/tiny-target", "local/tiny-eagle1"
+WEIGHTS = "model.safetensors"
+
+
+@pytest.fixture(scope="module")
+def mirror(tmp_path_factory):
+    """olah on loopback behind a relay; huggingface_hub pointed at the relay, online, with its own cache."""
+    root = tmp_path_factory.mktemp("hub")
+    repos = hub_mirror.build_repos(root)
+    server = hub_mirror.Olah(repos, root / "olah").start()
+    relay = hub_mirror.Relay(server.port).up()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("HF_HUB_OFFLINE", raising=False)
+        mp.setattr(hub_constants, "HF_HUB_OFFLINE", False)
+        mp.setattr(hub_constants, "ENDPOINT", relay.url)  # what HF_ENDPOINT sets at import
+        mp.setattr(hub_constants, "HUGGINGFACE_CO_URL_TEMPLATE", relay.url + "/{repo_id}/resolve/{revision}/{filename}")
+        mp.setattr(hub_constants, "HF_HUB_CACHE", str(root / "hf-cache"))
+        try:
+            yield SimpleNamespace(root=root, repos=repos, server=server, relay=relay)
+        finally:
+            relay.down()
+            server.stop()
+
+
+@pytest.fixture(scope="module")
+def app(mirror):
+    """The app (default pair: the shipped local folders) and the local folders' reference tokens."""
+    from gradio_client import Client
+
+    from eagle_demo.app import REGISTRY
+
+    demo, url = launch(SHIPPED_TARGET, SHIPPED_EAGLE1)
+    client = Client(url, verbose=False)
+    try:
+        yield SimpleNamespace(client=client, reference=load_and_generate(client, SHIPPED_TARGET, SHIPPED_EAGLE1))
+    finally:
+        demo.close()
+        REGISTRY.clear()
+
+
+@pytest.fixture
+def fresh_cache(mirror, tmp_path, monkeypatch):
+    """An empty HF cache for this test; the relay without faults."""
+    monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(tmp_path / "hf-cache"))
+    mirror.relay.cut_after, mirror.relay.rate = None, None
+    yield tmp_path / "hf-cache"
+    mirror.relay.cut_after, mirror.relay.rate = None, None
+    if mirror.relay._listener is None:
+        mirror.relay.up()
+
+
+def load_and_generate(client, target: str, draft: str, revision: str = "", draft_revision: str = "") -> list[int]:
+    client.predict(target, draft, revision, "auto", "cpu", draft_revision, api_name="/load")
+    return client.predict(PROMPT, 16, depth=3, api_name="/generate")[1]["token_ids"]
+
+
+def refused(client, *args) -> str:
+    """The one-line message of a /load that fails; the page then still generates."""
+    from gradio_client.exceptions import AppError
+
+    padded = list(args) + [""] * (3 - len(args))
+    with pytest.raises(AppError) as err:
+        client.predict(*padded[:3], "auto", "cpu", *padded[3:], api_name="/load")
+    message = str(err.value).strip()
+    assert message and "\n" not in message and "Traceback" not in message, message
+    return message
+
+
+def still_serves(app) -> None:
+    assert load_and_generate(app.client, SHIPPED_TARGET, SHIPPED_EAGLE1) == app.reference
+
+
+def cached(cache: Path, repo: str) -> dict[str, int]:
+    """{file: size} of the repo's snapshot files in the cache, plus "*.incomplete" parts by blob name."""
+    folder = cache / f"models--{repo.replace('/', '--')}"
+    out = {p.name: p.stat().st_size for p in folder.glob("snapshots/*/*") if p.exists()}
+    out.update({p.name: p.stat().st_size for p in folder.glob("blobs/*.incomplete")})
+    return out
+
+
+# ---- the happy path and revisions --------------------------------------------------------------------------------
+
+def test_repo_ids_load_and_generate_as_the_local_folders(app, mirror, fresh_cache):
+    assert load_and_generate(app.client, TARGET, DRAFT) == app.reference  # no revision: the default branch "main"
+    assert cached(fresh_cache, TARGET) == {p.name: p.stat().st_size for p in Path(SHIPPED_TARGET).iterdir()}
+    assert cached(fresh_cache, DRAFT) == {p.name: p.stat().st_size for p in Path(SHIPPED_EAGLE1).iterdir()}
+    assert load_and_generate(app.client, "local/sharded-target", DRAFT) == app.reference
+    assert sorted(cached(fresh_cache, "local/sharded-target"))[:3] == [
+        "config.json", "generation_config.json", "model-00001-of-00002.safetensors"]
+
+
+def test_revisions_by_branch_tag_and_commit(app, mirror, fresh_cache):
+    perturbed = load_and_generate(app.client, str(mirror.repos.perturbed), SHIPPED_EAGLE1)
+    assert perturbed != app.reference  # the branch's commit changed a weight file
+    assert load_and_generate(app.client, TARGET, DRAFT, "perturbed") == perturbed
+    assert load_and_generate(app.client, TARGET, DRAFT, "v1.0") == app.reference
+    assert load_and_generate(app.client, TARGET, DRAFT, mirror.repos.first_commit, "main") == app.reference
+    message = refused(app.client, TARGET, DRAFT, "v9")
+    assert message == ("revision 'v9' does not exist in local/tiny-target (branches: main, perturbed; tags: v1.0); "
+                       "check the branch, tag or commit")
+    still_serves(app)
+
+
+@pytest.mark.parametrize("target,draft,expected", [
+    ("local/nope", DRAFT, "target local/nope was not found on the Hub (or it is private: log in with hf auth login); "
+                          "check the repo id"),
+    (TARGET, "local/refused", "draft local/refused was not found on the Hub (or it is private: log in with hf auth "
+                              "login); check the repo id"),
+    ("local/missing-shard", DRAFT, "target local/missing-shard: model.safetensors.index.json names "
+                                   "model-00002-of-00002.safetensors, which the repo does not have (an incomplete "
+                                   "upload); pick another revision or ask the repo's owner to add it"),
+], ids=["missing repo", "refused repo (401)", "missing file"])
+def test_missing_and_refused_are_one_line(app, fresh_cache, target, draft, expected):
+    assert refused(app.client, target, draft) == expected
+    still_serves(app)
+
+
+# ---- faults ----------------------------------------------------------------------------------------------------
+
+def test_server_gone_mid_file_then_back(app, mirror, fresh_cache):
+    mirror.relay.cut_after = 4_000_000  # inside the 13 MB weights; the relay then stops listening
+    message = refused(app.client, TARGET, DRAFT)
+    assert mirror.relay.cuts >= 1
+    assert message.startswith("could not reach the Hub for target local/tiny-target (") and message.endswith(
+        "check the connection, or set HF_HUB_OFFLINE=1 to use the local cache"), message
+    assert WEIGHTS not in cached(fresh_cache, TARGET)  # nothing half-written counts as cached
+    still_serves(app)
+    mirror.relay.cut_after = None
+    mirror.relay.up()
+    assert load_and_generate(app.client, TARGET, DRAFT) == app.reference
+    assert cached(fresh_cache, TARGET)[WEIGHTS] == (Path(SHIPPED_TARGET) / WEIGHTS).stat().st_size
+
+
+def _blob(cache: Path, repo: str, name: str) -> Path:
+    return next((cache / f"models--{repo.replace('/', '--')}").glob(f"snapshots/*/{name}")).resolve()
+
+
+@pytest.mark.parametrize("damage,fragment", [
+    ("truncate", "the cached model.safetensors is 6538892 bytes but the repo lists 13077784 (truncated or overwritten)"),
+    ("flip", "the cached model.safetensors does not match its checksum (corrupted on disk or in transit)"),
+])
+def test_damaged_cache_file_is_named_removed_and_fetched_again(app, mirror, fresh_cache, damage, fragment):
+    still_serves(app)  # the pair a test before left loaded is freed: this Load downloads into this test's cache
+    assert load_and_generate(app.client, TARGET, DRAFT) == app.reference
+    blob = _blob(fresh_cache, TARGET, WEIGHTS)
+    data = bytearray(blob.read_bytes())
+    if damage == "truncate":
+        data = data[: len(data) // 2]
+    else:
+        data[len(data) // 2] ^= 0xFF  # one byte inside a tensor: the header still parses
+    blob.write_bytes(bytes(data))
+    still_serves(app)  # another pair, so the next Load reads the cache again
+    assert refused(app.client, TARGET, DRAFT) == (
+        f"target local/tiny-target: {fragment}; it was removed from the cache, press Load again to download it afresh")
+    assert WEIGHTS not in cached(fresh_cache, TARGET) and not blob.exists()
+    still_serves(app)
+    assert load_and_generate(app.client, TARGET, DRAFT) == app.reference
+
+
+# ---- the command line ------------------------------------------------------------------------------------------
+
+def cli(mirror, cache: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
+    env.update(HF_ENDPOINT=mirror.relay.url, HF_HUB_CACHE=str(cache), OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, "-m", "eagle_demo", "generate", "--prompt", PROMPT, "--max-new-tokens",
+                           "16", "--depth", "3", "--json", *args], env=env, capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
+
+
+def test_cli_with_repo_ids(app, mirror, fresh_cache):
+    import json
+
+    done = cli(mirror, fresh_cache, "--target", TARGET, "--draft", DRAFT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1])["token_ids"] == app.reference
+    done = cli(mirror, fresh_cache, "--target", TARGET, "--draft", DRAFT, "--revision", "v9")
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        "error: revision 'v9' does not exist in local/tiny-target (branches: main, perturbed; tags: v1.0); check "
+        "the branch, tag or commit"], done.stderr[-2000:]
