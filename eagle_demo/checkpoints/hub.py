@@ -21,7 +21,8 @@ from huggingface_hub.utils import validate_repo_id
 
 from .errors import CheckpointError
 from .files import read_json
-from .hub_cache import DownloadBar, cached_listing, check_files, check_space, human, missing_bytes
+from .hub_cache import (DownloadBar, cached_listing, check_files, check_space, human, missing_bytes,
+                        snapshot_folder)
 from ..common.errors import brief as _short
 
 __all__ = ["resolve", "select_files", "default_max_bytes", "is_offline"]
@@ -110,8 +111,10 @@ def _download(repo: str, revision: str | None, kind: str, max_bytes: int, progre
         sizes = {s.rfilename: s.size for s in (info.siblings or [])}
         files = select_files({n: int(v or 0) for n, v in sizes.items()}, kind, repo, weights,
                              index_reader=lambda name: _read_remote_index(repo, info.sha or asked, name))
-        if any(sizes.get(f) is None for f in files):  # a listing without sizes (olah): ask for the files' own
-            sizes.update({p.path: p.size for p in api.get_paths_info(repo, files, revision=info.sha or asked)})
+        present = [n for n in sizes if _plain_name(n) and (snapshot_folder(repo, info.sha or asked) / n).is_file()]
+        unsized = [f for f in dict.fromkeys(files + present) if sizes.get(f) is None]
+        if unsized:  # a listing without sizes (olah): ask for the files' own
+            sizes.update({p.path: p.size for p in api.get_paths_info(repo, unsized, revision=info.sha or asked)})
     except Exception as exc:  # noqa: BLE001 - mapped to one-line messages below
         raise _hub_error(exc, repo, asked, kind, api) from exc
     listed = {f: int(sizes.get(f) or 0) for f in files}
@@ -131,7 +134,8 @@ def _download(repo: str, revision: str | None, kind: str, max_bytes: int, progre
                                    tqdm_class=bar.factory() if bar is not None else None)
     except Exception as exc:  # noqa: BLE001
         raise _hub_error(exc, repo, revision, kind, None) from exc
-    check_files(kind, repo, Path(folder), files, listed)
+    check_files(kind, repo, Path(folder), list(dict.fromkeys(files + present)),  # present: e.g. weights fetched before
+                {n: int(v) for n, v in sizes.items() if v is not None})
     if progress is not None:
         progress(f"downloaded {kind} {repo}", 1.0)
     return str(folder)

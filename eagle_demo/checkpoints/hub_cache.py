@@ -21,7 +21,7 @@ from huggingface_hub import constants as hub_constants
 
 from .errors import CheckpointError, CorruptCheckpointError
 
-__all__ = ["human", "cache_folder", "missing_bytes", "check_space", "check_files", "cached_listing", "DownloadBar"]
+__all__ = ["human", "cache_folder", "missing_bytes", "check_space", "check_files", "cached_listing", "snapshot_folder", "DownloadBar"]
 
 Progress = Callable[[str, float], None]
 _VERIFIED: dict[tuple[str, int, int], bool] = {}  # (blob, size, mtime_ns) already hashed in this process
@@ -39,13 +39,13 @@ def cache_folder() -> Path:
     return Path(hub_constants.HF_HUB_CACHE).expanduser()
 
 
-def _snapshot(repo: str, commit: str) -> Path:
+def snapshot_folder(repo: str, commit: str) -> Path:
     return cache_folder() / f"models--{repo.replace('/', '--')}" / "snapshots" / commit
 
 
 def missing_bytes(repo: str, commit: str, files: list[str], sizes: dict[str, int]) -> int:
     """Bytes of `files` not yet in the cache at their listed size (what the download will write)."""
-    snap = _snapshot(repo, commit)
+    snap = snapshot_folder(repo, commit)
     return sum(sizes.get(f, 0) for f in files
                if not ((snap / f).is_file() and (snap / f).stat().st_size == sizes.get(f, -1)))
 
