@@ -67,7 +67,10 @@ def app(mirror):
 
 @pytest.fixture
 def fresh_cache(mirror, tmp_path, monkeypatch):
-    """An empty HF cache for this test; the relay without faults."""
+    """An empty HF cache for this test; the relay without faults; no pair loaded (a Load reads the cache)."""
+    from eagle_demo.app import REGISTRY
+
+    REGISTRY.clear()
     monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(tmp_path / "hf-cache"))
     mirror.relay.cut_after, mirror.relay.rate = None, None
     yield tmp_path / "hf-cache"
@@ -167,7 +170,6 @@ def _blob(cache: Path, repo: str, name: str) -> Path:
     ("flip", "the cached model.safetensors does not match its checksum (corrupted on disk or in transit)"),
 ])
 def test_damaged_cache_file_is_named_removed_and_fetched_again(app, mirror, fresh_cache, damage, fragment):
-    still_serves(app)  # the pair a test before left loaded is freed: this Load downloads into this test's cache
     assert load_and_generate(app.client, TARGET, DRAFT) == app.reference
     blob = _blob(fresh_cache, TARGET, WEIGHTS)
     data = bytearray(blob.read_bytes())
@@ -204,3 +206,73 @@ def test_cli_with_repo_ids(app, mirror, fresh_cache):
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [
         "error: revision 'v9' does not exist in local/tiny-target (branches: main, perturbed; tags: v1.0); check "
         "the branch, tag or commit"], done.stderr[-2000:]
+
+
+# ---- space, size limit, a slow server and Stop -----------------------------------------------------------------
+
+@pytest.fixture
+def small_disk(tmp_path, monkeypatch):
+    """An HF cache on a real 6 MB tmpfs (skipped where this machine does not allow mounting one)."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"no tmpfs mount here ({done.stderr.decode().strip()[:80]}); the free-space check is untested")
+    from eagle_demo.app import REGISTRY
+
+    REGISTRY.clear()
+    monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(mount / "hf-cache"))
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+def test_not_enough_disk_is_refused_before_downloading(app, mirror, small_disk):
+    import shutil
+
+    free = shutil.disk_usage(small_disk).free
+    message = refused(app.client, TARGET, DRAFT)
+    after = shutil.disk_usage(small_disk).free  # the configs and the 2.5 MB draft fit; the 13 MB weights do not
+    assert message.startswith("target local/tiny-target needs 13.1 MB of downloads but the cache folder "), message
+    assert message.endswith(f"free; free some space or point HF_HOME at a bigger disk"), message
+    assert f"has {after / 1e6:.1f} MB free" in message and after < free
+    assert WEIGHTS not in cached(small_disk / "hf-cache", TARGET)
+    still_serves(app)
+
+
+def test_download_size_limit_against_the_servers_sizes(app, mirror, fresh_cache, monkeypatch):
+    monkeypatch.setenv("EAGLE_DEMO_MAX_DOWNLOAD_GB", "0.01")
+    assert refused(app.client, TARGET, DRAFT) == (
+        "target local/tiny-target needs 13.6 MB of downloads, above the limit of 10.0 MB; raise "
+        "EAGLE_DEMO_MAX_DOWNLOAD_GB (or max_download_bytes) or pick a smaller model")
+    assert WEIGHTS not in cached(fresh_cache, TARGET)
+    still_serves(app)
+
+
+def test_slow_server_shows_progress_and_stop_ends_the_download(app, mirror, fresh_cache, monkeypatch):
+    import re
+
+    from gradio_client.exceptions import AppError
+
+    from eagle_demo.app.stream import stop_ui
+
+    mirror.relay.rate = 1_000_000  # bytes per second on each connection
+    monkeypatch.setattr(hub_constants, "DOWNLOAD_CHUNK_SIZE", 1 << 20)  # huggingface_hub reports every 10 MB
+    job = app.client.submit(TARGET, DRAFT, "", "auto", "cpu", "", api_name="/load")
+    line, deadline, seen = None, time.monotonic() + 120, []
+    while line is None and time.monotonic() < deadline and not job.done():
+        seen.append((round(time.monotonic(), 1), job.status().code, job.status().progress_data))
+        for unit in (job.status().progress_data or []):
+            if unit.desc and re.fullmatch(r"downloading target local/tiny-target: [\d.]+ [kM]?B of 13\.1 MB at "
+                                          r"[\d.]+ [kM]?B/s", unit.desc) and "MB of" in unit.desc:
+                line = unit.desc
+        time.sleep(0.2)
+    assert line is not None, f"no progress line: {[x for x in seen if x[2]]}"
+    stop_ui(0, SimpleNamespace(session_hash=app.client.session_hash))  # what the page's Stop button calls
+    with pytest.raises(AppError) as err:
+        job.result(timeout=60)
+    assert str(err.value) == "the load was stopped (Stop); press Load to start it again"
+    assert WEIGHTS not in cached(fresh_cache, TARGET)
+    mirror.relay.rate = None
+    assert load_and_generate(app.client, TARGET, DRAFT) == app.reference

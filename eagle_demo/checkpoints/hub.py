@@ -130,8 +130,11 @@ def _download(repo: str, revision: str | None, kind: str, max_bytes: int, progre
     if progress is not None:
         progress(f"downloading {kind} {repo} ({human(needed)})" if needed else f"{kind} {repo} is cached", 0.0)
     try:
-        folder = snapshot_download(repo, revision=commit, allow_patterns=files,
-                                   tqdm_class=bar.factory() if bar is not None else None)
+        if bar is None:
+            folder = snapshot_download(repo, revision=commit, allow_patterns=files)
+        else:
+            folder = bar.run(lambda: snapshot_download(repo, revision=commit, allow_patterns=files,
+                                                       tqdm_class=bar.factory()))
     except Exception as exc:  # noqa: BLE001
         raise _hub_error(exc, repo, revision, kind, None) from exc
     check_files(kind, repo, Path(folder), list(dict.fromkeys(files + present)),  # present: e.g. weights fetched before

@@ -8,6 +8,7 @@ or a server whose listing and files disagree. A bad file is removed, so the next
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import json
 import os
@@ -126,15 +127,15 @@ def _drop(link: Path, blob: Path) -> None:
 
 
 class DownloadBar:
-    """A progress-bar class for `snapshot_download(tqdm_class=...)`: it draws nothing and reports the bytes
-    received and the rate as one line through `progress`, at most twice a second. The progress callable may raise
-    (the page's Stop does): the download then ends with that error, within half a second."""
+    """Progress of one snapshot_download: `factory()` is its tqdm_class (it draws nothing, it counts bytes) and
+    `run()` reports the bytes received and the rate as one line through `say`, twice a second. `say` may raise
+    (the page's Stop does): the download then ends with that error."""
 
     def __init__(self, say: Progress, label: str, total: int):
         self.say, self.label, self.total = say, label, max(total, 1)
         self.received = 0
         self.started = time.monotonic()
-        self.last = 0.0
+        self.stopped = False
         self.lock = threading.Lock()
 
     def factory(self):
@@ -142,16 +143,16 @@ class DownloadBar:
 
         class Bar:
             def __init__(self, *args, **kwargs):
-                self.bytes = kwargs.get("unit") == "B" and kwargs.get("desc") == "Downloading bytes"
+                self.bytes = kwargs.get("unit") == "B"  # huggingface_hub's transfer and reconstruction bars
                 self.n, self.total = kwargs.get("initial", 0) or 0, kwargs.get("total")
                 self.format_dict: dict = {}
 
             def update(self, n=1):
+                if outer.stopped:
+                    raise CheckpointError(f"the download of {outer.label} was stopped")
                 self.n += n or 0
                 if self.bytes:
-                    outer.add(int(n or 0))
-                else:
-                    outer.tick()
+                    outer.seen(self.n)
 
             def __getattr__(self, name):  # refresh, close, set_description, set_postfix_str, ...
                 return lambda *args, **kwargs: None
@@ -164,16 +165,41 @@ class DownloadBar:
 
         return Bar
 
-    def add(self, n: int) -> None:
+    def seen(self, received: int) -> None:
         with self.lock:
-            self.received += n
-        self.tick()
+            self.received = max(self.received, received)
 
-    def tick(self, force: bool = False) -> None:
-        now = time.monotonic()
-        if not force and now - self.last < 0.5:
-            return
-        self.last = now
-        rate = self.received / max(now - self.started, 1e-3)
-        self.say(f"downloading {self.label}: {human(self.received)} of {human(self.total)} at {human(rate)}/s",
-                 min(self.received / self.total, 1.0))
+    def report(self) -> None:
+        with self.lock:
+            received = self.received
+        rate = received / max(time.monotonic() - self.started, 1e-3)
+        self.say(f"downloading {self.label}: {human(received)} of {human(self.total)} at {human(rate)}/s",
+                 min(received / self.total, 1.0))
+
+    def run(self, download: Callable[[], str]) -> str:
+        """download() in a worker thread while this thread reports its progress twice a second (the page's
+        progress only takes reports from the event's own thread). When the report raises (Stop), the worker is told
+        to stop at its next chunk and the error is raised once it has."""
+        box: dict = {}
+        ctx = contextvars.copy_context()
+
+        def work() -> None:
+            try:
+                box["folder"] = ctx.run(download)
+            except BaseException as exc:  # noqa: BLE001 - re-raised below
+                box["error"] = exc
+
+        worker = threading.Thread(target=work, name="hub-download", daemon=True)
+        worker.start()
+        try:
+            while worker.is_alive():
+                worker.join(0.5)
+                if worker.is_alive():
+                    self.report()
+        except BaseException:
+            self.stopped = True
+            worker.join(60)
+            raise
+        if "error" in box:
+            raise box["error"]
+        return box["folder"]
