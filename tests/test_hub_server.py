@@ -276,3 +276,55 @@ def test_slow_server_shows_progress_and_stop_ends_the_download(app, mirror, fres
     assert WEIGHTS not in cached(fresh_cache, TARGET)
     mirror.relay.rate = None
     assert load_and_generate(app.client, TARGET, DRAFT) == app.reference
+
+
+# ---- many users while the pair changes -------------------------------------------------------------------------
+
+def test_eight_clients_while_another_pair_loads_from_the_server(app, mirror, fresh_cache):
+    """Four clients generate on pair A while a fifth loads pair B from the (slowed) server and three more, also on
+    A, press Generate during that load: the four end complete on A, the three are told the pair changed (and get B
+    when they press again), nobody hangs or sees a traceback or a mixed pair; RSS after A is freed stays within 10%
+    of the one-pair level."""
+    import gc
+    from concurrent.futures import ThreadPoolExecutor
+
+    import psutil
+    from gradio_client import Client
+    from gradio_client.exceptions import AppError
+
+    pair_b = "local/tiny-eagle3"
+    clients = [Client(app.client.src, verbose=False) for _ in range(8)]
+    for i in (0, 1, 2, 3, 5, 6, 7):
+        clients[i].predict(TARGET, DRAFT, "", "auto", "cpu", "", api_name="/load")  # one load; the rest share it
+    alone = clients[0].predict(PROMPT, 48, depth=3, api_name="/generate")[1]
+    gc.collect()
+    one_pair = psutil.Process().memory_info().rss
+    mirror.relay.rate = 2_000_000  # B's 1.6 MB draft takes about a second to arrive
+    runs = [c.submit(PROMPT, 48, depth=3, api_name="/generate") for c in clients[:4]]
+    loading = clients[4].submit(TARGET, pair_b, "", "auto", "cpu", "", api_name="/load")
+    while loading.status().code.name in ("STARTING", "JOINING_QUEUE"):
+        time.sleep(0.05)
+    late = [c.submit(PROMPT, 48, depth=3, api_name="/generate") for c in clients[5:]]
+
+    def outcome(job):
+        try:
+            return job.result(timeout=300)
+        except AppError as exc:
+            return str(exc)
+
+    with ThreadPoolExecutor(8) as pool:
+        done = list(pool.map(outcome, runs + [loading] + late))
+    assert all(isinstance(d, (tuple, list)) for d in done[:5]), done[:5]
+    for text, stats in done[:4]:
+        assert stats["token_ids"] == alone["token_ids"] and stats["draft_family"] == "eagle1"
+    assert done[4][1]["family"] == "eagle3"
+    for message in done[5:]:
+        assert message == ("the pair changed to local/tiny-target + local/tiny-eagle3 while you waited; press "
+                           "Generate again"), message
+    again = [c.predict(PROMPT, 48, depth=3, api_name="/generate")[1] for c in clients[5:]]
+    assert all(s["token_ids"] == alone["token_ids"] and s["draft_family"] == "eagle3" for s in again)
+    gc.collect()
+    after = psutil.Process().memory_info().rss
+    print(f"RSS one pair {one_pair / 1e6:.1f} MB, after the change {after / 1e6:.1f} MB "
+          f"({after / one_pair - 1:+.1%}); open files {psutil.Process().num_fds()}")
+    assert after <= one_pair * 1.10

@@ -10,6 +10,7 @@ from ..common.config import default_tree, tree_from
 from ..view.stats import summary
 from .autotune import choice_for
 from .forms import friendly, make_run
+from .pages import CLIENT_PAIRS
 from .state import REGISTRY, ensure, start_run
 
 __all__ = ["generate", "request_tree", "register_api"]
@@ -25,7 +26,12 @@ def generate(prompt: str, max_new_tokens: int = 64, temperature: float = 0.0, to
     calibrated once and cached, reported in the stats' "auto" block; with some: the static default tree of the
     pair's device and draft changed by them), "tree" or "chain"; a chain's chain_stop and hot_vocab as the page's
     draft settings. repetition_penalty: transformers' rule (1 = off), lossless as the rest. Returns (text, stats)."""
-    key = REGISTRY.for_client(request.session_hash if request is not None else None)
+    hash_ = request.session_hash if request is not None else None
+    key = REGISTRY.for_client(hash_)
+    if (newer := REGISTRY.replaced_by(key)) is not None:  # another client's Load freed this client's pair
+        CLIENT_PAIRS.put(hash_, newer)
+        raise gr.Error(f"the pair changed to {newer.label()} while you waited; press Generate again",
+                       print_exception=False)
     session = ensure(key)
     tree = request_tree(session.device.type, session.family, draft_mode, depth, draft_top_k, total_tokens, chain_k,
                         chain_stop, hot_vocab)

@@ -86,6 +86,12 @@ class Registry:
         self._lock = threading.Lock()
         self._loading = threading.Lock()
         self.fallback: PairKey | None = None  # the page's default pair: /generate loads it when nothing is loaded
+        self._replaced: OrderedDict[PairKey, PairKey] = OrderedDict()  # freed pair -> the pair whose load freed it
+
+    def replaced_by(self, key: PairKey) -> PairKey | None:
+        """The pair loaded in place of `key` when `key` was freed by another load and is still not loaded."""
+        with self._lock:
+            return None if key in self._sessions else self._replaced.get(key)
 
     def get(self, key: PairKey) -> Session | None:
         with self._lock:
@@ -116,12 +122,13 @@ class Registry:
             report = inspect_pair(key.target, key.draft, key.revision, key.draft_revision)  # fails before freeing
             if report.problem:
                 raise CheckpointError(report.problem)
-            self._evict(self.capacity - 1)
+            self._evict(self.capacity - 1, key)
             session = load_session(key.target, key.draft, revision=key.revision, draft_revision=key.draft_revision,
                                    dtype=key.dtype, device=key.device, progress=say,
                                    threads=int(os.environ.get("EAGLE_DEMO_THREADS", "0") or 0))
             with self._lock:
                 self._sessions[key] = session
+                self._replaced.pop(key, None)
             return session
 
     def probe(self, key: PairKey, progress: Callable[[str, float], None] | None = None) -> Session:
@@ -134,12 +141,18 @@ class Registry:
             session.probe(progress)
         return session
 
-    def _evict(self, keep: int) -> None:
-        """Drop all but the `keep` most recent sessions and hand their memory back."""
+    def _evict(self, keep: int, incoming: PairKey | None = None) -> None:
+        """Drop all but the `keep` most recent sessions and hand their memory back; `incoming`: the pair whose
+        load frees them (a client of a freed pair is told so, `replaced_by`)."""
         with self._lock:
             dropped = []
             while len(self._sessions) > max(keep, 0):
-                dropped.append(self._sessions.popitem(last=False)[1])
+                old, session = self._sessions.popitem(last=False)
+                dropped.append(session)
+                if incoming is not None:
+                    self._replaced[old] = incoming
+                    while len(self._replaced) > 64:
+                        self._replaced.popitem(last=False)
         if not dropped:
             return
         del dropped  # a run still streaming keeps its session alive until it ends

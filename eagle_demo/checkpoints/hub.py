@@ -106,17 +106,14 @@ def _download(repo: str, revision: str | None, kind: str, max_bytes: int, progre
     huggingface_hub's own downloads do): a mirror such as olah cannot answer the unnamed form offline."""
     api = HfApi()
     asked = revision or hub_constants.DEFAULT_REVISION
-    try:
-        info = api.model_info(repo, revision=asked, files_metadata=True)
-        sizes = {s.rfilename: s.size for s in (info.siblings or [])}
-        files = select_files({n: int(v or 0) for n, v in sizes.items()}, kind, repo, weights,
-                             index_reader=lambda name: _read_remote_index(repo, info.sha or asked, name))
-        present = [n for n in sizes if _plain_name(n) and (snapshot_folder(repo, info.sha or asked) / n).is_file()]
-        unsized = [f for f in dict.fromkeys(files + present) if sizes.get(f) is None]
-        if unsized:  # a listing without sizes (olah): ask for the files' own
-            sizes.update({p.path: p.size for p in api.get_paths_info(repo, unsized, revision=info.sha or asked)})
-    except Exception as exc:  # noqa: BLE001 - mapped to one-line messages below
-        raise _hub_error(exc, repo, asked, kind, api) from exc
+    for attempt in (1, 2):  # a second try when the connection dropped (an idle keep-alive connection closed)
+        try:
+            info, sizes, files, present = _listing(api, repo, asked, kind, weights)
+            break
+        except Exception as exc:  # noqa: BLE001 - mapped to one-line messages below
+            if attempt == 1 and _is_network_error(exc):
+                continue
+            raise _hub_error(exc, repo, asked, kind, api) from exc
     listed = {f: int(sizes.get(f) or 0) for f in files}
     total = sum(listed.values())
     if total > max_bytes:
@@ -142,6 +139,19 @@ def _download(repo: str, revision: str | None, kind: str, max_bytes: int, progre
     if progress is not None:
         progress(f"downloaded {kind} {repo}", 1.0)
     return str(folder)
+
+
+def _listing(api: HfApi, repo: str, asked: str, kind: str, weights: bool):
+    """(model info, {file: size or None}, the files to fetch, the listed files already in the cache)."""
+    info = api.model_info(repo, revision=asked, files_metadata=True)
+    sizes = {s.rfilename: s.size for s in (info.siblings or [])}
+    files = select_files({n: int(v or 0) for n, v in sizes.items()}, kind, repo, weights,
+                         index_reader=lambda name: _read_remote_index(repo, info.sha or asked, name))
+    present = [n for n in sizes if _plain_name(n) and (snapshot_folder(repo, info.sha or asked) / n).is_file()]
+    unsized = [f for f in dict.fromkeys(files + present) if sizes.get(f) is None]
+    if unsized:  # a listing without sizes (olah): ask for the files' own
+        sizes.update({p.path: p.size for p in api.get_paths_info(repo, unsized, revision=info.sha or asked)})
+    return info, sizes, files, present
 
 
 def select_files(sizes: dict[str, int], kind: str, repo: str, weights: bool = True,
