@@ -331,3 +331,18 @@ def test_eight_clients_while_another_pair_loads_from_the_server(app, mirror, fre
     print(f"RSS one pair {one_pair / 1e6:.1f} MB, after the change {after / 1e6:.1f} MB "
           f"({after / one_pair - 1:+.1%}); open files {psutil.Process().num_fds()}")
     assert after <= one_pair * 1.10
+
+
+def test_offline_load_checks_the_cache_against_the_recorded_listing(mirror, fresh_cache, monkeypatch):
+    from eagle_demo.checkpoints import CheckpointError, hub
+
+    folder = Path(hub.resolve(TARGET, None, "target"))
+    blob = (folder / WEIGHTS).resolve()
+    blob.write_bytes(blob.read_bytes()[:1000])
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(CheckpointError) as err:
+        hub.resolve(TARGET, None, "target")
+    assert str(err.value) == (
+        "target local/tiny-target: the cached model.safetensors is 1000 bytes but the repo lists 13077784 (truncated "
+        "or overwritten); it was removed from the cache, unset HF_HUB_OFFLINE and Load again to download it afresh")
+    assert not blob.exists()

@@ -22,7 +22,7 @@ from huggingface_hub.utils import validate_repo_id
 from .errors import CheckpointError
 from .files import read_json
 from .hub_cache import (DownloadBar, cached_listing, check_files, check_space, human, missing_bytes,
-                        snapshot_folder)
+                        record_ref, snapshot_folder)
 from ..common.errors import brief as _short
 
 __all__ = ["resolve", "select_files", "default_max_bytes", "is_offline"]
@@ -134,6 +134,7 @@ def _download(repo: str, revision: str | None, kind: str, max_bytes: int, progre
                                                        tqdm_class=bar.factory()))
     except Exception as exc:  # noqa: BLE001
         raise _hub_error(exc, repo, revision, kind, None) from exc
+    record_ref(repo, asked, commit)
     check_files(kind, repo, Path(folder), list(dict.fromkeys(files + present)),  # present: e.g. weights fetched before
                 {n: int(v) for n, v in sizes.items() if v is not None})
     if progress is not None:

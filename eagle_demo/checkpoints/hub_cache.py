@@ -22,7 +22,8 @@ from huggingface_hub import constants as hub_constants
 
 from .errors import CheckpointError, CorruptCheckpointError
 
-__all__ = ["human", "cache_folder", "missing_bytes", "check_space", "check_files", "cached_listing", "snapshot_folder", "DownloadBar"]
+__all__ = ["human", "cache_folder", "missing_bytes", "check_space", "check_files", "cached_listing", "snapshot_folder", "record_ref",
+           "DownloadBar"]
 
 Progress = Callable[[str, float], None]
 _VERIFIED: dict[tuple[str, int, int], bool] = {}  # (blob, size, mtime_ns) already hashed in this process
@@ -42,6 +43,20 @@ def cache_folder() -> Path:
 
 def snapshot_folder(repo: str, commit: str) -> Path:
     return cache_folder() / f"models--{repo.replace('/', '--')}" / "snapshots" / commit
+
+
+def record_ref(repo: str, revision: str, commit: str) -> None:
+    """refs/REVISION -> commit in the repo's cache folder (huggingface_hub's layout), so an offline load of the same
+    revision finds the snapshot: the download itself is asked for by commit, which records no ref."""
+    snapshot = snapshot_folder(repo, commit)
+    if revision == commit or "/" in revision or revision in ("", ".", "..") or not snapshot.is_dir():
+        return
+    refs = snapshot.parent.parent / "refs"
+    try:
+        refs.mkdir(parents=True, exist_ok=True)
+        (refs / revision).write_text(commit, encoding="utf-8")
+    except OSError:
+        pass  # an offline load then says the repo is not cached, which is true for that revision
 
 
 def missing_bytes(repo: str, commit: str, files: list[str], sizes: dict[str, int]) -> int:
