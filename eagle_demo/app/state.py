@@ -122,13 +122,16 @@ class Registry:
             report = inspect_pair(key.target, key.draft, key.revision, key.draft_revision)  # fails before freeing
             if report.problem:
                 raise CheckpointError(report.problem)
-            self._evict(self.capacity - 1, key)
+            freed = self._evict(self.capacity - 1)
             session = load_session(key.target, key.draft, revision=key.revision, draft_revision=key.draft_revision,
                                    dtype=key.dtype, device=key.device, progress=say,
                                    threads=int(os.environ.get("EAGLE_DEMO_THREADS", "0") or 0))
             with self._lock:
                 self._sessions[key] = session
                 self._replaced.pop(key, None)
+                self._replaced.update((old, key) for old in freed)  # only a load that succeeded replaced them
+                while len(self._replaced) > 64:
+                    self._replaced.popitem(last=False)
             return session
 
     def probe(self, key: PairKey, progress: Callable[[str, float], None] | None = None) -> Session:
@@ -141,26 +144,23 @@ class Registry:
             session.probe(progress)
         return session
 
-    def _evict(self, keep: int, incoming: PairKey | None = None) -> None:
-        """Drop all but the `keep` most recent sessions and hand their memory back; `incoming`: the pair whose
-        load frees them (a client of a freed pair is told so, `replaced_by`)."""
+    def _evict(self, keep: int) -> list[PairKey]:
+        """Drop all but the `keep` most recent sessions and hand their memory back; returns their keys."""
         with self._lock:
-            dropped = []
+            dropped, keys = [], []
             while len(self._sessions) > max(keep, 0):
                 old, session = self._sessions.popitem(last=False)
+                keys.append(old)
                 dropped.append(session)
-                if incoming is not None:
-                    self._replaced[old] = incoming
-                    while len(self._replaced) > 64:
-                        self._replaced.popitem(last=False)
         if not dropped:
-            return
+            return keys
         del dropped  # a run still streaming keeps its session alive until it ends
         gc.collect()
         import torch  # only to return cached GPU memory
 
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
+        return keys
 
     def clear(self) -> None:
         with self._loading:
