@@ -1,6 +1,7 @@
 """A real Hub-compatible server on loopback for tests and the soak: olah 0.5.4 (PyPI, MIT) serving local git repos.
 
-    python scripts/hub_mirror.py            # build olah's venv (once), the repos, start olah; print HF_ENDPOINT
+    python scripts/hub_mirror.py              # build olah's venv (once), the repos, start olah; print HF_ENDPOINT
+    python scripts/hub_mirror.py --venv-only  # only the venv (what the tests' fixture builds first)
 
 olah pins its own fastapi, so it runs in its own virtualenv, built once by `olah_runtime()` at
 $EAGLE_DEMO_OLAH_VENV (default ~/.cache/eagle_demo/olah-venv). `build_repos(root)` commits the shipped pair into
@@ -303,3 +304,36 @@ def _close(sock: socket.socket) -> None:
     except OSError:
         pass
     sock.close()
+
+
+def main() -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="olah 0.5.4 on loopback serving git repos of the shipped pair.")
+    parser.add_argument("--root", default=None, help="where the repos go (default: a new temporary folder)")
+    parser.add_argument("--port", type=int, default=None)
+    parser.add_argument("--venv-only", action="store_true", help="build olah's virtualenv (once) and exit")
+    args = parser.parse_args()
+    started = time.monotonic()
+    python = olah_runtime()
+    print(f"olah's virtualenv: {python.parent.parent} ({time.monotonic() - started:.1f} s)", flush=True)
+    if args.venv_only:
+        return 0
+    import tempfile
+
+    root = Path(args.root) if args.root else Path(tempfile.mkdtemp(prefix="hub-mirror-"))
+    repos = build_repos(root)
+    server = Olah(repos, root / "olah", args.port).start()
+    print(f"HF_ENDPOINT={server.url}  (repos {ORG}/tiny-target, {ORG}/tiny-eagle1, {ORG}/tiny-eagle3, "
+          f"{ORG}/sharded-target; Ctrl-C stops)", flush=True)
+    try:
+        server.proc.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
