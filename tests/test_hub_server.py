@@ -150,6 +150,7 @@ def test_missing_and_refused_are_one_line(app, fresh_cache, target, draft, expec
 def test_server_gone_mid_file_then_back(app, mirror, fresh_cache):
     mirror.relay.cut_after = 4_000_000  # inside the 13 MB weights; the relay then stops listening
     message = refused(app.client, TARGET, DRAFT)
+    print(message, sorted(cached(fresh_cache, TARGET)))
     assert mirror.relay.cuts >= 1
     assert message.startswith("could not reach the Hub for target local/tiny-target (") and message.endswith(
         "check the connection, or set HF_HUB_OFFLINE=1 to use the local cache"), message
@@ -233,6 +234,7 @@ def test_not_enough_disk_is_refused_before_downloading(app, mirror, small_disk):
 
     free = shutil.disk_usage(small_disk).free
     message = refused(app.client, TARGET, DRAFT)
+    print(message)
     after = shutil.disk_usage(small_disk).free  # the configs and the 2.5 MB draft fit; the 13 MB weights do not
     assert message.startswith("target local/tiny-target needs 13.1 MB of downloads but the cache folder "), message
     assert message.endswith(f"free; free some space or point HF_HOME at a bigger disk"), message
@@ -269,6 +271,7 @@ def test_slow_server_shows_progress_and_stop_ends_the_download(app, mirror, fres
                 line = unit.desc
         time.sleep(0.2)
     assert line is not None, f"no progress line: {[x for x in seen if x[2]]}"
+    print(line)
     stop_ui(0, SimpleNamespace(session_hash=app.client.session_hash))  # what the page's Stop button calls
     with pytest.raises(AppError) as err:
         job.result(timeout=60)
