@@ -273,6 +273,7 @@ class Relay:
 
     def _pump(self, src: socket.socket, dst: socket.socket, to_client: bool) -> None:
         carried, started = 0, time.monotonic()
+        last = started
         try:
             while True:
                 data = src.recv(16384 if self.rate is None else max(1024, int(self.rate // 20)))
@@ -285,6 +286,9 @@ class Relay:
                     return
                 dst.sendall(data)
                 if to_client:
+                    if time.monotonic() - last > 0.25:  # idle (a keep-alive connection between requests): no credit
+                        carried, started = 0, time.monotonic()
+                    last = time.monotonic()
                     carried += len(data)
                     self.sent += len(data)
                     if self.rate:
