@@ -33,7 +33,7 @@ from .decoding.engine import SpeculativeEngine
 from .decoding.events import Round
 from .common.paths import SUITE
 
-__all__ = ["probe_pair", "probe_report", "declared_family", "SWITCH_BELOW", "SWITCH_FACTOR", "NEAR"]
+__all__ = ["probe_pair", "probe_report", "adopt_probe", "declared_family", "SWITCH_BELOW", "SWITCH_FACTOR", "NEAR"]
 
 SWITCH_BELOW = 1.3  # declared tau under this ...
 SWITCH_FACTOR = 1.5  # ... and an alternative at least this many times better: use the alternative
@@ -90,6 +90,17 @@ def probe_pair(pair: LoadedPair, prompts: list[list[int]] | None = None, max_new
              "alternatives": results, "prompts": len(prompt_ids), "max_new_tokens": max_new_tokens, "loaded": loaded}
     say("probe: done", 1.0)
     return dataclasses.replace(pair, report=_report(pair.report, probe, switch, tau_declared))
+
+
+def adopt_probe(pair: LoadedPair, report: AdaptationReport) -> LoadedPair:
+    """The pair with `report` (whose `probe` was measured on another copy of this pair) and the conventions that
+    probe kept applied to its head, in place, without measuring. The head must be as loaded."""
+    head = pair.head
+    if head is None or report.probe is None:
+        return dataclasses.replace(pair, report=report)
+    stored_d2t = _stored_d2t(detect_draft(Path(pair.draft_path)), head)
+    _apply(head, _snapshot(head), report.probe["used"], stored_d2t)
+    return dataclasses.replace(pair, report=report)
 
 
 # ---- conventions -------------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ class Session:
     pair: LoadedPair
     eagle: SpeculativeEngine | None
     baseline: BaselineEngine
+    placed: torch.device | None = None  # where the weights are when this process holds placeholders (ZeroGPU)
 
     @property
     def static(self) -> bool:
@@ -66,7 +67,7 @@ class Session:
 
     @property
     def device(self) -> torch.device:
-        return self.pair.target.device
+        return self.placed or self.pair.target.device
 
     @property
     def dtype(self) -> torch.dtype:
@@ -179,6 +180,18 @@ class Session:
                 self.eagle.runner.set_feature_layers(pair.head.feature_layers)  # the engine feeds what it reads
                 self.pair = pair
         return self.report
+
+    def adopt(self, report: AdaptationReport) -> None:
+        """Draft with the conventions a probe chose in another process (a ZeroGPU worker measured them; this
+        copy of the pair is still as loaded): `report.probe`'s choice applied without measuring again."""
+        from .probe import adopt_probe
+
+        if self.eagle is None:
+            return
+        with self.eagle.lock, self.baseline.lock:
+            pair = adopt_probe(self.pair, report)
+            self.eagle.runner.set_feature_layers(pair.head.feature_layers)
+            self.pair = pair
 
     def with_draft(self, draft: str, draft_revision: str | None = None, **kwargs) -> "Session":
         """The same target with another draft, to compare heads: the target, its tokenizer and the baseline

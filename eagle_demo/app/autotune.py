@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..common.config import TreeConfig, default_tree
 from ..common.errors import one_line
-from .zerogpu import gpu
 from .pages import PerPage
 from .state import MODEL_GATE, REGISTRY, PairKey, spawn, stop_abandoned
 
@@ -106,21 +105,26 @@ def start_tuning(key: PairKey, session: Session) -> Tuning:
     stop_abandoned()  # called from a model event: a run still going was abandoned; it ends at its next round
     MODEL_GATE.acquire()  # taken here, so a run started after this call waits; the thread lets go when done
     try:
-        spawn("eagle-autotree", _calibrate, t, session)
+        spawn("eagle-autotree", _calibrate, t, session, key)
     except BaseException:
         MODEL_GATE.release()
         raise
     return t
 
 
-def _calibrate(t: Tuning, session: Session) -> None:
+def _calibrate(t: Tuning, session: Session, key: PairKey) -> None:
     from ..autotree.choose import auto_tree
 
-    def say(stage: str) -> None:
+    def say(stage: str, fraction: float = 0.0) -> None:
         t.stage = stage
 
     try:  # holds MODEL_GATE (taken by start_tuning)
-        t.choice = gpu(auto_tree)(session, progress=say)
+        if REGISTRY.served is not None:  # ZeroGPU: in a GPU call; the choice comes back as data, stages as yields
+            from .gpu_tasks import CalibrateTask, run_to_end
+
+            t.choice = run_to_end(key, session, CalibrateTask(), say)
+        else:
+            t.choice = auto_tree(session, progress=say)
     except Exception as exc:  # the page shows one line; the static default tree runs instead
         log.exception("auto-tree calibration failed")
         t.error = one_line(exc)

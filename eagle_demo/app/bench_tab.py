@@ -13,7 +13,6 @@ from typing import Any, NamedTuple
 import gradio as gr
 
 from ..common.config import ConfigError
-from .zerogpu import gpu
 from ..view.bench_view import (BENCH_COLUMNS, MISSES_COLUMNS, bench_compare_figure, bench_compare_rows, bench_figure,
                                bench_misses_rows, bench_rows, bench_sweep_figure)
 from ..view.charts import empty_figure
@@ -21,7 +20,7 @@ from .autotune import AUTO_SHOWN, PAGE_PRESETS, page_tree
 from .forms import BenchForm, handler, progress_fn, temperatures
 from .playground import Playground
 from .pages import BENCH_STOPS, BenchmarkStopped
-from .state import ensure, in_worker, local_or_repo, suite_prompts
+from .state import REGISTRY, ensure, in_worker, local_or_repo, suite_prompts
 from .stream import stop_ui
 
 __all__ = ["BenchTab", "BenchOutputs", "build_bench_tab", "wire_bench_tab", "benchmark"]
@@ -100,6 +99,9 @@ def benchmark(form: BenchForm, request: gr.Request | None, progress) -> BenchOut
     key = form.key()
     if others and key.draft is None:
         raise ConfigError("load a pair with a draft first; the drafts to compare run next to it")
+    if others and REGISTRY.served is not None:
+        raise ConfigError("comparing drafts is off on a ZeroGPU Space (each draft would load inside the GPU call); "
+                          "compare them on a dedicated GPU or locally")
     session = ensure(key, progress_fn(progress))
     run = form.run()  # sweeps set the temperature
     hash_ = request.session_hash if request is not None else None
@@ -114,13 +116,15 @@ def benchmark(form: BenchForm, request: gr.Request | None, progress) -> BenchOut
     stop = threading.Event()  # this page's Stop sets it; the benchmark ends after the prompt it is on
     BENCH_STOPS.put(hash_, stop)
     options = dict(repeats=int(form.repeats), chat=bool(form.chat_on), progress=_steps(progress, stop))
+    if REGISTRY.served is not None:  # ZeroGPU: one GPU call that takes and returns data (`gpu_tasks`)
+        return _on_gpu(key, session, items, run, temps, form, auto, progress, stop)
     if not others and not temps:
-        report = with_auto(in_worker(gpu(run_bench), session, items, run, **options), auto)
+        report = with_auto(in_worker(run_bench, session, items, run, **options), auto)
         return BenchOutputs.write(bench_rows(report), bench_figure(report), bench_misses_rows([report]),
                                   report.to_csv(), report.to_json())
     if temps:
         by, figure = "temperature", bench_sweep_figure
-        reports = in_worker(gpu(sweep_temperatures), session, items, run, temps, **options)
+        reports = in_worker(sweep_temperatures, session, items, run, temps, **options)
         reports = [with_auto(r, auto) if r.settings["temperature"] == 0 else r for r in reports]  # tuned greedy
     else:
         by, figure, sessions = "draft", bench_compare_figure, [session]
@@ -128,13 +132,31 @@ def benchmark(form: BenchForm, request: gr.Request | None, progress) -> BenchOut
             if progress is not None:
                 progress(0.0, desc=f"loading draft {n + 1} of {len(others)}: {draft}")
             sessions.append(session.with_draft(draft))
-        autos = [auto] + (in_worker(gpu(_own_autos), sessions[1:], progress) if auto is not None
+        autos = [auto] + (in_worker(_own_autos, sessions[1:], progress) if auto is not None
                           else [None] * len(others))
         runs = [a.run_config(run) for a in autos] if auto is not None else None  # each head at its own auto tree
-        reports = in_worker(gpu(compare_drafts), sessions, items, run, runs=runs, **options)
+        reports = in_worker(compare_drafts, sessions, items, run, runs=runs, **options)
         reports = [with_auto(r, a) for r, a in zip(reports, autos)]
     return BenchOutputs.write(bench_compare_rows(reports, by), figure(reports), bench_misses_rows(reports, by),
                               comparison_csv(reports, by), comparison_json(reports, by))
+
+
+def _on_gpu(key, session, items, run, temps, form: BenchForm, auto, progress, stop) -> BenchOutputs:
+    """The benchmark on ZeroGPU: one GPU call (`gpu_tasks.BenchTask`) whose progress comes back as yields; the
+    page's Stop closes it after the prompt it is on."""
+    from ..bench import comparison_csv, comparison_json, with_auto
+    from .gpu_tasks import BenchTask, run_to_end
+
+    task = BenchTask(tuple(items), run, tuple(temps), int(form.repeats), bool(form.chat_on))
+    result = run_to_end(key, session, task, progress_fn(progress), stop)
+    if not temps:
+        report = with_auto(result, auto)
+        return BenchOutputs.write(bench_rows(report), bench_figure(report), bench_misses_rows([report]),
+                                  report.to_csv(), report.to_json())
+    reports = [with_auto(r, auto) if r.settings["temperature"] == 0 else r for r in result]
+    return BenchOutputs.write(bench_compare_rows(reports, "temperature"), bench_sweep_figure(reports),
+                              bench_misses_rows(reports, "temperature"), comparison_csv(reports, "temperature"),
+                              comparison_json(reports, "temperature"))
 
 
 def _own_autos(sessions, progress) -> list:

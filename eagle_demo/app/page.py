@@ -13,6 +13,7 @@ from .bench_tab import build_bench_tab, wire_bench_tab
 from .deploy_tab import build_deploy_tab, wire_deploy_tab
 from .playground import build_playground, default_pair, probe_by_default, wire_playground
 from .state import REGISTRY, make_key
+from .zerogpu import ZERO_GPU, served_pairs
 
 __all__ = ["build_app", "launch_options", "calm_queue", "QUEUE_POLL_SECONDS", "PROGRESS_POLL_SECONDS"]
 
@@ -25,7 +26,13 @@ PROGRESS_POLL_SECONDS = 0.1
 
 
 def build_app(default_target: str | None = None, default_draft: str | None = None) -> gr.Blocks:
-    """The whole app. Loads no model: the pair loads on Load or on the first Generate."""
+    """The whole app. Loads no model: the pair loads on Load or on the first Generate. On a ZeroGPU Space
+    (`zerogpu`) the pairs it serves load here, in the main thread, before the page is built."""
+    if ZERO_GPU and REGISTRY.served is None:
+        pairs = served_pairs()
+        REGISTRY.serve([make_key(t, d) for t, d in pairs])
+        if default_target is None:
+            default_target, default_draft = pairs[0]
     target, draft, _ = default_pair(default_target, default_draft)
     REGISTRY.fallback = make_key(target, draft)  # what /generate loads when no pair is loaded
     with gr.Blocks(title="EAGLE Playground", analytics_enabled=False) as demo:

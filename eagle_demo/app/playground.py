@@ -36,6 +36,18 @@ PRESETS: dict[str, tuple[str, str]] = {
     "Vicuna-13B-v1.3 + EAGLE-3": ("lmsys/vicuna-13b-v1.3", "yuhuili/EAGLE3-Vicuna1.3-13B"),
 }
 CUSTOM = "custom"
+
+
+def offered_presets() -> dict[str, tuple[str, str]]:
+    """The preset box's pairs: PRESETS, or on a ZeroGPU Space the pairs it serves (a preset's name when one is)."""
+    if REGISTRY.served is None:
+        return PRESETS
+    offered = {}
+    for key in REGISTRY.served:
+        name = next((n for n, (t, d) in PRESETS.items() if (local_or_repo(t), local_or_repo(d)) == (key.target,
+                                                                                                    key.draft)), None)
+        offered[name or key.label()] = PRESETS[name] if name else (key.target, key.draft or "")
+    return offered
 DTYPES = ["auto", "float32", "bfloat16", "float16"]
 DEVICES = ["auto", "cpu", "cuda"]
 NUMBERS_NOTE = """
@@ -178,7 +190,7 @@ def _model_panel(default_target: str, default_draft: str | None, default_name: s
     takes its defaults from the components' initial values); `probe_by_default` turns it on in GPU pages."""
     with gr.Accordion("Model", open=True, elem_id="model-panel"):
         with gr.Row():
-            preset = gr.Dropdown([*PRESETS, CUSTOM], value=default_name, label="preset", scale=2)
+            preset = gr.Dropdown([*offered_presets(), CUSTOM], value=default_name, label="preset", scale=2)
             target = gr.Textbox(default_target, label="target (repo id or folder)", scale=3, elem_id="target-box")
             draft = gr.Textbox(default_draft or "", label="EAGLE draft (repo id or folder)", scale=3,
                                elem_id="draft-box")
@@ -313,9 +325,10 @@ def probe(form: PairForm, request: gr.Request | None, progress):
 
 
 def apply_preset(name: str):
-    if name not in PRESETS:
+    offered = offered_presets()
+    if name not in offered:
         return gr.skip(), gr.skip()
-    return PRESETS[name]
+    return offered[name]
 
 
 def probe_by_default(demo: gr.Blocks, pg: Playground, device_type: str) -> None:

@@ -27,7 +27,7 @@ from ..common.config import ConfigError, RunConfig
 from ..common.errors import one_line
 from ..metrics import RunView
 from ..common.paths import ROOT, SUITE
-from .zerogpu import gpu
+from .zerogpu import ZERO_GPU, refusal
 from ..view.tokens import TextCache
 from .pages import BENCH_STOPS, CLIENT_PAIRS
 
@@ -86,6 +86,7 @@ class Registry:
         self._lock = threading.Lock()
         self._loading = threading.Lock()
         self.fallback: PairKey | None = None  # the page's default pair: /generate loads it when nothing is loaded
+        self.served: list[PairKey] | None = None  # a ZeroGPU Space's pairs, loaded at start-up (`serve`); no others
         self._replaced: OrderedDict[PairKey, PairKey] = OrderedDict()  # freed pair -> the pair whose load freed it
 
     def replaced_by(self, key: PairKey) -> PairKey | None:
@@ -117,6 +118,8 @@ class Registry:
                 if key in self._sessions:
                     self._sessions.move_to_end(key)
                     return self._sessions[key]
+            if self.served is not None:  # ZeroGPU: only the start-up pairs (a load here would reach CUDA)
+                raise ConfigError(refusal(key.label(), [k.label() for k in self.served]))
             say = progress or (lambda stage, fraction: None)
             say("checking the pair", 0.0)
             report = inspect_pair(key.target, key.draft, key.revision, key.draft_revision)  # fails before freeing
@@ -134,6 +137,21 @@ class Registry:
                     self._replaced.popitem(last=False)
             return session
 
+    def serve(self, keys: list[PairKey]) -> None:
+        """ZeroGPU start-up: load `keys` now, in this (the main) thread, where the `spaces` package turns their
+        move to CUDA into copies it hands to each GPU worker; from then on no other pair loads (`load` refuses
+        it in one line naming the setting). transformers' threaded weight loading would reach the real CUDA
+        init from its own threads: it is turned off."""
+        import torch
+
+        os.environ["HF_DEACTIVATE_ASYNC_LOAD"] = "1"
+        self.capacity = max(len(keys), 1)
+        for key in keys:
+            session = self.load(key)
+            session.placed = torch.device("cuda")  # other threads see the placeholders' own device (cpu)
+        self.served = list(keys)
+        self.fallback = keys[0] if keys else self.fallback
+
     def probe(self, key: PairKey, progress: Callable[[str, float], None] | None = None) -> Session:
         """The session of `key` (loaded first when it is not) after its pre-flight probe (`Session.probe`): the
         registry keeps that session, so every later run on the pair drafts with the conventions the probe chose.
@@ -141,7 +159,12 @@ class Registry:
         session = self.load(key, progress)
         with self._loading:  # no load frees the pair while it is probed
             stop_abandoned()
-            session.probe(progress)
+            if ZERO_GPU and self.served is not None:  # measured in a GPU call; this process keeps the report
+                from .gpu_tasks import probe_on_gpu
+
+                probe_on_gpu(key, session, progress)
+            else:
+                session.probe(progress)
         return session
 
     def _evict(self, keep: int) -> list[PairKey]:
@@ -224,12 +247,16 @@ class LiveRun:
         return "stopped" if any(v.finish is None or v.finish.reason == "stopped" for v in views) else "done"
 
 
-@gpu
 def stream_pair(key: PairKey, prompt_ids: list[int], run: RunConfig, race: bool, stop: threading.Event,
                 between: Callable[[], None] | None = None):
     """EAGLE, then (when racing) plain decoding of the same prompt, sequentially in this worker.
-    Yields (phase, event); this is the function ZeroGPU runs on a GPU. between: called after EAGLE, before
-    the baseline starts (untimed)."""
+    Yields (phase, event). between: called after EAGLE, before the baseline starts (untimed). On ZeroGPU the
+    engines run in GPU calls that take and return data only (`gpu_tasks.stream_phases`)."""
+    if ZERO_GPU and REGISTRY.served is not None:
+        from .gpu_tasks import stream_phases
+
+        yield from stream_phases(key, prompt_ids, run, race, stop, between)
+        return
     session = REGISTRY.get(key)
     if session is None:
         raise RuntimeError("the model was unloaded by another load; press Generate again")

@@ -1,0 +1,235 @@
+"""The GPU side of a ZeroGPU Space: one decorated function, `gpu_task`, that takes and returns plain data.
+
+Its arguments are a pair key, the main process's probe report of the pair (or None) and a task (`StreamTask`,
+`CalibrateTask`, `ProbeTask`, `BenchTask`: prompt ids, a RunConfig, numbers); the worker looks the session up in
+its own registry (forked from the main process after the start-up load). It yields tagged tuples of plain data:
+("event", event), ("stage", text, fraction), ("done", value), or ("error", one line): an error comes back as the
+same one-line message as anywhere else, never as a bare class name. One function, so one worker per GPU serves
+every kind of task and a probe's outcome stays in the process that drafts with it.
+
+`calls` and `run_to_end` are the main process's side: closing their generator closes the GPU call, and the worker
+stops after its next yield (Stop, a cancelled request).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import queue
+import threading
+from typing import Any, Callable, Iterator
+
+from ..common.config import RunConfig
+from ..common.errors import one_line
+from .pages import BenchmarkStopped
+from .state import REGISTRY, PairKey
+from .zerogpu import gpu, run_seconds
+
+__all__ = ["StreamTask", "CalibrateTask", "ProbeTask", "BenchTask", "gpu_task", "calls", "run_to_end",
+           "GpuTaskError"]
+
+log = logging.getLogger(__name__)
+
+Say = Callable[[str, float], None]
+
+
+class GpuTaskError(RuntimeError):
+    """A GPU task's failure, carrying the one line the worker made of it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamTask:
+    """One engine's run (phase "eagle" or "baseline") of a prompt: yields its events."""
+
+    phase: str
+    prompt_ids: tuple[int, ...]
+    run: RunConfig
+
+    def seconds(self) -> int:
+        return run_seconds(self.run.max_new_tokens)
+
+    def work(self, key: PairKey, session) -> Iterator[tuple]:
+        stop = threading.Event()
+        events = session.stream(list(self.prompt_ids), self.run, self.phase, stop)
+        try:
+            for event in events:
+                yield ("event", event)
+        finally:  # a closed call (Stop): the engine ends cleanly
+            stop.set()
+            events.close()
+
+
+@dataclasses.dataclass(frozen=True)
+class CalibrateTask:
+    """The automatic tree's calibration (`autotree.auto_tree`): stages, then the AutoChoice."""
+
+    def seconds(self) -> int:
+        return run_seconds(0, calibrate=True)
+
+    def work(self, key: PairKey, session) -> Iterator[tuple]:
+        from ..autotree.choose import auto_tree
+
+        return _relay(lambda say, stop: auto_tree(session, progress=lambda stage: say(stage, 0.0)))
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeTask:
+    """The pre-flight probe (`Session.probe`): stages, then the pair's report with its `probe` filled."""
+
+    def seconds(self) -> int:
+        return run_seconds(0, probe=True)
+
+    def work(self, key: PairKey, session) -> Iterator[tuple]:
+        def probe(say: Say, stop: threading.Event):
+            report = session.probe(say)
+            _ADOPTED[key] = _used(report)
+            return report
+        return _relay(probe)
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchTask:
+    """A benchmark (`bench.run_bench`, or `bench.sweep_temperatures` when temperatures are given): stages
+    ("name (done/total)"), then the report (a list of reports for a sweep)."""
+
+    items: tuple
+    run: RunConfig
+    temperatures: tuple[float, ...] = ()
+    repeats: int = 1
+    chat: bool = False
+
+    def seconds(self) -> int:
+        runs = 2 * len(self.items) * self.repeats * max(len(self.temperatures), 1) + 2  # both engines + warm-up
+        return run_seconds(self.run.max_new_tokens, runs)
+
+    def work(self, key: PairKey, session) -> Iterator[tuple]:
+        from ..bench import run_bench, sweep_temperatures
+
+        def bench(say: Say, stop: threading.Event):
+            def step(done: int, total: int, name: str) -> None:
+                if stop.is_set():  # the page's Stop closed the call
+                    raise BenchmarkStopped(f"benchmark stopped after {done} of {total} runs")
+                say(f"{name} ({done}/{total})", done / max(total, 1))
+            options = dict(repeats=self.repeats, chat=self.chat, progress=step)
+            if self.temperatures:
+                return sweep_temperatures(session, list(self.items), self.run, list(self.temperatures), **options)
+            return run_bench(session, list(self.items), self.run, **options)
+        return _relay(bench)
+
+
+_ADOPTED: dict[PairKey, str] = {}  # in a GPU worker: the probe conventions its copy of each pair drafts with
+
+
+def _used(report) -> str:
+    return json.dumps((report.probe or {}).get("used"), sort_keys=True)
+
+
+def _seconds(key: PairKey, report, task) -> int:
+    return task.seconds()
+
+
+@gpu(duration=_seconds)
+def gpu_task(key: PairKey, report, task) -> Iterator[tuple]:
+    """Run `task` on the worker's copy of the pair `key`, first drafting with the conventions of the main
+    process's probe `report` (None: never probed) when this copy does not yet."""
+    try:
+        session = REGISTRY.get(key)
+        if session is None:
+            raise RuntimeError(f"this GPU worker does not hold {key.label()}; press the button again")
+        if report is not None and report.probe is not None and _ADOPTED.get(key) != _used(report):
+            session.adopt(report)  # the probe ran in another worker: its outcome, without measuring again
+            _ADOPTED[key] = _used(report)
+        yield from task.work(key, session)
+    except Exception as exc:  # one line, as anywhere else (the package would send only the class name)
+        log.exception("GPU task failed")
+        yield ("error", one_line(exc))
+
+
+def _relay(work: Callable[[Say, threading.Event], Any]) -> Iterator[tuple]:
+    """work(say, stop) in a thread of the worker, its progress yielded as it comes, then ("done", result). A
+    closed call sets `stop` and waits for the thread."""
+    out: queue.Queue = queue.Queue()
+    stop, box = threading.Event(), {}
+
+    def run() -> None:
+        try:
+            box["value"] = work(lambda text, fraction: out.put(("stage", text, float(fraction))), stop)
+        except BaseException as exc:  # raised in the generator below
+            box["error"] = exc
+        finally:
+            out.put(None)
+
+    thread = threading.Thread(target=run, name="eagle-gpu-task", daemon=True)
+    thread.start()
+    try:
+        while (item := out.get()) is not None:
+            yield item
+    finally:
+        stop.set()
+        thread.join()
+    if "error" in box:
+        raise box["error"]
+    yield ("done", box["value"])
+
+
+# ---- the main process's side ------------------------------------------------------------------------------------
+
+def calls(key: PairKey, session, task) -> Iterator[tuple]:
+    """`gpu_task`'s items for the loaded `session` of `key`; an ("error", line) is raised as GpuTaskError."""
+    report = session.report if session.report.probe is not None else None
+    with contextlib.closing(gpu_task(key, report, task)) as items:
+        for item in items:
+            if item[0] == "error":
+                raise GpuTaskError(item[1])
+            yield item
+
+
+def run_to_end(key: PairKey, session, task, say: Say | None = None, stop: threading.Event | None = None):
+    """The task's result; its stages go to `say`. A set `stop` closes the call (the worker stops after its next
+    yield) and raises BenchmarkStopped."""
+    with contextlib.closing(calls(key, session, task)) as items:
+        for item in items:
+            if stop is not None and stop.is_set():
+                raise BenchmarkStopped("benchmark stopped; press Run benchmark to start again")
+            if item[0] == "stage" and say is not None:
+                say(item[1], item[2])
+            elif item[0] == "done":
+                return item[1]
+    raise GpuTaskError("the GPU task ended without a result; press the button again")
+
+
+def stream_phases(key: PairKey, prompt_ids: list[int], run: RunConfig, race: bool, stop: threading.Event,
+                  between: Callable[[], None] | None = None) -> Iterator[tuple[str, Any]]:
+    """`state.stream_pair` in ZeroGPU mode: EAGLE, then (racing) the baseline, as two GPU calls, so `between` (the
+    page drawing EAGLE's final state) runs here between them, untimed; nothing but data crosses to the worker.
+    Each engine times its own steps in the worker, so both sides pay the same transport per event."""
+    session = REGISTRY.get(key)
+    if session is None:
+        raise RuntimeError("the model was unloaded by another load; press Generate again")
+    for phase in ("eagle", "baseline") if race else ("eagle",):
+        if phase == "baseline":
+            if stop.is_set():
+                return
+            if between is not None:
+                between()
+        with contextlib.closing(calls(key, session, StreamTask(phase, tuple(prompt_ids), run))) as items:
+            for item in items:
+                if item[0] == "event":
+                    yield phase, item[1]
+                if stop.is_set():  # closing the call stops the worker after its next yield
+                    break
+
+
+def probe_on_gpu(key: PairKey, session, progress: Say | None = None):
+    """`Session.probe` on ZeroGPU: measured in a GPU call; this process keeps the report (its own copy of the
+    head is a placeholder), and each later call passes it on for the worker to draft with (`Session.adopt`)."""
+    from ..session import PromptError
+
+    if session.eagle is None:
+        raise PromptError("no draft is loaded, so there is nothing to probe; load a draft first")
+    if session.report.probe is None:  # once per session, as `Session.probe`
+        report = run_to_end(key, session, ProbeTask(), progress)
+        session.pair = dataclasses.replace(session.pair, report=report)
+    return session.report
