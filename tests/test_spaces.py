@@ -1,10 +1,11 @@
-"""Spaces readiness: the README front matter, and ZeroGPU's decorator applied when `spaces` exists."""
+"""Spaces readiness: the README front matter, the real `spaces` package outside ZeroGPU, the ZeroGPU pairs setting,
+and a device error while loading never reported as a corrupt checkpoint."""
 
 import importlib
 import sys
-import types
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,34 +80,52 @@ def test_requirements_pin_cpu_friendly_torch():
     assert "torch==2.13.0" in reqs
 
 
-def test_gpu_decorator_uses_spaces_when_present(monkeypatch):
-    calls = []
-    fake = types.ModuleType("spaces")
+def test_real_spaces_outside_zerogpu_changes_nothing():
+    """The real `spaces` package (pinned in requirements-dev.txt) with SPACES_ZERO_GPU unset: its decorator hands
+    back the very function, torch is not patched, and the app serves no fixed pairs (tests/test_zerogpu.py runs
+    the ZeroGPU mode itself)."""
+    import spaces
+    import torch
 
-    def GPU(fn=None, **kwargs):
-        def wrap(f):
-            def inner(*a, **k):
-                calls.append(f.__name__)
-                return f(*a, **k)
-            return inner
-        return wrap(fn) if fn is not None else wrap
+    from eagle_demo.app.state import REGISTRY
+    from eagle_demo.app.zerogpu import ZERO_GPU, gpu
 
-    fake.GPU = GPU
-    monkeypatch.setitem(sys.modules, "spaces", fake)
-    import eagle_demo.app.zerogpu as compat
-    compat = importlib.reload(compat)
-    try:
-        assert compat.ON_SPACES_GPU
+    assert not ZERO_GPU and REGISTRY.served is None
+    assert spaces.GPU(len) is len and gpu(len) is len and gpu(duration=30)(len) is len
+    assert not torch.cuda.is_available() or torch.version.cuda is not None  # a CPU torch stays a CPU torch
+    assert "ZeroGPU" not in type(torch.device).__name__ and torch.device("cpu").type == "cpu"
 
-        @compat.gpu
-        def generate(x):
-            return x + 1
 
-        assert generate(1) == 2 and calls == ["generate"]
-    finally:
-        monkeypatch.delitem(sys.modules, "spaces")
-        importlib.reload(compat)
-    assert not compat.ON_SPACES_GPU and compat.gpu(len) is len
+def test_served_pairs_setting():
+    from eagle_demo.app.zerogpu import DEFAULT_PAIRS, served_pairs
+
+    assert served_pairs("") == served_pairs(DEFAULT_PAIRS)
+    assert served_pairs("")[0] == ("assets/tiny-target", "assets/tiny-eagle1")
+    assert any("/" in t and not t.startswith("assets") for t, _ in served_pairs(""))  # one real preset
+    assert served_pairs(" a/b + c/d ;\n e/f ") == [("a/b", "c/d"), ("e/f", None)]
+
+
+def test_a_device_error_while_loading_is_never_a_corrupt_checkpoint(monkeypatch):
+    """transformers failing inside CUDA's start (what a Gradio thread of a ZeroGPU Space reaches) says the device
+    failed, not that the checkpoint is corrupt and must be downloaded again; a real read error still does."""
+    from eagle_demo.checkpoints import CorruptCheckpointError, build
+    from eagle_demo.checkpoints.errors import DevicePlacementError
+    from eagle_demo.checkpoints.adapt import read_target
+    from eagle_demo.common.devices import device_failure
+    from eagle_demo.session import SHIPPED_TARGET
+
+    info = read_target(Path(SHIPPED_TARGET), require_weights=False)
+    cuda = RuntimeError("Low-level CUDA init (`torch._C._cuda_init`) reached. This means ZeroGPU's PyTorch CUDA "
+                        "emulation mode did not intercept a CUDA operation in your code.")
+    for error, expected in ((cuda, DevicePlacementError), (OSError("unexpected end of file"), CorruptCheckpointError)):
+        def fail(*args, error=error, **kwargs):
+            raise error
+        monkeypatch.setattr(build.AutoModelForCausalLM, "from_pretrained", fail)
+        with pytest.raises(expected) as err:
+            build.load_target(info, "auto", "cpu", [])
+        assert type(err.value) is expected and "\n" not in str(err.value)
+    assert "re-download" not in str(DevicePlacementError("x")) and device_failure(cuda)
+    assert not device_failure(OSError("unexpected end of file"))
 
 
 def test_app_imports_without_loading_a_model():

@@ -21,6 +21,8 @@ import queue
 import threading
 from typing import Any, Callable, Iterator
 
+import gradio as gr
+
 from ..common.config import RunConfig
 from ..common.errors import one_line
 from .pages import BenchmarkStopped
@@ -120,6 +122,7 @@ class BenchTask:
 
 
 _ADOPTED: dict[PairKey, str] = {}  # in a GPU worker: the probe conventions its copy of each pair drafts with
+_CHECKED: set[PairKey] = set()  # in a GPU worker: the pairs whose target passed its forward check here
 
 
 def _used(report) -> str:
@@ -138,6 +141,9 @@ def gpu_task(key: PairKey, report, task) -> Iterator[tuple]:
         session = REGISTRY.get(key)
         if session is None:
             raise RuntimeError(f"this GPU worker does not hold {key.label()}; press the button again")
+        if key not in _CHECKED:  # the check a load runs (`target.check`), made where the weights compute
+            _check(session)
+            _CHECKED.add(key)
         if report is not None and report.probe is not None and _ADOPTED.get(key) != _used(report):
             session.adopt(report)  # the probe ran in another worker: its outcome, without measuring again
             _ADOPTED[key] = _used(report)
@@ -145,6 +151,16 @@ def gpu_task(key: PairKey, report, task) -> Iterator[tuple]:
     except Exception as exc:  # one line, as anywhere else (the package would send only the class name)
         log.exception("GPU task failed")
         yield ("error", one_line(exc))
+
+
+def _check(session) -> None:
+    from ..checkpoints import CheckpointError
+    from ..target.check import check_target
+
+    try:
+        check_target(session.pair.target)
+    except ValueError as exc:
+        raise CheckpointError(f"target {session.report.target_path}: {exc}") from exc
 
 
 def _relay(work: Callable[[Say, threading.Event], Any]) -> Iterator[tuple]:
@@ -179,11 +195,17 @@ def _relay(work: Callable[[Say, threading.Event], Any]) -> Iterator[tuple]:
 def calls(key: PairKey, session, task) -> Iterator[tuple]:
     """`gpu_task`'s items for the loaded `session` of `key`; an ("error", line) is raised as GpuTaskError."""
     report = session.report if session.report.probe is not None else None
-    with contextlib.closing(gpu_task(key, report, task)) as items:
-        for item in items:
-            if item[0] == "error":
-                raise GpuTaskError(item[1])
-            yield item
+    try:
+        with contextlib.closing(gpu_task(key, report, task)) as items:
+            for item in items:
+                if item[0] == "error":
+                    raise GpuTaskError(item[1])
+                yield item
+    except gr.Error as exc:  # the package's own (quota, queue); a worker that failed to start says only a class name
+        if not str(exc.message).isidentifier():
+            raise
+        raise GpuTaskError(f"the GPU worker failed ({exc.message}; the Space's log has the traceback); press the "
+                           "button again") from None
 
 
 def run_to_end(key: PairKey, session, task, say: Say | None = None, stop: threading.Event | None = None):

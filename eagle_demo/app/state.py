@@ -109,7 +109,7 @@ class Registry:
             raise ConfigError("no pair is loaded; load one with /load first")
         return key
 
-    def load(self, key: PairKey, progress: Callable[[str, float], None] | None = None) -> Session:
+    def load(self, key: PairKey, progress: Callable[[str, float], None] | None = None, check: bool = True) -> Session:
         from ..checkpoints import CheckpointError, inspect_pair
         from ..session import load_session
 
@@ -127,7 +127,7 @@ class Registry:
                 raise CheckpointError(report.problem)
             freed = self._evict(self.capacity - 1)
             session = load_session(key.target, key.draft, revision=key.revision, draft_revision=key.draft_revision,
-                                   dtype=key.dtype, device=key.device, progress=say,
+                                   dtype=key.dtype, device=key.device, progress=say, check=check,
                                    threads=int(os.environ.get("EAGLE_DEMO_THREADS", "0") or 0))
             with self._lock:
                 self._sessions[key] = session
@@ -146,8 +146,8 @@ class Registry:
 
         os.environ["HF_DEACTIVATE_ASYNC_LOAD"] = "1"
         self.capacity = max(len(keys), 1)
-        for key in keys:
-            session = self.load(key)
+        for key in keys:  # the target's forward check runs in each GPU worker, on the device (`gpu_tasks`)
+            session = self.load(key, check=False)
             session.placed = torch.device("cuda")  # other threads see the placeholders' own device (cpu)
         self.served = list(keys)
         self.fallback = keys[0] if keys else self.fallback

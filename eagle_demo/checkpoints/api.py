@@ -66,8 +66,10 @@ def inspect_pair(target: str, draft: str | None, revision: str | None = None,
 
 def load_pair(target: str, draft: str | None, *, revision: str | None = None, draft_revision: str | None = None,
               dtype: str = "auto", device: str = "auto", max_download_bytes: int | None = None,
-              progress: Progress | None = None) -> LoadedPair:
-    """Resolve, check, load and adapt a (target, draft) pair. Raises CheckpointError (one line) on failure."""
+              progress: Progress | None = None, check: bool = True) -> LoadedPair:
+    """Resolve, check, load and adapt a (target, draft) pair. Raises CheckpointError (one line) on failure.
+    check=False leaves out the target's forward check (`target.check`), for the caller to run where the weights
+    compute (a ZeroGPU Space runs it in its GPU worker: its main process holds placeholders)."""
     say = progress or (lambda message, fraction: None)
 
     def stage(low: float, high: float) -> Progress:  # map a download's own 0..1 into this load's range
@@ -94,7 +96,7 @@ def load_pair(target: str, draft: str | None, *, revision: str | None = None, dr
     warnings: list[str] = []
     target_notes: list[str] = []
     say("loading the target", 0.3)
-    model = load_target(info, dtype, device, warnings, target_notes)
+    model = load_target(info, dtype, device, warnings, target_notes, check=check)
     tokenizer = load_tokenizer(info, warnings)
     result = None
     if plan is not None:

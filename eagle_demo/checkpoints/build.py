@@ -10,7 +10,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from ..target.attention import use_grouped_sdpa
 from ..target.cpu_layout import column_major_linears
 from ..target.fused_norms import fuse_rms_norms
-from ..common.devices import DeviceError, resolve_device, resolve_dtype
+from ..common.devices import DeviceError, device_failure, resolve_device, resolve_dtype
 from ..drafts import DraftHead, Eagle1Head, Eagle3Head, Shared
 from ..drafts.eagle3_mla import MlaEagle3Head
 from ..drafts.eagle3x import Eagle3xHead
@@ -22,7 +22,7 @@ from ..target.check import check_target
 from ..target.windows import AttentionWindow
 from .adapt import DraftPlan
 from .target_info import TargetInfo
-from .errors import CheckpointError, CorruptCheckpointError, UnsupportedLayoutError
+from .errors import CheckpointError, CorruptCheckpointError, DevicePlacementError, UnsupportedLayoutError
 from .mimo import MimoBody
 from .mtp import make_mtp_head, mtp_key_plan
 
@@ -131,7 +131,7 @@ def key_plan(head: DraftHead, plan: DraftPlan) -> tuple[dict[str, str], list[str
 # ---- target ----------------------------------------------------------------------------------------
 
 def load_target(info: TargetInfo, dtype: str, device: str, warnings: list[str],
-                notes: list[str] | None = None) -> PreTrainedModel:
+                notes: list[str] | None = None, check: bool = True) -> PreTrainedModel:
     """AutoModelForCausalLM in eval mode with SDPA attention (`attention.use_grouped_sdpa` on a CPU); never
     trust_remote_code. notes: gets what the target check found (the report's adaptations)."""
     try:
@@ -158,6 +158,10 @@ def load_target(info: TargetInfo, dtype: str, device: str, warnings: list[str],
     except CheckpointError:
         raise
     except Exception as exc:  # noqa: BLE001 - transformers/safetensors raise many unrelated types here
+        if device_failure(exc):  # the files were fine: the device could not take them
+            raise DevicePlacementError(
+                f"target weights in {info.folder} could not be placed on {dev} ({' '.join(str(exc).split())[:200]}); "
+                "the device failed, not the checkpoint: check the GPU or pick another device") from exc
         if "mismatched_sizes" in str(exc) or "size mismatch" in str(exc):
             raise CorruptCheckpointError(
                 f"target {info.folder} has weights of the wrong shape for its config.json; the config and the "
@@ -179,7 +183,10 @@ def load_target(info: TargetInfo, dtype: str, device: str, warnings: list[str],
     fuse_rms_norms(model)  # fp32 on a CPU only: each RMS norm in one call, identical results (fused_norms)
     use_grouped_sdpa(model)  # a CPU target with grouped-query heads: a cheaper verify, identical results (attention)
     try:
-        check_target(model.eval())  # the engines' prefill, tree and compacted-cache logits are the model's own
+        if check:
+            check_target(model.eval())  # the engines' prefill, tree and compacted-cache logits are the model's own
+        else:
+            model.eval()
     except ValueError as exc:
         raise CheckpointError(f"target {info.folder}: {exc}") from exc
     if notes is not None:

@@ -6,7 +6,7 @@ Messages are one line: what is wrong, then what to do about it.
 from __future__ import annotations
 
 __all__ = ["CheckpointError", "CorruptCheckpointError", "IncompatiblePairError", "NotAnEagleDraftError",
-           "UnsupportedLayoutError"]
+           "UnsupportedLayoutError", "DevicePlacementError"]
 
 
 class CheckpointError(ValueError):
@@ -30,3 +30,7 @@ class NotAnEagleDraftError(CheckpointError):
 
 class UnsupportedLayoutError(CheckpointError):
     """An EAGLE variant this loader recognizes but cannot run faithfully (e.g. HASS extra norms)."""
+
+
+class DevicePlacementError(CheckpointError):
+    """The checkpoint is fine; the device could not take it (CUDA failed to start, ran out of memory)."""

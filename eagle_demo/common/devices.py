@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["resolve_device", "resolve_dtype", "apply_cpu_threads", "DeviceError", "DTYPES"]
+__all__ = ["resolve_device", "resolve_dtype", "apply_cpu_threads", "device_failure", "DeviceError", "DTYPES"]
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -66,3 +66,16 @@ def apply_cpu_threads(model: torch.nn.Module, threads: int = 0) -> int:
     if threads > 0:
         torch.set_num_threads(threads)
     return torch.get_num_threads()
+
+
+DEVICE_MARKERS = ("cuda", "cudnn", "cublas", "nccl", "out of memory", "device-side", "no kernel image", "hip error",
+                  "mps backend", "accelerator")
+
+
+def device_failure(exc: BaseException) -> bool:
+    """Whether an error came from the device (CUDA failing to start, out of memory, a kernel for another GPU)
+    rather than from the files being loaded: such an error is never a corrupt checkpoint."""
+    if isinstance(exc, getattr(torch, "AcceleratorError", ())) or isinstance(exc, torch.OutOfMemoryError):
+        return True
+    text = f"{type(exc).__name__} {exc}".lower()
+    return any(marker in text for marker in DEVICE_MARKERS)
