@@ -17,6 +17,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import os
 import queue
 import threading
 from typing import Any, Callable, Iterator
@@ -30,7 +31,7 @@ from .state import REGISTRY, PairKey
 from .zerogpu import gpu, run_seconds
 
 __all__ = ["StreamTask", "CalibrateTask", "ProbeTask", "BenchTask", "gpu_task", "calls", "run_to_end",
-           "GpuTaskError"]
+           "GpuTaskError", "serve", "stream_phases", "probe_on_gpu"]
 
 log = logging.getLogger(__name__)
 
@@ -242,6 +243,23 @@ def stream_phases(key: PairKey, prompt_ids: list[int], run: RunConfig, race: boo
                     yield phase, item[1]
                 if stop.is_set():  # closing the call stops the worker after its next yield
                     break
+
+
+def serve(keys: list[PairKey]) -> None:
+    """ZeroGPU start-up: load `keys` now, in this (the main) thread, where the `spaces` package turns their move to
+    CUDA into copies it hands to each GPU worker; from then on no other pair loads (`Registry.load` refuses it in
+    one line naming the setting), and the engines and the probe run in GPU calls. transformers' threaded weight
+    loading would reach the real CUDA init from its own threads: it is turned off. The target's forward check
+    runs in each worker, on the device (`gpu_task`)."""
+    import torch
+
+    os.environ["HF_DEACTIVATE_ASYNC_LOAD"] = "1"
+    REGISTRY.capacity = max(len(keys), 1)
+    for key in keys:
+        session = REGISTRY.load(key, check=False)
+        session.placed = torch.device("cuda")  # other threads see the placeholders' own device (cpu)
+    REGISTRY.served, REGISTRY.gpu_stream, REGISTRY.gpu_probe = list(keys), stream_phases, probe_on_gpu
+    REGISTRY.fallback = keys[0] if keys else REGISTRY.fallback
 
 
 def probe_on_gpu(key: PairKey, session, progress: Say | None = None):

@@ -10,6 +10,7 @@ from ..common.devices import resolve_device
 from ..common.paths import STYLE
 from .api import register_api
 from .bench_tab import build_bench_tab, wire_bench_tab
+from .gpu_tasks import serve
 from .deploy_tab import build_deploy_tab, wire_deploy_tab
 from .playground import build_playground, default_pair, probe_by_default, wire_playground
 from .state import REGISTRY, make_key
@@ -30,7 +31,7 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
     (`zerogpu`) the pairs it serves load here, in the main thread, before the page is built."""
     if ZERO_GPU and REGISTRY.served is None:
         pairs = served_pairs()
-        REGISTRY.serve([make_key(t, d) for t, d in pairs])
+        serve([make_key(t, d) for t, d in pairs])
         if default_target is None:
             default_target, default_draft = pairs[0]
     target, draft, _ = default_pair(default_target, default_draft)

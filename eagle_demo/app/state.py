@@ -27,7 +27,7 @@ from ..common.config import ConfigError, RunConfig
 from ..common.errors import one_line
 from ..metrics import RunView
 from ..common.paths import ROOT, SUITE
-from .zerogpu import ZERO_GPU, refusal
+from .zerogpu import refusal
 from ..view.tokens import TextCache
 from .pages import BENCH_STOPS, CLIENT_PAIRS
 
@@ -86,7 +86,9 @@ class Registry:
         self._lock = threading.Lock()
         self._loading = threading.Lock()
         self.fallback: PairKey | None = None  # the page's default pair: /generate loads it when nothing is loaded
-        self.served: list[PairKey] | None = None  # a ZeroGPU Space's pairs, loaded at start-up (`serve`); no others
+        self.served: list[PairKey] | None = None  # ZeroGPU: the pairs loaded at start-up (`gpu_tasks.serve`), and
+        self.gpu_stream: Callable | None = None  # what runs the engines and the probe in GPU calls
+        self.gpu_probe: Callable | None = None
         self._replaced: OrderedDict[PairKey, PairKey] = OrderedDict()  # freed pair -> the pair whose load freed it
 
     def replaced_by(self, key: PairKey) -> PairKey | None:
@@ -137,21 +139,6 @@ class Registry:
                     self._replaced.popitem(last=False)
             return session
 
-    def serve(self, keys: list[PairKey]) -> None:
-        """ZeroGPU start-up: load `keys` now, in this (the main) thread, where the `spaces` package turns their
-        move to CUDA into copies it hands to each GPU worker; from then on no other pair loads (`load` refuses
-        it in one line naming the setting). transformers' threaded weight loading would reach the real CUDA
-        init from its own threads: it is turned off."""
-        import torch
-
-        os.environ["HF_DEACTIVATE_ASYNC_LOAD"] = "1"
-        self.capacity = max(len(keys), 1)
-        for key in keys:  # the target's forward check runs in each GPU worker, on the device (`gpu_tasks`)
-            session = self.load(key, check=False)
-            session.placed = torch.device("cuda")  # other threads see the placeholders' own device (cpu)
-        self.served = list(keys)
-        self.fallback = keys[0] if keys else self.fallback
-
     def probe(self, key: PairKey, progress: Callable[[str, float], None] | None = None) -> Session:
         """The session of `key` (loaded first when it is not) after its pre-flight probe (`Session.probe`): the
         registry keeps that session, so every later run on the pair drafts with the conventions the probe chose.
@@ -159,10 +146,8 @@ class Registry:
         session = self.load(key, progress)
         with self._loading:  # no load frees the pair while it is probed
             stop_abandoned()
-            if ZERO_GPU and self.served is not None:  # measured in a GPU call; this process keeps the report
-                from .gpu_tasks import probe_on_gpu
-
-                probe_on_gpu(key, session, progress)
+            if self.gpu_probe is not None:  # ZeroGPU: measured in a GPU call; this process keeps the report
+                self.gpu_probe(key, session, progress)
             else:
                 session.probe(progress)
         return session
@@ -252,10 +237,8 @@ def stream_pair(key: PairKey, prompt_ids: list[int], run: RunConfig, race: bool,
     """EAGLE, then (when racing) plain decoding of the same prompt, sequentially in this worker.
     Yields (phase, event). between: called after EAGLE, before the baseline starts (untimed). On ZeroGPU the
     engines run in GPU calls that take and return data only (`gpu_tasks.stream_phases`)."""
-    if ZERO_GPU and REGISTRY.served is not None:
-        from .gpu_tasks import stream_phases
-
-        yield from stream_phases(key, prompt_ids, run, race, stop, between)
+    if REGISTRY.gpu_stream is not None:
+        yield from REGISTRY.gpu_stream(key, prompt_ids, run, race, stop, between)
         return
     session = REGISTRY.get(key)
     if session is None:
