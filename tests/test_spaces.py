@@ -110,7 +110,7 @@ def test_a_device_error_while_loading_is_never_a_corrupt_checkpoint(monkeypatch)
     failed, not that the checkpoint is corrupt and must be downloaded again; a real read error still does."""
     from eagle_demo.checkpoints import CorruptCheckpointError, build
     from eagle_demo.checkpoints.errors import DevicePlacementError
-    from eagle_demo.checkpoints.adapt import read_target
+    from eagle_demo.checkpoints.target_info import read_target
     from eagle_demo.common.devices import device_failure
     from eagle_demo.session import SHIPPED_TARGET
 
@@ -140,3 +140,18 @@ def test_app_imports_without_loading_a_model():
     gc.collect()
     after = sum(isinstance(o, nn.Module) for o in gc.get_objects())
     assert after == before
+
+
+def test_a_zerogpu_preset_box_offers_the_served_pairs():
+    from eagle_demo.app.playground import PRESETS
+    from eagle_demo.app.state import local_or_repo, make_key
+    from eagle_demo.app.zerogpu import offered
+
+    def spelled(target, draft):
+        return local_or_repo(target), local_or_repo(draft)
+
+    served = [make_key("assets/tiny-target", "assets/tiny-eagle3"), make_key("org/target", "org/draft")]
+    assert offered(PRESETS, served, spelled) == {
+        "tiny (shipped) + EAGLE-3 head": PRESETS["tiny (shipped) + EAGLE-3 head"],
+        "org/target + org/draft": ("org/target", "org/draft")}
+    assert offered(PRESETS, None, spelled) is PRESETS

@@ -19,6 +19,7 @@ from .forms import (CHAIN_MODE, TREE_MODE, GenerateForm, LoadForm, PairForm, han
                     tree_values)
 from .pages import CLIENT_PAIRS
 from .state import REGISTRY, local_or_repo, suite_prompts
+from .zerogpu import offered
 from .stream import CLICKS_JS, COUNT_CLICK_JS, GenerateOutputs, generate_ui, note_generate, rerender_tokens, \
     rerender_tree, stop_ui
 
@@ -39,15 +40,8 @@ CUSTOM = "custom"
 
 
 def offered_presets() -> dict[str, tuple[str, str]]:
-    """The preset box's pairs: PRESETS, or on a ZeroGPU Space the pairs it serves (a preset's name when one is)."""
-    if REGISTRY.served is None:
-        return PRESETS
-    offered = {}
-    for key in REGISTRY.served:
-        name = next((n for n, (t, d) in PRESETS.items() if (local_or_repo(t), local_or_repo(d)) == (key.target,
-                                                                                                    key.draft)), None)
-        offered[name or key.label()] = PRESETS[name] if name else (key.target, key.draft or "")
-    return offered
+    """The preset box's pairs: PRESETS, or on a ZeroGPU Space the pairs it serves (`zerogpu.offered`)."""
+    return offered(PRESETS, REGISTRY.served, lambda t, d: (local_or_repo(t), local_or_repo(d)))
 DTYPES = ["auto", "float32", "bfloat16", "float16"]
 DEVICES = ["auto", "cpu", "cuda"]
 NUMBERS_NOTE = """

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from ..common.config import ConfigError
 
-__all__ = ["ZERO_GPU", "PAIRS_SETTING", "DEFAULT_PAIRS", "gpu", "served_pairs", "refusal", "run_seconds",
+__all__ = ["ZERO_GPU", "PAIRS_SETTING", "DEFAULT_PAIRS", "gpu", "served_pairs", "offered", "refusal", "run_seconds",
            "MAX_SECONDS"]
 
 ZERO_GPU = os.environ.get("SPACES_ZERO_GPU", "").strip().lower() in ("1", "t", "true")
@@ -62,6 +62,19 @@ def served_pairs(text: str | None = None) -> list[tuple[str, str | None]]:
                               "separated by ';'")
         pairs.append((target, draft or None))
     return pairs
+
+
+def offered(presets: dict[str, tuple[str, str]], served: list | None,
+            spelled: Callable[[str, str], tuple]) -> dict[str, tuple[str, str]]:
+    """The preset box's pairs: `presets`, or on a ZeroGPU Space the `served` pair keys, each under its preset's
+    name when it is one (`spelled(target, draft)`: a preset's pair as a key holds it)."""
+    if served is None:
+        return presets
+    out = {}
+    for key in served:
+        name = next((n for n, (t, d) in presets.items() if spelled(t, d) == (key.target, key.draft)), None)
+        out[name or key.label()] = presets[name] if name else (key.target, key.draft or "")
+    return out
 
 
 def refusal(asked: str, served: list[str]) -> str:

@@ -158,17 +158,7 @@ def load_target(info: TargetInfo, dtype: str, device: str, warnings: list[str],
     except CheckpointError:
         raise
     except Exception as exc:  # noqa: BLE001 - transformers/safetensors raise many unrelated types here
-        if device_failure(exc):  # the files were fine: the device could not take them
-            raise DevicePlacementError(
-                f"target weights in {info.folder} could not be placed on {dev} ({' '.join(str(exc).split())[:200]}); "
-                "the device failed, not the checkpoint: check the GPU or pick another device") from exc
-        if "mismatched_sizes" in str(exc) or "size mismatch" in str(exc):
-            raise CorruptCheckpointError(
-                f"target {info.folder} has weights of the wrong shape for its config.json; the config and the "
-                "weights disagree, re-download the target or fix config.json") from exc
-        raise CorruptCheckpointError(
-            f"target weights in {info.folder} could not be loaded ({' '.join(str(exc).split())[:200]}); "
-            "re-download the target or check the folder") from exc
+        raise _load_failure(exc, info, dev) from exc
     missing = sorted(loading.get("missing_keys") or [])
     if missing:
         raise CorruptCheckpointError(
@@ -193,6 +183,21 @@ def load_target(info: TargetInfo, dtype: str, device: str, warnings: list[str],
         notes.extend(describe_target(model))
     warnings.extend(generation_warnings(getattr(model, "generation_config", None)))
     return model
+
+
+def _load_failure(exc: Exception, info: TargetInfo, dev: torch.device) -> CheckpointError:
+    """What a failed `from_pretrained` means: the device failing (never a corrupt checkpoint), weights of the
+    wrong shape, or weights that could not be read."""
+    text = " ".join(str(exc).split())[:200]
+    if device_failure(exc):  # the files were fine: the device could not take them
+        return DevicePlacementError(f"target weights in {info.folder} could not be placed on {dev} ({text}); the "
+                                    "device failed, not the checkpoint: check the GPU or pick another device")
+    if "mismatched_sizes" in str(exc) or "size mismatch" in str(exc):
+        return CorruptCheckpointError(
+            f"target {info.folder} has weights of the wrong shape for its config.json; the config and the "
+            "weights disagree, re-download the target or fix config.json")
+    return CorruptCheckpointError(f"target weights in {info.folder} could not be loaded ({text}); re-download the "
+                                  "target or check the folder")
 
 
 def describe_target(model: PreTrainedModel) -> list[str]:
