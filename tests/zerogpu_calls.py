@@ -16,7 +16,8 @@ from eagle_demo.app.state import make_key  # noqa: E402
 from eagle_demo.common.config import RunConfig  # noqa: E402
 
 
-key, task, results = make_key("assets/tiny-target", "assets/tiny-eagle1"), StreamTask("eagle", (1, 2, 3), RunConfig()), {}
+key, results = make_key("assets/tiny-target", "assets/tiny-eagle1"), {}
+task = StreamTask("eagle", (1, 2, 3), RunConfig())
 items = list(gpu_task(key, None, task))  # this process serves no pair: the worker cannot find it
 results["error"] = items[0][1] if [i[0] for i in items] == ["error"] else repr(items)
 try:
