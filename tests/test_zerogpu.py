@@ -106,8 +106,11 @@ def test_probe_and_a_benchmark_run_in_gpu_calls(client, space):
     assert bench["settings"]["tree"] == "chain k=3"
     rows = table["data"] if isinstance(table, dict) else table
     assert [r[0] for r in rows] == ["chat", "overall"]
-    text, stats = client.predict(CODE_PROMPT, 24, api_name="/generate")  # drafts with the probe's conventions
+    scheduler.cool()  # a new worker, forked from the main process, applies the probe's conventions itself
+    forked = scheduler.count("allow")
+    text, stats = client.predict(CODE_PROMPT, 24, api_name="/generate")
     assert stats["identical_to_baseline"] is True and scheduler.settle() == []
+    assert scheduler.count("allow") == forked + 1
 
 
 def test_generate_stop_generate_in_chromium(space):

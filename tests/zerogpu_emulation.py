@@ -86,6 +86,11 @@ class Scheduler:
                 return 200, None
         return 404, None
 
+    def cool(self) -> None:
+        """Offer no device as idle any more (its GPU went to another Space): the next call forks a new worker."""
+        with self.lock:
+            self.warm.clear()
+
     def count(self, verb: str) -> int:
         with self.lock:
             return sum(1 for v, _, _ in self.calls if v == verb)
