@@ -170,8 +170,7 @@ def _generate(form: GenerateForm, request: gr.Request | None, progress):
     run = auto.run_config(run) if auto is not None else dataclasses.replace(run, tree=tree)
     session.check_tree(run)  # the tree that runs, once auto has chosen
     if stopped_before_start(hash_, PENDING.pop(hash_)):  # Stop was pressed while this waited its turn
-        live = LiveRun(key, bool(form.race_on), run.sampling.greedy, "stopped before it started",
-                       ngram=bool(form.race_ngram_on))
+        live = LiveRun(key, bool(form.race_on), run.sampling.greedy, "stopped before it started")
         live.done.set()
         yield outputs_for(live, TextCache(session.decode), form.show, True, first)
         return

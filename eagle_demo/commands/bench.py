@@ -47,17 +47,7 @@ def run(args: argparse.Namespace) -> int:
     from ..bench import (comparison_csv, comparison_json, comparison_table, compare_drafts, load_suite, report_label,
                          run_bench, sweep_temperatures, with_auto)
 
-    if args.compare_draft and args.temperatures:
-        raise ConfigError("compare drafts or sweep temperatures, one at a time")
-    if args.ngram and args.temperatures:
-        raise ConfigError("the n-gram draft races at one temperature; leave out --temperatures or --ngram")
-    ngram = ngram_from_args(args)  # bad n-gram settings fail before anything loads
-    for t in args.temperatures or ():
-        SamplingConfig(temperature=t)  # out-of-range values fail before anything loads
-    if args.repeats < 1:
-        raise ConfigError(f"--repeats must be at least 1, got {args.repeats}")
-    if args.limit is not None and args.limit < 1:
-        raise ConfigError(f"--limit must be at least 1 (or left out for the whole suite), got {args.limit}")
+    ngram = _check(args)
     items = load_suite(args.suite, args.categories)[:args.limit]  # a bad suite fails before the model loads
     write_notes(flag_notes(args))
     session = load_from_args(args)
@@ -108,6 +98,21 @@ def run(args: argparse.Namespace) -> int:
     print(comparison_table(reports, by))
     _write(args, comparison_json(reports, by), comparison_csv(reports, by))
     return 0
+
+
+def _check(args: argparse.Namespace):
+    """Settings fail here, before anything loads; returns the n-gram draft's settings."""
+    if args.compare_draft and args.temperatures:
+        raise ConfigError("compare drafts or sweep temperatures, one at a time")
+    if args.ngram and args.temperatures:
+        raise ConfigError("the n-gram draft races at one temperature; leave out --temperatures or --ngram")
+    for t in args.temperatures or ():
+        SamplingConfig(temperature=t)
+    if args.repeats < 1:
+        raise ConfigError(f"--repeats must be at least 1, got {args.repeats}")
+    if args.limit is not None and args.limit < 1:
+        raise ConfigError(f"--limit must be at least 1 (or left out for the whole suite), got {args.limit}")
+    return ngram_from_args(args)
 
 
 def _with_ngram(args, session, items, auto_run, auto, options, bar, ngram_run) -> int:

@@ -106,18 +106,8 @@ def run(args: argparse.Namespace) -> int:
         "drafting_tau": round(stats.drafting_tau, 4),
         **({"auto": auto.to_dict()} if auto is not None else {}),
     }
-    result, racers = None, []
-    if args.race and args.mode != "baseline":  # the page's race: plain decoding of the same prompt right after
-        runs = {args.mode: events}
-        if args.race == "ngram" and args.mode == "eagle":
-            runs["ngram"] = _timed(session.stream(prompt_ids, run_config, mode="ngram"), args.json)
-        runs["baseline"] = _timed(session.stream(prompt_ids, run_config, mode="baseline"), args.json)
-        racers = race_all(runs, sampling.greedy)
-        result = racers[0].result
-        summary.update(result.to_dict(detail=False))
-        summary["divergence"] = racers[0].divergence.to_dict(session.decode) if racers[0].divergence else None
-        if len(racers) > 2:
-            summary["race"] = racers_dict(racers, session.decode)
+    racers = _race(args, session, prompt_ids, run_config, events, summary)
+    result = racers[0].result if racers else None
     if args.json:
         out.write(json.dumps(summary) + "\n")
     else:
@@ -131,12 +121,7 @@ def run(args: argparse.Namespace) -> int:
         if stats.rope_rounds:
             sys.stderr.write(f"[rope] {rope_line(stats.rope_rounds, stats.rounds)}\n")
         if result is not None:
-            _race_lines(result, sampling.greedy)
-            for r in racers:
-                if r.divergence is not None:
-                    sys.stderr.write(f"[diverged: {r.name}] {r.divergence.line(session.decode)}\n")
-            if len(racers) > 2:
-                sys.stderr.write(race_table(racers) + "\n")
+            _race_lines(result, sampling.greedy, racers, session.decode)
         if auto is not None:
             speedup = result.speedup if result is not None else None
             retuned = finish.extra.get("retuned", ())  # the shapes the run moved to (`retune`)
@@ -145,16 +130,38 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _race(args, session, prompt_ids: list[int], run_config: RunConfig, events: list, summary: dict) -> list:
+    """The page's race: plain decoding of the same prompt right after (and the n-gram draft before it with `--race
+    ngram`); the racers (`racers.race_all`), the summary updated with the first one's result and divergence."""
+    if not args.race or args.mode == "baseline":
+        return []
+    runs = {args.mode: events}
+    if args.race == "ngram" and args.mode == "eagle":
+        runs["ngram"] = _timed(session.stream(prompt_ids, run_config, mode="ngram"), args.json)
+    runs["baseline"] = _timed(session.stream(prompt_ids, run_config, mode="baseline"), args.json)
+    racers = race_all(runs, run_config.sampling.greedy)
+    summary.update(racers[0].result.to_dict(detail=False))
+    summary["divergence"] = racers[0].divergence.to_dict(session.decode) if racers[0].divergence else None
+    if len(racers) > 2:
+        summary["race"] = racers_dict(racers, session.decode)
+    return racers
+
+
 def _timed(stream, as_json: bool) -> list:
     """A racer's events, each serialized inside the timed loop when the racer before it was (--json): the same
     consumer cost for every racer."""
     return [e for e in stream if not as_json or json.dumps(to_dict(e))]
 
 
-def _race_lines(result: RaceResult, greedy: bool) -> None:
+def _race_lines(result: RaceResult, greedy: bool, racers: list = (), decode=None) -> None:
     label = "identical to baseline" if greedy else "same as seeded baseline"
     same = verdict(result.identical_to_baseline, "not checked (sampling in bfloat16/float16)")
     speed = result.baseline_tokens_per_second
     speed_text = "no decode step" if speed is None else f"{speed:.1f} tokens/s"
     sys.stderr.write(f"[baseline] {speed_text}; {label}: {same}\n"
                      f"[why] {result.why_line()}\n")
+    for r in racers:
+        if r.divergence is not None:
+            sys.stderr.write(f"[diverged: {r.name}] {r.divergence.line(decode)}\n")
+    if len(racers) > 2:
+        sys.stderr.write(race_table(racers) + "\n")
