@@ -88,8 +88,9 @@ class Divergence:
 
     def verdict(self) -> str:
         if self.kind == "near tie":
+            several = f"; {self.reason}" if self.reason else ""
             return (f"a near tie (gap {self.gap:.2g} < the {self.dtype} rounding at this magnitude, "
-                    f"{self.tolerance:.2g}): expected in {self.dtype}")
+                    f"{self.tolerance:.2g}{several}): expected in {self.dtype}")
         return f"gap {self.gap:.2g}: not rounding ({self.reason}); this is a defect, please report it with this line"
 
     def line(self, decode: Callable[[list[int]], str] | None = None) -> str:
