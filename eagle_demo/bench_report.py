@@ -169,16 +169,17 @@ def category_table(reports: list[BenchReport], by: str = "draft") -> str:
     interleaved baselines), each report's speedup over its own baseline beside its tokens/s."""
     names = [report_label(r, by) for r in reports]
     cats = list(dict.fromkeys(c.category for r in reports for c in r.categories)) + ["overall"]
-    head = f"{'category':<10}" + "".join(f"{n[:22]:>24}" for n in names) + f"{'plain':>10}"
+    width = max(len(c) for c in cats + ["category"]) + 2
+    head = f"{'category':<{width}}" + "".join(f"{n[:22]:>24}" for n in names) + f"{'plain':>10}"
     lines = [head]
     for cat in cats:
         cells, plain = [], []
         for r in reports:
             c = r.overall if cat == "overall" else next((x for x in r.categories if x.category == cat), None)
-            cells.append(f"{'-':>24}" if c is None else f"{c.eagle_tokens_per_second:>14.1f} ({c.speedup:.2f}x)")
+            cells.append(f"{'-':>24}" if c is None else f"{c.eagle_tokens_per_second:>14.1f} ({c.speedup:>5.2f}x)")
             plain += [] if c is None else [c.baseline_tokens_per_second]
         mean = f"{sum(plain) / len(plain):>10.1f}" if plain else f"{'-':>10}"
-        lines.append(f"{cat:<10}" + "".join(cells) + mean)
+        lines.append(f"{cat:<{width}}" + "".join(cells) + mean)
     return "\n".join(lines)
 
 
