@@ -13,7 +13,8 @@ the dtype resolves steps of one ulp(M) = eps * 2**floor(log2 M) (eps = `torch.fi
 bfloat16, 2**-10 in float16, 2**-23 in float32), and each of the H terms a run's sum accumulates can be off by up
 to half an ulp there. Two computations of the same logit (a verify over a block against a one-token step: other
 kernels, other summation orders) round independently, so term by term they differ by up to one ulp, and H
-independent errors add like a random walk: about sqrt(H) * ulp(M). The tolerance is that: gaps summing to less are a near tie, expected in that dtype; more is
+independent errors add like a random walk: about sqrt(H) * ulp(M). The tolerance is that: gaps summing to less
+are a near tie, expected in that dtype; more is
 no rounding, a defect. Two cases are defects whatever the gaps: a committed token that is not the top token of
 its own run's logits (a verifier that accepted what the target did not choose), and a sampled run that split
 (identity of sampled runs is checked in float32 only, where a draw lands within rounding of a boundary about once
@@ -127,7 +128,8 @@ def explain(racer: list[Event], baseline: list[Event], greedy: bool) -> Divergen
     tol = rounding_tolerance(dtype, magnitude, hidden)
     name = "n-gram" if start is not None and start.mode == "ngram" else "EAGLE"
     kind, reason = _judge(greedy, top_b, top_r, a, b, gap_b, gap_r, tol, name)
-    return Divergence(position=p, baseline_id=a, racer_id=b, racer=name, context_ids=tuple(ids_b[max(0, p - CONTEXT):p]),
+    return Divergence(position=p, baseline_id=a, racer_id=b, racer=name,
+                      context_ids=tuple(ids_b[max(0, p - CONTEXT):p]),
                       baseline_next=tuple(ids_b[p:p + CONTEXT]), racer_next=tuple(ids_r[p:p + CONTEXT]),
                       baseline_gap=gap_b, racer_gap=gap_r, magnitude=magnitude, tolerance=tol, dtype=dtype,
                       hidden_size=hidden, kind=kind, reason=reason)
@@ -137,7 +139,8 @@ def _judge(greedy, top_b, top_r, a, b, gap_b, gap_r, tol, name) -> tuple[str, st
     if not greedy:
         return "defect", "a seeded draw differed in a run whose identity is checked"
     if top_r and not _is_top(top_r, b):
-        return "defect", f"the target's top token in the {name} run was another; the verifier committed one it did not choose"
+        return "defect", (f"the target's top token in the {name} run was another; the verifier committed one it did "
+                          "not choose")
     if top_b and not _is_top(top_b, a):
         return "defect", "the baseline committed a token that was not its top one"
     if gap_b is None or gap_r is None:

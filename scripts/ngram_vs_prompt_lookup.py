@@ -1,4 +1,4 @@
-"""Race our n-gram draft against transformers' own prompt lookup (`generate(prompt_lookup_num_tokens=...)`) on one target.
+"""Race our n-gram draft against transformers' prompt lookup (`generate(prompt_lookup_num_tokens=...)`) on one target.
 
     OMP_NUM_THREADS=1 python scripts/ngram_vs_prompt_lookup.py [--target assets/tiny-target] [--max-new-tokens 128]
         [--tokens 10] [--ngram-max 2] [--limit N] [--repeats 1] [--threads 1]
@@ -110,7 +110,8 @@ def main(argv=None) -> int:
              "ngram_vs_our_plain": [rate["ours_ngram"][i] / rate["ours_plain"][i] for i in (0, 1)]}
     for name, (wall, cpu) in ratio.items():
         print(f"{name}: {wall:.2f}x wall, {cpu:.2f}x CPU")
-    print(f"identical to transformers' prompt lookup: {same_lookup}/{runs}; to plain greedy (both): {same_plain}/{runs}")
+    print(f"identical to transformers' prompt lookup: {same_lookup}/{runs}; "
+          f"to plain greedy (both): {same_plain}/{runs}")
     print(json.dumps({"prompts": len(items), "repeats": args.repeats, "max_new_tokens": args.max_new_tokens,
                       "tokens": args.tokens, "ngram_max": args.ngram_max, "threads": args.threads,
                       "tokens_per_second": {k: v[0] for k, v in rate.items()},

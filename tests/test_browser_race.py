@@ -8,7 +8,7 @@ import os
 
 import eagle_demo.decoding.engine as engine_mod
 from eagle_demo.decoding.acceptance import Verdict
-from test_browser import SHOTS, app_url, browser, page, set_number, wait_state  # noqa: F401 (fixtures)
+from test_browser import SHOTS, app_url, browser, page, set_number, wait_state  # noqa: F401,F811 (fixtures)
 from test_ui_api import CODE_PROMPT
 
 NAMES = "() => document.querySelector('#plot-time .js-plotly-plot').data.map(t => t.name)"

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
 import eagle_demo.decoding.engine as engine_mod
 from eagle_demo.app.state import REGISTRY, make_key, start_run

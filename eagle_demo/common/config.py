@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["TreeConfig", "SamplingConfig", "NgramConfig", "RunConfig", "TREE_PRESETS", "ConfigError", "default_preset", "default_tree",
+__all__ = ["TreeConfig", "SamplingConfig", "NgramConfig", "RunConfig", "TREE_PRESETS", "ConfigError", "default_preset",
+           "default_tree",
            "tree_from"]
 
 

@@ -87,9 +87,9 @@ class _EngineBase:
     def _step(self, token: int, run: RunConfig, sampler: PositionSampler | None, position: int,
               context: tuple[list[int], list[int]], seen: Seen):
         """One plain target step on `token` (the last of context's prompt + new tokens): returns (output [1 row],
-        next token id, its probability, the logits' top two). Plain decoding takes every step this way, and so does a speculative
-        round without a draft. At a longrope target's boundary the step runs the whole sequence again, as
-        Phi-3's `generate` does (`rope_limit`)."""
+        next token id, its probability, the logits' top two). Plain decoding takes every step this way, and so does a
+        speculative round without a draft. At a longrope target's boundary the step runs the whole sequence again,
+        as Phi-3's `generate` does (`rope_limit`)."""
         if self.rope.refills(self.runner.length):
             ids = context[0] + context[1]
             self.runner.restart()

@@ -84,7 +84,8 @@ def stats_html(eagle: RunView | None, baseline: RunView | None, greedy: bool, st
             cells.append(("finish", s["finish_reason"], ""))
         cells += _ngram_cells(s.get("race", {}).get("ngram"), greedy)
     status = {"idle": "ready", "starting": "starting...", "running": "generating...",
-              "baseline": "racing the baseline...", "ngram": "racing the n-gram draft...", "done": "done", "stopped": "stopped",
+              "baseline": "racing the baseline...", "ngram": "racing the n-gram draft...", "done": "done",
+              "stopped": "stopped",
               "failed": "failed (see the message)"}.get(state, state)
     body = "".join(f'<div class="stat {cls}"><span class="stat-label">{escape(label)}</span>'
                    f'<span class="stat-value">{escape(value)}</span></div>' for label, value, cls in cells)
@@ -115,7 +116,8 @@ def _ngram_cells(ngram: dict | None, greedy: bool) -> list[tuple[str, str, str]]
     """The n-gram racer's cells of the strip: its tokens/s, tau and speedup, and its identity with the baseline."""
     if not ngram:
         return []
-    cells = [("n-gram tok/s", f"{ngram['tokens_per_second']:.1f}", "ngram"), ("n-gram tau", f"{ngram['tau']:.2f}", "ngram"),
+    cells = [("n-gram tok/s", f"{ngram['tokens_per_second']:.1f}", "ngram"),
+             ("n-gram tau", f"{ngram['tau']:.2f}", "ngram"),
              ("n-gram speedup", "-" if ngram["speedup"] is None else f"{ngram['speedup']:.2f}x", "ngram")]
     same = ngram["identical_to_baseline"]
     if same is not None:
