@@ -120,3 +120,20 @@ def test_the_ngram_draft_runs_on_a_target_without_a_head_and_benches_beside_eagl
     assert reports[1].settings["draft"] == "n-gram" and reports[1].overall.all_equal is True
     table = category_table(reports)
     assert table.splitlines()[0].split()[-2:] == ["n-gram", "plain"] and table.splitlines()[1].startswith("code")
+
+
+def test_the_benchmark_tab_runs_the_ngram_draft_beside_the_head(app):  # noqa: F811
+    import json
+    from pathlib import Path
+
+    from eagle_demo.app import CHAIN_MODE
+
+    client, target, draft = app
+    table, _plot, _missed, _csv, json_path = client.predict(
+        target, draft, "", "auto", "cpu", "", ["code"], 1, 16, False, CHAIN_MODE, 5, 4, 16, 3, 0.0, 0, "ngram",
+        "", 1.0, 0, 0, api_name="/benchmark")
+    reports = json.loads(Path(json_path).read_text(encoding="utf-8"))["drafts"]
+    assert [r["settings"]["draft_family"] for r in reports] == ["eagle1", "ngram"]
+    assert all(r["overall"]["all_equal"] is True for r in reports)
+    rows = table["data"] if isinstance(table, dict) else table
+    assert [r[0] for r in rows][-2:] == ["n-gram", "n-gram"]
