@@ -16,7 +16,8 @@ from typing import Callable, Iterable
 import torch
 
 from .bench_report import (CATEGORIES, BenchReport, CategorySummary, PromptItem, PromptResult, _summary,
-                           comparison_csv, comparison_json, comparison_table, draft_label, report_label)
+                           category_table, comparison_csv, comparison_json, comparison_table, draft_label,
+                           report_label)
 from .common.config import ConfigError, RunConfig
 from .decoding.hot_vocab import hot_vocab_problem
 from .metrics import RunStats, misses, summarize
@@ -26,7 +27,7 @@ from .session import Session
 
 __all__ = ["PromptItem", "PromptResult", "CategorySummary", "BenchReport", "load_suite", "run_bench",
            "compare_drafts", "sweep_temperatures", "draft_label", "comparison_table", "comparison_csv",
-           "comparison_json", "report_label", "CATEGORIES", "_summary", "with_auto"]
+           "comparison_json", "report_label", "CATEGORIES", "_summary", "with_auto", "category_table"]
 
 TOP_MISSES = 20  # (draft's favourite, target's token) pairs kept in a report, most frequent first
 
@@ -80,26 +81,28 @@ def _result(item: PromptItem, repeat: int, prompt_tokens: int, eagle: RunStats, 
 
 
 def run_bench(session: Session, items: list[PromptItem], run: RunConfig, repeats: int = 1, chat: bool = False,
-              progress: Callable[[int, int, str], None] | None = None, warmup: bool = True) -> BenchReport:
-    """Baseline and EAGLE on each prompt, interleaved (the order alternates between repeats)."""
+              progress: Callable[[int, int, str], None] | None = None, warmup: bool = True,
+              racer: str = "eagle") -> BenchReport:
+    """Baseline and EAGLE on each prompt, interleaved (the order alternates between repeats). racer "ngram": the
+    n-gram draft (`decoding.ngram`, run.ngram's settings) in EAGLE's place; its report's draft is "n-gram"."""
     if not items:
         raise ValueError("no prompts to run; check --categories and --suite")
     encoded = [session.encode(i.prompt, chat=chat) for i in items]
     if warmup:
         short = RunConfig(max_new_tokens=min(8, run.max_new_tokens), ignore_eos=True, tree=run.tree,
                           sampling=run.sampling)
-        for mode in ("baseline", "eagle"):
+        for mode in ("baseline", racer):
             list(session.stream(encoded[0], short, mode))
     results = []
     missed: Counter[tuple[int, int]] = Counter()
     total, done = len(items) * repeats, 0
     for repeat in range(repeats):
         for item, ids in zip(items, encoded):
-            order = ("baseline", "eagle") if (repeat + done) % 2 == 0 else ("eagle", "baseline")
+            order = ("baseline", racer) if (repeat + done) % 2 == 0 else (racer, "baseline")
             events = {mode: list(session.stream(ids, run, mode)) for mode in order}
             stats = {mode: summarize(events[mode]) for mode in order}
-            missed.update(misses(events["eagle"]))
-            results.append(_result(item, repeat, len(ids), stats["eagle"], stats["baseline"], run.sampling.greedy,
+            missed.update(misses(events[racer]))
+            results.append(_result(item, repeat, len(ids), stats[racer], stats["baseline"], run.sampling.greedy,
                                    str(session.dtype)))
             done += 1
             if progress:
@@ -107,17 +110,23 @@ def run_bench(session: Session, items: list[PromptItem], run: RunConfig, repeats
     cats = []
     for c in dict.fromkeys(r.category for r in results):
         cats.append(_summary(c, [r for r in results if r.category == c]))
-    settings = {"max_new_tokens": run.max_new_tokens, "tree": run.tree.label(), "pause_below": run.pause_below,
+    settings = {"max_new_tokens": run.max_new_tokens, "pause_below": run.pause_below,
                 "pause_by_length": list(run.pause_by_length), "pause_first": run.pause_first,
                 "temperature": run.sampling.temperature,
                 "top_p": run.sampling.top_p, "top_k": run.sampling.top_k, "repeats": repeats, "chat": chat,
-                "target": session.pair.target_path, "draft": session.pair.draft_path, "draft_family": session.family,
+                "target": session.pair.target_path, **_draft_settings(session, run, racer),
                 "device": str(session.device), "dtype": str(session.dtype),
                 "attention": str(session.pair.target.config._attn_implementation)}  # the target's (`attention`)
     top = [{"draft_id": d, "target_id": t, "draft": session.decode([d]), "target": session.decode([t]), "count": n}
            for (d, t), n in missed.most_common(TOP_MISSES)]
     return BenchReport(machine=machine_info(), settings=settings, results=tuple(results), categories=tuple(cats),
                        overall=_summary("overall", results), extra={"top_misses": top})
+
+
+def _draft_settings(session: Session, run: RunConfig, racer: str) -> dict:
+    if racer == "ngram":
+        return {"tree": run.ngram.label(), "draft": "n-gram", "draft_family": "ngram"}
+    return {"tree": run.tree.label(), "draft": session.pair.draft_path, "draft_family": session.family}
 
 
 def with_auto(report: BenchReport, auto) -> BenchReport:

@@ -164,6 +164,25 @@ def comparison_table(reports: list[BenchReport], by: str = "draft") -> str:
     return "\n".join(lines)
 
 
+def category_table(reports: list[BenchReport], by: str = "draft") -> str:
+    """Tokens/s per category, one column per report and plain decoding's last (the mean of the reports' own
+    interleaved baselines), each report's speedup over its own baseline beside its tokens/s."""
+    names = [report_label(r, by) for r in reports]
+    cats = list(dict.fromkeys(c.category for r in reports for c in r.categories)) + ["overall"]
+    width = max(len(c) for c in cats + ["category"]) + 2
+    head = f"{'category':<{width}}" + "".join(f"{n[:22]:>24}" for n in names) + f"{'plain':>10}"
+    lines = [head]
+    for cat in cats:
+        cells, plain = [], []
+        for r in reports:
+            c = r.overall if cat == "overall" else next((x for x in r.categories if x.category == cat), None)
+            cells.append(f"{'-':>24}" if c is None else f"{c.eagle_tokens_per_second:>14.1f} ({c.speedup:>5.2f}x)")
+            plain += [] if c is None else [c.baseline_tokens_per_second]
+        mean = f"{sum(plain) / len(plain):>10.1f}" if plain else f"{'-':>10}"
+        lines.append(f"{cat:<{width}}" + "".join(cells) + mean)
+    return "\n".join(lines)
+
+
 def comparison_csv(reports: list[BenchReport], by: str = "draft") -> str:
     """Every report's per-prompt rows, with what tells them apart (draft name or temperature) first."""
     buf = io.StringIO()

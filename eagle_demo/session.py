@@ -12,6 +12,7 @@ import torch
 
 from .common.config import ConfigError, RunConfig
 from .decoding.engine import BaselineEngine, SpeculativeEngine
+from .decoding.ngram import NgramEngine
 from .decoding.events import Event
 from .decoding.hot_vocab import hot_vocab_problem
 from .common.paths import ASSETS
@@ -42,6 +43,14 @@ class Session:
     eagle: SpeculativeEngine | None
     baseline: BaselineEngine
     placed: torch.device | None = None  # where the weights are when this process holds placeholders (ZeroGPU)
+    ngram_engine: NgramEngine | None = None  # built on the first n-gram run (`ngram`)
+
+    @property
+    def ngram(self) -> NgramEngine:
+        """The n-gram draft's engine on this target (no head needed), built once."""
+        if self.ngram_engine is None:
+            self.ngram_engine = NgramEngine(self.pair.target, static=self.static)
+        return self.ngram_engine
 
     @property
     def static(self) -> bool:
@@ -107,7 +116,7 @@ class Session:
         if not prompt_ids:
             raise PromptError("the prompt is empty; give it some text (or token ids with --prompt-ids)")
         limit = self.context_limit()
-        tree = run.tree.total_tokens if mode == "eagle" else 0
+        tree = run.tree.total_tokens if mode == "eagle" else run.ngram.tokens + 1 if mode == "ngram" else 0
         need = len(prompt_ids) + run.max_new_tokens + tree
         if limit and need > limit:
             parts = f" + tree ({tree})" if tree else ""
@@ -142,7 +151,7 @@ class Session:
         """One line when a CUDA graph capture failed on this pair's engines (those calls run eagerly from then on:
         slower, the same output); "" otherwise."""
         errors = []
-        for engine in (self.eagle, self.baseline):
+        for engine in (self.eagle, self.baseline, self.ngram_engine):
             if engine is None:
                 continue
             target, drafter = engine.runner.static, getattr(engine, "drafter", None)
@@ -160,8 +169,10 @@ class Session:
         self.check_length(prompt_ids, run, mode)
         if mode == "baseline":
             return self.baseline.generate(prompt_ids, run, stop)
+        if mode == "ngram":
+            return self.ngram.generate(prompt_ids, run, stop)
         if mode != "eagle":
-            raise ValueError(f"unknown mode '{mode}'; use eagle or baseline")
+            raise ValueError(f"unknown mode '{mode}'; use eagle, ngram or baseline")
         self.check_tree(run)
         return self.eagle.generate(prompt_ids, run, stop)
 

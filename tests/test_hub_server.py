@@ -167,7 +167,8 @@ def _blob(cache: Path, repo: str, name: str) -> Path:
 
 
 @pytest.mark.parametrize("damage,fragment", [
-    ("truncate", "the cached model.safetensors is 6538892 bytes but the repo lists 13077784 (truncated or overwritten)"),
+    ("truncate",
+     "the cached model.safetensors is 6538892 bytes but the repo lists 13077784 (truncated or overwritten)"),
     ("flip", "the cached model.safetensors does not match its checksum (corrupted on disk or in transit)"),
 ])
 def test_damaged_cache_file_is_named_removed_and_fetched_again(app, mirror, fresh_cache, damage, fragment):
@@ -237,7 +238,7 @@ def test_not_enough_disk_is_refused_before_downloading(app, mirror, small_disk):
     print(message)
     after = shutil.disk_usage(small_disk).free  # the configs and the 2.5 MB draft fit; the 13 MB weights do not
     assert message.startswith("target local/tiny-target needs 13.1 MB of downloads but the cache folder "), message
-    assert message.endswith(f"free; free some space or point HF_HOME at a bigger disk"), message
+    assert message.endswith("free; free some space or point HF_HOME at a bigger disk"), message
     assert f"has {after / 1e6:.1f} MB free" in message and after < free
     assert WEIGHTS not in cached(small_disk / "hf-cache", TARGET)
     still_serves(app)

@@ -20,12 +20,15 @@ def generate(prompt: str, max_new_tokens: int = 64, temperature: float = 0.0, to
              seed: int = 0, draft_mode: str = "auto", depth: int | None = None, draft_top_k: int | None = None,
              total_tokens: int | None = None, chain_k: int | None = None, race: bool = True, chat: bool = False,
              ignore_eos: bool = False, chain_stop: float | None = None, hot_vocab: int | None = None,
-             repetition_penalty: float = 1.0, request: gr.Request = None) -> tuple[str, dict]:
+             repetition_penalty: float = 1.0, race_ngram: bool = False,
+             request: gr.Request = None) -> tuple[str, dict]:
     """Generate with EAGLE on the pair this client loaded (/load), else the last loaded pair, else the
     app's default pair. draft_mode: "auto" (without tree settings: the automatic tree of the pair on this device,
     calibrated once and cached, reported in the stats' "auto" block; with some: the static default tree of the
     pair's device and draft changed by them), "tree" or "chain"; a chain's chain_stop and hot_vocab as the page's
-    draft settings. repetition_penalty: transformers' rule (1 = off), lossless as the rest. Returns (text, stats)."""
+    draft settings. repetition_penalty: transformers' rule (1 = off), lossless as the rest. race_ngram: with race, the
+    n-gram draft races too (the stats' "race" block). A racer whose output differs from the baseline's has the first
+    difference explained in "divergence". Returns (text, stats)."""
     hash_ = request.session_hash if request is not None else None
     key = REGISTRY.for_client(hash_)
     if (newer := REGISTRY.replaced_by(key)) is not None:  # another client's Load freed this client's pair
@@ -44,13 +47,14 @@ def generate(prompt: str, max_new_tokens: int = 64, temperature: float = 0.0, to
         run = auto.run_config(run) if auto is not None else run
     session.check_tree(run)
     note = "; ".join(n for n in (auto_note, session.context_note(len(ids), run)) if n)
-    live = start_run(key, ids, run, bool(race), note, auto)
+    live = start_run(key, ids, run, bool(race), note, auto, ngram=bool(race_ngram))
     live.done.wait()
     if live.error:
         raise gr.Error(live.error, print_exception=False)
     eagle, baseline, _ = live.snapshot()
     text = session.decode(list(eagle.token_ids))
-    return text, {**summary(eagle, baseline, live.greedy, text, auto), "notes": [live.note] if live.note else []}
+    stats = summary(eagle, baseline, live.greedy, text, auto, live.ngram_snapshot(), session.decode)
+    return text, {**stats, "notes": [live.note] if live.note else []}
 
 
 def request_tree(device: str, family: str, draft_mode: str = "auto", depth: int | None = None,

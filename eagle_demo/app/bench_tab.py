@@ -68,7 +68,8 @@ def build_bench_tab() -> BenchTab:
             max_new = gr.Slider(8, 512, value=128, step=8, label="max new tokens")  # as `bench` and the README
         with gr.Row():
             compare = gr.Textbox(label="compare with other drafts for this target (optional)", lines=2,
-                                 placeholder="repo ids or folders, one per line, e.g. assets/tiny-eagle3",
+                                 placeholder="repo ids or folders, one per line, e.g. assets/tiny-eagle3; "
+                                             "ngram: the n-gram draft (no head)",
                                  elem_id="bench-compare")
             temps = gr.Textbox(label="or sweep sampling temperatures (optional)", lines=2,
                                placeholder="e.g. 0, 0.7, 1.0 (0 = greedy; top-p, top-k and seed from "
@@ -89,18 +90,23 @@ def build_bench_tab() -> BenchTab:
                     BenchOutputs(table, plot, misses, csv, json))
 
 
+NGRAM_NAMES = ("ngram", "n-gram")  # in the compare box: the n-gram draft, beside the heads
+
+
 def benchmark(form: BenchForm, request: gr.Request | None, progress) -> BenchOutputs:
     if not form.chosen:
         raise ConfigError("pick at least one category")
-    others = [d for d in (local_or_repo(x) for x in (form.compare_text or "").replace(",", "\n").splitlines()) if d]
+    names = [x.strip() for x in (form.compare_text or "").replace(",", "\n").splitlines()]
+    ngram = any(x.lower() in NGRAM_NAMES for x in names)  # the n-gram draft races too (`decoding.ngram`)
+    others = [d for d in (local_or_repo(x) for x in names if x.lower() not in NGRAM_NAMES) if d]
     temps = temperatures(form.temps_text)
-    if others and temps:
+    if (others or ngram) and temps:
         raise ConfigError("compare drafts or sweep temperatures, one at a time; clear one of the two boxes")
     key = form.key()
     if others and key.draft is None:
         raise ConfigError("load a pair with a draft first; the drafts to compare run next to it")
-    if others and REGISTRY.served is not None:
-        raise ConfigError("comparing drafts is off on a ZeroGPU Space (each draft would load inside the GPU call); "
+    if (others or ngram) and REGISTRY.served is not None:
+        raise ConfigError("comparing drafts is off on a ZeroGPU Space (each draft runs inside one GPU call); "
                           "compare them on a dedicated GPU or locally")
     session = ensure(key, progress_fn(progress))
     run = form.run()  # sweeps set the temperature
@@ -118,7 +124,7 @@ def benchmark(form: BenchForm, request: gr.Request | None, progress) -> BenchOut
     options = dict(repeats=int(form.repeats), chat=bool(form.chat_on), progress=_steps(progress, stop))
     if REGISTRY.served is not None:  # ZeroGPU: one GPU call that takes and returns data (`gpu_tasks`)
         return _on_gpu(key, session, items, run, temps, form, auto, progress, stop)
-    if not others and not temps:
+    if not others and not temps and not ngram:
         report = with_auto(in_worker(run_bench, session, items, run, **options), auto)
         return BenchOutputs.write(bench_rows(report), bench_figure(report), bench_misses_rows([report]),
                                   report.to_csv(), report.to_json())
@@ -137,6 +143,9 @@ def benchmark(form: BenchForm, request: gr.Request | None, progress) -> BenchOut
         runs = [a.run_config(run) for a in autos] if auto is not None else None  # each head at its own auto tree
         reports = in_worker(compare_drafts, sessions, items, run, runs=runs, **options)
         reports = [with_auto(r, a) for r, a in zip(reports, autos)]
+        if ngram:
+            plain_run = dataclasses.replace(run, pause_below=0.0, pause_by_length=(), pause_first=False, retune=None)
+            reports.append(in_worker(run_bench, session, items, plain_run, racer="ngram", **options))
     return BenchOutputs.write(bench_compare_rows(reports, by), figure(reports), bench_misses_rows(reports, by),
                               comparison_csv(reports, by), comparison_json(reports, by))
 

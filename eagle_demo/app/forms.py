@@ -130,6 +130,7 @@ class GenerateForm(PairForm, _Tree):
     show: bool
     ignore_eos_on: bool
     repetition_value: float = 1.0
+    race_ngram_on: bool = False  # the n-gram draft races too (`decoding.ngram`)
 
     def run(self) -> RunConfig:
         return make_run(self.max_new_tokens, self.temp, self.top_p_value, self.top_k_value, self.seed_value,

@@ -44,7 +44,7 @@ class GpuTaskError(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class StreamTask:
-    """One engine's run (phase "eagle" or "baseline") of a prompt: yields its events."""
+    """One engine's run (phase "eagle", "ngram" or "baseline") of a prompt: yields its events."""
 
     phase: str
     prompt_ids: tuple[int, ...]
@@ -224,15 +224,17 @@ def run_to_end(key: PairKey, session, task, say: Say | None = None, stop: thread
 
 
 def stream_phases(key: PairKey, prompt_ids: list[int], run: RunConfig, race: bool, stop: threading.Event,
-                  between: Callable[[], None] | None = None) -> Iterator[tuple[str, Any]]:
-    """`state.stream_pair` in ZeroGPU mode: EAGLE, then (racing) the baseline, as two GPU calls, so `between` (the
-    page drawing EAGLE's final state) runs here between them, untimed; nothing but data crosses to the worker.
-    Each engine times its own steps in the worker, so both sides pay the same transport per event."""
+                  between: Callable[[], None] | None = None, ngram: bool = False) -> Iterator[tuple[str, Any]]:
+    """`state.stream_pair` in ZeroGPU mode: EAGLE, then (racing) the n-gram draft (ngram) and the baseline, one GPU
+    call each, so `between` (the page drawing EAGLE's final state) runs here after EAGLE's call, untimed; nothing
+    but data crosses to the worker. Each engine times its own steps in the worker, so every racer pays the same
+    transport per event."""
     session = REGISTRY.get(key)
     if session is None:
         raise RuntimeError("the model was unloaded by another load; press Generate again")
-    for phase in ("eagle", "baseline") if race else ("eagle",):
-        if phase == "baseline":
+    racers = ("ngram", "baseline") if ngram else ("baseline",)
+    for phase in ("eagle", *racers) if race else ("eagle",):
+        if phase == racers[0]:
             if stop.is_set():
                 return
             if between is not None:

@@ -112,6 +112,7 @@ class Playground:
     probe_loaded: Any  # gr.State: the key a Probe click loaded (None when the pair was loaded already)
     prompt: Any
     race: Any
+    race_ngram: Any
     show_rejected: Any
     ignore_eos: Any
     max_new: Any
@@ -148,7 +149,8 @@ class Playground:
     def generate_inputs(self) -> list:
         """`GenerateForm`'s fields, in order."""
         return [*self.panel, self.prompt, self.out.chat, self.max_new, self.temperature, self.top_p, self.top_k,
-                self.seed, *self.tree_inputs, self.race, self.show_rejected, self.ignore_eos, self.repetition]
+                self.seed, *self.tree_inputs, self.race, self.show_rejected, self.ignore_eos, self.repetition,
+                self.race_ngram]
 
 
 def default_pair(target: str | None, draft: str | None) -> tuple[str, str | None, str]:
@@ -214,6 +216,8 @@ def _prompt_column() -> dict[str, Any]:
         gr.Examples([[p] for p in code_prompts], inputs=[prompt], label="code prompts")
     with gr.Row():
         race = gr.Checkbox(True, label="race the baseline", elem_id="race-box")
+        race_ngram = gr.Checkbox(False, label="race the n-gram draft too", elem_id="race-ngram-box",
+                                 info="prompt lookup: no head, lossless (n-gram 1..2, up to 10 tokens)")
         show_rejected = gr.Checkbox(True, label="show rejected drafts", elem_id="rejected-box")
         chat = gr.Checkbox(False, label="chat template", elem_id="chat-box")
         ignore_eos = gr.Checkbox(False, label="ignore EOS", elem_id="ignore-eos-box")
@@ -222,7 +226,7 @@ def _prompt_column() -> dict[str, Any]:
         generate_btn = gr.Button("Generate", variant="primary", elem_id="generate-btn")
         stop_btn = gr.Button("Stop", variant="stop", elem_id="stop-btn")
     clicks = gr.Number(0, visible=False, elem_id="generate-clicks")  # carries the page's click count (stream.py)
-    return dict(clicks=clicks, prompt=prompt, race=race, show_rejected=show_rejected, chat=chat,
+    return dict(clicks=clicks, prompt=prompt, race=race, race_ngram=race_ngram, show_rejected=show_rejected, chat=chat,
                 ignore_eos=ignore_eos,
                 max_new=max_new, generate_btn=generate_btn, stop_btn=stop_btn)
 

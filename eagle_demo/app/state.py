@@ -183,9 +183,11 @@ REGISTRY = Registry()
 class LiveRun:
     """Events of one EAGLE run (and its baseline race), filled by a worker thread."""
 
-    def __init__(self, key: PairKey, race: bool, greedy: bool, note: str = "", auto=None, watched: bool = False):
+    def __init__(self, key: PairKey, race: bool, greedy: bool, note: str = "", auto=None, watched: bool = False,
+                 ngram: bool = False):
         """watched: a page streams this run; its baseline waits (up to DRAW_WAIT seconds, untimed) until the page
-        has drawn EAGLE's final state (`eagle_drawn`), so no heavy redraw runs beside the baseline."""
+        has drawn EAGLE's final state (`eagle_drawn`), so no heavy redraw runs beside the baseline. ngram: the n-gram
+        draft races too, after EAGLE and before the baseline (`decoding.ngram`)."""
         self.key, self.race, self.greedy = key, race, greedy
         self.watched = watched
         self.eagle_drawn = threading.Event()
@@ -193,6 +195,7 @@ class LiveRun:
         self.auto = auto  # the autotree.AutoChoice this run's tree came from, if any
         self.eagle = RunView()
         self.baseline = RunView() if race else None
+        self.ngram = RunView() if race and ngram else None
         self.phase = "eagle"
         self.lock = threading.Lock()
         self.stop = threading.Event()
@@ -202,16 +205,21 @@ class LiveRun:
     def add(self, phase: str, event) -> None:
         with self.lock:
             self.phase = phase
-            (self.eagle if phase == "eagle" else self.baseline).add(event)
+            {"eagle": self.eagle, "ngram": self.ngram}.get(phase, self.baseline).add(event)
 
     def count(self) -> int:
         """Events received so far (both runs)."""
         with self.lock:
-            return len(self.eagle.events) + (len(self.baseline.events) if self.baseline else 0)
+            return len(self.eagle.events) + sum(len(v.events) for v in (self.baseline, self.ngram) if v is not None)
 
     def snapshot(self) -> tuple[RunView, RunView | None, str]:
         with self.lock:
             return self.eagle.snapshot(), (self.baseline.snapshot() if self.baseline else None), self.phase
+
+    def ngram_snapshot(self) -> RunView | None:
+        """The n-gram racer's events so far (None when it does not race)."""
+        with self.lock:
+            return self.ngram.snapshot() if self.ngram is not None else None
 
     def wait_drawn(self) -> None:
         """Between EAGLE and its baseline (in the worker): wait for the watching page's last EAGLE redraw."""
@@ -227,18 +235,18 @@ class LiveRun:
     @property
     def state(self) -> str:
         if not self.done.is_set():
-            return "baseline" if self.phase == "baseline" else "running"
-        views = [self.eagle] + ([self.baseline] if self.baseline is not None else [])
+            return self.phase if self.phase in ("baseline", "ngram") else "running"
+        views = [v for v in (self.eagle, self.ngram, self.baseline) if v is not None]
         return "stopped" if any(v.finish is None or v.finish.reason == "stopped" for v in views) else "done"
 
 
 def stream_pair(key: PairKey, prompt_ids: list[int], run: RunConfig, race: bool, stop: threading.Event,
-                between: Callable[[], None] | None = None):
-    """EAGLE, then (when racing) plain decoding of the same prompt, sequentially in this worker.
-    Yields (phase, event). between: called after EAGLE, before the baseline starts (untimed). On ZeroGPU the
-    engines run in GPU calls that take and return data only (`gpu_tasks.stream_phases`)."""
+                between: Callable[[], None] | None = None, ngram: bool = False):
+    """EAGLE, then (when racing) the n-gram draft (`ngram`) and plain decoding of the same prompt, sequentially in
+    this worker. Yields (phase, event). between: called after EAGLE, before the other racers start (untimed). On
+    ZeroGPU the engines run in GPU calls that take and return data only (`gpu_tasks.stream_phases`)."""
     if REGISTRY.gpu_stream is not None:
-        yield from REGISTRY.gpu_stream(key, prompt_ids, run, race, stop, between)
+        yield from REGISTRY.gpu_stream(key, prompt_ids, run, race, stop, between, ngram)
         return
     session = REGISTRY.get(key)
     if session is None:
@@ -248,6 +256,8 @@ def stream_pair(key: PairKey, prompt_ids: list[int], run: RunConfig, race: bool,
     if race and not stop.is_set():
         if between is not None:
             between()
+        for event in session.stream(prompt_ids, run, "ngram", stop) if ngram else ():
+            yield "ngram", event
         for event in session.stream(prompt_ids, run, "baseline", stop):
             yield "baseline", event
 
@@ -331,10 +341,10 @@ def stop_abandoned() -> None:
 
 
 def start_run(key: PairKey, prompt_ids: list[int], run: RunConfig, race: bool, note: str = "",
-              auto=None, watched: bool = False) -> LiveRun:
+              auto=None, watched: bool = False, ngram: bool = False) -> LiveRun:
     """Start the worker; an abandoned run still going is told to stop (`stop_abandoned`). watched: a page
-    streams it (`LiveRun`)."""
-    live = LiveRun(key, race, run.sampling.greedy, note, auto, watched)
+    streams it (`LiveRun`); ngram: the n-gram draft races too."""
+    live = LiveRun(key, race, run.sampling.greedy, note, auto, watched, ngram)
     stop_abandoned()
     with RUNS_LOCK:
         RUNS[:] = [r for r in RUNS if not r.done.is_set()] + [live]
@@ -342,7 +352,8 @@ def start_run(key: PairKey, prompt_ids: list[int], run: RunConfig, race: bool, n
     def work() -> None:
         try:
             with MODEL_GATE:  # waits for a calibration or an abandoned run to let go
-                for phase, event in stream_pair(key, prompt_ids, run, race, live.stop, live.wait_drawn):
+                for phase, event in stream_pair(key, prompt_ids, run, race, live.stop, live.wait_drawn,
+                                                live.ngram is not None):
                     live.add(phase, event)
         except Exception as exc:  # reported to the page as one line; the traceback goes to the log
             log.exception("generation failed")

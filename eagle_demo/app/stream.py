@@ -32,7 +32,8 @@ from ..view.tokens import TextCache, token_html
 from ..view.tree_chart import tree_figure
 from .autotune import AUTO_SHOWN, PAGE_PRESETS, page_tree
 from .forms import GenerateForm, progress_fn
-from .pages import BENCH_STOPS, CLIENT_PAIRS, LAST_RUNS, LOAD_STOPS, PENDING, GenerateRequest, note_stop, stopped_before_start
+from .pages import (BENCH_STOPS, CLIENT_PAIRS, LAST_RUNS, LOAD_STOPS, PENDING, GenerateRequest, note_stop,
+                    stopped_before_start)
 from .state import REGISTRY, LiveRun, best_round, decoder, ensure, start_run
 
 __all__ = ["GenerateOutputs", "generate_ui", "note_generate", "stop_ui", "COUNT_CLICK_JS", "CLICKS_JS",
@@ -81,9 +82,9 @@ class PairOutputs(NamedTuple):
     chat: Any
 
 
-def _figures(eagle: RunView, baseline: RunView | None) -> tuple:
+def _figures(eagle: RunView, baseline: RunView | None, ngram: RunView | None = None) -> tuple:
     """Builders of the four live charts, in CHART_TURNS' numbering."""
-    return (lambda: tokens_time_figure(eagle, baseline), lambda: accepted_length_figure(eagle),
+    return (lambda: tokens_time_figure(eagle, baseline, ngram), lambda: accepted_length_figure(eagle),
             lambda: acceptance_depth_figure(eagle), lambda: time_split_figure(eagle))
 
 
@@ -94,7 +95,8 @@ def outputs_for(live: LiveRun, decode, show: bool, final: bool, report: PairOutp
     against the last one sent (an equal value costs nothing), but a skip is an update that rebuilds the
     component on the server each time (for a Plot ~5 ms, a dozen of them per redraw)."""
     eagle, baseline, phase = live.snapshot()
-    state = live.state if final else ("baseline" if phase == "baseline" else "running")
+    ngram = live.ngram_snapshot()
+    state = live.state if final else (phase if phase in ("baseline", "ngram") else "running")
     note = "stopped: the engine finished its current round and ended cleanly" if state == "stopped" else ""
     if state == "stopped" and baseline is not None and baseline.finish is not None \
             and baseline.finish.reason == "stopped":  # Stop came while the baseline ran: it covers part of the text
@@ -102,31 +104,32 @@ def outputs_for(live: LiveRun, decode, show: bool, final: bool, report: PairOutp
                 "tokens: its tokens/s and the speedup are over those; the identity check needs both runs whole")
     note = "; ".join(n for n in (note, live.note) if n)
     pair = report or PairOutputs(*(gr.skip(),) * 4)
-    stats_view = stats_html(eagle, baseline, live.greedy, state, note, live.auto)
+    stats_view = stats_html(eagle, baseline, live.greedy, state, note, live.auto, ngram, decode)
     if not final:
         if sent.get("eagle_events") != len(eagle.events):  # EAGLE's view moved (not during the baseline)
             sent["tokens"] = token_html(eagle, decode, show, tail=STREAM_TAIL)  # the tail: redraws
             sent["eagle_events"] = len(eagle.events)  # stay small
-        builders = _figures(eagle, baseline)
+        builders = _figures(eagle, baseline, ngram)
         if "figures" not in sent or every_chart:  # the run's first redraw replaces the last run's charts at once
             sent["figures"], sent["turn"] = [build() for build in builders], 0
         elif charts:  # then one chart per turn: the page redraws a Plot from scratch on every change
             # (during the baseline only the race: the other three show EAGLE's finished run already)
-            turn = 0 if phase == "baseline" else CHART_TURNS[sent["turn"] % len(CHART_TURNS)]
+            turn = 0 if phase in ("baseline", "ngram") else CHART_TURNS[sent["turn"] % len(CHART_TURNS)]
             sent["figures"][turn], sent["turn"] = builders[turn](), sent["turn"] + 1
         # slider and gr.State outputs stay skips: a slider value would fire its change event, and
         # gr.State outputs are never sent to the page
         return GenerateOutputs(sent["tokens"], stats_view, *sent["figures"], gr.skip(), TREE_PENDING, "", None,
                                gr.skip(), *pair)
-    figures = [build() for build in _figures(eagle, baseline)]
+    figures = [build() for build in _figures(eagle, baseline, ngram)]
     pick = best_round(eagle)
     slider = gr.update(minimum=0, maximum=max(1, len(eagle.rounds) - 1), value=pick)
     tree = tree_figure(eagle.rounds[pick], decode) if eagle.rounds else \
         empty_figure("Draft tree", "no rounds in this run")
     text = decode(list(eagle.token_ids)) if eagle.token_ids else ""
-    stats_value = summary(eagle, baseline, live.greedy, text, live.auto)
+    stats_value = summary(eagle, baseline, live.greedy, text, live.auto, ngram, decode)
     result = {"key": live.key, "eagle": list(eagle.events),
-              "baseline": list(baseline.events) if baseline else None, "greedy": live.greedy}
+              "baseline": list(baseline.events) if baseline else None, "greedy": live.greedy,
+              "ngram": list(ngram.events) if ngram else None}
     return GenerateOutputs(token_html(eagle, decode, show), stats_view, *figures, slider, tree, text, stats_value,
                            result, *pair)
 
@@ -174,7 +177,7 @@ def _generate(form: GenerateForm, request: gr.Request | None, progress):
         return
     note = "; ".join(n for n in (template_note, auto_note, session.context_note(len(ids), run), session.graph_note())
                      if n)
-    live = start_run(key, ids, run, bool(form.race_on), note, auto, watched=True)
+    live = start_run(key, ids, run, bool(form.race_on), note, auto, watched=True, ngram=bool(form.race_ngram_on))
     LAST_RUNS.put(hash_, live)
     CLIENT_PAIRS.put(hash_, key)
     decode, show = TextCache(session.decode), form.show

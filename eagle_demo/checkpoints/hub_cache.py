@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextvars
 import hashlib
 import json
-import os
 import shutil
 import threading
 import time
@@ -22,7 +21,8 @@ from huggingface_hub import constants as hub_constants
 
 from .errors import CheckpointError, CorruptCheckpointError
 
-__all__ = ["human", "cache_folder", "missing_bytes", "check_space", "check_files", "cached_listing", "snapshot_folder", "record_ref",
+__all__ = ["human", "cache_folder", "missing_bytes", "check_space", "check_files", "cached_listing", "snapshot_folder",
+           "record_ref",
            "DownloadBar"]
 
 Progress = Callable[[str, float], None]

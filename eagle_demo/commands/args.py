@@ -46,6 +46,21 @@ def add_tree_args(p: argparse.ArgumentParser) -> None:
                         "reads those rows of it). 0: all ids")
 
 
+def add_ngram_args(p: argparse.ArgumentParser) -> None:
+    """The n-gram draft's settings (`decoding.ngram`; vLLM's prompt_lookup_min/max and num_speculative_tokens)."""
+    p.add_argument("--ngram-min", type=int, default=1, metavar="N", help="n-gram draft: shortest suffix matched")
+    p.add_argument("--ngram-max", type=int, default=2, metavar="N",
+                   help="n-gram draft: longest suffix matched (tried first)")
+    p.add_argument("--ngram-tokens", type=int, default=10, metavar="K",
+                   help="n-gram draft: tokens proposed after a match, at most")
+
+
+def ngram_from_args(args: argparse.Namespace):
+    from ..common.config import NgramConfig
+
+    return NgramConfig(min_n=args.ngram_min, max_n=args.ngram_max, tokens=args.ngram_tokens)
+
+
 def add_auto_tree_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--auto-tree", action="store_true",
                    help="the default without tree flags: the chain/tree that maximises predicted tau / round cost "

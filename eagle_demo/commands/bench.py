@@ -1,5 +1,5 @@
-"""`python -m eagle_demo bench`: EAGLE against plain decoding on a prompt suite; or several drafts for one target,
-or several sampling temperatures, compared on the same prompts."""
+"""`python -m eagle_demo bench`: EAGLE against plain decoding on a prompt suite; or several drafts for one target
+(and the n-gram draft, `--ngram`), or several sampling temperatures, compared on the same prompts."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 from ..common.config import ConfigError, RunConfig, SamplingConfig
 from ..decoding.gate import paused_line
-from .args import (add_auto_tree_arg, add_engine_args, add_pair_args, add_tree_args, auto_for_session, flag_notes,
-                   load_from_args, write_notes)
+from .args import (add_auto_tree_arg, add_engine_args, add_ngram_args, add_pair_args, add_tree_args, auto_for_session,
+                   flag_notes, load_from_args, ngram_from_args, write_notes)
 
 __all__ = ["add_parser", "run"]
 
@@ -33,6 +33,10 @@ def add_parser(sub) -> None:
     b.add_argument("--temperatures", nargs="+", type=float, default=None, metavar="T",
                    help="run the suite at each sampling temperature (0 = greedy) and compare: "
                         "acceptance falls as T rises")
+    b.add_argument("--ngram", action="store_true",
+                   help="also run the n-gram (prompt lookup) draft on the same prompts, against its own interleaved "
+                        "baseline: one table of EAGLE, n-gram and plain decoding per category")
+    add_ngram_args(b)
     b.add_argument("--json", dest="json_out", default=None, help="write the JSON report here")
     b.add_argument("--csv", dest="csv_out", default=None, help="write the per-prompt CSV here")
 
@@ -43,14 +47,7 @@ def run(args: argparse.Namespace) -> int:
     from ..bench import (comparison_csv, comparison_json, comparison_table, compare_drafts, load_suite, report_label,
                          run_bench, sweep_temperatures, with_auto)
 
-    if args.compare_draft and args.temperatures:
-        raise ConfigError("compare drafts or sweep temperatures, one at a time")
-    for t in args.temperatures or ():
-        SamplingConfig(temperature=t)  # out-of-range values fail before anything loads
-    if args.repeats < 1:
-        raise ConfigError(f"--repeats must be at least 1, got {args.repeats}")
-    if args.limit is not None and args.limit < 1:
-        raise ConfigError(f"--limit must be at least 1 (or left out for the whole suite), got {args.limit}")
+    ngram = _check(args)
     items = load_suite(args.suite, args.categories)[:args.limit]  # a bad suite fails before the model loads
     write_notes(flag_notes(args))
     session = load_from_args(args)
@@ -58,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
     tree, auto = auto_for_session(args, session)
     run_config = RunConfig(max_new_tokens=args.max_new_tokens, ignore_eos=False, sampling=SamplingConfig(), tree=tree)
     series = len(args.compare_draft or ()) + 1 if args.compare_draft else len(args.temperatures or ()) or 1
+    series += bool(args.ngram)
     bar = tqdm(total=series * len(items) * args.repeats, desc="bench", unit="prompt", file=sys.stderr)
 
     def progress(done, total, name):
@@ -67,6 +65,9 @@ def run(args: argparse.Namespace) -> int:
     options = dict(repeats=args.repeats, chat=chat, progress=progress)
     # its draft pauses below break-even (and moves its shape with --retune)
     auto_run = auto.run_config(run_config, args.retune) if auto is not None else run_config
+    if args.ngram:
+        return _with_ngram(args, session, items, auto_run, auto, options, bar, RunConfig(
+            max_new_tokens=args.max_new_tokens, sampling=SamplingConfig(), ngram=ngram))
     if not args.compare_draft and not args.temperatures:
         report = with_auto(run_bench(session, items, auto_run, **options), auto)
         bar.close()
@@ -96,6 +97,43 @@ def run(args: argparse.Namespace) -> int:
               f"{r.misses_line()}\n")
     print(comparison_table(reports, by))
     _write(args, comparison_json(reports, by), comparison_csv(reports, by))
+    return 0
+
+
+def _check(args: argparse.Namespace):
+    """Settings fail here, before anything loads; returns the n-gram draft's settings."""
+    if args.compare_draft and args.temperatures:
+        raise ConfigError("compare drafts or sweep temperatures, one at a time")
+    if args.ngram and args.temperatures:
+        raise ConfigError("the n-gram draft races at one temperature; leave out --temperatures or --ngram")
+    for t in args.temperatures or ():
+        SamplingConfig(temperature=t)
+    if args.repeats < 1:
+        raise ConfigError(f"--repeats must be at least 1, got {args.repeats}")
+    if args.limit is not None and args.limit < 1:
+        raise ConfigError(f"--limit must be at least 1 (or left out for the whole suite), got {args.limit}")
+    return ngram_from_args(args)
+
+
+def _with_ngram(args, session, items, auto_run, auto, options, bar, ngram_run) -> int:
+    """EAGLE (and each --compare-draft head, each with its own automatic tree) and the n-gram draft on the same
+    prompts, each against its own interleaved baseline; one table per category."""
+    from ..bench import category_table, comparison_csv, comparison_json, comparison_table, compare_drafts, run_bench, \
+        with_auto
+
+    sessions = [session] + [session.with_draft(d) for d in args.compare_draft or ()]
+    autos = [auto] + [auto_for_session(args, s)[1] for s in sessions[1:]] if auto is not None else None
+    runs = [a.run_config(auto_run, args.retune) for a in autos] if autos is not None else None
+    reports = compare_drafts(sessions, items, auto_run, runs=runs, **options)
+    reports = [with_auto(r, a) for r, a in zip(reports, autos)] if autos is not None else reports
+    reports.append(run_bench(session, items, ngram_run, racer="ngram", **options))
+    bar.close()
+    for r in reports:
+        print(f"draft {r.settings['draft']} ({r.settings['draft_family']}, {r.settings['tree']})\n{r.table()}\n")
+    print(comparison_table(reports, "draft"))
+    print("\ntokens/s per category (speedup over each run's own interleaved plain decoding)")
+    print(category_table(reports, "draft"))
+    _write(args, comparison_json(reports, "draft"), comparison_csv(reports, "draft"))
     return 0
 
 

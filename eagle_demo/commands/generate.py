@@ -1,5 +1,6 @@
 """`python -m eagle_demo generate`: stream a generation to the terminal (text, or one JSON object per event), then
-a summary; `--race` then runs plain decoding of the same prompt, as the page does."""
+a summary; `--race` then runs plain decoding of the same prompt, as the page does (`--race ngram`: the n-gram draft
+too), and explains the first difference of a racer whose output is not plain decoding's (`divergence`)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ from ..common.config import ConfigError, RunConfig, SamplingConfig
 from ..decoding.events import Finish, Prefill, Round, Step, to_dict
 from ..decoding.gate import paused_line
 from ..metrics import summarize
-from ..race import RaceResult, race, verdict
+from ..race import RaceResult, verdict
+from ..racers import race_all, race_table, racers_dict
 from ..target.rope_limit import rope_line
-from .args import (add_auto_tree_arg, add_engine_args, add_pair_args, add_tree_args, auto_for_session, flag_notes,
-                   load_from_args, tree_from_args, write_notes)
+from .args import (add_auto_tree_arg, add_engine_args, add_ngram_args, add_pair_args, add_tree_args, auto_for_session,
+                   flag_notes, load_from_args, ngram_from_args, tree_from_args, write_notes)
 
 __all__ = ["add_parser", "run"]
 
@@ -35,9 +37,13 @@ def add_parser(sub) -> None:
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--repetition-penalty", type=float, default=1.0,
                    help="transformers' rule over the prompt and the text so far (1 = off); greedy runs too")
-    g.add_argument("--mode", choices=["eagle", "baseline"], default="eagle")
-    g.add_argument("--race", action="store_true",
-                   help="then run plain decoding of the same prompt: speedup, identity (greedy) and why")
+    g.add_argument("--mode", choices=["eagle", "ngram", "baseline"], default="eagle",
+                   help="eagle: the loaded draft; ngram: the n-gram (prompt lookup) draft, no head needed; baseline: "
+                        "plain decoding")
+    g.add_argument("--race", nargs="?", const="plain", choices=["plain", "ngram"], default=None,
+                   help="then run plain decoding of the same prompt: speedup, identity (greedy), why, and where a "
+                        "differing output first split; `--race ngram`: the n-gram draft races too (one table)")
+    add_ngram_args(g)
     add_tree_args(g)
     add_auto_tree_arg(g)
     g.add_argument("--ignore-eos", action="store_true")
@@ -67,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
     if prompt_ids is None:
         prompt_ids = session.encode(args.prompt, chat=args.chat)
     run_config = RunConfig(max_new_tokens=args.max_new_tokens, ignore_eos=args.ignore_eos, sampling=sampling,
-                           tree=tree_from_args(args, session.device.type, session.family))
+                           tree=tree_from_args(args, session.device.type, session.family),
+                           ngram=ngram_from_args(args))
     session.check_length(prompt_ids, run_config, args.mode)  # a bad prompt fails before any calibration
     auto = None
     if args.mode == "eagle":
@@ -93,18 +100,14 @@ def run(args: argparse.Namespace) -> int:
         "event": "summary", "token_ids": list(finish.token_ids), "text": session.decode(finish.token_ids),
         "new_tokens": finish.new_tokens, "rounds": finish.rounds, "tau": round(stats.tau, 4),
         "decode_seconds": finish.decode_seconds, "prefill_seconds": finish.prefill_seconds, "mode": args.mode,
-        "draft_family": session.family if args.mode == "eagle" else "", "finish_reason": finish.reason,
+        "draft_family": {"eagle": session.family, "ngram": "ngram"}.get(args.mode, ""),
+        "finish_reason": finish.reason,
         "tokens_per_second": stats.tokens_per_second, "plain_rounds": stats.plain_rounds,
         "drafting_tau": round(stats.drafting_tau, 4),
         **({"auto": auto.to_dict()} if auto is not None else {}),
     }
-    result = None
-    if args.race and args.mode == "eagle":  # the page's race: plain decoding of the same prompt right after
-        baseline = session.stream(prompt_ids, run_config, mode="baseline")
-        if args.json:  # each event is serialized as EAGLE's were, inside the timed loop: the same cost both ways
-            baseline = (e for e in baseline if json.dumps(to_dict(e)))
-        result = race(stats, summarize(baseline), sampling.greedy, str(session.dtype))
-        summary.update(result.to_dict(detail=False))
+    racers = _race(args, session, prompt_ids, run_config, events, summary)
+    result = racers[0].result if racers else None
     if args.json:
         out.write(json.dumps(summary) + "\n")
     else:
@@ -118,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         if stats.rope_rounds:
             sys.stderr.write(f"[rope] {rope_line(stats.rope_rounds, stats.rounds)}\n")
         if result is not None:
-            _race_lines(result, sampling.greedy)
+            _race_lines(result, sampling.greedy, racers, session.decode)
         if auto is not None:
             speedup = result.speedup if result is not None else None
             retuned = finish.extra.get("retuned", ())  # the shapes the run moved to (`retune`)
@@ -127,10 +130,38 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _race_lines(result: RaceResult, greedy: bool) -> None:
+def _race(args, session, prompt_ids: list[int], run_config: RunConfig, events: list, summary: dict) -> list:
+    """The page's race: plain decoding of the same prompt right after (and the n-gram draft before it with `--race
+    ngram`); the racers (`racers.race_all`), the summary updated with the first one's result and divergence."""
+    if not args.race or args.mode == "baseline":
+        return []
+    runs = {args.mode: events}
+    if args.race == "ngram" and args.mode == "eagle":
+        runs["ngram"] = _timed(session.stream(prompt_ids, run_config, mode="ngram"), args.json)
+    runs["baseline"] = _timed(session.stream(prompt_ids, run_config, mode="baseline"), args.json)
+    racers = race_all(runs, run_config.sampling.greedy)
+    summary.update(racers[0].result.to_dict(detail=False))
+    summary["divergence"] = racers[0].divergence.to_dict(session.decode) if racers[0].divergence else None
+    if len(racers) > 2:
+        summary["race"] = racers_dict(racers, session.decode)
+    return racers
+
+
+def _timed(stream, as_json: bool) -> list:
+    """A racer's events, each serialized inside the timed loop when the racer before it was (--json): the same
+    consumer cost for every racer."""
+    return [e for e in stream if not as_json or json.dumps(to_dict(e))]
+
+
+def _race_lines(result: RaceResult, greedy: bool, racers: list = (), decode=None) -> None:
     label = "identical to baseline" if greedy else "same as seeded baseline"
     same = verdict(result.identical_to_baseline, "not checked (sampling in bfloat16/float16)")
     speed = result.baseline_tokens_per_second
     speed_text = "no decode step" if speed is None else f"{speed:.1f} tokens/s"
     sys.stderr.write(f"[baseline] {speed_text}; {label}: {same}\n"
                      f"[why] {result.why_line()}\n")
+    for r in racers:
+        if r.divergence is not None:
+            sys.stderr.write(f"[diverged: {r.name}] {r.divergence.line(decode)}\n")
+    if len(racers) > 2:
+        sys.stderr.write(race_table(racers) + "\n")

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["TreeConfig", "SamplingConfig", "RunConfig", "TREE_PRESETS", "ConfigError", "default_preset", "default_tree",
+__all__ = ["TreeConfig", "SamplingConfig", "NgramConfig", "RunConfig", "TREE_PRESETS", "ConfigError", "default_preset",
+           "default_tree",
            "tree_from"]
 
 
@@ -132,6 +133,28 @@ class SamplingConfig:
 
 
 @dataclass(frozen=True)
+class NgramConfig:
+    """The n-gram draft's settings (`ngram`): match the context's last n tokens, n from max_n down to min_n, and
+    propose up to `tokens` tokens that followed the match (vLLM's prompt_lookup_min, prompt_lookup_max and
+    num_speculative_tokens; transformers' prompt lookup is min_n 1, max_n its max_matching_ngram_size, default 2,
+    and tokens its prompt_lookup_num_tokens)."""
+
+    min_n: int = 1
+    max_n: int = 2
+    tokens: int = 10
+
+    def __post_init__(self) -> None:
+        _check_int("n-gram min", self.min_n, 1, 16)
+        _check_int("n-gram max", self.max_n, 1, 16)
+        _check_int("n-gram tokens", self.tokens, 1, 32)
+        if self.min_n > self.max_n:
+            raise ConfigError(f"n-gram min {self.min_n} is above n-gram max {self.max_n}; use min <= max")
+
+    def label(self) -> str:
+        return f"n-gram {self.min_n}..{self.max_n}, up to {self.tokens} tokens"
+
+
+@dataclass(frozen=True)
 class RunConfig:
     """One generation request."""
 
@@ -143,6 +166,7 @@ class RunConfig:
     pause_by_length: tuple[float, ...] = ()  # a stopping chain's break-even by drafted length 1..k (`gate`)
     pause_first: bool = False  # the gate starts paused: the calibration predicted the draft does not pay (`gate`)
     retune: object | None = None  # an `autotree.retune.ShapeTable` (its `retuner(tree)` starts a run's retuning)
+    ngram: NgramConfig = NgramConfig()  # the n-gram draft's settings (a run of `decoding.ngram.NgramEngine` only)
 
     def __post_init__(self) -> None:
         _check_int("max_new_tokens", self.max_new_tokens, 1, 8192)

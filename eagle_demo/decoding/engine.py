@@ -21,7 +21,7 @@ from .events import DraftNode, Event, Finish, Prefill, Round, RunStart, Step
 from .gate import DraftGate
 from ..target.rope_limit import RopeLimit
 from .run_state import Held, Seen, cut, end_reason
-from .sampling import PositionSampler, penalize, pick, process_logits
+from .sampling import PositionSampler, penalize, pick, process_logits, top_two
 from ..target.runner import TargetOutput, TargetRunner
 
 __all__ = ["BaselineEngine", "SpeculativeEngine", "eos_ids_of"]
@@ -61,20 +61,25 @@ class _EngineBase:
             raise ValueError("the prompt is empty; type some text (or pass --prompt-ids)")
         return RunStart(
             mode=self.mode, prompt_tokens=len(prompt_ids), max_new_tokens=run.max_new_tokens,
-            tree=run.tree.label() if self.mode == "eagle" else "", temperature=run.sampling.temperature,
+            tree=self._label(run), temperature=run.sampling.temperature,
             draft_family=family, device=str(self.runner.device), dtype=str(self.runner.dtype).replace("torch.", ""),
             static=self.runner.static_mode, repetition_penalty=run.sampling.repetition_penalty,
+            hidden_size=int(getattr(self.model.config.get_text_config(), "hidden_size", 0) or 0),
         )
 
+    def _label(self, run: RunConfig) -> str:
+        """The draft's shape in RunStart ("" for plain decoding)."""
+        return ""
+
     def _prefill(self, prompt_ids: list[int], run: RunConfig, sampler: PositionSampler | None, seen: Seen):
-        """Target prefill over the prompt; returns (output, first token id, its probability)."""
+        """Target prefill over the prompt; returns (output, first token id, its probability, the logits' top two)."""
         ids = torch.tensor(prompt_ids, dtype=torch.long)
         out = self.runner.forward(ids)
         self.runner.commit(list(range(len(prompt_ids))))
         last = penalize(out.logits[-1:], seen.of(out.logits, (prompt_ids,)), run.sampling)[0]  # [V]
         probs = process_logits(last[None], run.sampling)[0]  # [V]
         token = pick(last, probs, run.sampling, sampler, 0)
-        return out, token, float(probs[token])
+        return out, token, float(probs[token]), top_two(out.logits[-1:])[0]
 
     def _stops(self, run: RunConfig) -> frozenset[int]:
         return frozenset() if run.ignore_eos else self.eos
@@ -82,9 +87,9 @@ class _EngineBase:
     def _step(self, token: int, run: RunConfig, sampler: PositionSampler | None, position: int,
               context: tuple[list[int], list[int]], seen: Seen):
         """One plain target step on `token` (the last of context's prompt + new tokens): returns (output [1 row],
-        next token id, its probability). Plain decoding takes every step this way, and so does a speculative
-        round without a draft. At a longrope target's boundary the step runs the whole sequence again, as
-        Phi-3's `generate` does (`rope_limit`)."""
+        next token id, its probability, the logits' top two). Plain decoding takes every step this way, and so does a
+        speculative round without a draft. At a longrope target's boundary the step runs the whole sequence again,
+        as Phi-3's `generate` does (`rope_limit`)."""
         if self.rope.refills(self.runner.length):
             ids = context[0] + context[1]
             self.runner.restart()
@@ -97,7 +102,7 @@ class _EngineBase:
         logits = penalize(out.logits, seen.of(out.logits, context), run.sampling)  # [1, V]
         probs = process_logits(logits, run.sampling)[0]  # [V]
         nxt = pick(logits[0], probs, run.sampling, sampler, position)
-        return out, nxt, float(probs[nxt])
+        return out, nxt, float(probs[nxt]), top_two(out.logits)[0]
 
     def generate(self, prompt_ids: list[int], run: RunConfig,
                  stop: threading.Event | None = None) -> Iterator[Event]:
@@ -115,19 +120,19 @@ class BaselineEngine(_EngineBase):
         seen = Seen(run)
         self.runner.reset(len(prompt_ids) + run.max_new_tokens + 1)
         t0 = time.perf_counter()
-        _, token, prob = self._prefill(prompt_ids, run, sampler, seen)
+        _, token, prob, top2 = self._prefill(prompt_ids, run, sampler, seen)
         _sync(device)
         t1 = time.perf_counter()
-        yield Prefill(token_id=token, seconds=t1 - t0, target_prob=prob)
+        yield Prefill(token_id=token, seconds=t1 - t0, target_prob=prob, target_top2=top2)
         new, steps = [token], 0
         while (reason := end_reason(token, len(new), run, eos, stop)) is None:
             ts = time.perf_counter()
-            _, token, prob = self._step(token, run, sampler, len(new), (prompt_ids, new), seen)
+            _, token, prob, top2 = self._step(token, run, sampler, len(new), (prompt_ids, new), seen)
             _sync(device)
             te = time.perf_counter()
             new.append(token)
             yield Step(index=steps, token_id=token, target_prob=prob, seconds=te - ts,
-                       elapsed=te - t1, total_new_tokens=len(new))
+                       elapsed=te - t1, total_new_tokens=len(new), target_top2=top2)
             steps += 1
         t2 = time.perf_counter()
         self.runner.reset()
@@ -143,8 +148,15 @@ class SpeculativeEngine(_EngineBase):
         self.head = head
         self.drafter = Drafter(head, static=static)  # static: the draft's depths are captured as graphs too
 
+    @property
+    def family(self) -> str:
+        return self.head.family
+
+    def _label(self, run: RunConfig) -> str:
+        return run.tree.label()
+
     def _generate(self, prompt_ids, run, stop) -> Iterator[Event]:
-        yield self._start(prompt_ids, run, self.head.family)
+        yield self._start(prompt_ids, run, self.family)
         device, eos, tree_cfg = self.runner.device, self._stops(run), run.tree
         sampler = None if run.sampling.greedy else PositionSampler(run.sampling.seed)
         seen = Seen(run)
@@ -157,12 +169,12 @@ class SpeculativeEngine(_EngineBase):
         self.drafter.reset()
         self.drafter.reserve(need, drafted)  # + one round's drafted entries
         t0 = time.perf_counter()
-        out, token, prob = self._prefill(prompt_ids, run, sampler, seen)
+        out, token, prob, top2 = self._prefill(prompt_ids, run, sampler, seen)
         shifted = torch.tensor(prompt_ids[1:] + [token], dtype=torch.long)  # pair i = (feature_i, token_i+1)
         self.drafter.extend(out.features, shifted)
         _sync(device)
         t1 = time.perf_counter()
-        yield Prefill(token_id=token, seconds=t1 - t0, target_prob=prob)
+        yield Prefill(token_id=token, seconds=t1 - t0, target_prob=prob, target_top2=top2)
         new, rounds, gate, held = [token], 0, DraftGate(run.pause_below, by_length=run.pause_by_length,
                                                            start_paused=run.pause_first), Held()
         while (reason := end_reason(token, len(new), run, eos, stop)) is None:
@@ -206,6 +218,8 @@ class SpeculativeEngine(_EngineBase):
         accepted = [tree.token_list[i] for i in verdict.path]
         committed = cut(accepted + [verdict.bonus_id], eos, run.max_new_tokens - len(new))
         new.extend(committed)
+        rows = [0, *verdict.path][:len(committed)]  # the rows each committed token was chosen from
+        top2 = top_two(out.logits[:len(rows)] if rows[-1] == len(rows) - 1 else out.logits[rows])  # a chain: a view
         token = new[-1]
         done = token in eos or len(new) >= run.max_new_tokens
         gate.after_draft(len(committed), len(tree.token_list) - 1 if tree.is_chain else 0)
@@ -225,7 +239,7 @@ class SpeculativeEngine(_EngineBase):
             bonus_id=verdict.bonus_id, committed_ids=tuple(committed),
             target_probs=verdict.target_probs[:len(committed)], draft_seconds=(tb - ta) + extend_seconds,
             verify_seconds=tc - tb, host_seconds=(te - tc) - extend_seconds, elapsed=te - t1,
-            total_new_tokens=len(new),
+            total_new_tokens=len(new), target_top2=top2,
         )
 
     def _plain_round(self, index: int, context: tuple[list[int], list[int]], run: RunConfig, sampler,
@@ -236,7 +250,7 @@ class SpeculativeEngine(_EngineBase):
         appends to new."""
         new = context[1]
         ts = time.perf_counter()
-        out, token, prob = self._step(new[-1], run, sampler, len(new), context, seen)
+        out, token, prob, top2 = self._step(new[-1], run, sampler, len(new), context, seen)
         held.add(out.features.clone(), token)  # [1, F]; a copy: a replayed CUDA graph rewrites its output buffer
         _sync(self.runner.device)
         te = time.perf_counter()
@@ -245,6 +259,7 @@ class SpeculativeEngine(_EngineBase):
             index=index, nodes=(DraftNode(new[-2], -1, 0, 1.0, 1.0),), accepted_path=(), accepted_ids=(),
             bonus_id=token, committed_ids=(token,), target_probs=(prob,), draft_seconds=0.0,
             verify_seconds=te - ts, host_seconds=0.0, elapsed=te - t1, total_new_tokens=len(new), plain_for=why,
+            target_top2=(top2,),
         )
 
 

@@ -14,7 +14,7 @@ __all__ = ["RunStart", "Prefill", "DraftNode", "Round", "Step", "Finish", "Event
 
 @dataclass(frozen=True)
 class RunStart:
-    mode: str  # "eagle" or "baseline"
+    mode: str  # "eagle", "ngram" or "baseline"
     prompt_tokens: int
     max_new_tokens: int
     tree: str  # TreeConfig.label(), "" for baseline
@@ -24,6 +24,7 @@ class RunStart:
     dtype: str
     static: bool = False  # fixed-size caches (CUDA graphs on a GPU), `static`
     repetition_penalty: float = 1.0  # the run's penalty (1 = off), `sampling.penalize`
+    hidden_size: int = 0  # the target's hidden size (the divergence explainer's rounding scale, `divergence`)
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class Prefill:
     token_id: int  # the first new token, produced by the target from the prompt
     seconds: float
     target_prob: float  # probability of token_id under the processed target distribution
+    target_top2: tuple = ()  # (top id, its logit, runner-up id, its logit) of the target's logits here (`top_two`)
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,7 @@ class Round:
     elapsed: float  # seconds since decode start, at the end of this round
     total_new_tokens: int  # new tokens so far, the prefill token included
     plain_for: str = ""  # a round without a draft: "gate" (the draft did not pay) or "rope" (`rope_limit`)
+    target_top2: tuple = ()  # per committed token: the target's (top id, logit, runner-up id, logit) there
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,7 @@ class Step:
     seconds: float
     elapsed: float
     total_new_tokens: int
+    target_top2: tuple = ()  # (top id, its logit, runner-up id, its logit) of the target's logits at this step
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import torch
 
 from ..common.config import SamplingConfig
 
-__all__ = ["process_logits", "PositionSampler", "pick", "penalize", "generation_warnings"]
+__all__ = ["process_logits", "PositionSampler", "pick", "penalize", "generation_warnings", "top_two"]
 
 
 def penalize(logits: torch.Tensor, seen: torch.Tensor | None, cfg: SamplingConfig,
@@ -91,6 +91,15 @@ class PositionSampler:
         while probs[token] <= 0 and token > 0:  # never land on a zero-probability token
             token -= 1
         return token
+
+
+def top_two(logits: torch.Tensor) -> tuple[tuple[int, float, int, float], ...]:
+    """logits [n, V] -> per row (top id, its logit, runner-up id, its logit), in one host read: the target's margin
+    at each token, which the divergence explainer reads (`divergence`). The raw logits, before the sampling pipeline."""
+    values, ids = torch.topk(logits.float(), min(2, logits.shape[-1]), dim=-1)  # [n, 2], [n, 2]
+    rows = torch.cat([values, ids.float()], 1).tolist()  # ids below 2**24 are exact in float32
+    return tuple((int(r[2]), r[0], int(r[3]), r[1]) if len(r) == 4 else (int(r[1]), r[0], int(r[1]), r[0])
+                 for r in rows)
 
 
 def pick(logits_row: torch.Tensor, probs_row: torch.Tensor, cfg: SamplingConfig,

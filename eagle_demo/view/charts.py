@@ -25,6 +25,7 @@ UNREACHED_COLOR = "#adb5bd"
 ROOT_COLOR = "#495057"
 BASELINE_COLOR = "#868e96"
 EAGLE_COLOR = "#2b8a3e"
+NGRAM_COLOR = "#7048e8"
 
 class Figure(dict):
     """A plotly figure as JSON-ready data. gr.Plot accepts it (it calls `to_json`, as for a plotly Figure)."""
@@ -73,12 +74,18 @@ def empty_figure(title: str, message: str = "run a generation to see this chart"
     return figure([], title, "", "", annotations=[note], xaxis={"visible": False}, yaxis={"visible": False})
 
 
-def tokens_time_figure(eagle: RunView, baseline: RunView | None = None) -> Figure:
-    """New tokens against decode time (0 = end of each run's prefill), EAGLE and the measured baseline."""
+def tokens_time_figure(eagle: RunView, baseline: RunView | None = None, ngram: RunView | None = None) -> Figure:
+    """New tokens against decode time (0 = end of each run's prefill), EAGLE, the n-gram draft when it raced, and
+    the measured baseline."""
     xs, ys = eagle.curve()
     traces = [{"type": "scatter", "x": xs, "y": ys, "name": "EAGLE", "mode": "lines+markers",
                "line": {"color": EAGLE_COLOR}, "marker": {"size": 4},
                "hovertemplate": "%{x:.3f} s: %{y} tokens<extra>EAGLE</extra>"}]
+    if ngram is not None:
+        nx, ny = ngram.curve()
+        traces.append({"type": "scatter", "x": nx, "y": ny, "name": "n-gram draft", "mode": "lines",
+                       "line": {"color": NGRAM_COLOR, "dash": "dash"},
+                       "hovertemplate": "%{x:.3f} s: %{y} tokens<extra>n-gram</extra>"})
     if baseline is not None:
         bx, by = baseline.curve()
         traces.append({"type": "scatter", "x": bx, "y": by, "name": "baseline (plain decoding)", "mode": "lines",

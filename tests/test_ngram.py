@@ -1,0 +1,95 @@
+"""The n-gram draft (`ngram`): its proposals are transformers' prompt lookup's, and the engine stays lossless with
+it: greedy equal to transformers' generate, seeded sampling equal to the seeded baseline, on the eager and static
+paths, with drafts really accepted."""
+
+import random
+
+import pytest
+import torch
+from transformers.generation.candidate_generator import PromptLookupCandidateGenerator
+
+from eagle_demo.common.config import ConfigError, NgramConfig, RunConfig, SamplingConfig, TreeConfig
+from eagle_demo.decoding.engine import BaselineEngine
+from eagle_demo.decoding.events import Round, RunStart
+from eagle_demo.metrics import summarize
+from eagle_demo.decoding.ngram import NgramEngine, NgramIndex, propose
+from fixtures import tiny_target
+from test_engine import hf_greedy, model_of
+from test_sampling import chi2_pvalue, enumerate_probs, sample_counts
+
+PROMPT = [1, 5, 9, 13, 4, 7, 22, 30, 5, 9, 13, 4, 7]  # repeats itself: the draft has something to look up
+
+
+def test_the_index_proposes_what_a_scan_of_the_whole_context_proposes():
+    rng = random.Random(0)
+    for trial in range(300):
+        cfg = NgramConfig(min_n=rng.randint(1, 2), max_n=rng.randint(2, 4), tokens=rng.randint(1, 6))
+        context = [rng.randint(0, 5) for _ in range(rng.randint(1, 40))]
+        index = NgramIndex(cfg.min_n, cfg.max_n)
+        cut = rng.randint(0, len(context))
+        index.add(context[:cut])
+        index.add(context[cut:])  # grown in two steps, as the engine grows it
+        assert index.propose(cfg.tokens) == propose(context, cfg), (context, cfg)
+
+
+def test_proposals_are_transformers_prompt_lookup_candidates():
+    rng = random.Random(1)
+    for trial in range(200):
+        max_n, k = rng.randint(1, 3), rng.randint(1, 8)
+        context = [rng.randint(0, 6) for _ in range(rng.randint(2, 30))]
+        hf = PromptLookupCandidateGenerator(num_output_tokens=k, max_matching_ngram_size=max_n, max_length=10_000)
+        ids, _ = hf.get_candidates(torch.tensor([context]))
+        assert propose(context, NgramConfig(1, max_n, k)) == ids[0, len(context):].tolist(), (context, max_n, k)
+
+
+def test_settings_are_checked():
+    with pytest.raises(ConfigError, match="above"):
+        NgramConfig(min_n=3, max_n=2)
+    with pytest.raises(ConfigError, match="n-gram tokens"):
+        NgramConfig(tokens=0)
+
+
+@pytest.mark.parametrize("static", [False, True], ids=["eager", "static"])
+@pytest.mark.parametrize("cfg", [NgramConfig(), NgramConfig(1, 3, 5), NgramConfig(2, 4, 1)], ids=lambda c: c.label())
+def test_greedy_equals_target_generate(static, cfg):
+    model = model_of("llama")
+    events = list(NgramEngine(model, static=static).generate(PROMPT, RunConfig(max_new_tokens=48, ignore_eos=True,
+                                                                              ngram=cfg)))
+    assert list(events[-1].token_ids) == hf_greedy(model, PROMPT, 48)
+    start = events[0]
+    assert isinstance(start, RunStart) and start.mode == "ngram" and start.tree == cfg.label()
+    rounds = [e for e in events if isinstance(e, Round)]
+    assert sum(len(r.accepted_ids) for r in rounds) > 0  # the drafts were really used
+    assert max(len(r.nodes) - 1 for r in rounds) <= cfg.tokens
+
+
+@pytest.fixture(scope="module")
+def small():
+    return tiny_target("llama", layers=2, hidden=32, vocab=8, seed=3)  # a small vocabulary repeats itself
+
+
+@pytest.mark.parametrize("static", [False, True], ids=["eager", "static"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_seeded_sampling_equals_seeded_baseline(small, static, seed):
+    run = RunConfig(max_new_tokens=40, ignore_eos=True, sampling=SamplingConfig(temperature=1.0, seed=seed))
+    ngram = list(NgramEngine(small, static=static).generate([1, 3, 5, 1, 3], run))
+    base = list(BaselineEngine(small, static=static).generate([1, 3, 5, 1, 3], run))
+    assert ngram[-1].token_ids == base[-1].token_ids
+    assert summarize(ngram).tau > 1.0  # drafts accepted under sampling too
+
+
+def test_sampling_is_the_target_distribution(small):
+    cfg = SamplingConfig(temperature=1.3)
+    counts = sample_counts(NgramEngine(small), cfg, TreeConfig.chain(1))  # the n-gram settings make the chain
+    assert chi2_pvalue(counts, enumerate_probs(small, cfg)) > 1e-3
+
+
+def test_an_eos_ends_the_run_as_plain_decoding_ends_it():
+    model = model_of("llama")
+    plain = hf_greedy(model, PROMPT, 48)
+    eos = plain[20]  # a token the run produces: it must stop right there
+    run = RunConfig(max_new_tokens=48)
+    engine = NgramEngine(model)
+    engine.eos = frozenset({eos})
+    out = list(engine.generate(PROMPT, run))[-1]
+    assert list(out.token_ids) == plain[:plain.index(eos) + 1] and out.reason == "eos"
