@@ -36,7 +36,7 @@ def main() -> int:
     import psutil
     import torch
 
-    from eagle_demo.app.state import REGISTRY, make_key
+    from eagle_demo.app.registry import REGISTRY, make_key
     from eagle_demo.common.config import RunConfig
 
     torch.set_num_threads(1)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 import eagle_demo.decoding.engine as engine_mod
-from eagle_demo.app.state import REGISTRY, make_key, start_run
+from eagle_demo.app.state import start_run
+from eagle_demo.app.registry import REGISTRY, make_key
 from eagle_demo.common.config import RunConfig
 from eagle_demo.decoding.acceptance import Verdict
 from eagle_demo.racers import race_all, race_table

@@ -238,9 +238,10 @@ def test_load_during_a_generation_waits_and_never_disturbs_it(served):
 EXIT_SCRIPT = """
 import sys, time
 from eagle_demo.app import state
+from eagle_demo.app.registry import make_key
 from eagle_demo.common.config import RunConfig
 from eagle_demo.session import SHIPPED_EAGLE3, SHIPPED_TARGET
-key = state.make_key(SHIPPED_TARGET, SHIPPED_EAGLE3, None, "float32", "cpu", None)
+key = make_key(SHIPPED_TARGET, SHIPPED_EAGLE3, None, "float32", "cpu", None)
 session = state.ensure(key)
 live = state.start_run(key, session.encode("def f(x):\\n"), RunConfig(max_new_tokens=1500), race=True)
 while not live.snapshot()[0].rounds:

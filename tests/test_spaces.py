@@ -87,7 +87,7 @@ def test_real_spaces_outside_zerogpu_changes_nothing():
     import spaces
     import torch
 
-    from eagle_demo.app.state import REGISTRY
+    from eagle_demo.app.registry import REGISTRY
     from eagle_demo.app.zerogpu import ZERO_GPU, gpu
 
     assert not ZERO_GPU and REGISTRY.served is None
@@ -144,7 +144,7 @@ def test_app_imports_without_loading_a_model():
 
 def test_a_zerogpu_preset_box_offers_the_served_pairs():
     from eagle_demo.app.playground import PRESETS
-    from eagle_demo.app.state import local_or_repo, make_key
+    from eagle_demo.app.registry import local_or_repo, make_key
     from eagle_demo.app.zerogpu import offered
 
     def spelled(target, draft):

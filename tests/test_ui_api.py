@@ -420,7 +420,7 @@ def test_a_cancelled_stream_frees_the_engine_for_the_next_request(app):
     import time
 
     from eagle_demo.app import TREE_MODE
-    from eagle_demo.app.state import RUNS as _RUNS
+    from eagle_demo.app.pages import RUNS as _RUNS
 
     client, target, draft = app
     start = time.monotonic()

@@ -12,7 +12,7 @@ from zerogpu_emulation import skip_device_start  # noqa: E402
 skip_device_start()
 
 from eagle_demo.app.gpu_tasks import StreamTask, gpu_task  # noqa: E402
-from eagle_demo.app.state import make_key  # noqa: E402
+from eagle_demo.app.registry import make_key  # noqa: E402
 from eagle_demo.common.config import RunConfig  # noqa: E402
 
 

@@ -11,7 +11,8 @@ from ..view.stats import summary
 from .autotune import choice_for
 from .forms import friendly, make_run
 from .pages import CLIENT_PAIRS
-from .state import REGISTRY, ensure, start_run
+from .state import ensure, start_run
+from .registry import REGISTRY
 
 __all__ = ["generate", "request_tree", "register_api"]
 

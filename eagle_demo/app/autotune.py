@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING, Any
 from ..common.config import TreeConfig, default_tree
 from ..common.errors import one_line
 from .pages import PerPage
-from .state import MODEL_GATE, REGISTRY, PairKey, spawn, stop_abandoned
+from .pages import stop_abandoned
+from .state import MODEL_GATE, spawn
+from .registry import REGISTRY, PairKey
 
 if TYPE_CHECKING:
     from ..autotree.choose import AutoChoice

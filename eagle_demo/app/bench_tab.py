@@ -20,7 +20,8 @@ from .autotune import AUTO_SHOWN, PAGE_PRESETS, page_tree
 from .forms import BenchForm, handler, progress_fn, temperatures
 from .playground import Playground
 from .pages import BENCH_STOPS, BenchmarkStopped
-from .state import REGISTRY, ensure, in_worker, local_or_repo, suite_prompts
+from .state import ensure, in_worker, suite_prompts
+from .registry import REGISTRY, local_or_repo
 from .stream import stop_ui
 
 __all__ = ["BenchTab", "BenchOutputs", "build_bench_tab", "wire_bench_tab", "benchmark"]

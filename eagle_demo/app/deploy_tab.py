@@ -10,7 +10,7 @@ import gradio as gr
 from ..common.errors import one_line
 from .forms import make_tree
 from .playground import Playground
-from .state import REGISTRY, PairKey
+from .registry import REGISTRY, PairKey
 
 __all__ = ["DeployTab", "DeployOutputs", "build_deploy_tab", "wire_deploy_tab", "deploy"]
 

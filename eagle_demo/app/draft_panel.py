@@ -10,7 +10,7 @@ from ..common.config import TREE_PRESETS, default_preset
 from .autotune import AUTO, AUTO_SHOWN, PAGE_PRESETS, auto_line, tuning
 from .forms import make_tree, tree_settings, tree_values
 from .pages import LAST_RUNS
-from .state import REGISTRY, PairKey
+from .registry import REGISTRY, PairKey
 
 __all__ = ["after_load", "after_generate", "apply_tree_preset"]
 

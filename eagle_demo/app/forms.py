@@ -18,7 +18,7 @@ from ..common.config import TREE_PRESETS, ConfigError, RunConfig, SamplingConfig
 from ..checkpoints.errors import CheckpointError
 from ..common.errors import one_line
 from .pages import LOAD_STOPS
-from .state import PairKey, make_key
+from .registry import PairKey, make_key
 
 __all__ = ["TREE_MODE", "CHAIN_MODE", "PairForm", "LoadForm", "GenerateForm", "BenchForm", "make_tree", "make_run",
            "tree_values", "tree_settings", "temperatures", "handler", "friendly", "progress_fn"]

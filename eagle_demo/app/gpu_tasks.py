@@ -27,7 +27,7 @@ import gradio as gr
 from ..common.config import RunConfig
 from ..common.errors import one_line
 from .pages import BenchmarkStopped
-from .state import REGISTRY, PairKey
+from .registry import REGISTRY, PairKey
 from .zerogpu import gpu, run_seconds
 
 __all__ = ["StreamTask", "CalibrateTask", "ProbeTask", "BenchTask", "gpu_task", "calls", "run_to_end",

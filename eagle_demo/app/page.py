@@ -13,7 +13,7 @@ from .bench_tab import build_bench_tab, wire_bench_tab
 from .gpu_tasks import serve
 from .deploy_tab import build_deploy_tab, wire_deploy_tab
 from .playground import build_playground, default_pair, probe_by_default, wire_playground
-from .state import REGISTRY, make_key
+from .registry import REGISTRY, make_key
 from .zerogpu import ZERO_GPU, served_pairs
 
 __all__ = ["build_app", "launch_options", "calm_queue", "QUEUE_POLL_SECONDS", "PROGRESS_POLL_SECONDS"]

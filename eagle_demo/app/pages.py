@@ -9,7 +9,7 @@ from typing import Any
 
 __all__ = ["PerPage", "LAST_RUNS", "CLIENT_PAIRS", "PENDING", "BENCH_STOPS", "LOAD_STOPS", "STOPPED_CLICKS",
            "GenerateRequest",
-           "note_stop", "stopped_before_start", "BenchmarkStopped"]
+           "note_stop", "stopped_before_start", "BenchmarkStopped", "RUNS", "RUNS_LOCK", "stop_abandoned"]
 
 
 class PerPage:
@@ -78,3 +78,15 @@ def stopped_before_start(session_hash: str | None, pending: GenerateRequest | No
 
 class BenchmarkStopped(RuntimeError):
     """Raised from a benchmark's progress callback when its page pressed Stop."""
+
+
+RUNS: list = []  # the `state.LiveRun`s whose worker may still be going
+RUNS_LOCK = threading.Lock()
+
+
+def stop_abandoned() -> None:
+    """Model events run one at a time, so a run still going when one starts was abandoned (its page was
+    cancelled or closed): tell it to stop; it ends at its next round and lets go of MODEL_GATE."""
+    with RUNS_LOCK:
+        for old in RUNS:
+            old.stop.set()

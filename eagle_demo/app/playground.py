@@ -18,7 +18,8 @@ from .draft_panel import after_generate, after_load, apply_tree_preset
 from .forms import (CHAIN_MODE, TREE_MODE, GenerateForm, LoadForm, PairForm, handler, progress_fn, stoppable,
                     tree_values)
 from .pages import CLIENT_PAIRS
-from .state import REGISTRY, local_or_repo, suite_prompts
+from .state import suite_prompts
+from .registry import REGISTRY, local_or_repo
 from .zerogpu import offered
 from .stream import CLICKS_JS, COUNT_CLICK_JS, GenerateOutputs, generate_ui, note_generate, rerender_tokens, \
     rerender_tree, stop_ui

@@ -34,7 +34,8 @@ from .autotune import AUTO_SHOWN, PAGE_PRESETS, page_tree
 from .forms import GenerateForm, progress_fn
 from .pages import (BENCH_STOPS, CLIENT_PAIRS, LAST_RUNS, LOAD_STOPS, PENDING, GenerateRequest, note_stop,
                     stopped_before_start)
-from .state import REGISTRY, LiveRun, best_round, decoder, ensure, start_run
+from .state import LiveRun, best_round, decoder, ensure, start_run
+from .registry import REGISTRY
 
 __all__ = ["GenerateOutputs", "generate_ui", "note_generate", "stop_ui", "COUNT_CLICK_JS", "CLICKS_JS",
            "rerender_tokens", "rerender_tree", "UPDATE_SECONDS", "CHART_SECONDS", "CHART_TURNS"]

@@ -1,0 +1,169 @@
+"""The loaded pairs: a registry keyed by PairKey (target, draft, revisions, dtype, device), loaded lazily (first
+Generate) or by Load, so browsers using the same pair share one loaded model. Loading another pair frees the
+previous one; a client whose pair was freed is told which pair replaced it. No Gradio."""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from ..common.config import ConfigError
+from ..common.paths import ROOT
+from .zerogpu import refusal
+from .pages import CLIENT_PAIRS
+
+if TYPE_CHECKING:
+    from ..session import Session
+
+from .pages import stop_abandoned
+
+log = logging.getLogger(__name__)
+
+__all__ = ["PairKey", "make_key", "local_or_repo", "Registry", "REGISTRY"]
+
+
+@dataclass(frozen=True)
+class PairKey:
+    target: str
+    draft: str | None
+    revision: str | None = None
+    draft_revision: str | None = None
+    dtype: str = "auto"
+    device: str = "auto"
+
+    def label(self) -> str:
+        return f"{self.target} + {self.draft or 'no draft'}"
+
+
+def local_or_repo(text: str | None) -> str | None:
+    """A local folder as an absolute path (one key per folder, however it is typed; paths relative to the
+    repository, like assets/tiny-target, work from any working directory); anything else unchanged."""
+    text = (text or "").strip()
+    if not text:
+        return None
+    for path in (Path(text).expanduser(), ROOT / text):
+        if path.exists():
+            return str(path.resolve())
+    return text
+
+
+def make_key(target: str, draft: str | None, revision: str | None = None, dtype: str = "auto",
+             device: str = "auto", draft_revision: str | None = None) -> PairKey:
+    target_path = local_or_repo(target)
+    if target_path is None:
+        raise ConfigError("the target is empty; pick a preset or type a repo id or folder")
+    return PairKey(target_path, local_or_repo(draft), (revision or "").strip() or None,
+                   (draft_revision or "").strip() or None, dtype or "auto", device or "auto")
+
+
+class Registry:
+    """Loaded sessions by key; keeps at most `capacity` (a Space has memory for one real pair).
+
+    Loads run one at a time (`_loading`); lookups only take the short `_lock`, so pages that redraw or stop
+    are never held up by a long download."""
+
+    def __init__(self, capacity: int = 1):
+        self.capacity = capacity
+        self._sessions: OrderedDict[PairKey, Session] = OrderedDict()
+        self._lock = threading.Lock()
+        self._loading = threading.Lock()
+        self.fallback: PairKey | None = None  # the page's default pair: /generate loads it when nothing is loaded
+        self.served: list[PairKey] | None = None  # ZeroGPU: the pairs loaded at start-up (`gpu_tasks.serve`), and
+        self.gpu_stream: Callable | None = None  # what runs the engines and the probe in GPU calls
+        self.gpu_probe: Callable | None = None
+        self._replaced: OrderedDict[PairKey, PairKey] = OrderedDict()  # freed pair -> the pair whose load freed it
+
+    def replaced_by(self, key: PairKey) -> PairKey | None:
+        """The pair loaded in place of `key` when `key` was freed by another load and is still not loaded."""
+        with self._lock:
+            return None if key in self._sessions else self._replaced.get(key)
+
+    def get(self, key: PairKey) -> Session | None:
+        with self._lock:
+            return self._sessions.get(key)
+
+    def current(self) -> PairKey | None:
+        with self._lock:
+            return next(reversed(self._sessions), None)
+
+    def for_client(self, session_hash: str | None) -> PairKey:
+        """The pair a client's request runs on: the one it used last, else the last loaded, else the default."""
+        key = CLIENT_PAIRS.get(session_hash) or self.current() or self.fallback
+        if key is None:
+            raise ConfigError("no pair is loaded; load one with /load first")
+        return key
+
+    def load(self, key: PairKey, progress: Callable[[str, float], None] | None = None, check: bool = True) -> Session:
+        from ..checkpoints import CheckpointError, inspect_pair
+        from ..session import load_session
+
+        with self._loading:
+            with self._lock:
+                if key in self._sessions:
+                    self._sessions.move_to_end(key)
+                    return self._sessions[key]
+            if self.served is not None:  # ZeroGPU: only the start-up pairs (a load here would reach CUDA)
+                raise ConfigError(refusal(key.label(), [k.label() for k in self.served]))
+            say = progress or (lambda stage, fraction: None)
+            say("checking the pair", 0.0)
+            report = inspect_pair(key.target, key.draft, key.revision, key.draft_revision)  # fails before freeing
+            if report.problem:
+                raise CheckpointError(report.problem)
+            freed = self._evict(self.capacity - 1)
+            session = load_session(key.target, key.draft, revision=key.revision, draft_revision=key.draft_revision,
+                                   dtype=key.dtype, device=key.device, progress=say, check=check,
+                                   threads=int(os.environ.get("EAGLE_DEMO_THREADS", "0") or 0))
+            with self._lock:
+                self._sessions[key] = session
+                self._replaced.pop(key, None)
+                self._replaced.update((old, key) for old in freed)  # only a load that succeeded replaced them
+                while len(self._replaced) > 64:
+                    self._replaced.popitem(last=False)
+            return session
+
+    def probe(self, key: PairKey, progress: Callable[[str, float], None] | None = None) -> Session:
+        """The session of `key` (loaded first when it is not) after its pre-flight probe (`Session.probe`): the
+        registry keeps that session, so every later run on the pair drafts with the conventions the probe chose.
+        A run still going was abandoned by its page (model events run one at a time): it is told to stop."""
+        session = self.load(key, progress)
+        with self._loading:  # no load frees the pair while it is probed
+            stop_abandoned()
+            if self.gpu_probe is not None:  # ZeroGPU: measured in a GPU call; this process keeps the report
+                self.gpu_probe(key, session, progress)
+            else:
+                session.probe(progress)
+        return session
+
+    def _evict(self, keep: int) -> list[PairKey]:
+        """Drop all but the `keep` most recent sessions and hand their memory back; returns their keys."""
+        with self._lock:
+            dropped, keys = [], []
+            while len(self._sessions) > max(keep, 0):
+                old, session = self._sessions.popitem(last=False)
+                keys.append(old)
+                dropped.append(session)
+        if not dropped:
+            return keys
+        del dropped  # a run still streaming keeps its session alive until it ends
+        gc.collect()
+        import torch  # only to return cached GPU memory
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        return keys
+
+    def clear(self) -> None:
+        with self._loading:
+            self._evict(0)
+
+
+REGISTRY = Registry()
+
+
+# ---- one run --------------------------------------------------------------------------------------------
