@@ -146,11 +146,9 @@ def generate_ui(form: GenerateForm, request: gr.Request | None, progress):
         raise
 
 
-def _generate(form: GenerateForm, request: gr.Request | None, progress):
-    key = form.key()
-    was_loaded = REGISTRY.get(key) is not None
-    session = ensure(key, progress_fn(progress))
-    chat_on = form.chat_on
+def _pair_outputs(key, session, chat_on: bool, was_loaded: bool) -> tuple[PairOutputs, PairOutputs, bool, str]:
+    """The pair's outputs on the first redraw and on later ones, whether the prompt runs in the chat template, and
+    a note when a ticked chat box could not apply."""
     report_value = session.report.to_dict()  # the report of the pair that runs, on the page as it streams
     loaded = PairOutputs(session.report_markdown(), report_value, gr.skip(), bool(chat_on))
     if not was_loaded:  # this Generate loaded the pair: the chat default Load would have set applies
@@ -163,6 +161,14 @@ def _generate(form: GenerateForm, request: gr.Request | None, progress):
     if chat_on and not session.has_chat_template:  # ticked on a page that opened before the pair was loaded
         chat_on, template_note = False, "this pair's tokenizer has no chat template: the prompt ran as plain text"
         first, loaded = first._replace(chat=gr.update(value=False, interactive=False)), loaded._replace(chat=False)
+    return first, loaded, chat_on, template_note
+
+
+def _generate(form: GenerateForm, request: gr.Request | None, progress):
+    key = form.key()
+    was_loaded = REGISTRY.get(key) is not None
+    session = ensure(key, progress_fn(progress))
+    first, loaded, chat_on, template_note = _pair_outputs(key, session, form.chat_on, was_loaded)
     run = form.run()
     ids = session.encode(form.prompt_text, chat=bool(chat_on))
     session.check_length(ids, run)

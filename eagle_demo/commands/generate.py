@@ -84,17 +84,8 @@ def run(args: argparse.Namespace) -> int:
     note = session.context_note(len(prompt_ids), run_config) if args.mode == "eagle" else ""
     if note:
         sys.stderr.write(f"[note] {note}\n")
-    out, text, events = sys.stdout, TokenStreamDecoder(session.decode), []
-    for event in session.stream(prompt_ids, run_config, mode=args.mode):
-        events.append(event)
-        if args.json:
-            out.write(json.dumps(to_dict(event)) + "\n")
-        else:
-            ids = (event.token_id,) if isinstance(event, (Prefill, Step)) else \
-                event.committed_ids if isinstance(event, Round) else ()
-            if ids:
-                out.write(text.push(ids))
-        out.flush()
+    out, text = sys.stdout, TokenStreamDecoder(session.decode)
+    events = _stream(args, session, prompt_ids, run_config, text)
     finish, stats = next(e for e in reversed(events) if isinstance(e, Finish)), summarize(events)
     summary = {
         "event": "summary", "token_ids": list(finish.token_ids), "text": session.decode(finish.token_ids),
@@ -116,8 +107,7 @@ def run(args: argparse.Namespace) -> int:
                          f"{stats.tokens_per_second:.1f} tokens/s, prefill {finish.prefill_seconds:.3f}s\n")
         if stats.plain_rounds:
             gate = paused_line(stats.plain_rounds, stats.rounds, run_config.pause_below, run_config.pause_first)
-            sys.stderr.write(f"[gate] {gate}; "
-                             f"tau of the drafting rounds {stats.drafting_tau:.2f}\n")
+            sys.stderr.write(f"[gate] {gate}; tau of the drafting rounds {stats.drafting_tau:.2f}\n")
         if stats.rope_rounds:
             sys.stderr.write(f"[rope] {rope_line(stats.rope_rounds, stats.rounds)}\n")
         if result is not None:
@@ -128,6 +118,22 @@ def run(args: argparse.Namespace) -> int:
             tau = stats.drafting_tau if stats.rounds else None  # the drafting rounds' tau; none without a round
             sys.stderr.write(f"[{auto.versus(speedup, tau, retuned)}]\n")
     return 0
+
+
+def _stream(args, session, prompt_ids: list[int], run_config: RunConfig, text) -> list:
+    """Run the chosen engine, writing each event as JSON (--json) or its committed text as it comes; its events."""
+    out, events = sys.stdout, []
+    for event in session.stream(prompt_ids, run_config, mode=args.mode):
+        events.append(event)
+        if args.json:
+            out.write(json.dumps(to_dict(event)) + "\n")
+        else:
+            ids = (event.token_id,) if isinstance(event, (Prefill, Step)) else \
+                event.committed_ids if isinstance(event, Round) else ()
+            if ids:
+                out.write(text.push(ids))
+        out.flush()
+    return events
 
 
 def _race(args, session, prompt_ids: list[int], run_config: RunConfig, events: list, summary: dict) -> list:
