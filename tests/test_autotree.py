@@ -111,7 +111,7 @@ def test_the_page_calibrates_once_per_pair_and_again_for_another(counted):
     from eagle_demo.app import REGISTRY, make_key
     from eagle_demo.app.autotune import AUTO, calibrate_ui, choice_for, tuning
     from eagle_demo.app.forms import make_tree
-    from eagle_demo.app.playground import after_load
+    from eagle_demo.app.draft_panel import after_load
 
     first = make_key("assets/tiny-target", "assets/tiny-eagle1", device="cpu")
     REGISTRY.load(first)
@@ -401,7 +401,7 @@ def test_a_page_that_switches_pairs_runs_the_new_pairs_auto_choice(counted):
     from eagle_demo.app.autotune import AUTO, AUTO_SHOWN, calibrate_ui, page_tree, tuning
     from eagle_demo.app.forms import make_tree
     from eagle_demo.app.pages import LAST_RUNS
-    from eagle_demo.app.playground import after_generate, after_load, apply_tree_preset
+    from eagle_demo.app.draft_panel import after_generate, after_load, apply_tree_preset
     from eagle_demo.app.state import start_run
 
     page = SimpleNamespace(session_hash="switching-page")

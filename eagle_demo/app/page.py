@@ -12,7 +12,8 @@ from .api import register_api
 from .bench_tab import build_bench_tab, wire_bench_tab
 from .gpu_tasks import serve
 from .deploy_tab import build_deploy_tab, wire_deploy_tab
-from .playground import build_playground, default_pair, probe_by_default, wire_playground
+from .playground import build_playground, default_pair
+from .playground_events import probe_by_default, wire_playground
 from .registry import REGISTRY, make_key
 from .zerogpu import ZERO_GPU, served_pairs
 
