@@ -8,9 +8,15 @@ EAGLE-3 draft run by an EAGLE-1 loop (the last hidden state fed unfused; SGLang 
 
     pair = probe_pair(load_pair(target, draft))   # report.probe: {"tau", "used", "declared", "loaded", "alternatives"}
 
-Each measurement is greedy decoding of at most 3 prompts x 32 new tokens with a 5-token chain. The rule:
-if the declared conventions give tau < 1.3 and an alternative gives at least 1.5x that, the pair keeps the
-alternative. Only drafting changes, so the output is the target's either way.
+Each measurement is greedy decoding with a 5-token chain; every reading runs on the same prompts, so (lossless)
+on the same text, and the comparison is paired: the text is cut into blocks of BLOCK new tokens, and each
+block's rounds under the declared reading minus its rounds under the alternative is one sample. The rule:
+an alternative is adopted when it commits at least MARGIN more tokens per round than the declared reading
+(gain = declared rounds / its rounds - 1, the text being the same) and that gain stands Z standard errors of the
+paired difference clear of zero over at least MIN_BLOCKS blocks. The first stage (3 prompts x 32 tokens) measures
+every alternative; an alternative past the margin there but not yet clear of the noise is measured again with the
+declared reading on more text (STAGES), and one that stays unclear is reported as better but not adopted. Only
+drafting changes, so the output is the target's either way.
 """
 
 from __future__ import annotations
@@ -33,10 +39,14 @@ from .decoding.engine import SpeculativeEngine
 from .decoding.events import Round
 from .common.paths import SUITE
 
-__all__ = ["probe_pair", "probe_report", "adopt_probe", "declared_family", "SWITCH_BELOW", "SWITCH_FACTOR", "NEAR"]
+__all__ = ["probe_pair", "probe_report", "adopt_probe", "declared_family", "MARGIN", "Z", "BLOCK", "MIN_BLOCKS", "STAGES", "NEAR",
+           "compare", "adoptable"]
 
-SWITCH_BELOW = 1.3  # declared tau under this ...
-SWITCH_FACTOR = 1.5  # ... and an alternative at least this many times better: use the alternative
+MARGIN = 0.05  # an alternative must commit at least 5% more tokens per round than the declared reading ...
+Z = 2.5  # ... by this many standard errors of the paired block difference (one-sided: about 0.6% by chance) ...
+MIN_BLOCKS = 20  # ... over at least this many blocks
+BLOCK = 16  # new tokens per block of the paired comparison
+STAGES = ((3, 32), (7, 64), (7, 160))  # (prompts, new tokens): all readings at the first, contenders after
 NEAR = 0.05  # alternatives within this fraction of the best tau count as tied (the probe measures a few
 # prompts, so a few percent is noise): the first listed, i.e. the likeliest reading, wins
 MAX_PROMPTS, MAX_TOKENS = 3, 32
@@ -53,32 +63,47 @@ def probe_pair(pair: LoadedPair, prompts: list[list[int]] | None = None, max_new
                progress: Callable[[str, float], None] | None = None) -> LoadedPair:
     """The same pair with `report.probe` filled (and the winning alternative applied to its head, in place).
 
-    progress: called with (stage, fraction done) before each measurement."""
+    prompts: the first stage's (default: the suite's first prompt of each category, 3 of them); later stages take
+    up to their count of them. progress: called with (stage, fraction done) before each measurement."""
     head = pair.head
     if head is None:
         return pair
     spec = detect_draft(Path(pair.draft_path))
-    prompt_ids = (prompts or _default_prompts(pair))[:MAX_PROMPTS]
+    pool = prompts or _default_prompts(pair, max(n for n, _ in STAGES))
     stored_d2t = _stored_d2t(spec, head)
     declared = _declared(pair, spec, head, stored_d2t)
     loaded = _conventions(head, stored_d2t)
     alternatives = _alternatives(pair, spec, head, declared, stored_d2t)
     original = _snapshot(head)
     say = progress or (lambda stage, fraction: None)
-    size = f"{len(prompt_ids)} prompts x {max_new_tokens} tokens"
+    stages = ((MAX_PROMPTS, max_new_tokens),) + tuple(s for s in STAGES[1:] if s[1] > max_new_tokens)
 
-    def measure(conv: dict, i: int) -> float:
-        which = "the declared conventions" if i == 0 else f"alternative {i} of {len(alternatives)}"
-        say(f"probe: measuring tau with {which} ({size})", i / (len(alternatives) + 1))
-        return _tau(pair, head, original, conv, stored_d2t, prompt_ids, max_new_tokens)
+    def measure(conv: dict, what: str, stage: int, done: float) -> list[list[int]]:
+        n, tokens = stages[stage]
+        say(f"probe: measuring tau with {what} ({min(n, len(pool))} prompts x {tokens} tokens)", done)
+        return _rounds(pair, head, original, conv, stored_d2t, pool[:n], tokens)
 
-    tau_declared = measure(declared, 0)
-    results = [{"conventions": conv, "tau": round(measure(conv, i), 4)} for i, conv in enumerate(alternatives, 1)]
-    top = max((r["tau"] for r in results), default=None)
+    base = measure(declared, "the declared conventions", 0, 0.0)
+    first = [measure(c, f"alternative {i} of {len(alternatives)}", 0, i / (len(alternatives) + 2))
+             for i, c in enumerate(alternatives, 1)]
+    tau_declared = _tau_of(base, stages[0][1])
+    evidence = [compare(base, r, stages[0]) for r in first]
+    for stage in range(1, len(stages)):  # contenders past the margin but not clear of the noise: more text
+        open_ = [i for i, e in enumerate(evidence) if e["gain"] >= MARGIN and not adoptable(e)]
+        if not open_ or any(adoptable(e) for e in evidence):
+            break
+        more = measure(declared, "the declared conventions again", stage, 0.8)
+        for i in open_:
+            evidence[i] = compare(more, measure(alternatives[i], f"alternative {i + 1} again", stage, 0.9),
+                                  stages[stage])
+    results = [{"conventions": conv, "tau": round(_tau_of(r, stages[0][1]), 4), "evidence": e}
+               for conv, r, e in zip(alternatives, first, evidence)]
+    winners = [r for r in results if adoptable(r["evidence"])]
+    top = max((r["evidence"]["tau"] for r in winners), default=None)
     # a near tie goes to the likelier reading (listed first: the default feature rule before its -1 variant),
     # not to the noise between two readings of adjacent, nearly equal hidden states
-    best = next((r for r in results if r["tau"] >= (1 - NEAR) * top), None) if results else None
-    switch = best is not None and tau_declared < SWITCH_BELOW and best["tau"] >= SWITCH_FACTOR * tau_declared
+    best = next((r for r in winners if r["evidence"]["tau"] >= (1 - NEAR) * top), None) if winners else None
+    switch = best is not None
     # without a switch, a reading that weight-first loading chose over the config stays when it measured no worse
     as_loaded = [r for r in results if r["conventions"] == loaded != declared and r["tau"] >= tau_declared]
     kept = best if switch else (as_loaded[0] if as_loaded else None)
@@ -87,7 +112,9 @@ def probe_pair(pair: LoadedPair, prompts: list[list[int]] | None = None, max_new
     _apply(head, original, used, stored_d2t)
     tau_used = kept["tau"] if kept else tau_declared
     probe = {"tau": round(tau_used, 4), "used": used, "declared": declared, "declared_tau": round(tau_declared, 4),
-             "alternatives": results, "prompts": len(prompt_ids), "max_new_tokens": max_new_tokens, "loaded": loaded}
+             "alternatives": results, "prompts": min(MAX_PROMPTS, len(pool)), "max_new_tokens": max_new_tokens,
+             "loaded": loaded, "rule": {"margin": MARGIN, "z": Z, "min_blocks": MIN_BLOCKS, "block": BLOCK},
+             "not_adopted": [r for r in results if r["evidence"]["gain"] >= MARGIN and r is not kept]}
     say("probe: done", 1.0)
     return dataclasses.replace(pair, report=_report(pair.report, probe, switch, tau_declared))
 
@@ -101,6 +128,36 @@ def adopt_probe(pair: LoadedPair, report: AdaptationReport) -> LoadedPair:
     stored_d2t = _stored_d2t(detect_draft(Path(pair.draft_path)), head)
     _apply(head, _snapshot(head), report.probe["used"], stored_d2t)
     return dataclasses.replace(pair, report=report)
+
+
+def compare(base: list[list[int]], alt: list[list[int]], stage: tuple[int, int]) -> dict:
+    """The paired evidence that `alt` beats `base` on the same text: each lists, per prompt, its rounds' first new
+    token positions. Per block of BLOCK tokens, the rounds saved (base's minus alt's); gain = base rounds / alt
+    rounds - 1 (the same tokens, fewer rounds); z = the mean saving over its standard error."""
+    saved = []
+    for b, a in zip(base, alt):
+        blocks = max(max(b, default=0), max(a, default=0)) // BLOCK + 1
+        count = lambda starts: [sum(1 for s in starts if s // BLOCK == k) for k in range(blocks)]  # noqa: E731
+        saved += [x - y for x, y in zip(count(b), count(a))]
+    rounds_b, rounds_a = sum(map(len, base)), sum(map(len, alt))
+    n = len(saved)
+    mean = sum(saved) / n if n else 0.0
+    sd = (sum((x - mean) ** 2 for x in saved) / (n - 1)) ** 0.5 if n > 1 else 0.0
+    z = mean / (sd / n ** 0.5) if sd > 0 else (float("inf") if mean > 0 else 0.0)
+    return {"tau": round(_tau_of(alt, stage[1]), 4), "declared_tau": round(_tau_of(base, stage[1]), 4),
+            "gain": round(rounds_b / rounds_a - 1, 4) if rounds_a else 0.0, "z": round(min(z, 99.0), 2),
+            "blocks": n, "prompts": len(base), "tokens": stage[1]}
+
+
+def adoptable(evidence: dict) -> bool:
+    """The rule: past the margin, clear of the noise, on enough text."""
+    return evidence["gain"] >= MARGIN and evidence["z"] >= Z and evidence["blocks"] >= MIN_BLOCKS
+
+
+def _tau_of(rounds: list[list[int]], tokens: int) -> float:
+    """Tokens per round of runs of `tokens` new tokens each (EOS ignored): the rounds commit all but the prefill's."""
+    count = sum(map(len, rounds))
+    return len(rounds) * (tokens - 1) / count if count else 0.0
 
 
 # ---- conventions -------------------------------------------------------------------------------------
@@ -230,37 +287,37 @@ def _apply(head, snap: dict, conv: dict, stored_d2t: torch.Tensor | None) -> Non
 
 
 @torch.inference_mode()
-def _tau(pair: LoadedPair, head, snap: dict, conv: dict, stored_d2t, prompts: list[list[int]], tokens: int) -> float:
+def _rounds(pair: LoadedPair, head, snap: dict, conv: dict, stored_d2t, prompts: list[list[int]],
+            tokens: int) -> list[list[int]]:
+    """Per prompt, the position among the new tokens of each round's first committed token (the prefill's is 0)."""
     _restore(head, snap)
     _apply(head, snap, conv, stored_d2t)
     engine = SpeculativeEngine(pair.target, head)
     run = RunConfig(max_new_tokens=tokens, ignore_eos=True, tree=TreeConfig.chain(5))
-    committed = rounds = 0
+    out = []
     for ids in prompts:
-        for event in engine.generate(ids, run):
-            if isinstance(event, Round):
-                rounds += 1
-                committed += len(event.committed_ids)
+        out.append([ev.total_new_tokens - len(ev.committed_ids) for ev in engine.generate(ids, run)
+                    if isinstance(ev, Round)])
     _restore(head, snap)
-    return committed / rounds if rounds else 0.0
+    return out
 
 
 # ---- prompts and report ---------------------------------------------------------------------------------
 
-def _default_prompts(pair: LoadedPair) -> list[list[int]]:
-    """The first prompt of each of the shipped suite's first three categories, or fixed token ids."""
+def _default_prompts(pair: LoadedPair, count: int = MAX_PROMPTS) -> list[list[int]]:
+    """The first prompt of each of the shipped suite's first `count` categories, or fixed token ids."""
     if pair.tokenizer is not None and SUITE.is_file():
         seen: dict[str, str] = {}
         for line in SUITE.read_text(encoding="utf-8").splitlines():
             if line.strip():
                 row = json.loads(line)
                 seen.setdefault(row["category"], row["prompt"])
-        texts = list(seen.values())[:MAX_PROMPTS]
+        texts = list(seen.values())[:count]
         ids = [pair.tokenizer(t)["input_ids"] for t in texts]
         if all(ids):
             return ids
     vocab = pair.report.target_vocab
-    return [[(7 * i + 3 * p + 1) % vocab for i in range(12)] for p in range(MAX_PROMPTS)]
+    return [[(7 * i + 3 * p + 1) % vocab for i in range(12)] for p in range(count)]
 
 
 def _report(report: AdaptationReport, probe: dict, switched: bool, tau_declared: float) -> AdaptationReport:
@@ -269,8 +326,9 @@ def _report(report: AdaptationReport, probe: dict, switched: bool, tau_declared:
     shown = {k: v for k, v in loaded.items() if declared.get(k) != v}  # what weight-first loading read instead
     said = f" (as the config states; the weights showed {_fmt(shown)}, loaded so)" if shown else ""
     if switched:
+        won = next(a["evidence"] for a in probe["alternatives"] if a["conventions"] == used)
         line = (f"probe: declared {_fmt(declared)}{said} measured tau {tau_declared:.2f}; "
-                f"{_fmt(changed)} measured tau {probe['tau']:.2f}, using it"
+                f"{_fmt(changed)} measured tau {probe['tau']:.2f} ({_evidence(won)}), using it"
                 + (", as the weights showed" if shown and used == loaded else ""))
     elif shown and used == loaded:
         line = (f"probe: declared {_fmt(declared)} measured tau {tau_declared:.2f}; kept the reading the weights "
@@ -281,6 +339,13 @@ def _report(report: AdaptationReport, probe: dict, switched: bool, tau_declared:
     else:
         line = (f"probe: declared conventions{said} measured tau {tau_declared:.2f}; kept (the checkpoint leaves "
                 "no alternative open)")
+    if probe["alternatives"]:
+        line += "; every alternative: " + "; ".join(
+            f"{_fmt(_changes(a['conventions'], declared))} tau {a['tau']:.2f}" for a in probe["alternatives"])
+    for a in probe["not_adopted"]:
+        line += (f"; {_fmt(_changes(a['conventions'], declared))} is better but not adopted "
+                 f"({_evidence(a['evidence'])}; the rule needs +{MARGIN:.0%} at z >= {Z:g} over >= {MIN_BLOCKS} "
+                 f"blocks of {BLOCK} tokens)")
     updates: dict = {"probe": probe, "adaptations": report.adaptations + (line,)}
     if "feature_layers" in changed:
         fl = used["feature_layers"]
@@ -292,6 +357,16 @@ def _report(report: AdaptationReport, probe: dict, switched: bool, tau_declared:
     if "norm_before_residual" in changed:
         updates["norm_before_residual"] = used["norm_before_residual"]
     return dataclasses.replace(report, **updates)
+
+
+def _changes(conv: dict, declared: dict) -> dict:
+    return {k: v for k, v in conv.items() if declared.get(k) != v}
+
+
+def _evidence(e: dict) -> str:
+    """"+12% tokens per round, z 4.1 over 28 blocks (7 prompts x 64 tokens)"."""
+    return (f"{e['gain']:+.0%} tokens per round, z {e['z']:.1f} over {e['blocks']} blocks "
+            f"({e['prompts']} prompts x {e['tokens']} tokens)")
 
 
 def _fmt(conv: dict) -> str:
