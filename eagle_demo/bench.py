@@ -23,6 +23,7 @@ from .decoding.hot_vocab import hot_vocab_problem
 from .metrics import RunStats, misses, summarize
 from .race import race
 from .common.paths import SUITE
+from .falloff_bench import Where
 from .session import Session
 
 __all__ = ["PromptItem", "PromptResult", "CategorySummary", "BenchReport", "load_suite", "run_bench",
@@ -82,12 +83,14 @@ def _result(item: PromptItem, repeat: int, prompt_tokens: int, eagle: RunStats, 
 
 def run_bench(session: Session, items: list[PromptItem], run: RunConfig, repeats: int = 1, chat: bool = False,
               progress: Callable[[int, int, str], None] | None = None, warmup: bool = True,
-              racer: str = "eagle") -> BenchReport:
+              racer: str = "eagle", encoded: list[list[int]] | None = None) -> BenchReport:
     """Baseline and EAGLE on each prompt, interleaved (the order alternates between repeats). racer "ngram": the
-    n-gram draft (`decoding.ngram`, run.ngram's settings) in EAGLE's place; its report's draft is "n-gram"."""
+    n-gram draft (`decoding.ngram`, run.ngram's settings) in EAGLE's place; its report's draft is "n-gram".
+    encoded: the prompts' token ids when the caller built them (a context-length sweep); default: each item's
+    prompt encoded."""
     if not items:
         raise ValueError("no prompts to run; check --categories and --suite")
-    encoded = [session.encode(i.prompt, chat=chat) for i in items]
+    encoded = encoded or [session.encode(i.prompt, chat=chat) for i in items]
     if warmup:
         short = RunConfig(max_new_tokens=min(8, run.max_new_tokens), ignore_eos=True, tree=run.tree,
                           sampling=run.sampling)
@@ -95,6 +98,7 @@ def run_bench(session: Session, items: list[PromptItem], run: RunConfig, repeats
             list(session.stream(encoded[0], short, mode))
     results = []
     missed: Counter[tuple[int, int]] = Counter()
+    where = Where()
     total, done = len(items) * repeats, 0
     for repeat in range(repeats):
         for item, ids in zip(items, encoded):
@@ -102,8 +106,9 @@ def run_bench(session: Session, items: list[PromptItem], run: RunConfig, repeats
             events = {mode: list(session.stream(ids, run, mode)) for mode in order}
             stats = {mode: summarize(events[mode]) for mode in order}
             missed.update(misses(events[racer]))
-            results.append(_result(item, repeat, len(ids), stats[racer], stats["baseline"], run.sampling.greedy,
-                                   str(session.dtype)))
+            kinds = where.add(item.prompt, events[racer], session.decode)
+            results.append(replace(_result(item, repeat, len(ids), stats[racer], stats["baseline"],
+                                           run.sampling.greedy, str(session.dtype)), **kinds))
             done += 1
             if progress:
                 progress(done, total, item.id)
@@ -120,7 +125,7 @@ def run_bench(session: Session, items: list[PromptItem], run: RunConfig, repeats
     top = [{"draft_id": d, "target_id": t, "draft": session.decode([d]), "target": session.decode([t]), "count": n}
            for (d, t), n in missed.most_common(TOP_MISSES)]
     return BenchReport(machine=machine_info(), settings=settings, results=tuple(results), categories=tuple(cats),
-                       overall=_summary("overall", results), extra={"top_misses": top})
+                       overall=_summary("overall", results), extra={"top_misses": top, "where": where.to_dict()})
 
 
 def _draft_settings(session: Session, run: RunConfig, racer: str) -> dict:

@@ -46,6 +46,10 @@ class PromptResult:
     equal_to_baseline: bool | None  # greedy, or sampled in float32 (seeded baseline); None for sampled bf16/fp16
     round_cost: float = 0.0  # tau / speedup: a mean round's price in plain decoding steps
     plain_rounds: int = 0  # rounds the draft sat out (`gate`), counted in `rounds`
+    tau_code: float = 0.0  # tokens per round by the kind of line a round starts on (`falloff`; 0: no such round)
+    tau_comment: float = 0.0
+    tau_docstring: float = 0.0
+    tau_prose: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,19 @@ class BenchReport:
             return "the draft missed nowhere (no round stopped under a drafted child)"
         return "most frequent misses (draft's guess -> target's token): " + ", ".join(
             f"{m['draft']!r} -> {m['target']!r} x{m['count']}" for m in top)
+
+    def where_line(self) -> str:
+        """Tau by kind of text and by position (`falloff`), e.g. "tau by kind: code 4.1 (80 rounds), ..."."""
+        where = self.extra.get("where")
+        if not where or not where.get("by_kind"):
+            return "tau by kind of text: no rounds"
+        kinds = ", ".join(f"{k} {v['tau']:.2f} ({v['rounds']} rounds)" for k, v in where["by_kind"].items())
+        blocks = where.get("by_position", [])
+        third = max(1, len(blocks) // 3)
+        pooled = lambda part: sum(b["tau"] * b["rounds"] for b in part) / max(1, sum(b["rounds"] for b in part))  # noqa: E731
+        trend = (f"; by position: first third {pooled(blocks[:third]):.2f}, last third {pooled(blocks[-third:]):.2f}"
+                 if len(blocks) >= 3 else "")
+        return f"tau by kind of text: {kinds}{trend}"
 
     def table(self) -> str:
         """The table by category; first, when the tree was the automatic one, its choice and predicted speedup
@@ -148,6 +165,8 @@ def report_label(report: BenchReport, by: str) -> str:
     """What tells reports apart in a comparison: the draft's name, or the sampling temperature."""
     if by == "temperature":
         return f"{report.settings['temperature']:g}"
+    if by == "context":
+        return str(report.settings["context_tokens"])
     return draft_label(report.settings["draft"])
 
 

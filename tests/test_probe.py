@@ -18,7 +18,7 @@ from eagle_demo.common.config import RunConfig, TreeConfig
 from eagle_demo.decoding.engine import SpeculativeEngine
 from eagle_demo.decoding.events import Finish
 from eagle_demo import probe as probe_module
-from eagle_demo.probe import NEAR, SWITCH_BELOW, SWITCH_FACTOR, probe_pair
+from eagle_demo.probe import MARGIN, NEAR, adoptable, probe_pair
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,15 +54,17 @@ def absolute_d2t(sd: dict) -> dict:
 
 
 def check_rule(probe: dict) -> bool:
-    """Recompute the decision from the measured figures, with the probe's own rule (a near tie within NEAR of
-    the best goes to the first listed reading); return whether it switched."""
+    """Recompute the decision from the measured evidence, with the probe's own rule (adopt an alternative past the
+    margin and clear of the noise; a near tie within NEAR of the best goes to the first listed reading); return
+    whether it switched."""
     alternatives = probe["alternatives"]
-    top = max(a["tau"] for a in alternatives)
-    best = next(a for a in alternatives if a["tau"] >= (1 - NEAR) * top)
-    declared_tau = probe["declared_tau"]
-    if declared_tau < SWITCH_BELOW and best["tau"] >= SWITCH_FACTOR * declared_tau:
+    winners = [a for a in alternatives if adoptable(a["evidence"])]
+    if winners:
+        top = max(a["evidence"]["tau"] for a in winners)
+        best = next(a for a in winners if a["evidence"]["tau"] >= (1 - NEAR) * top)
         assert probe["used"] == best["conventions"] and probe["tau"] == best["tau"]
         return True
+    declared_tau = probe["declared_tau"]
     kept = [a for a in alternatives if a["conventions"] == probe["loaded"] != probe["declared"]
             and a["tau"] >= declared_tau]
     assert probe["used"] == (kept[0]["conventions"] if kept else probe["declared"])
@@ -98,7 +100,7 @@ def test_eagle3_draft_described_as_eagle1_is_fixed(tmp_path, shipped_tau):
     line = pair.report.adaptations[-1]
     assert line.startswith("probe: declared feature_layers=None") and "using it" in line and "\n" not in line
     declared = float(line.split("measured tau ")[1].split(";")[0])
-    assert declared < SWITCH_BELOW and probe["tau"] >= SWITCH_FACTOR * declared
+    assert declared == round(probe["declared_tau"], 2) and probe["tau"] >= (1 + MARGIN) * declared
     assert probe["tau"] >= 0.95 * shipped_tau
     assert any("config declares EAGLE-1 but the weights are EAGLE-3" in a for a in pair.report.adaptations)
     assert probe["loaded"]["feature_layers"] == RULE  # weight-first loading read it fused; the line says so
@@ -111,7 +113,7 @@ def test_the_weights_reading_stays_when_the_rule_does_not_switch(tmp_path, monke
     """Weight-first loading reads an EAGLE-3 draft described as EAGLE-1 fused. Where the declared (unfused)
     reading is not bad enough for the rule to switch (here: a threshold lowered under its tau), the probe
     must not hand the head back to the declared reading that measured worse."""
-    monkeypatch.setattr(probe_module, "SWITCH_BELOW", 1.0)
+    monkeypatch.setattr(probe_module, "MARGIN", 10.0)  # no alternative can be adopted
     folder = shipped_copy(tmp_path / "said-eagle1-kept", architectures=["LlamaForCausalLMEagle"])
     pair = probe_pair(load_pair(str(TARGET), str(folder), dtype="float32", device="cpu"))
     probe = pair.report.probe

@@ -14,7 +14,7 @@ from safetensors import safe_open
 
 from eagle_demo.checkpoints import load_pair
 from eagle_demo.drafts.eagle3x import Unfused
-from eagle_demo.probe import NEAR, SWITCH_BELOW, SWITCH_FACTOR, probe_pair
+from eagle_demo.probe import MARGIN, NEAR, adoptable, probe_pair
 from eagle_demo.training.seeded import CASES, OUT, SEEDED, seeded_draft
 from test_probe import TARGET, lossless
 
@@ -45,17 +45,17 @@ def test_seeded_misconfiguration_is_found_and_fixed(tmp_path, case):
                                 device="cpu"))
     probe, report = pair.report.probe, pair.report
     assert all(probe["declared"][k] != v for k, v in case.truth.items())  # the config misstates the truth
-    top = max(a["tau"] for a in probe["alternatives"])
-    best = next(a for a in probe["alternatives"] if a["tau"] >= (1 - NEAR) * top)  # a near tie: the likelier reading
-    assert probe["declared_tau"] < SWITCH_BELOW and best["tau"] >= SWITCH_FACTOR * probe["declared_tau"]
+    winners = [a for a in probe["alternatives"] if adoptable(a["evidence"])]
+    top = max(a["evidence"]["tau"] for a in winners)
+    best = next(a for a in winners if a["evidence"]["tau"] >= (1 - NEAR) * top)  # a near tie: the likelier reading
     assert probe["used"] == best["conventions"] and probe["tau"] == best["tau"]
     assert probe["used"] == probe["declared"] | case.truth  # exactly the trained conventions, nothing else moved
     for key, value in case.truth.items():
         assert _applied(pair.head, key) == value
     line = report.adaptations[-1]
-    assert line.startswith("probe: declared ") and "\n" not in line and line.endswith("using it")
+    assert line.startswith("probe: declared ") and "\n" not in line and "), using it; every alternative: " in line
     changed = ", ".join(f"{k}={v}" for k, v in case.truth.items())
-    assert f"measured tau {probe['declared_tau']:.2f}; {changed} measured tau {probe['tau']:.2f}" in line
+    assert f"measured tau {probe['declared_tau']:.2f}; {changed} measured tau {probe['tau']:.2f} (+" in line
     assert "used" in report.to_markdown() and f"{changed} instead" in report.to_markdown()
     if "feature_layers" in case.truth:
         assert report.feature_layers == tuple(case.truth["feature_layers"])
@@ -89,5 +89,6 @@ def test_a_correctly_declared_seeded_head_is_kept(tmp_path):
                                 device="cpu"))
     probe = pair.report.probe
     assert probe["declared"]["feature_layers"] == case.truth["feature_layers"] and probe["used"] == probe["declared"]
-    assert probe["declared_tau"] >= SWITCH_BELOW and pair.head.feature_layers == tuple(case.truth["feature_layers"])
+    assert not any(adoptable(a["evidence"]) for a in probe["alternatives"])
+    assert pair.head.feature_layers == tuple(case.truth["feature_layers"])
     assert "kept" in pair.report.adaptations[-1]

@@ -68,7 +68,7 @@ def test_probe_switches_a_misdeclared_draft_for_later_runs(app, tmp_path):
     markdown, report = _load(app, folder, True)  # the same pair, already loaded: probed in place
     probe = report["probe"]
     assert probe["declared"]["feature_layers"] is None and probe["used"]["feature_layers"] is not None
-    assert probe["declared_tau"] < 1.3 and probe["tau"] >= 1.5 * probe["declared_tau"]
+    assert probe["tau"] >= 1.5 * probe["declared_tau"]  # a gross misreading: adopted on clear evidence
     line = next(line for line in markdown.splitlines() if line.startswith("**Probe**"))
     assert "declared feature_layers=None" in line and f"used feature_layers={probe['used']['feature_layers']}" in line
     session = REGISTRY.get(make_key(SHIPPED_TARGET, folder, "", "float32", "cpu"))

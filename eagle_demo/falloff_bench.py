@@ -1,0 +1,124 @@
+"""Where acceptance falls, in the benchmark: by position and by kind of text over a report's prompts (`Where`), and
+by context length (`sweep_context`: each prompt run after 128, 512, ... tokens of real text of its own kind).
+
+The filler text is on this machine in any Python install: for the `code` category the standard library's own
+source files (sorted by name), for every other category prose, the standard library's module docstrings (the same
+files, `ast.get_docstring`, paragraphs joined by blank lines): English about Python, the suite's subject. Each
+prompt is the filler's first tokens, a blank line, then the prompt, so the continuation still answers the prompt.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import sysconfig
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable
+
+from .bench_report import BenchReport, PromptItem
+from .common.config import ConfigError, RunConfig
+from .falloff import KINDS, by_kind, round_starts, token_lines
+
+__all__ = ["Where", "filler_text", "context_ids", "sweep_context", "CONTEXT_LENGTHS", "check_lengths"]
+
+CONTEXT_LENGTHS = (128, 512, 1536)  # the shipped target's window is 2048 positions
+POSITION_BLOCK = 16  # the report's position figures: tokens per round of the rounds starting in each 16 tokens
+
+
+class Where:
+    """Accumulates a report's rounds by kind of text and by position over its prompts."""
+
+    def __init__(self) -> None:
+        self.kinds = {k: [0, 0] for k in KINDS}  # kind -> [rounds, tokens]
+        self.blocks: dict[int, list[int]] = {}  # first position of a block -> [rounds, tokens]
+
+    def add(self, prompt: str, events, decode: Callable[[list[int]], str]) -> dict:
+        """Add one EAGLE run; returns its per-kind taus as PromptResult fields (tau_code, ...; 0: no round)."""
+        rounds = round_starts(events)
+        ids = [t for ev in events if hasattr(ev, "token_ids") and hasattr(ev, "decode_seconds") for t in ev.token_ids]
+        lines, kinds = token_lines(prompt, [decode([t]) for t in ids])
+        mine = by_kind(rounds, lines, kinds)
+        for k, f in mine.items():
+            self.kinds[k][0] += f.rounds
+            self.kinds[k][1] += f.tokens
+        for start, n in rounds:
+            block = self.blocks.setdefault(start // POSITION_BLOCK * POSITION_BLOCK, [0, 0])
+            block[0] += 1
+            block[1] += n
+        return {f"tau_{k}": round(mine[k].tau, 4) if k in mine else 0.0 for k in KINDS}
+
+    def to_dict(self) -> dict:
+        return {"rule": "falloff.line_kinds (docs in eagle_demo/falloff.py)",
+                "by_kind": {k: {"tau": t / r, "rounds": r, "tokens": t} for k, (r, t) in self.kinds.items() if r},
+                "by_position": [{"from": b, "tau": t / r, "rounds": r}
+                                for b, (r, t) in sorted(self.blocks.items())]}
+
+
+@functools.lru_cache(maxsize=2)
+def filler_text(kind: str, chars: int = 200_000) -> str:
+    """About `chars` characters of real text: the standard library's source ("code") or its docstrings ("prose")."""
+    out, size = [], 0
+    for path in sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py")):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if kind != "code":
+            try:
+                text = ast.get_docstring(ast.parse(text)) or ""
+            except (SyntaxError, ValueError):
+                text = ""
+        if text.strip():
+            out.append(text.strip())
+            size += len(out[-1])
+        if size >= chars:
+            break
+    return "\n\n".join(out)
+
+
+def context_ids(session, item: PromptItem, length: int, chat: bool) -> list[int]:
+    """The item's prompt after filler of its kind, `length` tokens in all (or the prompt alone, if longer)."""
+    prompt = session.encode(item.prompt, chat=chat)
+    filler = session.pair.tokenizer(filler_text("code" if item.category == "code" else "prose"))["input_ids"]
+    room = length - len(prompt)
+    ids = prompt
+    for _ in range(4):  # the text re-encodes to a slightly different count: settle on the length
+        if room <= 0:
+            return ids
+        text = session.decode(filler[:room]) + "\n\n" + item.prompt
+        ids = session.encode(text, chat=chat)
+        if len(ids) == length:
+            return ids
+        room += length - len(ids)
+    return ids[-length:] if len(ids) > length else ids
+
+
+def check_lengths(session, lengths: list[int], run: RunConfig) -> None:
+    """Every length plus the run's new tokens and a round's widest verify within the target's window."""
+    window = getattr(session.pair.target.config.get_text_config(), "max_position_embeddings", None) or 0
+    for n in lengths:
+        if n < 1:
+            raise ConfigError(f"context length {n} is not positive; give lengths such as 128 512 1536")
+        need = n + run.max_new_tokens + run.tree.total_tokens
+        if window and need > window:
+            raise ConfigError(f"context length {n} + {run.max_new_tokens} new tokens passes the target's window of "
+                              f"{window} positions; use lengths up to {window - run.max_new_tokens - run.tree.total_tokens}")
+
+
+def sweep_context(session, items: list[PromptItem], run: RunConfig, lengths: list[int], repeats: int = 1,
+                  chat: bool = False, progress: Callable[[int, int, str], None] | None = None) -> list[BenchReport]:
+    """`bench.run_bench` at each context length: tau and speedup as the context grows. One report per length,
+    `settings["context_tokens"]` its length and `settings["context_mean"]` the prompts' mean length in tokens."""
+    from .bench import run_bench
+
+    check_lengths(session, lengths, run)
+    reports, per = [], len(items) * repeats
+    for n, length in enumerate(lengths):
+        encoded = [context_ids(session, item, length, chat) for item in items]
+
+        def step(done: int, _total: int, name: str, offset=n * per, length=length) -> None:
+            if progress:
+                progress(offset + done, len(lengths) * per, f"{length} tokens: {name}")
+        report = run_bench(session, items, run, repeats=repeats, chat=chat, progress=step, encoded=encoded)
+        mean = sum(map(len, encoded)) / len(encoded)
+        reports.append(replace(report, settings={**report.settings, "context_tokens": length,
+                                                 "context_mean": round(mean, 1)}))
+    return reports
