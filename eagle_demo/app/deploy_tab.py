@@ -57,8 +57,13 @@ def deploy(key: PairKey | None, mode_value, depth_value, topk_value, total_value
         out = deployment_commands(key.target, key.draft, session.report, tree)
     except Exception as exc:
         return DeployOutputs(f"Cannot build commands: {one_line(exc)}")
+    from ..deploy_shape import shape_flags
+
+    flags = shape_flags(tree)
+    shape = (f"**shape {tree.label()}**: SGLang `{flags['sglang']}`; vLLM `{flags['vllm_json']}`"
+             + "".join(f"; {n}" for n in flags["notes"]))
     return DeployOutputs(f"Commands for **{key.label()}**, draft settings: {tree.label()}.", out.get("vllm", ""),
-                         out.get("sglang", ""), out.get("notes", ""))
+                         out.get("sglang", ""), "\n\n".join(filter(None, [out.get("notes", ""), shape])))
 
 
 def wire_deploy_tab(tab: DeployTab, pg: Playground, *after_pair) -> None:

@@ -11,7 +11,8 @@ from ..common.paths import STYLE
 from .api import register_api
 from .bench_tab import build_bench_tab, wire_bench_tab
 from .gpu_tasks import serve
-from .deploy_tab import build_deploy_tab, wire_deploy_tab
+from .deploy_tab import build_deploy_tab, deploy as deploy_fn, wire_deploy_tab
+from .diagnose_tab import build_diagnose_tab, wire_diagnose_tab
 from .playground import build_playground, default_pair
 from .playground_events import probe_by_default, wire_playground
 from .registry import REGISTRY, make_key
@@ -43,10 +44,11 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
                     "than plain decoding of the same model.", elem_id="eagle-header")
         device_type = resolve_device("auto").type
         playground = build_playground(default_target, default_draft, device_type)
-        bench, deploy = build_bench_tab(), build_deploy_tab()
+        bench, diagnose, deploy = build_bench_tab(), build_diagnose_tab(), build_deploy_tab()
         after_pair = wire_playground(playground)  # the last steps of Load, Probe and Generate
         wire_deploy_tab(deploy, playground, *after_pair)
         wire_bench_tab(bench, playground)
+        wire_diagnose_tab(diagnose, playground, deploy_fn, list(deploy.out))
         probe_by_default(demo, playground, device_type)
         register_api()
     demo.queue(default_concurrency_limit=1, max_size=32)

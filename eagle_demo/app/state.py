@@ -190,6 +190,7 @@ def start_run(key: PairKey, prompt_ids: list[int], run: RunConfig, race: bool, n
     """Start the worker; an abandoned run still going is told to stop (`stop_abandoned`). watched: a page
     streams it (`LiveRun`); ngram: the n-gram draft races too."""
     live = LiveRun(key, race, run.sampling.greedy, note, auto, watched, ngram)
+    live.prompt_ids, live.tree = list(prompt_ids), run.tree  # for the Diagnose tab's replay of this run
     stop_abandoned()
     with RUNS_LOCK:
         RUNS[:] = [r for r in RUNS if not r.done.is_set()] + [live]

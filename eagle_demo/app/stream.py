@@ -130,7 +130,8 @@ def outputs_for(live: LiveRun, decode, show: bool, final: bool, report: PairOutp
     stats_value = summary(eagle, baseline, live.greedy, text, live.auto, ngram, decode)
     result = {"key": live.key, "eagle": list(eagle.events),
               "baseline": list(baseline.events) if baseline else None, "greedy": live.greedy,
-              "ngram": list(ngram.events) if ngram else None}
+              "ngram": list(ngram.events) if ngram else None,
+              "prompt_ids": getattr(live, "prompt_ids", None), "tree": getattr(live, "tree", None)}
     return GenerateOutputs(token_html(eagle, decode, show), stats_view, *figures, slider, tree, text, stats_value,
                            result, *pair)
 
