@@ -68,13 +68,13 @@ def line_kinds(text: str) -> list[str]:
 
 def token_lines(prompt: str, pieces: list[str]) -> tuple[list[int], list[str]]:
     """(line index of each new token, kinds of every line of prompt + output). A token's line is where its
-    first character that is not a newline falls (a token of newlines only: the line it ends on)."""
+    first character that is not a newline falls (a token of newlines only: the line it closes)."""
     lines_before = prompt.count("\n")
     at, text = [], prompt
     for piece in pieces:
         stripped = piece.lstrip("\n")
         lead = len(piece) - len(stripped)
-        at.append(lines_before + text[len(prompt):].count("\n") + (lead if stripped else piece.count("\n")))
+        at.append(lines_before + text[len(prompt):].count("\n") + (lead if stripped else 0))
         text += piece
     return at, line_kinds(text)
 

@@ -77,7 +77,8 @@ def filler_text(kind: str, chars: int = 200_000) -> str:
 def context_ids(session, item: PromptItem, length: int, chat: bool) -> list[int]:
     """The item's prompt after filler of its kind, `length` tokens in all (or the prompt alone, if longer)."""
     prompt = session.encode(item.prompt, chat=chat)
-    filler = session.pair.tokenizer(filler_text("code" if item.category == "code" else "prose"))["input_ids"]
+    kind = "code" if item.category == "code" else "prose"
+    filler = session.pair.tokenizer(filler_text(kind), verbose=False)["input_ids"]
     room = length - len(prompt)
     ids = prompt
     for _ in range(4):  # the text re-encodes to a slightly different count: settle on the length
