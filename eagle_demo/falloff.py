@@ -20,10 +20,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["KINDS", "WINDOW", "line_kinds", "token_lines", "by_position", "by_kind", "KindFigures", "round_starts"]
+__all__ = ["KINDS", "WINDOW", "line_kinds", "token_lines", "by_position", "by_kind", "KindFigures", "round_starts", "Where"]
 
 KINDS = ("code", "comment", "docstring", "prose")
 WINDOW = 32  # tokens: the smoothing window of the position curve
+POSITION_BLOCK = 16  # the bench report's position figures: tokens per round of the rounds starting in each 16 tokens
 _KEYWORD = re.compile(r"^(def|class|import|from\s+\S+\s+import|return|if|elif|else|for|while|with|try|except|"
                       r"finally|raise|yield|lambda|async|await|assert|pass|break|continue|print)\b|^@")
 _ENDS = re.compile(r"[:{};)\]]\s*$")
@@ -115,3 +116,32 @@ def round_starts(events) -> list[tuple[int, int]]:
     """(start position, tokens committed) of every round in an event stream (plain rounds included)."""
     return [(ev.total_new_tokens - len(ev.committed_ids), len(ev.committed_ids)) for ev in events
             if hasattr(ev, "committed_ids")]  # the Round events (`decoding.events`)
+
+
+class Where:
+    """Accumulates a report's rounds by kind of text and by position over its prompts."""
+
+    def __init__(self) -> None:
+        self.kinds = {k: [0, 0] for k in KINDS}  # kind -> [rounds, tokens]
+        self.blocks: dict[int, list[int]] = {}  # first position of a block -> [rounds, tokens]
+
+    def add(self, prompt: str, events, decode) -> dict:
+        """Add one EAGLE run; returns its per-kind taus as PromptResult fields (tau_code, ...; 0: no round)."""
+        rounds = round_starts(events)
+        ids = [t for ev in events if hasattr(ev, "token_ids") and hasattr(ev, "decode_seconds") for t in ev.token_ids]
+        lines, kinds = token_lines(prompt, [decode([t]) for t in ids])
+        mine = by_kind(rounds, lines, kinds)
+        for k, f in mine.items():
+            self.kinds[k][0] += f.rounds
+            self.kinds[k][1] += f.tokens
+        for start, n in rounds:
+            block = self.blocks.setdefault(start // POSITION_BLOCK * POSITION_BLOCK, [0, 0])
+            block[0] += 1
+            block[1] += n
+        return {f"tau_{k}": round(mine[k].tau, 4) if k in mine else 0.0 for k in KINDS}
+
+    def to_dict(self) -> dict:
+        return {"rule": "falloff.line_kinds (docs in eagle_demo/falloff.py)",
+                "by_kind": {k: {"tau": t / r, "rounds": r, "tokens": t} for k, (r, t) in self.kinds.items() if r},
+                "by_position": [{"from": b, "tau": t / r, "rounds": r}
+                                for b, (r, t) in sorted(self.blocks.items())]}

@@ -1,5 +1,4 @@
-"""Where acceptance falls, in the benchmark: by position and by kind of text over a report's prompts (`Where`), and
-by context length (`sweep_context`: each prompt run after 128, 512, ... tokens of real text of its own kind).
+"""Where acceptance falls, in the benchmark, by context length (`sweep_context`: each prompt run after 128, 512, ... tokens of real text of its own kind).
 
 The filler text is on this machine in any Python install: for the `code` category the standard library's own
 source files (sorted by name), for every other category prose, the standard library's module docstrings (the same
@@ -18,41 +17,10 @@ from typing import Callable
 
 from .bench_report import BenchReport, PromptItem
 from .common.config import ConfigError, RunConfig
-from .falloff import KINDS, by_kind, round_starts, token_lines
 
-__all__ = ["Where", "filler_text", "context_ids", "sweep_context", "CONTEXT_LENGTHS", "check_lengths"]
+__all__ = ["filler_text", "context_ids", "sweep_context", "CONTEXT_LENGTHS", "check_lengths"]
 
 CONTEXT_LENGTHS = (128, 512, 1536)  # the shipped target's window is 2048 positions
-POSITION_BLOCK = 16  # the report's position figures: tokens per round of the rounds starting in each 16 tokens
-
-
-class Where:
-    """Accumulates a report's rounds by kind of text and by position over its prompts."""
-
-    def __init__(self) -> None:
-        self.kinds = {k: [0, 0] for k in KINDS}  # kind -> [rounds, tokens]
-        self.blocks: dict[int, list[int]] = {}  # first position of a block -> [rounds, tokens]
-
-    def add(self, prompt: str, events, decode: Callable[[list[int]], str]) -> dict:
-        """Add one EAGLE run; returns its per-kind taus as PromptResult fields (tau_code, ...; 0: no round)."""
-        rounds = round_starts(events)
-        ids = [t for ev in events if hasattr(ev, "token_ids") and hasattr(ev, "decode_seconds") for t in ev.token_ids]
-        lines, kinds = token_lines(prompt, [decode([t]) for t in ids])
-        mine = by_kind(rounds, lines, kinds)
-        for k, f in mine.items():
-            self.kinds[k][0] += f.rounds
-            self.kinds[k][1] += f.tokens
-        for start, n in rounds:
-            block = self.blocks.setdefault(start // POSITION_BLOCK * POSITION_BLOCK, [0, 0])
-            block[0] += 1
-            block[1] += n
-        return {f"tau_{k}": round(mine[k].tau, 4) if k in mine else 0.0 for k in KINDS}
-
-    def to_dict(self) -> dict:
-        return {"rule": "falloff.line_kinds (docs in eagle_demo/falloff.py)",
-                "by_kind": {k: {"tau": t / r, "rounds": r, "tokens": t} for k, (r, t) in self.kinds.items() if r},
-                "by_position": [{"from": b, "tau": t / r, "rounds": r}
-                                for b, (r, t) in sorted(self.blocks.items())]}
 
 
 @functools.lru_cache(maxsize=2)

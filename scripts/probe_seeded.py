@@ -37,8 +37,12 @@ def _row(name: str, source: str, truth: dict, probe: dict) -> str:
     declared = probe["declared"]
     alts = "; ".join(f"{_fmt(a['conventions'], declared)}: {a['tau']:.2f}" for a in probe["alternatives"])
     used = _fmt(probe["used"], declared) if probe["used"] != declared else "declared (kept)"
+    best = max(probe["alternatives"], key=lambda a: a["evidence"]["gain"], default=None)
+    e = best["evidence"] if best else None
+    seen = (f"{_fmt(best['conventions'], declared)}: {e['gain']:+.0%}, z {e['z']:.1f}, {e['prompts']} x {e['tokens']}"
+            if e else "-")
     return (f"| {name} | {source} | {_fmt(truth) if truth else '-'} | {_fmt(declared)} | "
-            f"{probe['declared_tau']:.2f} | {alts} | {used} | {probe['tau']:.2f} |")
+            f"{probe['declared_tau']:.2f} | {alts} | {seen} | {used} | {probe['tau']:.2f} |")
 
 
 def main(argv=None) -> None:
@@ -46,8 +50,9 @@ def main(argv=None) -> None:
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore")
     t0 = time.time()
-    print("| case | seen in | trained / built with | declared | declared tau | alternatives (tau) | used | used tau |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| case | seen in | trained / built with | declared | declared tau | alternatives (tau) | "
+          "strongest evidence (gain, z, text) | used | used tau |")
+    print("|---|---|---|---|---|---|---|---|---|")
     pair = probe_pair(load_pair(str(TARGET), str(SHIPPED), dtype="float32", device="cpu"))
     print(_row("shipped pair (no seeding)", "", {}, pair.report.probe))
     with tempfile.TemporaryDirectory() as tmp:

@@ -58,8 +58,9 @@ def deploy(key: PairKey | None, mode_value, depth_value, topk_value, total_value
     except Exception as exc:
         return DeployOutputs(f"Cannot build commands: {one_line(exc)}")
     from ..deploy_shape import shape_flags
+    from .diagnose_tab import pair_rank
 
-    flags = shape_flags(tree)
+    flags = shape_flags(tree, pair_rank(key))
     shape = (f"**shape {tree.label()}**: SGLang `{flags['sglang']}`; vLLM `{flags['vllm_json']}`"
              + "".join(f"; {n}" for n in flags["notes"]))
     return DeployOutputs(f"Commands for **{key.label()}**, draft settings: {tree.label()}.", out.get("vllm", ""),

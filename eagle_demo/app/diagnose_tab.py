@@ -10,6 +10,7 @@ from typing import Any
 import gradio as gr
 
 from ..autotree.explore import KNOWN_ERROR_SOURCE, explore
+from ..autotree.retune import rank_model
 from ..common.config import TreeConfig
 from ..common.errors import one_line
 from ..deploy_shape import shape_flags
@@ -23,7 +24,7 @@ from .playground import Playground
 from .registry import REGISTRY
 from .state import MODEL_GATE
 
-__all__ = ["DiagnoseTab", "build_diagnose_tab", "wire_diagnose_tab", "analyse", "use_shape"]
+__all__ = ["DiagnoseTab", "build_diagnose_tab", "wire_diagnose_tab", "analyse", "use_shape", "pair_rank"]
 
 START = "Run a generation in the Playground tab, then analyse it here."
 
@@ -96,7 +97,8 @@ def _analyse(result: dict, session) -> tuple:
     best = next((v for label, v in choices if "(best)" in label), choices[0][1] if choices else None)
     message = f"**{len(output)} tokens, {len(rounds)} rounds.** " + "; ".join(notes) + "."
     return (message, position_figure(rounds, by_position(rounds)), kinds_html(by_kind(rounds, lines, kinds)),
-            shapes_figure(x), gr.update(choices=choices, value=best), _flags(_decode(best) if best else None))
+            shapes_figure(x), gr.update(choices=choices, value=best),
+            _flags(_decode(best) if best else None, result["key"]))
 
 
 def _decode(value: str) -> TreeConfig:
@@ -104,27 +106,37 @@ def _decode(value: str) -> TreeConfig:
     return TreeConfig(int(depth), int(top_k), int(total), float(stop), int(hot))
 
 
-def _flags(tree: TreeConfig | None) -> str:
+def pair_rank(key) -> tuple | None:
+    """The pair's acceptance by depth and sibling rank, from its automatic tree's calibration (None without one)."""
+    t = tuning(key) if key is not None else None
+    table = t.choice.table if t is not None and t.choice is not None else None
+    if table is None or not table.offered:
+        return None
+    return rank_model(table.offered, table.accepted, table.lead)[0]
+
+
+def _flags(tree: TreeConfig | None, key=None) -> str:
     if tree is None:
         return ""
-    f = shape_flags(tree)
+    f = shape_flags(tree, pair_rank(key))
     notes = "".join(f"\n\n{n}" for n in f["notes"])
     return (f"**{tree.label()}** in the engines: SGLang `{f['sglang']}`; vLLM `--speculative-config` fields "
             f"`{f['vllm_json']}`{notes}")
 
 
-def use_shape(value: str | None) -> tuple:
+def use_shape(value: str | None, key=None) -> tuple:
     """The Playground's seven draft settings for the picked shape (and its engine flags)."""
     if not value:
         return (*(gr.skip(),) * 7, "Pick a shape first.")
     tree = _decode(value)
-    return (*tree_settings(tree), _flags(tree))
+    return (*tree_settings(tree), _flags(tree, key))
 
 
 def wire_diagnose_tab(tab: DiagnoseTab, pg: Playground, deploy_fn=None, deploy_outputs=None) -> None:
     tab.button.click(analyse, [pg.out.result_state], tab.outputs, api_visibility="private")
-    tab.pick.change(lambda v: _flags(_decode(v)) if v else "", [tab.pick], [tab.flags], api_visibility="private",
-                    queue=False)
-    used = tab.use.click(use_shape, [tab.pick], [*pg.tree_inputs, tab.flags], api_visibility="private", queue=False)
+    tab.pick.change(lambda v, key: _flags(_decode(v), key) if v else "", [tab.pick, pg.out.pair_state], [tab.flags],
+                    api_visibility="private", queue=False)
+    used = tab.use.click(use_shape, [tab.pick, pg.out.pair_state], [*pg.tree_inputs, tab.flags],
+                         api_visibility="private", queue=False)
     if deploy_fn is not None:
         used.then(deploy_fn, [pg.out.pair_state, *pg.tree_inputs], deploy_outputs, api_visibility="private")

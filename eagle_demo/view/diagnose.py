@@ -61,6 +61,7 @@ def shapes_figure(x: Exploration) -> Figure:
              for i in range(len(names))]
         traces.append({"type": "heatmap", "x": [str(c) for c in cols], "y": names, "z": z, "colorscale": "YlGn",
                        "xaxis": f"x{n + 1}" if n else "x", "yaxis": "y", "showscale": False, "name": title,
+                       "texttemplate": "%{z:.1f}", "textfont": {"size": 9},
                        "hovertemplate": f"%{{y}}, %{{x}} tokens: {title} %{{z:.2f}}<extra></extra>"})
     for mark, tree, symbol in (("ran", x.ran, "square-open"), ("best", x.best.tree, "star")):
         if tree is None or tree.stops or tree.hot_vocab:
