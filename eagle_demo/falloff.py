@@ -20,7 +20,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["KINDS", "WINDOW", "line_kinds", "token_lines", "by_position", "by_kind", "KindFigures", "round_starts", "Where"]
+__all__ = ["KINDS", "WINDOW", "line_kinds", "token_lines", "by_position", "by_kind", "KindFigures", "round_starts",
+           "Where"]
 
 KINDS = ("code", "comment", "docstring", "prose")
 WINDOW = 32  # tokens: the smoothing window of the position curve

@@ -1,4 +1,5 @@
-"""Where acceptance falls, in the benchmark, by context length (`sweep_context`: each prompt run after 128, 512, ... tokens of real text of its own kind).
+"""Where acceptance falls, in the benchmark, by context length (`sweep_context`: each prompt run after 128, 512,
+... tokens of real text of its own kind).
 
 The filler text is on this machine in any Python install: for the `code` category the standard library's own
 source files (sorted by name), for every other category prose, the standard library's module docstrings (the same
@@ -68,8 +69,9 @@ def check_lengths(session, lengths: list[int], run: RunConfig) -> None:
             raise ConfigError(f"context length {n} is not positive; give lengths such as 128 512 1536")
         need = n + run.max_new_tokens + run.tree.total_tokens
         if window and need > window:
+            most = window - run.max_new_tokens - run.tree.total_tokens
             raise ConfigError(f"context length {n} + {run.max_new_tokens} new tokens passes the target's window of "
-                              f"{window} positions; use lengths up to {window - run.max_new_tokens - run.tree.total_tokens}")
+                              f"{window} positions; use lengths up to {most}")
 
 
 def sweep_context(session, items: list[PromptItem], run: RunConfig, lengths: list[int], repeats: int = 1,

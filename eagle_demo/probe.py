@@ -38,15 +38,14 @@ from .drafts.eagle3x import Unfused
 from .decoding.engine import SpeculativeEngine
 from .decoding.events import Round
 from .common.paths import SUITE
+from . import probe_evidence as _rule
+from .probe_evidence import BLOCK, MARGIN, MIN_BLOCKS, STAGES, Z, adoptable, compare, tau_of
+from .probe_evidence import report_with as _report
 
-__all__ = ["probe_pair", "probe_report", "adopt_probe", "declared_family", "MARGIN", "Z", "BLOCK", "MIN_BLOCKS", "STAGES", "NEAR",
-           "compare", "adoptable"]
+__all__ = ["probe_pair", "probe_report", "adopt_probe", "declared_family", "MARGIN", "Z", "BLOCK", "MIN_BLOCKS",
+           "STAGES", "NEAR", "compare", "adoptable"]
 
-MARGIN = 0.05  # an alternative must commit at least 5% more tokens per round than the declared reading ...
-Z = 2.5  # ... by this many standard errors of the paired block difference (one-sided: about 0.6% by chance) ...
-MIN_BLOCKS = 20  # ... over at least this many blocks
-BLOCK = 16  # new tokens per block of the paired comparison
-STAGES = ((3, 32), (7, 64), (7, 160))  # (prompts, new tokens): all readings at the first, contenders after
+
 NEAR = 0.05  # alternatives within this fraction of the best tau count as tied (the probe measures a few
 # prompts, so a few percent is noise): the first listed, i.e. the likeliest reading, wins
 MAX_PROMPTS, MAX_TOKENS = 3, 32
@@ -86,17 +85,17 @@ def probe_pair(pair: LoadedPair, prompts: list[list[int]] | None = None, max_new
     base = measure(declared, "the declared conventions", 0, 0.0)
     first = [measure(c, f"alternative {i} of {len(alternatives)}", 0, i / (len(alternatives) + 2))
              for i, c in enumerate(alternatives, 1)]
-    tau_declared = _tau_of(base, stages[0][1])
+    tau_declared = tau_of(base, stages[0][1])
     evidence = [compare(base, r, stages[0]) for r in first]
     for stage in range(1, len(stages)):  # contenders past the margin but not clear of the noise: more text
-        open_ = [i for i, e in enumerate(evidence) if e["gain"] >= MARGIN and not adoptable(e)]
+        open_ = [i for i, e in enumerate(evidence) if e["gain"] >= _rule.MARGIN and not adoptable(e)]
         if not open_ or any(adoptable(e) for e in evidence):
             break
         more = measure(declared, "the declared conventions again", stage, 0.8)
         for i in open_:
             evidence[i] = compare(more, measure(alternatives[i], f"alternative {i + 1} again", stage, 0.9),
                                   stages[stage])
-    results = [{"conventions": conv, "tau": round(_tau_of(r, stages[0][1]), 4), "evidence": e}
+    results = [{"conventions": conv, "tau": round(tau_of(r, stages[0][1]), 4), "evidence": e}
                for conv, r, e in zip(alternatives, first, evidence)]
     winners = [r for r in results if adoptable(r["evidence"])]
     top = max((r["evidence"]["tau"] for r in winners), default=None)
@@ -113,8 +112,9 @@ def probe_pair(pair: LoadedPair, prompts: list[list[int]] | None = None, max_new
     tau_used = kept["tau"] if kept else tau_declared
     probe = {"tau": round(tau_used, 4), "used": used, "declared": declared, "declared_tau": round(tau_declared, 4),
              "alternatives": results, "prompts": min(MAX_PROMPTS, len(pool)), "max_new_tokens": max_new_tokens,
-             "loaded": loaded, "rule": {"margin": MARGIN, "z": Z, "min_blocks": MIN_BLOCKS, "block": BLOCK},
-             "not_adopted": [r for r in results if r["evidence"]["gain"] >= MARGIN and r is not kept]}
+             "loaded": loaded, "rule": {"margin": _rule.MARGIN, "z": _rule.Z, "min_blocks": MIN_BLOCKS,
+             "block": BLOCK}, "not_adopted": [r for r in results if r["evidence"]["gain"] >= _rule.MARGIN
+                                              and r is not kept]}
     say("probe: done", 1.0)
     return dataclasses.replace(pair, report=_report(pair.report, probe, switch, tau_declared))
 
@@ -128,36 +128,6 @@ def adopt_probe(pair: LoadedPair, report: AdaptationReport) -> LoadedPair:
     stored_d2t = _stored_d2t(detect_draft(Path(pair.draft_path)), head)
     _apply(head, _snapshot(head), report.probe["used"], stored_d2t)
     return dataclasses.replace(pair, report=report)
-
-
-def compare(base: list[list[int]], alt: list[list[int]], stage: tuple[int, int]) -> dict:
-    """The paired evidence that `alt` beats `base` on the same text: each lists, per prompt, its rounds' first new
-    token positions. Per block of BLOCK tokens, the rounds saved (base's minus alt's); gain = base rounds / alt
-    rounds - 1 (the same tokens, fewer rounds); z = the mean saving over its standard error."""
-    saved = []
-    for b, a in zip(base, alt):
-        blocks = max(max(b, default=0), max(a, default=0)) // BLOCK + 1
-        count = lambda starts: [sum(1 for s in starts if s // BLOCK == k) for k in range(blocks)]  # noqa: E731
-        saved += [x - y for x, y in zip(count(b), count(a))]
-    rounds_b, rounds_a = sum(map(len, base)), sum(map(len, alt))
-    n = len(saved)
-    mean = sum(saved) / n if n else 0.0
-    sd = (sum((x - mean) ** 2 for x in saved) / (n - 1)) ** 0.5 if n > 1 else 0.0
-    z = mean / (sd / n ** 0.5) if sd > 0 else (float("inf") if mean > 0 else 0.0)
-    return {"tau": round(_tau_of(alt, stage[1]), 4), "declared_tau": round(_tau_of(base, stage[1]), 4),
-            "gain": round(rounds_b / rounds_a - 1, 4) if rounds_a else 0.0, "z": round(min(z, 99.0), 2),
-            "blocks": n, "prompts": len(base), "tokens": stage[1]}
-
-
-def adoptable(evidence: dict) -> bool:
-    """The rule: past the margin, clear of the noise, on enough text."""
-    return evidence["gain"] >= MARGIN and evidence["z"] >= Z and evidence["blocks"] >= MIN_BLOCKS
-
-
-def _tau_of(rounds: list[list[int]], tokens: int) -> float:
-    """Tokens per round of runs of `tokens` new tokens each (EOS ignored): the rounds commit all but the prefill's."""
-    count = sum(map(len, rounds))
-    return len(rounds) * (tokens - 1) / count if count else 0.0
 
 
 # ---- conventions -------------------------------------------------------------------------------------
@@ -318,56 +288,3 @@ def _default_prompts(pair: LoadedPair, count: int = MAX_PROMPTS) -> list[list[in
             return ids
     vocab = pair.report.target_vocab
     return [[(7 * i + 3 * p + 1) % vocab for i in range(12)] for p in range(count)]
-
-
-def _report(report: AdaptationReport, probe: dict, switched: bool, tau_declared: float) -> AdaptationReport:
-    used, declared, loaded = probe["used"], probe["declared"], probe["loaded"]
-    changed = {k: v for k, v in used.items() if declared.get(k) != v}
-    shown = {k: v for k, v in loaded.items() if declared.get(k) != v}  # what weight-first loading read instead
-    said = f" (as the config states; the weights showed {_fmt(shown)}, loaded so)" if shown else ""
-    if switched:
-        won = next(a["evidence"] for a in probe["alternatives"] if a["conventions"] == used)
-        line = (f"probe: declared {_fmt(declared)}{said} measured tau {tau_declared:.2f}; "
-                f"{_fmt(changed)} measured tau {probe['tau']:.2f} ({_evidence(won)}), using it"
-                + (", as the weights showed" if shown and used == loaded else ""))
-    elif shown and used == loaded:
-        line = (f"probe: declared {_fmt(declared)} measured tau {tau_declared:.2f}; kept the reading the weights "
-                f"showed, {_fmt(shown)}, measured tau {probe['tau']:.2f}")
-    elif probe["alternatives"]:
-        line = (f"probe: declared conventions{said} measured tau {tau_declared:.2f}; kept "
-                f"({len(probe['alternatives'])} alternatives measured, none clearly better)")
-    else:
-        line = (f"probe: declared conventions{said} measured tau {tau_declared:.2f}; kept (the checkpoint leaves "
-                "no alternative open)")
-    if probe["alternatives"]:
-        line += "; every alternative: " + "; ".join(
-            f"{_fmt(_changes(a['conventions'], declared))} tau {a['tau']:.2f}" for a in probe["alternatives"])
-    for a in probe["not_adopted"]:
-        line += (f"; {_fmt(_changes(a['conventions'], declared))} is better but not adopted "
-                 f"({_evidence(a['evidence'])}; the rule needs +{MARGIN:.0%} at z >= {Z:g} over >= {MIN_BLOCKS} "
-                 f"blocks of {BLOCK} tokens)")
-    updates: dict = {"probe": probe, "adaptations": report.adaptations + (line,)}
-    if "feature_layers" in changed:
-        fl = used["feature_layers"]
-        updates["feature_layers"] = tuple(fl) if fl is not None else None
-        updates["feature_convention"] = "probe: " + ("post-norm last hidden state (EAGLE-1 loop)" if fl is None
-                                                     else f"measured best, hidden_states {fl}")
-    if "rope_theta" in changed:
-        updates["rope_theta"] = used["rope_theta"]
-    if "norm_before_residual" in changed:
-        updates["norm_before_residual"] = used["norm_before_residual"]
-    return dataclasses.replace(report, **updates)
-
-
-def _changes(conv: dict, declared: dict) -> dict:
-    return {k: v for k, v in conv.items() if declared.get(k) != v}
-
-
-def _evidence(e: dict) -> str:
-    """"+12% tokens per round, z 4.1 over 28 blocks (7 prompts x 64 tokens)"."""
-    return (f"{e['gain']:+.0%} tokens per round, z {e['z']:.1f} over {e['blocks']} blocks "
-            f"({e['prompts']} prompts x {e['tokens']} tokens)")
-
-
-def _fmt(conv: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in conv.items()) or "(none)"

@@ -73,7 +73,8 @@ def test_a_shape_becomes_each_engines_flags():
     flags = shape_flags(tree)
     assert flags["sglang"] == "--speculative-num-steps 4 --speculative-eagle-topk 3 --speculative-num-draft-tokens 12"
     paths = static_tree(tree)
-    assert flags["vllm"]["num_speculative_tokens"] == len(paths) == 11 and str(paths) == flags["vllm"]["speculative_token_tree"]
+    assert flags["vllm"]["num_speculative_tokens"] == len(paths) == 11
+    assert str(paths) == flags["vllm"]["speculative_token_tree"]
     assert paths == sorted(paths, key=lambda p: (len(p), p)) and len(set(paths)) == len(paths)
     assert all(len(p) <= 4 and max(p) < 3 and (len(p) == 1 or p[:-1] in paths) for p in paths)  # a real tree
     assert (0,) in paths and (0, 0, 0, 0) in paths  # the top-1 chain runs to the depth under the generic fall-off

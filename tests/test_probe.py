@@ -17,7 +17,7 @@ from eagle_demo.checkpoints import load_pair
 from eagle_demo.common.config import RunConfig, TreeConfig
 from eagle_demo.decoding.engine import SpeculativeEngine
 from eagle_demo.decoding.events import Finish
-from eagle_demo import probe as probe_module
+from eagle_demo import probe_evidence
 from eagle_demo.probe import MARGIN, NEAR, adoptable, probe_pair
 
 torch.set_num_threads(1)
@@ -113,7 +113,7 @@ def test_the_weights_reading_stays_when_the_rule_does_not_switch(tmp_path, monke
     """Weight-first loading reads an EAGLE-3 draft described as EAGLE-1 fused. Where the declared (unfused)
     reading is not bad enough for the rule to switch (here: a threshold lowered under its tau), the probe
     must not hand the head back to the declared reading that measured worse."""
-    monkeypatch.setattr(probe_module, "MARGIN", 10.0)  # no alternative can be adopted
+    monkeypatch.setattr(probe_evidence, "MARGIN", 10.0)  # no alternative can be adopted
     folder = shipped_copy(tmp_path / "said-eagle1-kept", architectures=["LlamaForCausalLMEagle"])
     pair = probe_pair(load_pair(str(TARGET), str(folder), dtype="float32", device="cpu"))
     probe = pair.report.probe

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from eagle_demo import probe as probe_module
+from eagle_demo import probe_evidence
 from eagle_demo.checkpoints import load_pair
 from eagle_demo.probe import BLOCK, MARGIN, MIN_BLOCKS, Z, adoptable, compare, probe_pair
 from eagle_demo.training.seeded import SEEDED, seeded_draft
@@ -43,7 +43,7 @@ def test_a_moderate_loss_is_found_with_evidence_and_fixed(mild):
 
 
 def test_better_but_not_adopted_is_said_in_one_line(mild, monkeypatch):
-    monkeypatch.setattr(probe_module, "Z", 50.0)  # evidence never clear enough
+    monkeypatch.setattr(probe_evidence, "Z", 50.0)  # evidence never clear enough
     pair = probe_pair(load_pair(str(TARGET), str(mild), dtype="float32", device="cpu"))
     probe = pair.report.probe
     assert probe["used"] == probe["declared"]

@@ -92,7 +92,8 @@ def _analyse(result: dict, session) -> tuple:
         notes.append("predicted speedups appear once the automatic tree has calibrated this pair (Load does it)")
     if stats.plain_rounds:
         notes.append(f"the gate paused the draft for {stats.plain_rounds} rounds: the measured tau counts them as 1")
-    notes.append(f"known error of the predicted speedup: {KNOWN_ERROR_SOURCE}; tau on this text is exact for greedy runs")
+    notes.append(f"known error of the predicted speedup: {KNOWN_ERROR_SOURCE}; "
+                 "tau on this text is exact for greedy runs")
     choices = shape_choices(x)
     best = next((v for label, v in choices if "(best)" in label), choices[0][1] if choices else None)
     message = f"**{len(output)} tokens, {len(rounds)} rounds.** " + "; ".join(notes) + "."
