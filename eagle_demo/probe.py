@@ -114,7 +114,7 @@ def probe_pair(pair: LoadedPair, prompts: list[list[int]] | None = None, max_new
              "alternatives": results, "prompts": min(MAX_PROMPTS, len(pool)), "max_new_tokens": max_new_tokens,
              "loaded": loaded, "rule": {"margin": _rule.MARGIN, "z": _rule.Z, "min_blocks": MIN_BLOCKS,
              "block": BLOCK}, "not_adopted": [r for r in results if r["evidence"]["gain"] >= _rule.MARGIN
-                                              and r is not kept]}
+                                              and not adoptable(r["evidence"])]}
     say("probe: done", 1.0)
     return dataclasses.replace(pair, report=_report(pair.report, probe, switch, tau_declared))
 

@@ -187,7 +187,7 @@ def test_inspect_probe_cli_json(tmp_path):
     assert proc.returncode == 0, proc.stderr[-500:]
     probe = json.loads(proc.stdout)["probe"]
     assert set(probe) >= {"tau", "used", "declared", "alternatives"}
-    assert all(set(a) == {"conventions", "tau"} for a in probe["alternatives"])
+    assert all(set(a) == {"conventions", "tau", "evidence"} for a in probe["alternatives"])
     bad = subprocess.run([sys.executable, "-m", "eagle_demo", "inspect", "--target", str(TARGET), "--draft",
                           str(tmp_path / "missing"), "--probe"],
                           capture_output=True, text=True, timeout=300, cwd=str(ROOT))
