@@ -15,8 +15,8 @@ an alternative is adopted when it commits at least MARGIN more tokens per round 
 (gain = declared rounds / its rounds - 1, the text being the same) and that gain stands Z standard errors of the
 paired difference clear of zero over at least MIN_BLOCKS blocks (a gain of GROSS, 50%, at once). The first
 stage (3 prompts x 32 tokens) measures every alternative; an alternative past the margin there but not yet
-clear of the noise is measured again with the declared reading on more text (STAGES), and one that stays unclear is reported as better but not adopted. Only
-drafting changes, so the output is the target's either way.
+clear of the noise is measured again with the declared reading on more text (STAGES), and one that stays
+unclear is reported as better but not adopted. Only drafting changes, so the output is the target's either way.
 """
 
 from __future__ import annotations
