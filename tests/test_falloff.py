@@ -89,4 +89,4 @@ def test_the_cli_refuses_two_sweeps_at_once(capsys):
     from eagle_demo.commands.cli import main
 
     code = main(["bench", "--temperatures", "0", "0.7", "--context-lengths", "128"])
-    assert code != 0 and "one at a time" in capsys.readouterr().err
+    assert code != 0 and "sweep context lengths alone" in capsys.readouterr().err

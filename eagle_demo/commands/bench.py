@@ -37,6 +37,9 @@ def add_parser(sub) -> None:
                    help="also run the n-gram (prompt lookup) draft on the same prompts, against its own interleaved "
                         "baseline: one table of EAGLE, n-gram and plain decoding per category")
     add_ngram_args(b)
+    b.add_argument("--context-lengths", nargs="+", type=int, default=None, metavar="N",
+                   help="run each prompt after N tokens of real text of its kind (the standard library's source for "
+                        "code, its docstrings otherwise), for each N (e.g. 128 512 1536): tau and speedup by length")
     b.add_argument("--json", dest="json_out", default=None, help="write the JSON report here")
     b.add_argument("--csv", dest="csv_out", default=None, help="write the per-prompt CSV here")
 
@@ -54,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
     chat = {"on": True, "off": False}.get(args.chat, session.has_chat_template)
     tree, auto = auto_for_session(args, session)
     run_config = RunConfig(max_new_tokens=args.max_new_tokens, ignore_eos=False, sampling=SamplingConfig(), tree=tree)
-    series = len(args.compare_draft or ()) + 1 if args.compare_draft else len(args.temperatures or ()) or 1
+    series = (len(args.compare_draft or ()) + 1 if args.compare_draft
+              else len(args.temperatures or args.context_lengths or ()) or 1)
     series += bool(args.ngram)
     bar = tqdm(total=series * len(items) * args.repeats, desc="bench", unit="prompt", file=sys.stderr)
 
@@ -65,6 +69,8 @@ def run(args: argparse.Namespace) -> int:
     options = dict(repeats=args.repeats, chat=chat, progress=progress)
     # its draft pauses below break-even (and moves its shape with --retune)
     auto_run = auto.run_config(run_config, args.retune) if auto is not None else run_config
+    if args.context_lengths:
+        return _context(args, session, items, auto_run, options, bar)
     if args.ngram:
         return _with_ngram(args, session, items, auto_run, auto, options, bar, RunConfig(
             max_new_tokens=args.max_new_tokens, sampling=SamplingConfig(), ngram=ngram))
@@ -77,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
         if plain:
             print(paused_line(plain, rounds, auto_run.pause_below, auto_run.pause_first))
         print(report.misses_line())
+        print(report.where_line())
         _write(args, report.to_json(), report.to_csv())
         return 0
     if args.compare_draft:
@@ -104,6 +111,8 @@ def _check(args: argparse.Namespace):
     """Settings fail here, before anything loads; returns the n-gram draft's settings."""
     if args.compare_draft and args.temperatures:
         raise ConfigError("compare drafts or sweep temperatures, one at a time")
+    if args.context_lengths and (args.compare_draft or args.temperatures or args.ngram):
+        raise ConfigError("sweep context lengths alone: leave out --compare-draft, --temperatures and --ngram")
     if args.ngram and args.temperatures:
         raise ConfigError("the n-gram draft races at one temperature; leave out --temperatures or --ngram")
     for t in args.temperatures or ():
@@ -134,6 +143,21 @@ def _with_ngram(args, session, items, auto_run, auto, options, bar, ngram_run) -
     print("\ntokens/s per category (speedup over each run's own interleaved plain decoding)")
     print(category_table(reports, "draft"))
     _write(args, comparison_json(reports, "draft"), comparison_csv(reports, "draft"))
+    return 0
+
+
+def _context(args: argparse.Namespace, session, items, run_config, options: dict, bar) -> int:
+    """The context-length sweep: one report per length, compared in one table (tau and speedup per length)."""
+    from ..bench_report import comparison_csv, comparison_json, comparison_table
+    from ..falloff_bench import sweep_context
+
+    reports = sweep_context(session, items, run_config, args.context_lengths, **options)
+    bar.close()
+    for r in reports:
+        print(f"context {r.settings['context_tokens']} tokens (mean {r.settings['context_mean']:.0f})\n{r.table()}\n"
+              f"{r.where_line()}\n")
+    print(comparison_table(reports, "context"))
+    _write(args, comparison_json(reports, "context"), comparison_csv(reports, "context"))
     return 0
 
 
