@@ -58,8 +58,7 @@ def run(args: argparse.Namespace) -> int:
     tree, auto = auto_for_session(args, session)
     run_config = RunConfig(max_new_tokens=args.max_new_tokens, ignore_eos=False, sampling=SamplingConfig(), tree=tree)
     series = (len(args.compare_draft or ()) + 1 if args.compare_draft
-              else len(args.temperatures or args.context_lengths or ()) or 1)
-    series += bool(args.ngram)
+              else len(args.temperatures or args.context_lengths or ()) or 1) + bool(args.ngram)
     bar = tqdm(total=series * len(items) * args.repeats, desc="bench", unit="prompt", file=sys.stderr)
 
     def progress(done, total, name):
