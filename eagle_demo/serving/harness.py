@@ -1,0 +1,96 @@
+"""Run an exported pair in real vLLM (its CPU build, `runtime.py`) and read back what it did: output ids, its own
+acceptance counters, tokens/s, its version. One `run_vllm` call is one engine start (20-40 s here) and any number of
+runs on it; the worker (`worker.py`) runs inside vLLM's virtualenv."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+
+from .runtime import VllmRuntime
+
+__all__ = ["VllmRun", "VllmResult", "VllmError", "speculative_config_of", "run_vllm"]
+
+
+class VllmError(RuntimeError):
+    """vLLM failed to start or to run the job; the message is vLLM's own, in one line."""
+
+
+@dataclass(frozen=True)
+class VllmRun:
+    """One batch of greedy generations in one engine. Counters are vLLM's, over this run only."""
+
+    label: str
+    tokens: tuple[tuple[int, ...], ...]  # per prompt: the new token ids
+    seconds: float
+    new_tokens: int
+    drafts: int = 0  # speculative rounds (vLLM: one draft per request per step)
+    draft_tokens: int = 0
+    accepted_tokens: int = 0
+    accepted_by_position: tuple[int, ...] = ()
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.new_tokens / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def acceptance_length(self) -> float | None:
+        """vLLM's mean acceptance length: 1 + accepted / drafts (tokens committed per target forward)."""
+        return 1.0 + self.accepted_tokens / self.drafts if self.drafts else None
+
+    @property
+    def acceptance_by_position(self) -> tuple[float, ...]:
+        return tuple(a / self.drafts for a in self.accepted_by_position) if self.drafts else ()
+
+
+@dataclass(frozen=True)
+class VllmResult:
+    version: str
+    torch: str
+    startup_s: float
+    speculative_config: dict | None
+    runs: tuple[VllmRun, ...] = field(default_factory=tuple)
+
+
+def speculative_config_of(command: str) -> dict | None:
+    """The JSON after `--speculative-config` in an exported `vllm serve` line (what a user copies), or None."""
+    words = shlex.split(command)
+    if "--speculative-config" not in words:
+        return None
+    return json.loads(words[words.index("--speculative-config") + 1])
+
+
+def _run(data: dict, label: str) -> VllmRun:
+    return VllmRun(label=label, tokens=tuple(tuple(t) for t in data["tokens"]), seconds=float(data["seconds"]),
+                   new_tokens=int(data["new_tokens"]), drafts=int(data["drafts"]),
+                   draft_tokens=int(data["draft_tokens"]), accepted_tokens=int(data["accepted_tokens"]),
+                   accepted_by_position=tuple(int(a) for a in data["accepted_by_position"]))
+
+
+def run_vllm(runtime: VllmRuntime, target: str, speculative_config: dict | None, runs: list[dict],
+             timeout: float = 600.0, threads: int = 1, max_model_len: int = 512, enforce_eager: bool = False,
+             ) -> VllmResult:
+    """Start vLLM on `target` (with `speculative_config`, or plain) and do `runs`: [{"label", "prompts": [[ids]],
+    "max_new_tokens", "repeats"}]. Greedy, EOS ignored, float32. Raises VllmError with vLLM's message."""
+    job = {"target": target, "speculative_config": speculative_config, "runs": runs, "threads": threads,
+           "max_model_len": max_model_len, "enforce_eager": enforce_eager,
+           "max_num_seqs": max(len(r["prompts"]) for r in runs)}
+    with tempfile.TemporaryFile(mode="w+") as log:  # vLLM's own logging; a pipe nobody reads could block it
+        try:
+            proc = subprocess.run(runtime.worker_cmd(), input=json.dumps(job), stdout=subprocess.PIPE, stderr=log,
+                                  text=True, env=runtime.env, timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            raise VllmError(f"vLLM did not finish within {timeout:.0f} s") from exc
+        lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+        errors = [x["error"] for x in lines if "error" in x]
+        if errors or not lines:
+            log.seek(0)
+            tail = [x for x in log.read().splitlines() if x.strip()][-1:] or [f"exit code {proc.returncode}"]
+            raise VllmError(errors[0] if errors else tail[0])
+    head, rest = lines[0], lines[1:]
+    return VllmResult(version=head["vllm"], torch=head["torch"], startup_s=float(head["startup_s"]),
+                      speculative_config=speculative_config,
+                      runs=tuple(_run(r, r.get("label", "")) for r in rest))
