@@ -152,7 +152,7 @@ def _vllm_eagle1(plan: Plan, report) -> None:
     with it folded into the embedding, the same as here)."""
     cfg, _ = _draft_config(report)
     wrong = {key: False for key in ("bias", "attention_bias") if cfg.get(key)}  # no draft has an o_proj bias
-    if bool(cfg.get("qkv_bias", bool(wrong))) != bool(report.qkv_bias):
+    if bool(cfg.get("qkv_bias", False)) != bool(report.qkv_bias):  # with bias off, q/k/v follow qkv_bias
         wrong["qkv_bias"] = bool(report.qkv_bias)
     if wrong:
         plan.config_changes.update(wrong)

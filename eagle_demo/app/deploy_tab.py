@@ -1,4 +1,5 @@
-"""The Deploy tab: vLLM and SGLang command lines for the loaded pair with the current draft settings."""
+"""The Deploy tab: vLLM and SGLang command lines for the loaded pair with the current draft settings, and "Run in
+vLLM" (`vllm_panel`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from ..common.errors import one_line
 from .forms import make_tree
 from .playground import Playground
 from .registry import REGISTRY, PairKey
+from .vllm_panel import VllmPanel, build_vllm_panel, wire_vllm_panel
 
 __all__ = ["DeployTab", "DeployOutputs", "build_deploy_tab", "wire_deploy_tab", "deploy"]
 
@@ -28,6 +30,7 @@ class DeployOutputs(NamedTuple):
 class DeployTab:
     button: Any
     out: DeployOutputs  # of components
+    vllm: VllmPanel
 
 
 def build_deploy_tab() -> DeployTab:
@@ -40,7 +43,8 @@ def build_deploy_tab() -> DeployTab:
         vllm = gr.Code(label="vLLM", elem_id="vllm-cmd", **code)
         sglang = gr.Code(label="SGLang", elem_id="sglang-cmd", **code)
         notes = gr.Markdown()
-    return DeployTab(button, DeployOutputs(message, vllm, sglang, notes))
+        panel = build_vllm_panel()
+    return DeployTab(button, DeployOutputs(message, vllm, sglang, notes), panel)
 
 
 def deploy(key: PairKey | None, mode_value, depth_value, topk_value, total_value, chain_value,
@@ -74,3 +78,4 @@ def wire_deploy_tab(tab: DeployTab, pg: Playground, *after_pair) -> None:
     for event in after_pair:
         event.then(deploy, [pg.out.pair_state, *pg.tree_inputs], outputs, api_visibility="private")
     tab.button.click(deploy, [pg.out.pair_state, *pg.tree_inputs], outputs, api_visibility="private", queue=False)
+    wire_vllm_panel(tab.vllm, pg, *after_pair)

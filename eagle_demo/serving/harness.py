@@ -31,6 +31,7 @@ class VllmRun:
     draft_tokens: int = 0
     accepted_tokens: int = 0
     accepted_by_position: tuple[int, ...] = ()
+    cpu_seconds: float = 0.0  # this run's CPU time in vLLM's processes (the shared machine's other load left out)
 
     @property
     def tokens_per_second(self) -> float:
@@ -67,7 +68,8 @@ def _run(data: dict, label: str) -> VllmRun:
     return VllmRun(label=label, tokens=tuple(tuple(t) for t in data["tokens"]), seconds=float(data["seconds"]),
                    new_tokens=int(data["new_tokens"]), drafts=int(data["drafts"]),
                    draft_tokens=int(data["draft_tokens"]), accepted_tokens=int(data["accepted_tokens"]),
-                   accepted_by_position=tuple(int(a) for a in data["accepted_by_position"]))
+                   accepted_by_position=tuple(int(a) for a in data["accepted_by_position"]),
+                   cpu_seconds=float(data.get("cpu_seconds", 0.0)))
 
 
 def run_vllm(runtime: VllmRuntime, target: str, speculative_config: dict | None, runs: list[dict],

@@ -12,7 +12,7 @@ from ..decoding.events import Finish
 from .harness import VllmResult, VllmRun, run_vllm, speculative_config_of
 from .runtime import VllmRuntime
 
-__all__ = ["OurRun", "Parity", "run_ours", "exported_spec", "check_parity", "as_row"]
+__all__ = ["OurRun", "Parity", "run_ours", "exported_spec", "check_parity", "as_row", "exported_draft", "verify_in_vllm"]
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,7 @@ class OurRun:
     rounds: int
     new_tokens: int
     seconds: float
+    cpu_seconds: float = 0.0
 
     @property
     def acceptance_length(self) -> float:
@@ -54,16 +55,16 @@ class Parity:
 
 def run_ours(session, prompts: list[list[int]], k: int, max_new_tokens: int) -> OurRun:
     """Our engine on each prompt, one after another, a chain of k (k=0: plain decoding)."""
-    tokens, rounds, new, seconds = [], 0, 0, 0.0
+    tokens, rounds, new, seconds, cpu = [], 0, 0, 0.0, 0.0
     run = RunConfig(max_new_tokens=max_new_tokens, ignore_eos=True,
                     **({"tree": TreeConfig.chain(k)} if k else {}))
     for ids in prompts:
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         finish = [ev for ev in session.stream(ids, run, "eagle" if k else "baseline") if isinstance(ev, Finish)][0]
-        seconds += time.perf_counter() - t
+        seconds, cpu = seconds + time.perf_counter() - t, cpu + time.process_time() - c
         tokens.append(tuple(finish.token_ids))
         rounds, new = rounds + finish.rounds, new + finish.new_tokens
-    return OurRun(tuple(tokens), rounds, new, seconds)
+    return OurRun(tuple(tokens), rounds, new, seconds, cpu)
 
 
 def exported_spec(target: str, draft: str, report, k: int, model: str | None = None) -> dict:
@@ -94,3 +95,26 @@ def as_row(p: Parity, name: str) -> dict:
             "drafted": p.vllm.draft_tokens, "accepted": p.vllm.accepted_tokens, "drafts": p.vllm.drafts,
             "our_rounds": p.ours.rounds, "accepted_by_position": list(p.vllm.acceptance_by_position)}
 
+
+
+def exported_draft(target: str, draft: str, report, k: int, folder) -> tuple[dict, list[str]]:
+    """(vLLM speculative config, the export's changes) as `export --engine vllm --chain k --out folder` gives them:
+    the adapted copy is written into `folder` (a new or empty one) whenever the export lists a change."""
+    from ..deploy import plan_for, write_adapted_copy
+
+    plan = plan_for("vllm", target, draft, report, TreeConfig.chain(k))
+    if not plan.changes:
+        return exported_spec(target, draft, report, k), []
+    copy = write_adapted_copy(plan, report, folder)
+    return exported_spec(target, draft, report, k, model=str(copy)), list(plan.changes)
+
+
+def verify_in_vllm(runtime: VllmRuntime, session, target: str, draft: str, k: int, ids: list[int],
+                   max_new_tokens: int, folder) -> Parity:
+    """The Deploy tab's check: the exported pair (its adapted copy where the export writes one, into `folder`) on one
+    prompt in vLLM, greedy, a chain of k, against our engine on the same chain."""
+    spec, _ = exported_draft(target, draft, session.report, k, folder)
+    result = run_vllm(runtime, target, spec, [{"label": "page", "prompts": [ids], "max_new_tokens": max_new_tokens}],
+                      enforce_eager=True)
+    ours = run_ours(session, [ids], k, max_new_tokens)
+    return Parity(k=k, spec=spec, ours=ours, vllm=result.runs[0], plain=None, version=result.version)

