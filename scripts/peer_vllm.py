@@ -81,7 +81,7 @@ def race(got: dict, ref: dict, ours_eagle: list, ours_plain: list, n: int) -> di
             "vllm_step_cpu_ms": 1e3 * sum(r.cpu_seconds for r in vp) / max(1, sum(r.new_tokens for r in vp)),
             "ours_step_cpu_ms": 1e3 * sum(r.cpu_seconds for r in ours_plain) / max(1, sum(r.new_tokens for r in ours_plain)),
             "vllm_acceptance_length": 1 + sum(r.accepted_tokens for r in vr) / max(1, sum(r.drafts for r in vr)),
-            "ours_acceptance_length": sum(r.new_tokens for r in ours_eagle) / max(1, sum(r.rounds for r in ours_eagle))}
+            "ours_acceptance_length": 1 + sum(r.accepted for r in ours_eagle) / max(1, sum(r.drafted_rounds for r in ours_eagle))}
 
 
 def measure(args) -> dict:
@@ -136,6 +136,7 @@ def head_report(eagle, plain, session, prompts, args, spec, ours_plain) -> dict:
     row = {"speculative_config": spec, "identical_to_ours": par.tokens == ours.tokens,
            "identical_to_vllm_plain": par.tokens == ref["parity"].tokens,
            "vllm_acceptance_length": par.acceptance_length, "our_acceptance_length": ours.acceptance_length,
+           "our_tau": ours.tau, "our_accepted": ours.accepted,
            "drafts": par.drafts, "drafted": par.draft_tokens, "accepted": par.accepted_tokens,
            "our_rounds": ours.rounds, "acceptance_by_position": [round(a, 3) for a in par.acceptance_by_position]}
     row["gap"] = abs((par.acceptance_length or 1.0) - ours.acceptance_length) / ours.acceptance_length
@@ -153,7 +154,8 @@ def print_report(rep: dict) -> None:
         print(f"\n[{head}] {r['export']}\n  identical to ours: {r['identical_to_ours']}, to vLLM plain: "
               f"{r['identical_to_vllm_plain']}; acceptance length vLLM {r['vllm_acceptance_length'] or 1.0:.2f} "
               f"({r['accepted']} of {r['drafted']} drafted accepted, {r['drafts']} drafts) vs ours "
-              f"{r['our_acceptance_length']:.2f} ({r['our_rounds']} rounds), gap {100 * r['gap']:.1f}%")
+              f"{r['our_acceptance_length']:.2f} ({r['our_accepted']} accepted, {r['our_rounds']} rounds; tau {r['our_tau']:.2f}), "
+              f"gap {100 * r['gap']:.1f}%")
         if "as_published" in r:
             a = r["as_published"]
             print(f"  as published: acceptance length {a['vllm_acceptance_length'] or 1.0:.2f} ({a['accepted']} of "

@@ -91,7 +91,8 @@ def summary_of(p, tree) -> str:
     return "\n".join([
         f"vLLM {p.version}, `{p.spec.get('method')}`, num_speculative_tokens {p.k}: greedy, a chain of {p.k} on both "
         f"sides{shape}.", "", "| | this playground | vLLM |", "|---|---|---|",
-        f"| acceptance length | {p.ours.acceptance_length:.2f} ({p.ours.rounds} rounds) | {theirs:.2f} "
+        f"| acceptance length | {p.ours.acceptance_length:.2f} ({p.ours.accepted} of {p.ours.drafted_rounds * p.k} "
+        f"drafted accepted) | {theirs:.2f} "
         f"({p.vllm.accepted_tokens} of {p.vllm.draft_tokens} drafted accepted) |",
         f"| new tokens | {p.ours.new_tokens} | {p.vllm.new_tokens} |",
         f"| output identical | {same} | {same} |", "", f"vLLM's acceptance by position: {by_pos}."])

@@ -8,11 +8,11 @@ import time
 from dataclasses import dataclass
 
 from ..common.config import RunConfig, TreeConfig
-from ..decoding.events import Finish
-from .harness import VllmResult, VllmRun, run_vllm, speculative_config_of
+from ..decoding.events import Finish, Round
+from .harness import VllmRun, run_vllm, speculative_config_of
 from .runtime import VllmRuntime
 
-__all__ = ["OurRun", "Parity", "run_ours", "exported_spec", "check_parity", "as_row", "exported_draft", "verify_in_vllm"]
+__all__ = ["OurRun", "Parity", "run_ours", "exported_spec", "exported_draft", "verify_in_vllm"]
 
 
 @dataclass(frozen=True)
@@ -22,11 +22,19 @@ class OurRun:
     new_tokens: int
     seconds: float
     cpu_seconds: float = 0.0
+    drafted_rounds: int = 0  # rounds with a draft (a gated round is plain)
+    accepted: int = 0  # accepted draft tokens over those rounds, before the token budget cuts the last round
+
+    @property
+    def tau(self) -> float:
+        """New tokens per round (the prefill token included, the last round cut at the budget)."""
+        return self.new_tokens / max(1, self.rounds)
 
     @property
     def acceptance_length(self) -> float:
-        """Tokens committed per round (tau): the measure vLLM's mean acceptance length is."""
-        return self.new_tokens / max(1, self.rounds)
+        """vLLM's definition: 1 + accepted / drafts, where vLLM counts a round's accepted drafts before it cuts them
+        at max_tokens; the playground's tau counts only what was kept, so short runs differ by the last rounds."""
+        return 1.0 + self.accepted / max(1, self.drafted_rounds)
 
 
 @dataclass(frozen=True)
@@ -55,16 +63,19 @@ class Parity:
 
 def run_ours(session, prompts: list[list[int]], k: int, max_new_tokens: int) -> OurRun:
     """Our engine on each prompt, one after another, a chain of k (k=0: plain decoding)."""
-    tokens, rounds, new, seconds, cpu = [], 0, 0, 0.0, 0.0
+    tokens, rounds, new, seconds, cpu, drafted, accepted = [], 0, 0, 0.0, 0.0, 0, 0
     run = RunConfig(max_new_tokens=max_new_tokens, ignore_eos=True,
                     **({"tree": TreeConfig.chain(k)} if k else {}))
     for ids in prompts:
         t, c = time.perf_counter(), time.process_time()
-        finish = [ev for ev in session.stream(ids, run, "eagle" if k else "baseline") if isinstance(ev, Finish)][0]
+        events = list(session.stream(ids, run, "eagle" if k else "baseline"))
         seconds, cpu = seconds + time.perf_counter() - t, cpu + time.process_time() - c
+        finish = [ev for ev in events if isinstance(ev, Finish)][0]
+        drafts = [ev for ev in events if isinstance(ev, Round) and not ev.plain_for]
+        drafted, accepted = drafted + len(drafts), accepted + sum(len(ev.accepted_ids) for ev in drafts)
         tokens.append(tuple(finish.token_ids))
         rounds, new = rounds + finish.rounds, new + finish.new_tokens
-    return OurRun(tuple(tokens), rounds, new, seconds, cpu)
+    return OurRun(tuple(tokens), rounds, new, seconds, cpu, drafted, accepted)
 
 
 def exported_spec(target: str, draft: str, report, k: int, model: str | None = None) -> dict:
@@ -74,27 +85,6 @@ def exported_spec(target: str, draft: str, report, k: int, model: str | None = N
 
     spec = speculative_config_of(plan_for("vllm", target, draft, report, TreeConfig.chain(k)).command)
     return spec | ({"model": model} if model else {})
-
-
-def check_parity(runtime: VllmRuntime, session, target: str, draft: str, k: int, prompts: list[list[int]],
-                 max_new_tokens: int = 64, plain: bool = True, spec: dict | None = None) -> Parity:
-    """Ours (chain k) against vLLM with the exported config, and vLLM plain decoding when `plain`."""
-    spec = spec or exported_spec(target, draft, session.report, k)
-    runs = [{"label": "parity", "prompts": prompts, "max_new_tokens": max_new_tokens}]
-    eagle: VllmResult = run_vllm(runtime, target, spec, runs)
-    base = run_vllm(runtime, target, None, runs).runs[0] if plain else None
-    ours = run_ours(session, prompts, k, max_new_tokens)
-    return Parity(k=k, spec=spec, ours=ours, vllm=eagle.runs[0], plain=base, version=eagle.version)
-
-
-def as_row(p: Parity, name: str) -> dict:
-    """A JSON-ready table row."""
-    return {"head": name, "k": p.k, "method": p.spec.get("method"), "identical_to_ours": p.identical_to_ours,
-            "identical_to_vllm_plain": p.identical_to_plain, "vllm_acceptance_length": p.vllm.acceptance_length,
-            "our_acceptance_length": p.ours.acceptance_length, "gap": p.acceptance_gap, "vllm": p.version,
-            "drafted": p.vllm.draft_tokens, "accepted": p.vllm.accepted_tokens, "drafts": p.vllm.drafts,
-            "our_rounds": p.ours.rounds, "accepted_by_position": list(p.vllm.acceptance_by_position)}
-
 
 
 def exported_draft(target: str, draft: str, report, k: int, folder) -> tuple[dict, list[str]]:
