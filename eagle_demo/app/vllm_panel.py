@@ -15,7 +15,8 @@ from ..common.errors import one_line
 from .forms import make_tree
 from .registry import REGISTRY, PairKey
 
-__all__ = ["VllmPanel", "VllmOutputs", "build_vllm_panel", "vllm_status", "run_in_vllm", "summary_of", "wire_vllm_panel"]
+__all__ = ["VllmPanel", "VllmOutputs", "build_vllm_panel", "vllm_status", "run_in_vllm", "summary_of",
+           "wire_vllm_panel"]
 
 
 class VllmOutputs(NamedTuple):
@@ -80,14 +81,16 @@ def run_in_vllm(key: PairKey | None, prompt: str, chat: bool, max_new, mode_valu
         return VllmOutputs(f"vLLM failed: {one_line(exc)}")
     except Exception as exc:
         return VllmOutputs(f"Cannot run in vLLM: {one_line(exc)}")
-    return VllmOutputs(summary_of(p, tree), session.decode(list(p.ours.tokens[0])), session.decode(list(p.vllm.tokens[0])))
+    ours, theirs = (session.decode(list(run.tokens[0])) for run in (p.ours, p.vllm))
+    return VllmOutputs(summary_of(p, tree), ours, theirs)
 
 
 def summary_of(p, tree) -> str:
     same = "**yes**" if p.identical_to_ours else "**no**"
     theirs = p.vllm.acceptance_length or 1.0
     by_pos = ", ".join(f"{a:.2f}" for a in p.vllm.acceptance_by_position) or "none"
-    shape = "" if tree.is_chain else f" (the page's tree drafts up to depth {tree.depth}; vLLM's CPU backend drafts chains)"
+    shape = "" if tree.is_chain else (f" (the page's tree drafts up to depth {tree.depth}; vLLM's CPU backend drafts "
+                                      "chains)")
     return "\n".join([
         f"vLLM {p.version}, `{p.spec.get('method')}`, num_speculative_tokens {p.k}: greedy, a chain of {p.k} on both "
         f"sides{shape}.", "", "| | this playground | vLLM |", "|---|---|---|",

@@ -1,16 +1,16 @@
-"""Runs inside the vLLM virtualenv (`eagle_demo.serving.runtime`), started by file path: it imports nothing from
-eagle_demo. One job (a JSON object on stdin) loads one engine, vLLM's offline `LLM` API, with or without a
+"""Runs inside the vLLM virtualenv (`eagle_demo.serving.runtime`), started by file path: it imports nothing
+from eagle_demo. One job (a JSON object on stdin) loads one engine, vLLM's offline `LLM` API, with or without a
 `speculative_config`, runs greedy generations on given token ids and prints one JSON line per run:
 
     {"target": DIR, "speculative_config": {...} | null, "threads": 1, "max_model_len": 512,
      "runs": [{"label": "b1", "prompts": [[ids], ...], "max_new_tokens": 64, "repeats": 1}]}
 
 Each result line carries the output ids, wall seconds (the best of `repeats`) and that run's CPU seconds (this
-process and vLLM's engine process, so other load on a shared machine does not enter it), and vLLM's own speculative-decoding
-counters read from the engine's metrics (`disable_log_stats=False`) as differences over that run: drafts, drafted
-tokens, accepted tokens and accepted tokens by position. The first line is {"vllm": version, "torch": version,
-"startup_s": s}; a failure is one line {"error": "..."} and exit code 1. vLLM starts worker processes, hence the
-`__main__` guard.
+process and vLLM's engine process, so other load on a shared machine does not enter it), and vLLM's own
+speculative-decoding counters read from the engine's metrics (`disable_log_stats=False`) as differences over that
+run: drafts, drafted tokens, accepted tokens and accepted tokens by position. The first line is {"vllm": version,
+"torch": version, "startup_s": s}; a failure is one line {"error": "..."} and exit code 1. vLLM starts worker
+processes, hence the `__main__` guard.
 """
 
 from __future__ import annotations
@@ -89,10 +89,10 @@ def main() -> int:
 
         torch.set_num_threads(int(job.get("threads", 1)))
         t = time.perf_counter()
-        llm = LLM(model=job["target"], tokenizer=job.get("tokenizer") or job["target"], dtype=job.get("dtype", "float32"),
-                  seed=0, max_model_len=int(job.get("max_model_len", 512)), max_num_seqs=int(job.get("max_num_seqs", 16)),
-                  speculative_config=job.get("speculative_config"), disable_log_stats=False,
-                  enforce_eager=bool(job.get("enforce_eager", False)), skip_tokenizer_init=bool(job.get("no_tokenizer")))
+        llm = LLM(model=job["target"], tokenizer=job.get("tokenizer") or job["target"],
+                  dtype=job.get("dtype", "float32"), seed=0, max_model_len=int(job.get("max_model_len", 512)),
+                  max_num_seqs=int(job.get("max_num_seqs", 16)), speculative_config=job.get("speculative_config"),
+                  disable_log_stats=False, enforce_eager=bool(job.get("enforce_eager", False)))
         print(json.dumps({"vllm": vllm.__version__, "torch": torch.__version__,
                           "startup_s": time.perf_counter() - t}), flush=True)
         for run in job["runs"]:
