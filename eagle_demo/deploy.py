@@ -20,16 +20,13 @@ from __future__ import annotations
 
 import json
 import shlex
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
-from safetensors.torch import save_file
 
 from .common.config import ConfigError, TreeConfig
-from .checkpoints.files import read_config, scan_weights
-from .fc_fold import fold_fc_bias, target_embedding
+from .checkpoints.files import read_config
+from .fc_fold import write_weights
 
 __all__ = ["Plan", "plan_for", "deployment_commands", "write_adapted_copy"]
 
@@ -48,6 +45,7 @@ class Plan:
     config_changes: dict = field(default_factory=dict)  # key -> new value (None = delete)
     add_zero_fc_bias: bool = False
     fold_fc_bias: bool = False  # fc.bias folded into the embedding (`fc_fold`)
+    strip_model_prefix: bool = False  # weight names without their `model.` prefix
     changes: list[str] = field(default_factory=list)  # human sentences for the README of the copy
     notes: list[str] = field(default_factory=list)  # warnings that no copy can fix
     unwrap_config: bool = False
@@ -147,7 +145,11 @@ def _vllm_eagle1(plan: Plan, report) -> None:
     """vLLM 0.32 `llama.py` builds q/k/v/o biases when `attention_bias` or `bias` is set (InternLM's key; the
     official EAGLE-1 config's `"bias": true` means the fc's), q/k/v ones by `qkv_bias`; `llama_eagle.py` never reports
     missing weights, so they stay `torch.empty` and nothing is accepted. Its fc has no bias: `fc.bias` is dropped."""
-    cfg, _ = _draft_config(report)
+    cfg, wrapped = _draft_config(report)
+    if wrapped:  # vLLM V0's converted layout: V1 prefixes `model.` itself and fails on "model.model.layers..."
+        plan.unwrap_config = plan.strip_model_prefix = True
+        plan.change("config unwrapped and `model.` dropped from the weight names: vLLM 0.32 adds its own prefix and "
+                    "fails to load its V0-converted layout (\"no module or parameter named 'model'\")", required=True)
     wrong = {key: False for key in ("bias", "attention_bias") if cfg.get(key)}  # no draft has an o_proj bias
     if bool(cfg.get("qkv_bias", False)) != bool(report.qkv_bias):  # with bias off, q/k/v follow qkv_bias
         wrong["qkv_bias"] = bool(report.qkv_bias)
@@ -270,22 +272,8 @@ def write_adapted_copy(plan: Plan, report, out_dir: str | Path) -> Path:
         else:
             cfg[key] = value
     (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
-    weights = scan_weights(src)
-    if plan.add_zero_fc_bias or plan.fold_fc_bias:
-        tensors = weights.load()
-        prefix = "model." if any(k.startswith("model.fc.") for k in tensors) else ""
-        fc = tensors[prefix + "fc.weight"]
-        if plan.fold_fc_bias:
-            own = prefix + "embed_tokens.weight" in tensors
-            tensors = fold_fc_bias(tensors, None if own else target_embedding(Path(report.target_path))).tensors
-        else:
-            tensors[prefix + "fc.bias"] = torch.zeros(fc.shape[0], dtype=fc.dtype)
-        save_file({k: v.contiguous() for k, v in tensors.items()}, str(out / "model.safetensors"))
-    else:
-        names = list(weights.files)
-        index = [p.name for p in src.glob("*.index.json")]
-        for name in names + index:
-            shutil.copy2(src / name, out / name)
+    write_weights(src, out, zero_fc_bias=plan.add_zero_fc_bias, fold=plan.fold_fc_bias,
+                  strip_prefix=plan.strip_model_prefix, target=Path(report.target_path))
     readme = ["# Adapted EAGLE draft", "", f"Source: `{report.draft}` ({report.source_layout}).",
               f"Adapted for **{plan.engine}** by `python -m eagle_demo export`. Weights are unchanged unless "
               "listed below.", "", "## Changes", ""] + [f"- {c}" for c in plan.changes]

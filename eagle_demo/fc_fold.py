@@ -1,5 +1,6 @@
-"""Fold an EAGLE-1 draft's `fc.bias` into its token embedding, for engines whose EAGLE-1 fc has no bias (vLLM's
-`llama_eagle.py` builds `ReplicatedLinear(2H, H, bias=False)` and its weight loader skips any unexpected `.bias`).
+"""The adapted copy's weights (`write_weights`), and the fold of an EAGLE-1 draft's `fc.bias` into its token
+embedding, for engines whose EAGLE-1 fc has no bias (vLLM's `llama_eagle.py` builds `ReplicatedLinear(2H, H,
+bias=False)` and its weight loader skips any unexpected `.bias`).
 
 The draft's first step is fc(concat(emb, feature)) = W_e emb + W_f feature + b. With W_e the fc's [H, H] block
 that reads the embedding, every embedding row e becomes e + s where W_e s = b, so W_e (e + s) = W_e e + b: the same
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["Folded", "fold_fc_bias", "target_embedding"]
+__all__ = ["Folded", "fold_fc_bias", "target_embedding", "write_weights"]
 
 MAX_RESIDUAL = 1e-4  # |W_e s - b| / |b| above this: the fold would change the draft's outputs
 
@@ -55,3 +56,31 @@ def target_embedding(target: Path) -> torch.Tensor:
     weights = scan_weights(target)
     name = next(n for n in weights.tensors if n.endswith("embed_tokens.weight"))
     return weights.load([name])[name]
+
+
+def write_weights(src: Path, out: Path, zero_fc_bias: bool = False, fold: bool = False, strip_prefix: bool = False,
+                  target: Path | None = None) -> None:
+    """The draft's weights from src into out: copied as they are, or rewritten as one safetensors file with the
+    `model.` prefixes dropped, fc.bias folded into the embedding, or a zero fc.bias added (SGLang)."""
+    import shutil
+
+    from safetensors.torch import save_file
+
+    from .checkpoints.files import scan_weights
+
+    weights = scan_weights(src)
+    if not (zero_fc_bias or fold or strip_prefix):
+        for name in list(weights.files) + [p.name for p in src.glob("*.index.json")]:
+            shutil.copy2(src / name, out / name)
+        return
+    tensors = weights.load()
+    if strip_prefix:
+        tensors = {k.removeprefix("model."): v for k, v in tensors.items()}
+    prefix = "model." if any(k.startswith("model.fc.") for k in tensors) else ""
+    if fold:
+        own = prefix + "embed_tokens.weight" in tensors
+        tensors = fold_fc_bias(tensors, None if own or target is None else target_embedding(target)).tensors
+    elif zero_fc_bias:
+        fc = tensors[prefix + "fc.weight"]  # [H, 2H]
+        tensors[prefix + "fc.bias"] = torch.zeros(fc.shape[0], dtype=fc.dtype)
+    save_file({k: v.contiguous() for k, v in tensors.items()}, str(out / "model.safetensors"))
