@@ -5,6 +5,7 @@ runs on it; the worker (`worker.py`) runs inside vLLM's virtualenv."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import subprocess
 import tempfile
@@ -72,6 +73,14 @@ def _run(data: dict, label: str) -> VllmRun:
                    cpu_seconds=float(data.get("cpu_seconds", 0.0)))
 
 
+def _root_cause(log: str, fallback: str) -> str:
+    """The last exception line vLLM logged from its own processes (its engine reports only "initialization
+    failed; see root cause above"), without the logger's prefix."""
+    causes = [line.split("] ", 1)[-1].strip() for line in log.splitlines()
+              if re.search(r"\b\w*(Error|Exception): ", line) and "initialization failed" not in line]
+    return causes[-1] if causes else fallback
+
+
 def run_vllm(runtime: VllmRuntime, target: str, speculative_config: dict | None, runs: list[dict],
              timeout: float = 600.0, threads: int = 1, max_model_len: int = 512, enforce_eager: bool = False,
              ) -> VllmResult:
@@ -90,8 +99,7 @@ def run_vllm(runtime: VllmRuntime, target: str, speculative_config: dict | None,
         errors = [x["error"] for x in lines if "error" in x]
         if errors or not lines:
             log.seek(0)
-            tail = [x for x in log.read().splitlines() if x.strip()][-1:] or [f"exit code {proc.returncode}"]
-            raise VllmError(errors[0] if errors else tail[0])
+            raise VllmError(_root_cause(log.read(), errors[0] if errors else f"exit code {proc.returncode}"))
     head, rest = lines[0], lines[1:]
     return VllmResult(version=head["vllm"], torch=head["torch"], startup_s=float(head["startup_s"]),
                       speculative_config=speculative_config,
