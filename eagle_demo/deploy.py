@@ -158,7 +158,10 @@ def _vllm_eagle1(plan: Plan, report) -> None:
         plan.change("config " + ", ".join(f'"{k}" -> {str(v).lower()}' for k, v in wrong.items()) + ": vLLM's Llama "
                     "layer reads these keys as attention biases; without this it builds biases the file does not "
                     "have and leaves them uninitialized, so nothing is accepted", required=True)
-    if report.fc_bias:
+    if report.source_layout.startswith("speculators"):  # vLLM 0.32 speculators/algos.py: eagle3 and peagle only
+        plan.notes.append("vLLM 0.32 reads the speculators format for EAGLE-3 only (eagle3, peagle): this EAGLE-1 "
+                          "draft needs converting to the official layout first")
+    elif report.fc_bias:
         plan.fold_fc_bias = True
         plan.change("fc.bias folded into the draft's embedding (exact, float32): vLLM's EAGLE-1 fc has no bias and "
                     "drops it silently, which lowers acceptance", required=False)

@@ -113,3 +113,13 @@ def test_vllm_converted_eagle1_needs_an_unprefixed_copy(target, tmp_path):
         torch.testing.assert_close(b.head(x, ids, pos, DynamicCache(), None, from_target=True),
                                    a.head(x, ids, pos, DynamicCache(), None, from_target=True),
                                    rtol=1e-3, atol=1e-3)  # the fold is exact up to float32 rounding
+
+
+def test_speculators_eagle1_is_not_read_by_vllm_032(target, tmp_path):
+    """vLLM 0.32 registers speculators readers for eagle3 and peagle only: the export says so, folds nothing."""
+    from layouts import write_speculators_eagle1
+
+    draft = write_speculators_eagle1(tmp_path / "d", eagle1_weights(kv=4, seed=6))
+    report = inspect_pair(str(target), str(draft))
+    plan = plan_for("vllm", "t", "d", report, K)
+    assert not plan.fold_fc_bias and any("EAGLE-3 only" in n for n in plan.notes)
