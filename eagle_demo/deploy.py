@@ -122,8 +122,8 @@ def _shared_changes(plan: Plan, engine: str, cfg: dict, report) -> None:
                     "fail to load",
                     required=True)
     if report.source_layout == "hass-eagle1":
-        plan.notes.append("HASS extra norms: neither engine reads them (vLLM 0.32's llama_eagle.py has no such norms and "
-                          "its speculators reader covers EAGLE-3 only; SGLang PR #4595 closed unmerged)")
+        plan.notes.append("HASS extra norms: neither engine reads them (vLLM 0.32's llama_eagle.py has no such norms "
+                          "and its speculators reader covers EAGLE-3 only; SGLang PR #4595 closed unmerged)")
 
 
 def _plan_vllm(plan: Plan, target: str, draft: str, report, tree: TreeConfig) -> None:
@@ -171,8 +171,8 @@ def _plan_sglang(plan: Plan, target: str, draft: str, report, tree: TreeConfig, 
     # classes; mapping plain Llama EAGLE configs is the open PR #33966), so a mismatched name is required.
     eagle3 = report.family == "eagle3"
     if report.source_layout.startswith("speculators"):
-        plan.notes.append("SGLang has no loader for speculators-format drafts" + (" (vLLM reads them natively)" if eagle3
-                                                                              else ""))
+        native = " (vLLM reads them natively)" if eagle3 else ""
+        plan.notes.append(f"SGLang has no loader for speculators-format drafts{native}")
     arch = SGLANG_ARCH[(report.family, "qwen2" if (report.qkv_bias and not eagle3) else "llama")]
     if wrapped:
         plan.unwrap_config = True
