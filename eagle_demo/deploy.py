@@ -25,7 +25,7 @@ from pathlib import Path
 
 
 from .common.config import ConfigError, TreeConfig
-from .checkpoints.files import read_config
+from .checkpoints.files import read_config, scan_weights
 from .fc_fold import write_weights
 
 __all__ = ["Plan", "plan_for", "deployment_commands", "write_adapted_copy"]
@@ -133,6 +133,11 @@ def _plan_vllm(plan: Plan, target: str, draft: str, report, tree: TreeConfig) ->
     eagle3 = report.family == "eagle3"
     if not eagle3:
         _vllm_eagle1(plan, report)
+    elif not _draft_config(report)[0].get("fc_norm") and any(
+            n.split(".")[-3:-2] == ["fc_norm"] for n in scan_weights(Path(report.draft_path)).tensors):
+        plan.config_changes["fc_norm"] = True  # llama_eagle3.py builds fc_norm only from the config flag
+        plan.change('config "fc_norm": true: vLLM 0.32 builds the EAGLE-3.1 per-feature norms only when the config '
+                    "says so and otherwise fails on the fc_norm.* weights", required=True)
     if report.qkv_bias and not eagle3:
         plan.notes.append("upstream vLLM has no EAGLE-1 class with q/k/v biases (Qwen2 drafts); use SGLang")
     spec = {"method": "eagle3" if eagle3 else "eagle", "model": "<ADAPTED_DRAFT_DIR>" if plan.needs_copy else draft,

@@ -123,3 +123,17 @@ def test_speculators_eagle1_is_not_read_by_vllm_032(target, tmp_path):
     report = inspect_pair(str(target), str(draft))
     plan = plan_for("vllm", "t", "d", report, K)
     assert not plan.fold_fc_bias and any("EAGLE-3 only" in n for n in plan.notes)
+
+
+def test_eagle31_without_the_fc_norm_flag_needs_a_copy_for_vllm(target, tmp_path):
+    """vLLM 0.32 builds fc_norm only when the config says `"fc_norm": true`; a draft with fc_norm.* weights and no
+    flag failed to load there (scripts/vllm_layouts.py)."""
+    from layouts import eagle3_weights, write_eagle31
+
+    draft = write_eagle31(tmp_path / "d", eagle3_weights(seed=7))
+    report = inspect_pair(str(target), str(draft))
+    plan = plan_for("vllm", "t", "d", report, K)
+    assert plan.needs_copy and plan.config_changes == {"fc_norm": True}
+    out = write_adapted_copy(plan, report, tmp_path / "copy")
+    assert json.loads((out / "config.json").read_text())["fc_norm"] is True
+    assert not plan_for("vllm", "t", str(out), inspect_pair(str(target), str(out)), K).changes

@@ -55,15 +55,15 @@ def test_cli_says_loads_as_published(llama8, tmp_path, capsys):
     assert "# vllm loads this draft as published" in out and "cannot load" not in out
 
 
-@pytest.mark.parametrize("writer,notes", [
-    (lambda f: write_eagle31(f, eagle3_weights(seed=50)), []),
-    (lambda f: write_nvidia_eagle3(f, "v3"), []),
-    (lambda f: write_nvidia_eagle3(f, "v2"), []),
+@pytest.mark.parametrize("writer,vllm_copy", [
+    (lambda f: write_eagle31(f, eagle3_weights(seed=50)), True),  # no "fc_norm": true: vLLM 0.32 fails (docs/vllm.md)
+    (lambda f: write_nvidia_eagle3(f, "v3"), False),
+    (lambda f: write_nvidia_eagle3(f, "v2"), False),
 ])
-def test_eagle3_variants_export(llama8, tmp_path, writer, notes):
+def test_eagle3_variants_export(llama8, tmp_path, writer, vllm_copy):
     report = inspect_pair(str(llama8), str(writer(tmp_path / "d")))
     v = plan_for("vllm", "t", "d", report, TREE)
-    assert '"method": "eagle3"' in v.command and v.loads_as_published
+    assert '"method": "eagle3"' in v.command and v.loads_as_published is not vllm_copy
     s = plan_for("sglang", "t", "d", report, TREE)
     assert "--speculative-algorithm EAGLE3" in s.command and s.loads_as_published
 
