@@ -89,8 +89,8 @@ def summary_of(p, tree) -> str:
     same = "**yes**" if p.identical_to_ours else "**no**"
     theirs = p.vllm.acceptance_length or 1.0
     by_pos = ", ".join(f"{a:.2f}" for a in p.vllm.acceptance_by_position) or "none"
-    shape = "" if tree.is_chain else (f" (the page's tree drafts up to depth {tree.depth}; vLLM's CPU backend drafts "
-                                      "chains)")
+    shape = "" if tree.is_chain else (f" (the page's tree drafts up to depth {tree.depth}; the exported config "
+                                      "drafts a chain)")
     return "\n".join([
         f"vLLM {p.version}, `{p.spec.get('method')}`, num_speculative_tokens {p.k}: greedy, a chain of {p.k} on both "
         f"sides{shape}.", "", "| | this playground | vLLM |", "|---|---|---|",
