@@ -1,5 +1,6 @@
 """Parity between this playground and real vLLM on one exported pair: the same prompt ids, greedy, EOS ignored, a
-chain of k draft tokens here against vLLM's `num_speculative_tokens=k` (the exported config drafts a chain), vLLM plain decoding as the reference. Used by scripts/peer_vllm.py, tests/test_vllm.py and the Deploy tab."""
+chain of k draft tokens here against vLLM's `num_speculative_tokens=k` (the exported config drafts a chain), vLLM
+plain decoding as the reference. Used by scripts/peer_vllm.py, tests/test_vllm.py and the Deploy tab."""
 
 from __future__ import annotations
 
