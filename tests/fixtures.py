@@ -132,3 +132,15 @@ def replay_like_dynamic_cache(ours, steps: list[tuple[int, int]], layers: tuple[
             ours.crop(drop)
             ref.crop(drop)
         assert ours.get_seq_length() == ref.get_seq_length()
+
+
+def accept_every_draft(tree, logits, sampling, sampler, position, seen=None):
+    """A broken verifier (the explainer's negative control): it accepts the first child at every depth, whatever the
+    target says, and takes the target's top token after the last."""
+    from eagle_demo.decoding.acceptance import Verdict
+
+    path, node = [], 0
+    while tree.children[node]:
+        node = next(iter(tree.children[node].values()))
+        path.append(node)
+    return Verdict(tuple(path), int(logits[node].argmax()), (1.0,) * (len(path) + 1))

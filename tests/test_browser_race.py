@@ -7,9 +7,9 @@ from __future__ import annotations
 import os
 
 import eagle_demo.decoding.engine as engine_mod
-from eagle_demo.decoding.acceptance import Verdict
 from test_browser import SHOTS, app_url, browser, page, set_number, wait_state  # noqa: F401,F811 (fixtures)
 from test_ui_api import CODE_PROMPT
+from fixtures import accept_every_draft
 
 NAMES = "() => document.querySelector('#plot-time .js-plotly-plot').data.map(t => t.name)"
 
@@ -40,14 +40,7 @@ def test_the_race_shows_eagle_ngram_and_plain_on_one_chart_and_one_strip(page):
 def test_a_broken_verifier_is_explained_as_a_defect_on_the_page(page, monkeypatch):
     """The negative control on the page: a verifier that accepts every draft token splits from plain decoding, and
     the strip names the position, both tokens, both gaps and calls it a defect."""
-    def accept_all(tree, logits, sampling, sampler, position, seen=None):
-        path, node = [], 0
-        while tree.children[node]:
-            node = next(iter(tree.children[node].values()))
-            path.append(node)
-        return Verdict(tuple(path), int(logits[node].argmax()), (1.0,) * (len(path) + 1))
-
-    monkeypatch.setattr(engine_mod, "verify_tree", accept_all)
+    monkeypatch.setattr(engine_mod, "verify_tree", accept_every_draft)
     stats = _generate(page, ngram=False)
     line = page.locator('#eagle-stats .stat-diverge[data-kind="defect"]')
     assert line.count() == 1 and "NO" in stats

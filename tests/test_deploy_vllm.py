@@ -24,6 +24,16 @@ def target(tmp_path_factory):
     return write_target(tmp_path_factory.mktemp("vllm-deploy") / "t")
 
 
+
+def assert_same_head(target, draft, out) -> None:
+    """The copy's head computes what the published one does (the fold is exact up to float32 rounding)."""
+    a = load_pair(str(target), str(draft), dtype="float32", device="cpu")
+    b = load_pair(str(target), str(out), dtype="float32", device="cpu")
+    x, ids, pos = torch.randn(3, 64), torch.tensor([1, 2, 3]), torch.arange(3)
+    with torch.no_grad():
+        torch.testing.assert_close(b.head(x, ids, pos, DynamicCache(), None, from_target=True),
+                                   a.head(x, ids, pos, DynamicCache(), None, from_target=True), rtol=1e-3, atol=1e-3)
+
 def test_the_fold_is_exact_and_refuses_a_singular_fc():
     sd = eagle1_weights(seed=3)
     folded = fold_fc_bias(sd).tensors
@@ -49,13 +59,7 @@ def test_official_eagle1_needs_the_copy_and_the_copy_drafts_the_same(target, tmp
     assert json.loads((out / "config.json").read_text())["bias"] is False
     again = inspect_pair(str(target), str(out))
     assert not again.fc_bias and not plan_for("vllm", "t", str(out), again, K).changes  # loads as published
-    a = load_pair(str(target), str(draft), dtype="float32", device="cpu")
-    b = load_pair(str(target), str(out), dtype="float32", device="cpu")
-    x, ids, pos = torch.randn(3, 64), torch.tensor([1, 2, 3]), torch.arange(3)
-    with torch.no_grad():
-        torch.testing.assert_close(b.head(x, ids, pos, DynamicCache(), None, from_target=True),
-                                   a.head(x, ids, pos, DynamicCache(), None, from_target=True),
-                                   rtol=1e-3, atol=1e-3)  # the fold is exact up to float32 rounding
+    assert_same_head(target, draft, out)
 
 
 def test_eagle1_without_bias_loads_as_published(target, tmp_path):
@@ -106,13 +110,7 @@ def test_vllm_converted_eagle1_needs_an_unprefixed_copy(target, tmp_path):
     assert "model" not in json.loads((out / "config.json").read_text())
     again = inspect_pair(str(target), str(out))
     assert again.family == "eagle1" and not plan_for("vllm", "t", str(out), again, K).changes
-    a = load_pair(str(target), str(draft), dtype="float32", device="cpu")
-    b = load_pair(str(target), str(out), dtype="float32", device="cpu")
-    x, ids, pos = torch.randn(3, 64), torch.tensor([1, 2, 3]), torch.arange(3)
-    with torch.no_grad():
-        torch.testing.assert_close(b.head(x, ids, pos, DynamicCache(), None, from_target=True),
-                                   a.head(x, ids, pos, DynamicCache(), None, from_target=True),
-                                   rtol=1e-3, atol=1e-3)  # the fold is exact up to float32 rounding
+    assert_same_head(target, draft, out)
 
 
 def test_speculators_eagle1_is_not_read_by_vllm_032(target, tmp_path):

@@ -7,11 +7,11 @@ import pytest
 import torch
 
 import eagle_demo.decoding.engine as engine_mod
-from eagle_demo.decoding.acceptance import Verdict
 from eagle_demo.common.config import RunConfig, TreeConfig
 from eagle_demo.divergence import explain, rounding_tolerance, top2_by_position
 from eagle_demo.decoding.engine import BaselineEngine, SpeculativeEngine
 from fixtures import random_eagle1, tiny_target
+from fixtures import accept_every_draft
 
 PROMPT = [1, 5, 9, 13, 4, 7, 22, 30]
 RUN = RunConfig(max_new_tokens=48, ignore_eos=True, tree=TreeConfig(depth=4, top_k=4, total_tokens=16))
@@ -83,14 +83,7 @@ def test_a_bf16_split_at_a_near_tie_is_called_a_near_tie():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_negative_control_a_verifier_accepting_every_draft_is_a_defect(monkeypatch, dtype):
-    def accept_all(tree, logits, sampling, sampler, position, seen=None):
-        path, node = [], 0
-        while tree.children[node]:
-            node = next(iter(tree.children[node].values()))
-            path.append(node)
-        return Verdict(tuple(path), int(logits[node].argmax()), (1.0,) * (len(path) + 1))
-
-    monkeypatch.setattr(engine_mod, "verify_tree", accept_all)
+    monkeypatch.setattr(engine_mod, "verify_tree", accept_every_draft)
     eagle, base = race(0, dtype)
     d = explain(eagle, base, greedy=True)
     assert d is not None and d.kind == "defect", d

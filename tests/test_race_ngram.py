@@ -9,12 +9,12 @@ import eagle_demo.decoding.engine as engine_mod
 from eagle_demo.app.state import start_run
 from eagle_demo.app.registry import REGISTRY, make_key
 from eagle_demo.common.config import RunConfig
-from eagle_demo.decoding.acceptance import Verdict
 from eagle_demo.racers import race_all, race_table
 from eagle_demo.session import SHIPPED_EAGLE1, SHIPPED_TARGET
 from eagle_demo.view.charts import tokens_time_figure
 from eagle_demo.view.stats import stats_html, summary
 from test_ui_api import CODE_PROMPT, app  # noqa: F401 (the launched app fixture)
+from fixtures import accept_every_draft
 
 
 @pytest.fixture(scope="module")
@@ -54,14 +54,7 @@ def test_the_page_races_three_decoders_on_one_chart_and_one_strip(shipped):
 def test_a_broken_verifier_shows_its_divergence_as_a_defect_on_the_strip(shipped, monkeypatch):
     key, session = shipped
 
-    def accept_all(tree, logits, sampling, sampler, position, seen=None):
-        path, node = [], 0
-        while tree.children[node]:
-            node = next(iter(tree.children[node].values()))
-            path.append(node)
-        return Verdict(tuple(path), int(logits[node].argmax()), (1.0,) * (len(path) + 1))
-
-    monkeypatch.setattr(engine_mod, "verify_tree", accept_all)
+    monkeypatch.setattr(engine_mod, "verify_tree", accept_every_draft)
     live = _race(key, session, ngram=False)
     eagle, baseline, _ = live.snapshot()
     s = summary(eagle, baseline, True, decode=session.decode)
