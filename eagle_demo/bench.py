@@ -23,7 +23,7 @@ from .decoding.hot_vocab import hot_vocab_problem
 from .metrics import RunStats, misses, summarize
 from .race import race
 from .common.paths import SUITE
-from .falloff import Where
+from .diagnose.falloff import Where
 from .session import Session
 
 __all__ = ["PromptItem", "PromptResult", "CategorySummary", "BenchReport", "load_suite", "run_bench",

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from .common.config import ConfigError, TreeConfig
 from .checkpoints.files import read_config, scan_weights
-from .fc_fold import write_weights
+from .checkpoints.fc_fold import write_weights
 
 __all__ = ["Plan", "plan_for", "deployment_commands", "write_adapted_copy"]
 

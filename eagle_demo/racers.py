@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .decoding.events import Event, RunStart
-from .divergence import Divergence, explain
+from .diagnose.divergence import Divergence, explain
 from .metrics import RunStats, summarize
 from .race import RaceResult, race, verdict
 

@@ -13,7 +13,7 @@ from transformers import DynamicCache
 from eagle_demo.checkpoints import inspect_pair, load_pair
 from eagle_demo.common.config import TreeConfig
 from eagle_demo.deploy import plan_for, write_adapted_copy
-from eagle_demo.fc_fold import fold_fc_bias
+from eagle_demo.checkpoints.fc_fold import fold_fc_bias
 from layouts import eagle1_weights, llama_config, write_llama3_eagle1, write_raw_eagle1, write_target
 
 K = TreeConfig.chain(5)

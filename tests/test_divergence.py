@@ -8,7 +8,7 @@ import torch
 
 import eagle_demo.decoding.engine as engine_mod
 from eagle_demo.common.config import RunConfig, TreeConfig
-from eagle_demo.divergence import explain, rounding_tolerance, top2_by_position
+from eagle_demo.diagnose.divergence import explain, rounding_tolerance, top2_by_position
 from eagle_demo.decoding.engine import BaselineEngine, SpeculativeEngine
 from fixtures import random_eagle1, tiny_target
 from fixtures import accept_every_draft

@@ -61,7 +61,7 @@ def deploy(key: PairKey | None, mode_value, depth_value, topk_value, total_value
         out = deployment_commands(key.target, key.draft, session.report, tree)
     except Exception as exc:
         return DeployOutputs(f"Cannot build commands: {one_line(exc)}")
-    from ..deploy_shape import shape_flags
+    from ..serving.flags import shape_flags
     from .diagnose_tab import pair_rank
 
     flags = shape_flags(tree, pair_rank(key))

@@ -13,8 +13,8 @@ from ..autotree.explore import KNOWN_ERROR_SOURCE, explore
 from ..autotree.retune import rank_model
 from ..common.config import TreeConfig
 from ..common.errors import one_line
-from ..deploy_shape import shape_flags
-from ..falloff import by_kind, by_position, round_starts, token_lines
+from ..serving.flags import shape_flags
+from ..diagnose.falloff import by_kind, by_position, round_starts, token_lines
 from ..metrics import summarize
 from ..view.charts import empty_figure
 from ..view.diagnose import kinds_html, position_figure, shape_choices, shapes_figure

@@ -6,7 +6,7 @@ from __future__ import annotations
 from html import escape
 
 from ..autotree.explore import KNOWN_ERROR, Exploration
-from ..falloff import WINDOW, KindFigures
+from ..diagnose.falloff import WINDOW, KindFigures
 from .charts import EAGLE_COLOR, Figure, axis, empty_figure, figure
 
 __all__ = ["position_figure", "kinds_html", "shapes_figure", "shape_choices"]

@@ -51,7 +51,7 @@ def fold_fc_bias(tensors: dict[str, torch.Tensor], embedding: torch.Tensor | Non
 
 def target_embedding(target: Path) -> torch.Tensor:
     """The target's input embedding [V, H], read alone from its weight files (for a draft without its own)."""
-    from .checkpoints.files import scan_weights
+    from .files import scan_weights
 
     weights = scan_weights(target)
     name = next(n for n in weights.tensors if n.endswith("embed_tokens.weight"))
@@ -66,7 +66,7 @@ def write_weights(src: Path, out: Path, zero_fc_bias: bool = False, fold: bool =
 
     from safetensors.torch import save_file
 
-    from .checkpoints.files import scan_weights
+    from .files import scan_weights
 
     weights = scan_weights(src)
     if not (zero_fc_bias or fold or strip_prefix):

@@ -34,7 +34,7 @@ from typing import Callable, Iterable
 
 import torch
 
-from .decoding.events import Event, Prefill, Round, RunStart, Step
+from ..decoding.events import Event, Prefill, Round, RunStart, Step
 
 __all__ = ["Divergence", "rounding_tolerance", "top2_by_position", "explain", "CONTEXT"]
 

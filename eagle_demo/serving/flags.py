@@ -17,7 +17,7 @@ from __future__ import annotations
 import heapq
 import json
 
-from .common.config import TreeConfig
+from ..common.config import TreeConfig
 
 __all__ = ["shape_flags", "static_tree", "RANK_PRIOR"]
 

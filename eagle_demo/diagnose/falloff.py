@@ -142,7 +142,7 @@ class Where:
         return {f"tau_{k}": round(mine[k].tau, 4) if k in mine else 0.0 for k in KINDS}
 
     def to_dict(self) -> dict:
-        return {"rule": "falloff.line_kinds (docs in eagle_demo/falloff.py)",
+        return {"rule": "falloff.line_kinds (docs in eagle_demo/diagnose/falloff.py)",
                 "by_kind": {k: {"tau": t / r, "rounds": r, "tokens": t} for k, (r, t) in self.kinds.items() if r},
                 "by_position": [{"from": b, "tau": t / r, "rounds": r}
                                 for b, (r, t) in sorted(self.blocks.items())]}
