@@ -23,7 +23,6 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
 from .common.config import ConfigError, TreeConfig
 from .checkpoints.files import read_config, scan_weights
 from .checkpoints.fc_fold import write_weights
@@ -127,22 +126,31 @@ def _shared_changes(plan: Plan, engine: str, cfg: dict, report) -> None:
 
 
 def _plan_vllm(plan: Plan, target: str, draft: str, report, tree: TreeConfig) -> None:
-    # vLLM: `method` is explicit since PR #21737; eagle3 covers EAGLE-3.1 fc_norm (PR #42764), norm_output
-    # (PR #46488), multi-layer drafts (PR #26164) and NVIDIA use_aux_hidden_state false (#40656), all read from
-    # the published config (llama_eagle3.py). Published example: yuhuili/EAGLE3-LLaMA3.1-Instruct-8B.
+    # vLLM: `method` explicit since PR #21737; eagle3 covers EAGLE-3.1 fc_norm (PR #42764), norm_output (PR #46488),
+    # multi-layer (PR #26164), use_aux_hidden_state false (#40656), read from the config (llama_eagle3.py).
     eagle3 = report.family == "eagle3"
-    if not eagle3:
-        _vllm_eagle1(plan, report)
-    elif not _draft_config(report)[0].get("fc_norm") and any(
-            n.split(".")[-3:-2] == ["fc_norm"] for n in scan_weights(Path(report.draft_path)).tensors):
-        plan.config_changes["fc_norm"] = True  # llama_eagle3.py builds fc_norm only from the config flag
-        plan.change('config "fc_norm": true: vLLM 0.32 builds the EAGLE-3.1 per-feature norms only when the config '
-                    "says so and otherwise fails on the fc_norm.* weights", required=True)
-    if report.qkv_bias and not eagle3:
-        plan.notes.append("upstream vLLM has no EAGLE-1 class with q/k/v biases (Qwen2 drafts); use SGLang")
+    (_vllm_eagle3 if eagle3 else _vllm_eagle1)(plan, report)
     spec = {"method": "eagle3" if eagle3 else "eagle", "model": "<ADAPTED_DRAFT_DIR>" if plan.needs_copy else draft,
             "num_speculative_tokens": tree.depth}
     plan.command = f"vllm serve {shlex.quote(target)} --speculative-config {shlex.quote(json.dumps(spec))}"
+
+
+def _vllm_eagle3(plan: Plan, report) -> None:
+    """SpecForge/SGLang's `eagle_config` ids mean hidden_states[id + 1]; vLLM 0.32 reads them as hidden_states[id]
+    (gpu_model_runner.py `_get_eagle3_aux_layers_from_config`, llama.py's capture; docs/vllm.md)."""
+    cfg = _draft_config(report)[0]
+    tensors = scan_weights(Path(report.draft_path)).tensors
+    if not cfg.get("fc_norm") and any(n.split(".")[-3:-2] == ["fc_norm"] for n in tensors):
+        plan.config_changes["fc_norm"] = True
+        plan.change('config "fc_norm": true: vLLM 0.32 builds the EAGLE-3.1 per-feature norms only when the config '
+                    "says so and otherwise fails on the fc_norm.* weights", required=True)
+    nested = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
+    ids = [int(i) for i in nested.get("eagle_aux_hidden_state_layer_ids") or ()]  # unused when aux is off (#40656)
+    if ids and not cfg.get("eagle_aux_hidden_state_layer_ids") and nested.get("use_aux_hidden_state") is not False:
+        plan.config_changes["eagle_aux_hidden_state_layer_ids"] = [i + 1 for i in ids]
+        plan.change(f"top-level eagle_aux_hidden_state_layer_ids {[i + 1 for i in ids]} (eagle_config's {ids} + 1, "
+                    "read first by vLLM and here): vLLM 0.32 reads the nested output-of-layer ids as "
+                    "hidden_states[id], one layer early (the nested list stays: vLLM sizes fc from it)", required=True)
 
 
 def _vllm_eagle1(plan: Plan, report) -> None:
@@ -169,6 +177,8 @@ def _vllm_eagle1(plan: Plan, report) -> None:
         plan.fold_fc_bias = True
         plan.change("fc.bias folded into the draft's embedding (exact, float32): vLLM's EAGLE-1 fc has no bias and "
                     "drops it silently, which lowers acceptance", required=False)
+    if report.qkv_bias:
+        plan.notes.append("upstream vLLM has no EAGLE-1 class with q/k/v biases (Qwen2 drafts); use SGLang")
 
 
 def _plan_sglang(plan: Plan, target: str, draft: str, report, tree: TreeConfig, cfg: dict, wrapped: bool) -> None:
@@ -211,10 +221,9 @@ def _sglang_tree(tree: TreeConfig) -> str:
 
 
 def _plan_mtp(plan: Plan, target: str, draft: str, report, tree: TreeConfig) -> Plan:
-    # vLLM: method "mtp" (speculative.py folds deepseek_mtp, qwen3_next_mtp, glm4_moe_mtp, mimo_mtp ... into it) reads
-    # the MTP layer from the target checkpoint, or from `model` when given. SGLang: --speculative-algorithm EAGLE
-    # (NEXTN is an alias) with the target as draft path; model_config.py rewrites DeepseekV3ForCausalLM ->
-    # DeepseekV3ForCausalLMNextN, Qwen3NextForCausalLM -> Qwen3NextForCausalLMMTP, Glm4MoeForCausalLM -> ...NextN.
+    # vLLM: method "mtp" (speculative.py folds deepseek_mtp, qwen3_next_mtp, glm4_moe_mtp, mimo_mtp ... into it)
+    # reads the MTP layer from the target checkpoint, or `model`. SGLang: EAGLE (NEXTN alias), target as draft path;
+    # model_config.py rewrites DeepseekV3/Qwen3Next/Glm4Moe ForCausalLM to their NextN/MTP classes.
     same = Path(report.draft_path or "").resolve() == Path(report.target_path).resolve()
     if plan.engine == "vllm":
         spec = {"method": "mtp", "num_speculative_tokens": tree.depth}
@@ -230,10 +239,8 @@ def _plan_mtp(plan: Plan, target: str, draft: str, report, tree: TreeConfig) -> 
                               "target's config.json beside them")
     plan.notes.append("the engines reuse one MTP layer for every draft step (num_nextn_predict_layers 1), as here")
     if report.source_layout == "mimo-mtp":
-        # vLLM `config/speculative.py` turns MiMoForCausalLM into model_type mimo_mtp / MiMoMTPModel (num_hidden_layers
-        # 0, n_predict = num_nextn_predict_layers) and `mimo_mtp.py` loads `model.mtp_layers.*` from the checkpoint;
-        # SGLang `configs/model_config.py` rewrites MiMoForCausalLM -> MiMoMTP for the draft and `mimo_mtp.py` shares
-        # the target's embedding and lm_head (set_embed_and_head). Both serve the MiMo body natively (no remote code).
+        # vLLM speculative.py: MiMoForCausalLM -> mimo_mtp (MiMoMTPModel; mimo_mtp.py loads model.mtp_layers.*);
+        # SGLang model_config.py: -> MiMoMTP, sharing the target's embedding and lm_head. Both native (no remote code).
         plan.notes.append("MiMo: the engine builds its MiMo MTP draft from the MiMoForCausalLM config (vLLM mimo_mtp, "
                           "SGLang MiMoMTP) and reads model.mtp_layers.* from the target's own files")
         if not same:

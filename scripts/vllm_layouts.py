@@ -78,9 +78,10 @@ def eagle3_layouts(out: Path) -> dict:
     sd, cfg = _load("tiny-eagle3")
     h, ht = sd["fc.weight"].shape[0], sd["fc.weight"].shape[1] // 3
     layers0 = {("layers.0." + k[9:]) if k.startswith("midlayer.") else k: v for k, v in sd.items()}
-    ids = [2, 12, 21]  # the shipped head's features (the default rule), as given
+    ids = [2, 12, 21]  # the shipped head's features: hidden_states indices (the default rule), as given
+    # SpecForge/SGLang write output-of-layer ids, read as hidden_states[id + 1]: (1, 11, 20) for this head
     sf = cfg | {"architectures": ["LlamaForCausalLMEagle3"], "rope_theta": 10000.0, "eagle_config": {
-        "eagle_aux_hidden_state_layer_ids": [i + 1 for i in ids], "use_aux_hidden_state": True}}
+        "eagle_aux_hidden_state_layer_ids": [i - 1 for i in ids], "use_aux_hidden_state": True}}
     gen = torch.Generator().manual_seed(7)
     second = {f"layers.1.{k[9:]}": (v.float() * 0.0 if k.endswith("o_proj.weight") or k.endswith("down_proj.weight")
                                     else v.float()).half()
@@ -90,7 +91,7 @@ def eagle3_layouts(out: Path) -> dict:
         second[f"layers.1.self_attn.{name}.weight"] = (0.02 * torch.randn(rows, h, generator=gen)).half()
     return {
         "EAGLE-3 official (yuhuili, LlamaForCausalLM, midlayer.)": lambda: _write(out / "e3", sd, cfg, "bin"),
-        "EAGLE-3 SpecForge (LlamaForCausalLMEagle3, nested ids +1)": lambda: _write(out / "e3f", sd, sf),
+        "EAGLE-3 SpecForge (LlamaForCausalLMEagle3, nested output-of-layer ids)": lambda: _write(out / "e3f", sd, sf),
         "EAGLE-3 speculators (Eagle3Speculator, layers.0., top-level ids)": lambda: _write(out / "e3s", layers0, {
             "architectures": ["Eagle3Speculator"], "speculators_model_type": "eagle3", "transformer_layer_config":
             {k: v for k, v in cfg.items() if k != "draft_vocab_size"}, "draft_vocab_size": cfg["draft_vocab_size"],

@@ -131,7 +131,30 @@ def test_eagle31_without_the_fc_norm_flag_needs_a_copy_for_vllm(target, tmp_path
     draft = write_eagle31(tmp_path / "d", eagle3_weights(seed=7))
     report = inspect_pair(str(target), str(draft))
     plan = plan_for("vllm", "t", "d", report, K)
-    assert plan.needs_copy and plan.config_changes == {"fc_norm": True}
+    assert plan.needs_copy and plan.config_changes == {"fc_norm": True, "eagle_aux_hidden_state_layer_ids": [2, 4, 5]}
     out = write_adapted_copy(plan, report, tmp_path / "copy")
     assert json.loads((out / "config.json").read_text())["fc_norm"] is True
     assert not plan_for("vllm", "t", str(out), inspect_pair(str(target), str(out)), K).changes
+
+
+def test_specforge_nested_ids_need_a_copy_with_the_ids_vllm_reads(tmp_path):
+    """SpecForge/SGLang `eagle_config` ids are output-of-layer ids (hidden_states[id + 1], read so here); vLLM 0.32
+    reads them as hidden_states[id] (gpu_model_runner.py `_get_eagle3_aux_layers_from_config`, docs/vllm.md). The copy
+    adds top-level ids + 1, which vLLM reads first and as given, and reads the same features here."""
+    from layouts import eagle3_weights, write_specforge_eagle3
+
+    target = write_target(tmp_path / "t", layers=6)
+    draft = write_specforge_eagle3(tmp_path / "d", eagle3_weights(seed=8), ids=(1, 3, 4))
+    report = inspect_pair(str(target), str(draft))
+    assert report.feature_layers == (2, 4, 5)
+    plan = plan_for("vllm", "t", "d", report, K)
+    assert plan.needs_copy and "<ADAPTED_DRAFT_DIR>" in plan.command
+    assert plan.config_changes == {"eagle_aux_hidden_state_layer_ids": [2, 4, 5]}
+    assert "hidden_states[id]" in plan.required[0]
+    out = write_adapted_copy(plan, report, tmp_path / "copy")
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["eagle_aux_hidden_state_layer_ids"] == [2, 4, 5]
+    assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [1, 3, 4]  # vLLM sizes fc from it
+    again = inspect_pair(str(target), str(out))
+    assert again.feature_layers == (2, 4, 5) and not plan_for("vllm", "t", str(out), again, K).changes
+    assert not plan_for("sglang", "t", "d", report, K).needs_copy  # SGLang reads them +1 itself
