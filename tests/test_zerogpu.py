@@ -47,7 +47,7 @@ def _stream_args(max_new: int, ignore_eos: bool) -> tuple:
     from eagle_demo.app import TREE_MODE
 
     return (TARGET, DRAFT, "", "auto", "auto", "", CODE_PROMPT, False, max_new, 0.0, 1.0, 0, 0, TREE_MODE, 5, 4, 16,
-            4, 0.0, 0, True, True, ignore_eos, 1.0)
+            4, 0.0, 0, True, True, ignore_eos, 1.0, False)
 
 
 def test_load_and_generate_twice_on_one_reused_worker(client, space):
