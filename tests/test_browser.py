@@ -132,21 +132,26 @@ def long_run(target: str) -> int:
     return max(64, min(8000, context - 128))
 
 
-def test_stop_then_generate_again(page, app_url):
+def stop_then_generate(page, long: int, *running: str) -> str:
+    """Generate a long run, Stop it while one of the `running` states shows, then Generate 24 tokens to the end;
+    the stats strip's text."""
     page.locator("#prompt-box textarea").fill(CODE_PROMPT)
-    set_number(page, "max-new", long_run(app_url[1]))
+    set_number(page, "max-new", long)
     page.locator("#ignore-eos-box input").check()
     page.click("#generate-btn")
-    wait_state(page, "running", "baseline")
+    wait_state(page, *running)
     page.click("#stop-btn")
     wait_state(page, "stopped")
     assert page.locator("#eagle-output .tok").count() > 0
-
     set_number(page, "max-new", 24)
     page.locator("#ignore-eos-box input").uncheck()
     page.click("#generate-btn")
     wait_state(page, "done")
-    stats = page.locator("#eagle-stats").inner_text()
+    return page.locator("#eagle-stats").inner_text()
+
+
+def test_stop_then_generate_again(page, app_url):
+    stats = stop_then_generate(page, long_run(app_url[1]), "running", "baseline")
     assert "yes" in stats  # identical to baseline
     assert page.locator("#eagle-output .tok-prefill").count() == 1
 

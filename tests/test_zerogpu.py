@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from test_browser import ARGS, CHROMIUM, TIMEOUT_MS, set_number, wait_state
+from test_browser import ARGS, CHROMIUM, TIMEOUT_MS, stop_then_generate
 from test_ui_api import CODE_PROMPT, free_port
 from zerogpu_emulation import HERE, ROOT, Scheduler, space_env, start_space
 
@@ -126,19 +126,7 @@ def test_generate_stop_generate_in_chromium(space):
             page.set_default_timeout(TIMEOUT_MS)
             page.goto(url, wait_until="domcontentloaded")
             page.wait_for_selector("#generate-btn")
-            page.locator("#prompt-box textarea").fill(CODE_PROMPT)
-            set_number(page, "max-new", 1800)
-            page.locator("#ignore-eos-box input").check()
-            page.click("#generate-btn")
-            wait_state(page, "running")
-            page.click("#stop-btn")
-            wait_state(page, "stopped")
-            assert page.locator("#eagle-output .tok").count() > 0
-            set_number(page, "max-new", 24)
-            page.locator("#ignore-eos-box input").uncheck()
-            page.click("#generate-btn")
-            wait_state(page, "done")
-            assert "yes" in page.locator("#eagle-stats").inner_text()  # identical to its baseline
+            assert "yes" in stop_then_generate(page, 1800, "running")  # identical to its baseline
         finally:
             browser.close()
     assert scheduler.settle() == []
