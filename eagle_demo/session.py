@@ -116,7 +116,7 @@ class Session:
         if not prompt_ids:
             raise PromptError("the prompt is empty; give it some text (or token ids with --prompt-ids)")
         limit = self.context_limit()
-        tree = run.tree.total_tokens if mode == "eagle" else run.ngram.tokens + 1 if mode == "ngram" else 0
+        tree = run.tree.total_tokens if mode == "eagle" else run.ngram.total_tokens if mode == "ngram" else 0
         need = len(prompt_ids) + run.max_new_tokens + tree
         if limit and need > limit:
             parts = f" + tree ({tree})" if tree else ""

@@ -8,38 +8,58 @@ import pytest
 import torch
 from transformers.generation.candidate_generator import PromptLookupCandidateGenerator
 
-from eagle_demo.common.config import ConfigError, NgramConfig, RunConfig, SamplingConfig, TreeConfig
+from eagle_demo.common.config import ConfigError, NgramConfig, RunConfig, SamplingConfig
 from eagle_demo.decoding.engine import BaselineEngine
 from eagle_demo.decoding.events import Round, RunStart
 from eagle_demo.metrics import summarize
-from eagle_demo.decoding.ngram import NgramEngine, NgramIndex, propose
+from eagle_demo.decoding.ngram import NgramEngine, NgramIndex, cut_all, propose, trie
 from fixtures import tiny_target
 from test_engine import hf_greedy, model_of
-from test_sampling import chi2_pvalue, enumerate_probs, sample_counts
+from test_sampling import N, chi2_pvalue, enumerate_probs, sample_runs
 
 PROMPT = [1, 5, 9, 13, 4, 7, 22, 30, 5, 9, 13, 4, 7]  # repeats itself: the draft has something to look up
 
 
 def test_the_index_proposes_what_a_scan_of_the_whole_context_proposes():
     rng = random.Random(0)
-    for trial in range(300):
-        cfg = NgramConfig(min_n=rng.randint(1, 2), max_n=rng.randint(2, 4), tokens=rng.randint(1, 6))
+    for trial in range(400):
+        cfg = NgramConfig(min_n=rng.randint(1, 2), max_n=rng.randint(2, 4), tokens=rng.randint(1, 6),
+                          branches=rng.randint(1, 3), repeat=rng.random() < 0.5)
         context = [rng.randint(0, 5) for _ in range(rng.randint(1, 40))]
         index = NgramIndex(cfg.min_n, cfg.max_n)
         cut = rng.randint(0, len(context))
         index.add(context[:cut])
         index.add(context[cut:])  # grown in two steps, as the engine grows it
-        assert index.propose(cfg.tokens) == propose(context, cfg), (context, cfg)
+        stops = {rng.randint(0, 5)} if rng.random() < 0.3 else set()
+        assert cut_all(index.propose(cfg.tokens, cfg.branches, cfg.repeat), stops) == propose(context, cfg, stops)
 
 
-def test_proposals_are_transformers_prompt_lookup_candidates():
+def test_one_branch_without_repeat_proposes_transformers_prompt_lookup_candidates():
     rng = random.Random(1)
     for trial in range(200):
         max_n, k = rng.randint(1, 3), rng.randint(1, 8)
         context = [rng.randint(0, 6) for _ in range(rng.randint(2, 30))]
         hf = PromptLookupCandidateGenerator(num_output_tokens=k, max_matching_ngram_size=max_n, max_length=10_000)
         ids, _ = hf.get_candidates(torch.tensor([context]))
-        assert propose(context, NgramConfig(1, max_n, k)) == ids[0, len(context):].tolist(), (context, max_n, k)
+        ours = propose(context, NgramConfig.transformers(max_n, k))
+        assert (ours[0] if ours else []) == ids[0, len(context):].tolist(), (context, max_n, k)
+
+
+def test_a_continuation_that_reaches_the_end_repeats_its_period():
+    context = [7, 1, 2, 3, 1, 2]  # the suffix (1, 2) first came at 1: period 3, the pattern 3 1 2
+    assert propose(context, NgramConfig(1, 2, 7, branches=1, repeat=False)) == [[3, 1, 2]]
+    assert propose(context, NgramConfig(1, 2, 7, branches=1, repeat=True)) == [[3, 1, 2, 3, 1, 2, 3]]
+    assert propose([4, 4], NgramConfig(1, 2, 3, branches=1)) == [[4, 4, 4]]  # period 1
+
+
+def test_branches_are_the_next_distinct_continuations_merged_into_one_trie():
+    context = [1, 2, 5, 9, 1, 2, 6, 1, 2, 5, 8, 1, 2]  # (1, 2) went on with 5 9, 6, 5 8
+    got = propose(context, NgramConfig(1, 2, 2, branches=3))
+    assert got == [[5, 9], [6, 1], [5, 8]]
+    tree = trie(0, got, torch.device("cpu"))
+    assert tree.token_list == (0, 5, 6, 9, 1, 8) and tree.parents == (-1, 0, 0, 1, 2, 1)  # 5 drafted once
+    assert tree.depth_list == (0, 1, 1, 2, 2, 2) and not tree.is_chain
+    assert propose(context, NgramConfig(1, 2, 2, branches=3), stops={9, 6}) == [[5], [5, 8]]
 
 
 def test_settings_are_checked():
@@ -50,7 +70,8 @@ def test_settings_are_checked():
 
 
 @pytest.mark.parametrize("static", [False, True], ids=["eager", "static"])
-@pytest.mark.parametrize("cfg", [NgramConfig(), NgramConfig(1, 3, 5), NgramConfig(2, 4, 1)], ids=lambda c: c.label())
+@pytest.mark.parametrize("cfg", [NgramConfig(), NgramConfig(1, 3, 5, branches=3), NgramConfig(2, 4, 1),
+                                 NgramConfig.transformers()], ids=lambda c: c.label())
 def test_greedy_equals_target_generate(static, cfg):
     model = model_of("llama")
     events = list(NgramEngine(model, static=static).generate(PROMPT, RunConfig(max_new_tokens=48, ignore_eos=True,
@@ -60,7 +81,10 @@ def test_greedy_equals_target_generate(static, cfg):
     assert isinstance(start, RunStart) and start.mode == "ngram" and start.tree == cfg.label()
     rounds = [e for e in events if isinstance(e, Round)]
     assert sum(len(r.accepted_ids) for r in rounds) > 0  # the drafts were really used
-    assert max(len(r.nodes) - 1 for r in rounds) <= cfg.tokens
+    assert max(len(r.nodes) - 1 for r in rounds) <= cfg.tokens * cfg.branches
+    assert max(r.nodes[-1].depth for r in rounds) <= cfg.tokens
+    if cfg.branches > 1 and cfg.tokens > 1:  # a round took a branch other than the first (node 1 starts that one)
+        assert any(r.accepted_path and r.accepted_path[0] != 1 for r in rounds)
 
 
 @pytest.fixture(scope="module")
@@ -78,10 +102,15 @@ def test_seeded_sampling_equals_seeded_baseline(small, static, seed):
     assert summarize(ngram).tau > 1.0  # drafts accepted under sampling too
 
 
-def test_sampling_is_the_target_distribution(small):
+@pytest.mark.parametrize("ngram", [NgramConfig.transformers(2, 3), NgramConfig(1, 2, 3, branches=3)],
+                         ids=["chain", "trie"])
+def test_sampling_is_the_target_distribution(small, ngram):
     cfg = SamplingConfig(temperature=1.3)
-    counts = sample_counts(NgramEngine(small), cfg, TreeConfig.chain(1))  # the n-gram settings make the chain
-    assert chi2_pvalue(counts, enumerate_probs(small, cfg)) > 1e-3
+    tally, runs = sample_runs(NgramEngine(small), N, cfg, ngram=ngram)
+    assert chi2_pvalue(tally, enumerate_probs(small, cfg)) > 1e-3
+    if ngram.branches > 1:  # tries were drafted and a later branch accepted
+        rounds = [e for events in runs for e in events if isinstance(e, Round)]
+        assert any(r.accepted_path and r.accepted_path[0] != 1 for r in rounds)
 
 
 def test_an_eos_ends_the_run_as_plain_decoding_ends_it():

@@ -53,12 +53,18 @@ def add_ngram_args(p: argparse.ArgumentParser) -> None:
                    help="n-gram draft: longest suffix matched (tried first)")
     p.add_argument("--ngram-tokens", type=int, default=10, metavar="K",
                    help="n-gram draft: tokens proposed after a match, at most")
+    p.add_argument("--ngram-branches", type=int, default=2, metavar="B",
+                   help="n-gram draft: distinct continuations of the match verified together as one tree (1: a chain)")
+    p.add_argument("--ngram-no-repeat", action="store_true",
+                   help="n-gram draft: a continuation stops at the context's end instead of repeating the pattern it "
+                        "found (with --ngram-branches 1: exactly transformers' prompt lookup proposals)")
 
 
 def ngram_from_args(args: argparse.Namespace):
     from ..common.config import NgramConfig
 
-    return NgramConfig(min_n=args.ngram_min, max_n=args.ngram_max, tokens=args.ngram_tokens)
+    return NgramConfig(min_n=args.ngram_min, max_n=args.ngram_max, tokens=args.ngram_tokens,
+                       branches=args.ngram_branches, repeat=not args.ngram_no_repeat)
 
 
 def add_auto_tree_arg(p: argparse.ArgumentParser) -> None:

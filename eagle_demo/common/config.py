@@ -137,21 +137,43 @@ class NgramConfig:
     """The n-gram draft's settings (`ngram`): match the context's last n tokens, n from max_n down to min_n, and
     propose up to `tokens` tokens that followed the match (vLLM's prompt_lookup_min, prompt_lookup_max and
     num_speculative_tokens; transformers' prompt lookup is min_n 1, max_n its max_matching_ngram_size, default 2,
-    and tokens its prompt_lookup_num_tokens)."""
+    and tokens its prompt_lookup_num_tokens).
+
+    branches: up to this many distinct continuations of the matched n-gram (its earliest occurrences first), verified
+        together as one tree; 1 is one chain, as transformers and vLLM draft.
+    repeat: a continuation that runs into the context's end goes on with the period it found (the match and the
+        suffix are one pattern repeating), so a loop proposes all `tokens`; off, it stops at the end as transformers'
+        does. `transformers()` is the setting that proposes exactly transformers' prompt lookup candidates."""
 
     min_n: int = 1
     max_n: int = 2
     tokens: int = 10
+    branches: int = 2
+    repeat: bool = True
 
     def __post_init__(self) -> None:
         _check_int("n-gram min", self.min_n, 1, 16)
         _check_int("n-gram max", self.max_n, 1, 16)
         _check_int("n-gram tokens", self.tokens, 1, 32)
+        _check_int("n-gram branches", self.branches, 1, 8)
         if self.min_n > self.max_n:
             raise ConfigError(f"n-gram min {self.min_n} is above n-gram max {self.max_n}; use min <= max")
+        if not isinstance(self.repeat, bool):
+            raise ConfigError(f"n-gram repeat must be true or false, got {self.repeat!r}")
+
+    @classmethod
+    def transformers(cls, max_n: int = 2, tokens: int = 10) -> "NgramConfig":
+        """transformers' prompt lookup (max_matching_ngram_size, prompt_lookup_num_tokens): one chain, no repeat."""
+        return cls(min_n=1, max_n=max_n, tokens=tokens, branches=1, repeat=False)
+
+    @property
+    def total_tokens(self) -> int:
+        """The most tokens a round verifies: the root and every branch's proposal."""
+        return 1 + self.tokens * self.branches
 
     def label(self) -> str:
-        return f"n-gram {self.min_n}..{self.max_n}, up to {self.tokens} tokens"
+        extra = (f", {self.branches} branches" if self.branches > 1 else "") + (", repeating" if self.repeat else "")
+        return f"n-gram {self.min_n}..{self.max_n}, up to {self.tokens} tokens{extra}"
 
 
 @dataclass(frozen=True)

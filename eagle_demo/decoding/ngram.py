@@ -10,17 +10,30 @@ The draft proposes a continuation of the run's own context, as transformers' pro
   cut before an end-of-sequence token when the run stops at one (transformers does the same);
 - no match: the round drafts nothing and is a plain target step through the verify path.
 
+Two additions, both on by default (`NgramConfig`), neither in transformers' or vLLM's drafter:
+
+- branches: the matched n-gram's next distinct continuations (its earliest occurrences first, the first one being
+  transformers' proposal) are verified together as a trie in the same target forward, so a round whose first
+  continuation misses can still accept another;
+- repeat: a continuation that runs into the context's end goes on with the period it found. The match starts P
+  tokens before the suffix does, so the context reads as a pattern of period P, and the proposal continues it: a
+  loop in the output proposes all `tokens` tokens instead of the few left before the end.
+
+`NgramConfig.transformers()` (one branch, no repeat) proposes exactly transformers' candidates (tests/test_ngram.py).
+
 The parameters carry vLLM's names too: `min_n` is its prompt_lookup_min, `max_n` prompt_lookup_max and `tokens`
 num_speculative_tokens; transformers fixes min_n at 1 and calls max_n `max_matching_ngram_size` (default 2) and
 tokens `prompt_lookup_num_tokens`.
 
 Lossless: a proposal is deterministic, a point mass (q = 1 at its token), so the verifier's rule (sample the
 target's token at a node, descend into the child carrying it; the argmax when greedy) keeps the output exactly the
-target's, greedy and sampled alike (`acceptance`). The draft plugs into `SpeculativeEngine`'s one loop
-(`NgramEngine`); each round's chain is built on the host and verified like any other chain.
+target's, greedy and sampled alike, for a chain and for a trie of several proposals (`acceptance`). The draft
+plugs into `SpeculativeEngine`'s one loop (`NgramEngine`); each round's chain or trie is built on the host and
+verified like any other tree.
 
-The index keeps the first start of every n-gram (min_n <= n <= max_n) of the context in a dict, updated as tokens
-are committed: a proposal costs max_n - min_n + 1 lookups, whatever the context's length.
+The index keeps the starts of every n-gram (min_n <= n <= max_n) of the context in a dict, updated as tokens are
+committed: a proposal costs max_n - min_n + 1 lookups and reads at most `SCAN` occurrences, whatever the
+context's length.
 """
 
 from __future__ import annotations
@@ -35,47 +48,82 @@ from transformers import PreTrainedModel
 from ..common.config import NgramConfig, RunConfig, TreeConfig
 from .engine import SpeculativeEngine, _EngineBase
 from .events import Event
-from .tree import DraftTree
+from .tree import DraftTree, make_tree
 
-__all__ = ["NgramIndex", "NgramDrafter", "NgramEngine", "propose"]
+__all__ = ["NgramIndex", "NgramDrafter", "NgramEngine", "propose", "trie", "SCAN"]
+
+SCAN = 64  # occurrences of the matched n-gram read per proposal, at most (the earliest ones)
 
 
 class NgramIndex:
-    """A growing token list and the start of the first occurrence of each of its n-grams, min_n <= n <= max_n."""
+    """A growing token list and the starts of every occurrence of each of its n-grams, min_n <= n <= max_n."""
 
     def __init__(self, min_n: int, max_n: int):
         self.min_n, self.max_n = min_n, max_n
         self.tokens: list[int] = []
-        self.first: dict[tuple[int, ...], int] = {}
+        self.starts: dict[tuple[int, ...], list[int]] = {}
 
     def add(self, ids: Iterable[int]) -> None:
-        tokens, first = self.tokens, self.first
+        tokens, starts = self.tokens, self.starts
         for t in ids:
             tokens.append(int(t))
             end = len(tokens)
             for n in range(self.min_n, min(self.max_n, end) + 1):
-                first.setdefault(tuple(tokens[end - n:end]), end - n)
+                starts.setdefault(tuple(tokens[end - n:end]), []).append(end - n)
 
-    def propose(self, k: int) -> list[int]:
-        """Up to k tokens that followed the earliest earlier occurrence of the longest matching suffix n-gram."""
+    def propose(self, k: int, branches: int = 1, repeat: bool = False) -> list[list[int]]:
+        """Up to `branches` distinct continuations (k tokens at most) of the longest suffix n-gram that occurred
+        earlier, its earliest occurrences first; [] when none did."""
         tokens, size = self.tokens, len(self.tokens)
         for n in range(min(self.max_n, size - 1), self.min_n - 1, -1):
-            start = self.first.get(tuple(tokens[size - n:]))
-            if start is not None and start + n < size:  # the earliest occurrence is not the suffix itself
-                return tokens[start + n:start + n + k]
+            found = self.starts.get(tuple(tokens[size - n:]), ())
+            if found and found[0] + n < size:  # the earliest occurrence is not the suffix itself
+                return _distinct((_follow(tokens, s + n, k, repeat) for s in found[:SCAN] if s + n < size),
+                                 branches)
         return []
 
 
-def propose(context: list[int], cfg: NgramConfig, stops: Iterable[int] = ()) -> list[int]:
-    """The proposal for a whole context at once (the reference the index is tested against)."""
-    stop = set(stops)
+def _follow(tokens: list[int], at: int, k: int, repeat: bool) -> list[int]:
+    """The k tokens from `at` on; with `repeat`, past the end the pattern of period len(tokens) - at goes on."""
+    out = tokens[at:at + k]
+    if repeat:
+        period = len(tokens) - at
+        while len(out) < k:
+            out.append(out[len(out) - period])
+    return out
+
+
+def _distinct(continuations: Iterable[list[int]], branches: int) -> list[list[int]]:
+    out: list[list[int]] = []
+    for c in continuations:
+        if c not in out:
+            out.append(c)
+            if len(out) == branches:
+                break
+    return out
+
+
+def propose(context: list[int], cfg: NgramConfig, stops: Iterable[int] = ()) -> list[list[int]]:
+    """The proposals for a whole context at once, by a scan of every window (the reference the index is tested
+    against): distinct continuations, each cut before a stop token, the empty ones dropped."""
     size = len(context)
     for n in range(min(cfg.max_n, size - 1), cfg.min_n - 1, -1):
         suffix = context[size - n:]
-        for start in range(size - n):
-            if context[start:start + n] == suffix:
-                return _cut(context[start + n:start + n + cfg.tokens], stop)
+        found = [s for s in range(size - n) if context[s:s + n] == suffix]
+        if found:
+            raw = _distinct((_follow(context, s + n, cfg.tokens, cfg.repeat) for s in found[:SCAN]), cfg.branches)
+            return cut_all(raw, set(stops))
     return []
+
+
+def cut_all(continuations: list[list[int]], stops) -> list[list[int]]:
+    """Each continuation cut before its first stop token; the empty ones dropped, the rest kept distinct."""
+    out: list[list[int]] = []
+    for c in continuations:
+        c = _cut(c, stops)
+        if c and c not in out:
+            out.append(c)
+    return out
 
 
 def _cut(ids: list[int], stops) -> list[int]:
@@ -83,6 +131,21 @@ def _cut(ids: list[int], stops) -> list[int]:
         if t in stops:
             return ids[:i]
     return ids
+
+
+def trie(root: int, continuations: list[list[int]], device: torch.device) -> DraftTree:
+    """The continuations after `root` merged into one tree, depth-major (a shared prefix is drafted once)."""
+    tokens, parents, depths = [root], [-1], [0]
+    node: dict[tuple[int, ...], int] = {(): 0}
+    for d in range(1, max(map(len, continuations), default=0) + 1):
+        for c in continuations:
+            if len(c) >= d and tuple(c[:d]) not in node:
+                node[tuple(c[:d])] = len(tokens)
+                tokens.append(c[d - 1])
+                parents.append(node[tuple(c[:d - 1])])
+                depths.append(d)
+    ones = [1.0] * len(tokens)
+    return make_tree(tokens, parents, depths, ones, ones, device)
 
 
 class NgramDrafter:
@@ -118,8 +181,12 @@ class NgramDrafter:
         self.index.add(tokens.tolist())
 
     def draft(self, root_token: int, cfg: TreeConfig) -> DraftTree:
-        """A chain of the proposal (at most cfg.depth tokens) after root_token, the last committed token."""
-        ids = _cut(self.index.propose(cfg.depth), self.stops)
+        """The proposals after root_token, the last committed token: one chain (at most cfg.depth tokens), or a
+        trie of up to `branches` of them."""
+        found = cut_all(self.index.propose(cfg.depth, self.cfg.branches, self.cfg.repeat), self.stops)
+        if len(found) > 1:
+            return trie(root_token, found, self.device)
+        ids = found[0] if found else []
         n = len(ids) + 1
         depths, mask = self._chain(cfg.depth + 1)
         tokens = torch.tensor([root_token, *ids], dtype=torch.long, device=self.device)  # [n]
@@ -137,8 +204,8 @@ class NgramDrafter:
 
 class NgramEngine(SpeculativeEngine):
     """Speculative decoding with the n-gram draft (`ngram`): no head, any target. The same loop as
-    `SpeculativeEngine`; each run drafts chains of up to `run.ngram.tokens` tokens and never pauses (the gate and the
-    retuner are EAGLE's)."""
+    `SpeculativeEngine`; each round drafts a chain of up to `run.ngram.tokens` tokens, or a trie of up to
+    `run.ngram.branches` such chains, and the run never pauses (the gate and the retuner are EAGLE's)."""
 
     mode = "ngram"
 
@@ -156,7 +223,9 @@ class NgramEngine(SpeculativeEngine):
 
     def generate(self, prompt_ids: list[int], run: RunConfig,
                  stop: threading.Event | None = None) -> Iterator[Event]:
-        run = replace(run, tree=TreeConfig.chain(run.ngram.tokens), retune=None, pause_below=0.0, pause_by_length=(),
+        g = run.ngram
+        shape = TreeConfig.chain(g.tokens) if g.branches == 1 else TreeConfig(g.tokens, g.branches, g.total_tokens)
+        run = replace(run, tree=shape, retune=None, pause_below=0.0, pause_by_length=(),
                       pause_first=False)
         return super().generate(prompt_ids, run, stop)
 
