@@ -113,7 +113,9 @@ def test_probe_and_a_benchmark_run_in_gpu_calls(client, space):
     assert scheduler.count("allow") == forked + 1
 
 
-def test_generate_stop_generate_in_chromium(space):
+def test_generate_stop_generate_then_analyse_in_chromium(space):
+    """Generate, Stop, Generate, then the Diagnose tab's Analyse: the shape explorer runs the target and the draft,
+    so it runs in a GPU call (`ExploreTask`); greedy, the shape that ran replays to the run's measured tau."""
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
     from playwright.sync_api import sync_playwright
@@ -127,9 +129,18 @@ def test_generate_stop_generate_in_chromium(space):
             page.goto(url, wait_until="domcontentloaded")
             page.wait_for_selector("#generate-btn")
             assert "yes" in stop_then_generate(page, 1800, "running")  # identical to its baseline
+            assert scheduler.settle() == []
+            schedules = scheduler.count("schedule")
+            page.get_by_role("tab", name="Diagnose").click()
+            page.click("#diagnose-btn")
+            page.wait_for_function("() => /rounds\\.|Cannot/.test(document.querySelector('#diagnose-msg').innerText)")
+            message = page.locator("#diagnose-msg").inner_text()
         finally:
             browser.close()
-    assert scheduler.settle() == []
+    assert "Cannot analyse" not in message and "best on this text: " in message, message
+    replayed, measured = message.split("replayed tau ")[1].split(" (measured ")
+    assert replayed == measured.split(")")[0], message  # greedy: the ran shape's replay is exact
+    assert scheduler.settle() == [] and scheduler.count("schedule") == schedules + 1  # one GPU call
 
 
 def test_every_schedule_is_released_even_after_an_error_in_the_gpu_function(tmp_path):
