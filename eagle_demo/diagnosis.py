@@ -61,7 +61,7 @@ class RunDiagnosis:
         costed = any(r.speedup for r in x.rows)
         rows = sorted(x.rows, key=(lambda r: (r.speedup, r.tau)) if costed else (lambda r: r.tau), reverse=True)
         shown = rows[:top] + [r for r in rows[top:] if r.tree == x.ran]
-        order = "predicted speedup" if costed else "tau (no costs: the pair's automatic tree has not calibrated)"
+        order = "predicted speedup" if costed else "tau (no round costs: those come with the automatic tree)"
         width = max(len(r.tree.label()) for r in shown)
         lines = [f"shapes replayed on this run's text ({x.tokens} tokens{'' if x.greedy else ', as if greedy'}), "
                  f"top {top} of {len(rows)} by {order}:",
@@ -80,7 +80,8 @@ class RunDiagnosis:
         if r.tree == x.ran and x.measured_tau is not None:
             marks[-1] += f" (measured tau {x.measured_tau:.2f})"
         cost, speed = (f"{r.round_cost:10.2f}", f"{r.speedup:7.2f}x") if costed else (f"{'-':>10}", f"{'-':>8}")
-        return f"{'*' if marks else ' '} {r.tree.label():<{width}}  {r.tau:6.2f}  {cost}  {speed}  {', '.join(marks)}"
+        row = f"{'*' if marks else ' '} {r.tree.label():<{width}}  {r.tau:6.2f}  {cost}  {speed}  {', '.join(marks)}"
+        return row.rstrip()
 
 
 def output_ids(events) -> list[int]:

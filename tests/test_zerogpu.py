@@ -87,8 +87,14 @@ def test_a_cancelled_stream_frees_its_worker(client, space):
     job.cancel()
     assert scheduler.settle(60) == [], "the cancelled run kept its GPU"
     assert scheduler.count("release") > before
-    text, stats = client.predict(CODE_PROMPT, 24, api_name="/generate")  # and the worker serves the next call
+    schedules = scheduler.count("schedule")  # and the worker serves the next call; explore replays it in a third
+    text, stats = client.predict(CODE_PROMPT, 24, explore=True, api_name="/generate")
     assert stats["identical_to_baseline"] is True and scheduler.settle() == []
+    assert scheduler.count("schedule") == schedules + 3  # EAGLE, the baseline, the ExploreTask
+    block = stats["diagnose"]
+    ran = next(r for r in block["shapes"] if r["tree"] == block["ran"])
+    assert block["ran"] == stats["tree"] and ran["tau"] == pytest.approx(block["measured_tau"], abs=1e-4)
+    assert block["measured_tau"] == pytest.approx(stats["tau"], abs=2e-4) and block["by_kind"]
 
 
 def test_probe_and_a_benchmark_run_in_gpu_calls(client, space):
