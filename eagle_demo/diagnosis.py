@@ -19,7 +19,7 @@ from .diagnose.falloff import POSITION_BLOCK, KindFigures, by_kind, by_position,
     token_lines
 from .metrics import summarize
 
-__all__ = ["RunDiagnosis", "diagnose_run", "output_ids", "Explorer"]
+__all__ = ["RunDiagnosis", "diagnose_run", "output_ids", "too_short", "Explorer"]
 
 Explorer = Callable[..., Exploration]  # `autotree.explore.explore`'s signature
 
@@ -87,6 +87,12 @@ class RunDiagnosis:
 def output_ids(events) -> list[int]:
     """The new tokens of a run (its Finish event's)."""
     return [t for ev in events if hasattr(ev, "decode_seconds") and hasattr(ev, "token_ids") for t in ev.token_ids]
+
+
+def too_short(events) -> str:
+    """Why the run cannot be replayed, "" when it can (the explorer needs 2 new tokens)."""
+    n = len(output_ids(events))
+    return "" if n >= 2 else f"the run made {n} new token(s) and the shape explorer needs 2; ask for more tokens"
 
 
 def diagnose_run(session, prompt_ids: list[int], events, tree, table=None, greedy: bool = True,

@@ -53,12 +53,14 @@ def test_generate_endpoint_and_command_line_return_the_diagnosis(tmp_path, monke
     try:
         _, stats = generate(CODE_PROMPT, 32, race=False, explore=True)
         _, plain = generate(CODE_PROMPT, 8, race=False)
+        _, short = generate(CODE_PROMPT, 1, race=False, explore=True)
     finally:
         REGISTRY.clear()
     block = stats["diagnose"]
     _check(block, stats["tau"], stats["rounds"])
     assert block["ran"] == stats["tree"] and any(r["speedup"] > 0 for r in block["shapes"])  # the auto tree's costs
     assert "diagnose" not in plain
+    assert short["diagnose"] is None and any("the shape explorer needs 2" in n for n in short["notes"])
 
     summary = json.loads(_cli(tmp_path, "--json").stdout.strip().splitlines()[-1])
     _check(summary["diagnose"], summary["tau"], summary["rounds"])

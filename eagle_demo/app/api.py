@@ -7,6 +7,7 @@ from __future__ import annotations
 import gradio as gr
 
 from ..common.config import default_tree, tree_from
+from ..diagnosis import too_short
 from ..view.stats import summary
 from .autotune import choice_for
 from .diagnose_tab import diagnose
@@ -61,9 +62,13 @@ def generate(prompt: str, max_new_tokens: int = 64, temperature: float = 0.0, to
     eagle, baseline, _ = live.snapshot()
     text = session.decode(list(eagle.token_ids))
     stats = summary(eagle, baseline, live.greedy, text, auto, live.ngram_snapshot(), session.decode)
+    notes = [live.note] if live.note else []
     if explore:  # the page's Diagnose tab on this run (on ZeroGPU the replay is a GPU call)
-        stats["diagnose"] = diagnose(key, session, list(eagle.events), ids, live.tree, live.greedy).to_dict()
-    return text, {**stats, "notes": [live.note] if live.note else []}
+        why = too_short(eagle.events)
+        notes += [f"explore: {why}"] if why else []
+        stats["diagnose"] = None if why else diagnose(key, session, list(eagle.events), ids, live.tree,
+                                                      live.greedy).to_dict()
+    return text, {**stats, "notes": notes}
 
 
 def request_tree(device: str, family: str, draft_mode: str = "auto", depth: int | None = None,

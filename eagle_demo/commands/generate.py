@@ -12,7 +12,7 @@ import sys
 from ..common.config import ConfigError, RunConfig, SamplingConfig
 from ..decoding.events import Finish, Prefill, Round, Step, to_dict
 from ..decoding.gate import paused_line
-from ..diagnosis import diagnose_run
+from ..diagnosis import diagnose_run, too_short
 from ..metrics import summarize
 from ..race import RaceResult, verdict
 from ..racers import race_all, race_table, racers_dict
@@ -131,6 +131,9 @@ def run(args: argparse.Namespace) -> int:
 def _explore(args, session, prompt_ids: list[int], events: list, run_config: RunConfig, auto, summary: dict):
     """--explore: the EAGLE run taken apart (`diagnosis`), also the summary's "diagnose" block; None without it."""
     if not args.explore or args.mode != "eagle":
+        return None
+    if why := too_short(events):
+        write_notes([f"--explore: {why}"])
         return None
     table = auto.table if auto is not None else None  # the calibration's costs price the shapes
     diagnosis = diagnose_run(session, prompt_ids, events, run_config.tree, table, run_config.sampling.greedy)
