@@ -87,8 +87,14 @@ def test_a_cancelled_stream_frees_its_worker(client, space):
     job.cancel()
     assert scheduler.settle(60) == [], "the cancelled run kept its GPU"
     assert scheduler.count("release") > before
-    text, stats = client.predict(CODE_PROMPT, 24, api_name="/generate")  # and the worker serves the next call
+    schedules = scheduler.count("schedule")  # and the worker serves the next call; explore replays it in a third
+    text, stats = client.predict(CODE_PROMPT, 24, explore=True, api_name="/generate")
     assert stats["identical_to_baseline"] is True and scheduler.settle() == []
+    assert scheduler.count("schedule") == schedules + 3  # EAGLE, the baseline, the ExploreTask
+    block = stats["diagnose"]
+    ran = next(r for r in block["shapes"] if r["tree"] == block["ran"])
+    assert block["ran"] == stats["tree"] and ran["tau"] == pytest.approx(block["measured_tau"], abs=1e-4)
+    assert block["measured_tau"] == pytest.approx(stats["tau"], abs=2e-4) and block["by_kind"]
 
 
 def test_probe_and_a_benchmark_run_in_gpu_calls(client, space):
@@ -113,7 +119,9 @@ def test_probe_and_a_benchmark_run_in_gpu_calls(client, space):
     assert scheduler.count("allow") == forked + 1
 
 
-def test_generate_stop_generate_in_chromium(space):
+def test_generate_stop_generate_then_analyse_in_chromium(space):
+    """Generate, Stop, Generate, then the Diagnose tab's Analyse: the shape explorer runs the target and the draft,
+    so it runs in a GPU call (`ExploreTask`); greedy, the shape that ran replays to the run's measured tau."""
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
     from playwright.sync_api import sync_playwright
@@ -127,9 +135,18 @@ def test_generate_stop_generate_in_chromium(space):
             page.goto(url, wait_until="domcontentloaded")
             page.wait_for_selector("#generate-btn")
             assert "yes" in stop_then_generate(page, 1800, "running")  # identical to its baseline
+            assert scheduler.settle() == []
+            schedules = scheduler.count("schedule")
+            page.get_by_role("tab", name="Diagnose").click()
+            page.click("#diagnose-btn")
+            page.wait_for_function("() => /rounds\\.|Cannot/.test(document.querySelector('#diagnose-msg').innerText)")
+            message = page.locator("#diagnose-msg").inner_text()
         finally:
             browser.close()
-    assert scheduler.settle() == []
+    assert "Cannot analyse" not in message and "best on this text: " in message, message
+    replayed, measured = message.split("replayed tau ")[1].split(" (measured ")
+    assert replayed == measured.split(")")[0], message  # greedy: the ran shape's replay is exact
+    assert scheduler.settle() == [] and scheduler.count("schedule") == schedules + 1  # one GPU call
 
 
 def test_every_schedule_is_released_even_after_an_error_in_the_gpu_function(tmp_path):

@@ -7,8 +7,10 @@ from __future__ import annotations
 import gradio as gr
 
 from ..common.config import default_tree, tree_from
+from ..diagnosis import too_short
 from ..view.stats import summary
 from .autotune import choice_for
+from .diagnose_tab import diagnose
 from .forms import friendly, make_run
 from .pages import CLIENT_PAIRS
 from .state import ensure, start_run
@@ -21,7 +23,7 @@ def generate(prompt: str, max_new_tokens: int = 64, temperature: float = 0.0, to
              seed: int = 0, draft_mode: str = "auto", depth: int | None = None, draft_top_k: int | None = None,
              total_tokens: int | None = None, chain_k: int | None = None, race: bool = True, chat: bool = False,
              ignore_eos: bool = False, chain_stop: float | None = None, hot_vocab: int | None = None,
-             repetition_penalty: float = 1.0, race_ngram: bool = False,
+             repetition_penalty: float = 1.0, race_ngram: bool = False, explore: bool = False,
              request: gr.Request = None) -> tuple[str, dict]:
     """Generate with EAGLE on the pair this client loaded (/load), else the last loaded pair, else the
     app's default pair. draft_mode: "auto" (without tree settings: the automatic tree of the pair on this device,
@@ -29,7 +31,9 @@ def generate(prompt: str, max_new_tokens: int = 64, temperature: float = 0.0, to
     pair's device and draft changed by them), "tree" or "chain"; a chain's chain_stop and hot_vocab as the page's
     draft settings. repetition_penalty: transformers' rule (1 = off), lossless as the rest. race_ngram: with race, the
     n-gram draft races too (the stats' "race" block). A racer whose output differs from the baseline's has the first
-    difference explained in "divergence". Returns (text, stats)."""
+    difference explained in "divergence". explore: the stats gain a "diagnose" block, the run taken apart as the
+    Diagnose tab does (`diagnosis.RunDiagnosis.to_dict`: tau by position and by kind of line, every draft shape
+    replayed on the run's text). Returns (text, stats)."""
     hash_ = request.session_hash if request is not None else None
     key = REGISTRY.for_client(hash_)
     if (newer := REGISTRY.replaced_by(key)) is not None:  # another client's Load freed this client's pair
@@ -37,6 +41,9 @@ def generate(prompt: str, max_new_tokens: int = 64, temperature: float = 0.0, to
         raise gr.Error(f"the pair changed to {newer.label()} while you waited; press Generate again",
                        print_exception=False)
     session = ensure(key)
+    if explore and session.eagle is None:
+        raise gr.Error("explore replays the draft's shapes, and this pair has no draft; load a pair with a draft "
+                       "head, or call /generate without explore", print_exception=False)
     tree = request_tree(session.device.type, session.family, draft_mode, depth, draft_top_k, total_tokens, chain_k,
                         chain_stop, hot_vocab)
     run = make_run(max_new_tokens, temperature, top_p, top_k, seed, tree, ignore_eos, repetition_penalty)
@@ -55,7 +62,13 @@ def generate(prompt: str, max_new_tokens: int = 64, temperature: float = 0.0, to
     eagle, baseline, _ = live.snapshot()
     text = session.decode(list(eagle.token_ids))
     stats = summary(eagle, baseline, live.greedy, text, auto, live.ngram_snapshot(), session.decode)
-    return text, {**stats, "notes": [live.note] if live.note else []}
+    notes = [live.note] if live.note else []
+    if explore:  # the page's Diagnose tab on this run (on ZeroGPU the replay is a GPU call)
+        why = too_short(eagle.events)
+        notes += [f"explore: {why}"] if why else []
+        stats["diagnose"] = None if why else diagnose(key, session, list(eagle.events), ids, live.tree,
+                                                      live.greedy).to_dict()
+    return text, {**stats, "notes": notes}
 
 
 def request_tree(device: str, family: str, draft_mode: str = "auto", depth: int | None = None,

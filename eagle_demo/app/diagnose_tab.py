@@ -9,22 +9,22 @@ from typing import Any
 
 import gradio as gr
 
-from ..autotree.explore import KNOWN_ERROR_SOURCE, explore
+from ..autotree.explore import Exploration, explore
 from ..autotree.retune import rank_model
 from ..common.config import TreeConfig
 from ..common.errors import one_line
+from ..diagnosis import RunDiagnosis, diagnose_run
 from ..serving.flags import shape_flags
-from ..diagnose.falloff import by_kind, by_position, round_starts, token_lines
-from ..metrics import summarize
 from ..view.charts import empty_figure
 from ..view.diagnose import kinds_html, position_figure, shape_choices, shapes_figure
 from .autotune import tuning
 from .forms import tree_settings
+from .gpu_tasks import ExploreTask, run_to_end
 from .playground import Playground
-from .registry import REGISTRY
+from .registry import REGISTRY, PairKey
 from .state import MODEL_GATE
 
-__all__ = ["DiagnoseTab", "build_diagnose_tab", "wire_diagnose_tab", "analyse", "use_shape", "pair_rank"]
+__all__ = ["DiagnoseTab", "build_diagnose_tab", "wire_diagnose_tab", "analyse", "diagnose", "use_shape", "pair_rank"]
 
 START = "Run a generation in the Playground tab, then analyse it here."
 
@@ -76,30 +76,30 @@ def analyse(result) -> tuple:
 
 
 def _analyse(result: dict, session) -> tuple:
-    events, prompt_ids, tree = result["eagle"], list(result["prompt_ids"]), result["tree"]
-    stats = summarize(events)
-    output = [t for ev in events if hasattr(ev, "decode_seconds") for t in ev.token_ids]
-    rounds = round_starts(events)
-    lines, kinds = token_lines(session.decode(prompt_ids), [session.decode([t]) for t in output])
-    t = tuning(result["key"])
-    table = t.choice.table if t is not None and t.choice is not None else None
-    measured = stats.tau if not stats.plain_rounds else None
-    with MODEL_GATE:  # never beside a run or a calibration
-        x = explore(session, prompt_ids, output, ran=tree, costs=table.costs if table else None,
-                    scale=table.scale if table else 1.0, measured_tau=measured, greedy=bool(result.get("greedy")))
-    notes = [x.summary()]
-    if table is None:
-        notes.append("predicted speedups appear once the automatic tree has calibrated this pair (Load does it)")
-    if stats.plain_rounds:
-        notes.append(f"the gate paused the draft for {stats.plain_rounds} rounds: the measured tau counts them as 1")
-    notes.append(f"known error of the predicted speedup: {KNOWN_ERROR_SOURCE}; "
-                 "tau on this text is exact for greedy runs")
-    choices = shape_choices(x)
+    d = diagnose(result["key"], session, result["eagle"], result["prompt_ids"], result["tree"], result.get("greedy"))
+    notes, t = d.notes(), tuning(result["key"])
+    if t is None or t.choice is None:
+        notes.insert(1, "predicted speedups appear once the automatic tree has calibrated this pair (Load does it)")
+    choices = shape_choices(d.exploration)
     best = next((v for label, v in choices if "(best)" in label), choices[0][1] if choices else None)
-    message = f"**{len(output)} tokens, {len(rounds)} rounds.** " + "; ".join(notes) + "."
-    return (message, position_figure(rounds, by_position(rounds)), kinds_html(by_kind(rounds, lines, kinds)),
-            shapes_figure(x), gr.update(choices=choices, value=best),
-            _flags(_decode(best) if best else None, result["key"]))
+    message = f"**{d.exploration.tokens} tokens, {len(d.rounds)} rounds.** " + "; ".join(notes) + "."
+    return (message, position_figure(list(d.rounds), d.smoothed()), kinds_html(d.kinds), shapes_figure(d.exploration),
+            gr.update(choices=choices, value=best), _flags(_decode(best) if best else None, result["key"]))
+
+
+def diagnose(key: PairKey, session, events, prompt_ids, tree: TreeConfig | None, greedy) -> RunDiagnosis:
+    """`diagnosis.diagnose_run` of a finished EAGLE run of the pair `key` (the tab, `/generate` with explore),
+    priced by the pair's automatic-tree calibration when there is one. The replay runs the target and the draft:
+    never beside a run or a calibration (MODEL_GATE), and on a ZeroGPU Space in a GPU call (`ExploreTask`)."""
+    t = tuning(key)
+    table = t.choice.table if t is not None and t.choice is not None else None
+
+    def explorer(session, prompt_ids: list[int], output_ids: list[int], **options) -> Exploration:
+        with MODEL_GATE:
+            if REGISTRY.served is not None:  # ZeroGPU: this process holds placeholders, the worker the weights
+                return run_to_end(key, session, ExploreTask(tuple(prompt_ids), tuple(output_ids), **options))
+            return explore(session, prompt_ids, output_ids, **options)
+    return diagnose_run(session, list(prompt_ids), events, tree, table, bool(greedy), explorer)
 
 
 def _decode(value: str) -> TreeConfig:

@@ -1,11 +1,11 @@
 """The GPU side of a ZeroGPU Space: one decorated function, `gpu_task`, that takes and returns plain data.
 
 Its arguments are a pair key, the main process's probe report of the pair (or None) and a task (`StreamTask`,
-`CalibrateTask`, `ProbeTask`, `BenchTask`: prompt ids, a RunConfig, numbers); the worker looks the session up in
-its own registry (forked from the main process after the start-up load). It yields tagged tuples of plain data:
-("event", event), ("stage", text, fraction), ("done", value), or ("error", one line): an error comes back as the
-same one-line message as anywhere else, never as a bare class name. One function, so one worker per GPU serves
-every kind of task and a probe's outcome stays in the process that drafts with it.
+`CalibrateTask`, `ProbeTask`, `BenchTask`, `ExploreTask`: prompt ids, a RunConfig, numbers); the worker looks the
+session up in its own registry (forked from the main process after the start-up load). It yields tagged tuples
+of plain data: ("event", event), ("stage", text, fraction), ("done", value), or ("error", one line): an error
+comes back as the same one-line message as anywhere else, never as a bare class name. One function, so one worker
+per GPU serves every kind of task and a probe's outcome stays in the process that drafts with it.
 
 `calls` and `run_to_end` are the main process's side: closing their generator closes the GPU call, and the worker
 stops after its next yield (Stop, a cancelled request).
@@ -24,13 +24,13 @@ from typing import Any, Callable, Iterator
 
 import gradio as gr
 
-from ..common.config import RunConfig
+from ..common.config import RunConfig, TreeConfig
 from ..common.errors import one_line
 from .pages import BenchmarkStopped
 from .registry import REGISTRY, PairKey
 from .zerogpu import gpu, run_seconds
 
-__all__ = ["StreamTask", "CalibrateTask", "ProbeTask", "BenchTask", "gpu_task", "calls", "run_to_end",
+__all__ = ["StreamTask", "CalibrateTask", "ProbeTask", "BenchTask", "ExploreTask", "gpu_task", "calls", "run_to_end",
            "GpuTaskError", "serve", "stream_phases", "probe_on_gpu"]
 
 log = logging.getLogger(__name__)
@@ -120,6 +120,29 @@ class BenchTask:
                 return sweep_temperatures(session, list(self.items), self.run, list(self.temperatures), **options)
             return run_bench(session, list(self.items), self.run, **options)
         return _relay(bench)
+
+
+@dataclasses.dataclass(frozen=True)
+class ExploreTask:
+    """The shape explorer (`autotree.explore.explore`) on a finished run's text: the Exploration (frozen data)."""
+
+    prompt_ids: tuple[int, ...]
+    output_ids: tuple[int, ...]
+    ran: TreeConfig | None = None  # the shape that ran
+    costs: Any = None  # the automatic tree's `Costs` with its `scale` (None: taus only)
+    scale: float = 1.0
+    measured_tau: float | None = None
+    greedy: bool = True
+
+    def seconds(self) -> int:  # one target forward over the text and the draft's grows: less than the run itself
+        return run_seconds(len(self.output_ids))
+
+    def work(self, key: PairKey, session) -> Iterator[tuple]:
+        from ..autotree.explore import explore
+
+        options = dict(ran=self.ran, costs=self.costs, scale=self.scale, measured_tau=self.measured_tau,
+                       greedy=self.greedy)
+        return _relay(lambda say, stop: explore(session, list(self.prompt_ids), list(self.output_ids), **options))
 
 
 _ADOPTED: dict[PairKey, str] = {}  # in a GPU worker: the probe conventions its copy of each pair drafts with

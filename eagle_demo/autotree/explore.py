@@ -83,8 +83,9 @@ class Exploration:
                 "measured_tau": self.measured_tau, "best": self.best.tree.label(), "known_error": list(KNOWN_ERROR),
                 "known_error_source": KNOWN_ERROR_SOURCE, "notes": list(self.notes),
                 "shapes": [{"tree": r.tree.label(), "depth": r.tree.depth, "top_k": r.tree.top_k,
-                            "total_tokens": r.tree.total_tokens, "tau": round(r.tau, 4),
-                            "round_cost": round(r.round_cost, 4), "speedup": round(r.speedup, 4)} for r in self.rows]}
+                            "total_tokens": r.tree.total_tokens, "stop_below": r.tree.stop_below,
+                            "hot_vocab": r.tree.hot_vocab, "tau": round(r.tau, 4), "round_cost": round(r.round_cost, 4),
+                            "speedup": round(r.speedup, 4)} for r in self.rows]}
 
 
 def _group_for(tree: TreeConfig) -> Group:

@@ -137,6 +137,8 @@ def flag_notes(args: argparse.Namespace) -> list[str]:
         notes.append("--race races EAGLE against plain decoding; with --mode baseline there is nothing to race")
     if baseline and (getattr(args, "draft", None) is not None or not uses_auto(args)):
         notes.append("--mode baseline decodes with the target alone: the draft and the tree flags are not used")
+    if getattr(args, "explore", False) and getattr(args, "mode", "eagle") != "eagle":
+        notes.append(f"--explore replays the EAGLE draft's shapes; with --mode {args.mode} there is no EAGLE run")
     if getattr(args, "retune", False) and not uses_auto(args):
         notes.append("--retune moves the automatic tree only; with tree flags the shape stays as they set it")
     if getattr(args, "chat", None) is True and getattr(args, "prompt_ids", None) is not None:

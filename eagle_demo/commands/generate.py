@@ -12,6 +12,7 @@ import sys
 from ..common.config import ConfigError, RunConfig, SamplingConfig
 from ..decoding.events import Finish, Prefill, Round, Step, to_dict
 from ..decoding.gate import paused_line
+from ..diagnosis import diagnose_run, too_short
 from ..metrics import summarize
 from ..race import RaceResult, verdict
 from ..racers import race_all, race_table, racers_dict
@@ -48,6 +49,10 @@ def add_parser(sub) -> None:
     add_auto_tree_arg(g)
     g.add_argument("--ignore-eos", action="store_true")
     g.add_argument("--json", action="store_true", help="one JSON object per event and a final summary line")
+    g.add_argument("--explore", action="store_true",
+                   help="then take the run apart: every draft shape replayed on its text (tau, predicted speedup; the "
+                        "ran shape and the best marked), tau by kind of line and by position (--json: the summary's "
+                        "\"diagnose\" block)")
 
 
 def _prompt_ids(args: argparse.Namespace) -> list[int] | None:
@@ -99,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
     }
     racers = _race(args, session, prompt_ids, run_config, events, summary)
     result = racers[0].result if racers else None
+    diagnosis = _explore(args, session, prompt_ids, events, run_config, auto, summary)
     if args.json:
         out.write(json.dumps(summary) + "\n")
     else:
@@ -117,7 +123,22 @@ def run(args: argparse.Namespace) -> int:
             retuned = finish.extra.get("retuned", ())  # the shapes the run moved to (`retune`)
             tau = stats.drafting_tau if stats.rounds else None  # the drafting rounds' tau; none without a round
             sys.stderr.write(f"[{auto.versus(speedup, tau, retuned)}]\n")
+        if diagnosis is not None:
+            sys.stderr.write("[explore] " + diagnosis.text().replace("\n", "\n[explore] ") + "\n")
     return 0
+
+
+def _explore(args, session, prompt_ids: list[int], events: list, run_config: RunConfig, auto, summary: dict):
+    """--explore: the EAGLE run taken apart (`diagnosis`), also the summary's "diagnose" block; None without it."""
+    if not args.explore or args.mode != "eagle":
+        return None
+    if why := too_short(events):
+        write_notes([f"--explore: {why}"])
+        return None
+    table = auto.table if auto is not None else None  # the calibration's costs price the shapes
+    diagnosis = diagnose_run(session, prompt_ids, events, run_config.tree, table, run_config.sampling.greedy)
+    summary["diagnose"] = diagnosis.to_dict()
+    return diagnosis
 
 
 def _stream(args, session, prompt_ids: list[int], run_config: RunConfig, text) -> list:

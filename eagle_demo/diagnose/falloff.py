@@ -20,8 +20,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["KINDS", "WINDOW", "line_kinds", "token_lines", "by_position", "by_kind", "KindFigures", "round_starts",
-           "Where"]
+__all__ = ["KINDS", "WINDOW", "POSITION_BLOCK", "line_kinds", "token_lines", "by_position", "by_kind", "KindFigures",
+           "round_starts", "position_blocks", "Where"]
 
 KINDS = ("code", "comment", "docstring", "prose")
 WINDOW = 32  # tokens: the smoothing window of the position curve
@@ -113,6 +113,17 @@ def by_kind(rounds: list[tuple[int, int]], lines: list[int], kinds: list[str]) -
     return {k: KindFigures(k, r, t) for k, (r, t) in got.items() if r}
 
 
+def position_blocks(rounds: list[tuple[int, int]], size: int = POSITION_BLOCK) -> dict[int, list[int]]:
+    """rounds: (start position, tokens committed). Returns {first position of a block of `size` tokens: [rounds,
+    tokens]} for the rounds that start in each block, in order."""
+    blocks: dict[int, list[int]] = {}
+    for start, n in rounds:
+        block = blocks.setdefault(start // size * size, [0, 0])
+        block[0] += 1
+        block[1] += n
+    return dict(sorted(blocks.items()))
+
+
 def round_starts(events) -> list[tuple[int, int]]:
     """(start position, tokens committed) of every round in an event stream (plain rounds included)."""
     return [(ev.total_new_tokens - len(ev.committed_ids), len(ev.committed_ids)) for ev in events
@@ -135,9 +146,9 @@ class Where:
         for k, f in mine.items():
             self.kinds[k][0] += f.rounds
             self.kinds[k][1] += f.tokens
-        for start, n in rounds:
-            block = self.blocks.setdefault(start // POSITION_BLOCK * POSITION_BLOCK, [0, 0])
-            block[0] += 1
+        for first, (r, n) in position_blocks(rounds).items():
+            block = self.blocks.setdefault(first, [0, 0])
+            block[0] += r
             block[1] += n
         return {f"tau_{k}": round(mine[k].tau, 4) if k in mine else 0.0 for k in KINDS}
 
