@@ -1,8 +1,13 @@
 """Repo ids through a real Hub-compatible server on loopback: olah 0.5.4 (its own venv, built once by
-scripts/hub_mirror.py) serving git repos of the shipped pair, with huggingface_hub's real client talking HTTP to
-it, through /load and the CLI. Faults come from a loopback TCP relay in front of olah (a cut after N bytes, a
-byte-rate limit), never from a hand-written Hub API. olah cannot answer 403/gated repos offline: its deny rule
-answers 401, as the Hub does for a private repo without a token (403/gated stay covered in test_hub.py).
+scripts/hub_mirror.py) serving git repos of the shipped pair (hub_mirror.build_repos) and of the layouts the file
+selection must handle (hub_layouts.build_layouts: both weight formats, an index with an extra file, an index that
+escapes the repo, names outside the top level, no weights, no top-level config, a bare legacy name, a dataset), with
+huggingface_hub's real client talking HTTP to it, through /load, the CLI and hub.resolve itself. Faults come from
+a loopback TCP relay in front of olah (a cut after N bytes, a byte-rate limit), a closed loopback port (a real
+refused connection) and a cache folder that cannot be created, never from a hand-written Hub API. olah is started
+once for the module. It cannot send 403/gated, disabled, RevisionNotFound or 5xx answers offline (its deny rule and
+a bad revision both answer 401, as the Hub does for a private repo without a token): test_hub.py unit-tests our
+message for each from huggingface_hub's own exception for that HTTP answer.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from eagle_demo.session import SHIPPED_EAGLE1, SHIPPED_TARGET
 from test_ui_api import launch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+import hub_layouts  # noqa: E402
 import hub_mirror  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,6 +40,7 @@ def mirror(tmp_path_factory):
     """olah on loopback behind a relay; huggingface_hub pointed at the relay, online, with its own cache."""
     root = tmp_path_factory.mktemp("hub")
     repos = hub_mirror.build_repos(root)
+    hub_layouts.build_layouts(repos.mirrors)
     server = hub_mirror.Olah(repos, root / "olah").start()
     relay = hub_mirror.Relay(server.port).up()
     with pytest.MonkeyPatch.context() as mp:
@@ -350,3 +357,131 @@ def test_offline_load_checks_the_cache_against_the_recorded_listing(mirror, fres
         "target local/tiny-target: the cached model.safetensors is 1000 bytes but the repo lists 13077784 (truncated "
         "or overwritten); it was removed from the cache, unset HF_HUB_OFFLINE and Load again to download it afresh")
     assert not blob.exists()
+
+
+# ---- which files a repo id fetches: hub.resolve against the server ---------------------------------------------
+
+def files(folder: str | Path) -> list[str]:
+    """The files of a snapshot folder, relative, sorted (subfolders included)."""
+    return sorted(p.relative_to(folder).as_posix() for p in Path(folder).rglob("*") if p.is_file())
+
+
+def head(mirror, repo: str) -> str:
+    return hub_mirror._git(mirror.repos.mirrors / "models" / repo, "rev-parse", "HEAD")
+
+
+def test_safetensors_preferred_and_tokenizer_only_for_a_target(mirror, fresh_cache):
+    from eagle_demo.checkpoints import hub
+
+    repo = "local/both-weights"  # also pytorch_model.bin, training_args.bin, README.md, original/consolidated.pth
+    draft = hub.resolve(repo, None, "draft")
+    assert files(draft) == ["config.json", "generation_config.json", "model.safetensors"]
+    assert Path(draft).name == head(mirror, repo)  # asked for "main", downloaded by the commit it names
+    target = hub.resolve(repo, None, "target")
+    assert target == draft and files(target) == ["config.json", "generation_config.json", "model.safetensors",
+                                                 "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json"]
+
+
+@pytest.mark.parametrize("repo,expected", [
+    ("local/sharded-extra", ["config.json", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
+                             "model.safetensors.index.json"]),  # not consolidated.safetensors
+    ("local/odd-names", ["config.json", "weights.safetensors"]),  # not sub/x, ..\\evil, c:evil
+    ("tinybare", ["config.json", "pytorch_model.bin"]),  # a legacy id without an owner; .bin without safetensors
+], ids=["index selects its shards", "names outside the top level", "bare legacy name"])
+def test_files_selected_from_the_listing(mirror, fresh_cache, repo, expected):
+    from eagle_demo.checkpoints import hub
+
+    folder = hub.resolve(repo, None, "draft")
+    assert files(folder) == expected
+    assert Path(folder).parent.parent.name == f"models--{repo.replace('/', '--')}"
+
+
+@pytest.mark.parametrize("repo,expected", [
+    ("local/escaping-index", "model.safetensors.index.json names shard '../x.safetensors', which points outside the "
+                             "repo; refusing it"),
+    ("local/no-weights", "draft local/no-weights has no weight files (*.safetensors or pytorch_model*.bin); pick a "
+                         "repo that ships its weights"),
+    ("local/no-config", "draft local/no-config has no config.json at the top level; it is not a transformers model "
+                        "repo (pass the repo that holds config.json and the weights)"),
+    ("local/chat-data", "local/chat-data is a dataset, not a model; pass a model repo id as the draft"),
+], ids=["index escapes the repo", "no weights", "config only in a subfolder", "a dataset"])
+def test_unusable_repos_are_refused_in_one_line(mirror, fresh_cache, repo, expected):
+    from eagle_demo.checkpoints import CheckpointError, hub
+
+    with pytest.raises(CheckpointError) as err:
+        hub.resolve(repo, None, "draft")
+    assert str(err.value) == expected
+    assert not [f for f in cached(fresh_cache, repo) if f.endswith((".safetensors", ".bin"))]  # no weights fetched
+
+
+def test_config_only_resolution_and_the_size_limit_argument(mirror, fresh_cache, monkeypatch):
+    from eagle_demo.checkpoints import CheckpointError, hub
+
+    folder = hub.resolve(TARGET, None, "target", max_bytes=600_000, weights=False)  # 540 kB of configs and tokenizer
+    assert files(folder) == ["config.json", "generation_config.json", "special_tokens_map.json", "tokenizer.json",
+                             "tokenizer_config.json"]
+    with pytest.raises(CheckpointError) as err:
+        hub.resolve(TARGET, None, "target", max_bytes=600_000)
+    assert str(err.value) == ("target local/tiny-target needs 13.6 MB of downloads, above the limit of 600.0 kB; "
+                              "raise EAGLE_DEMO_MAX_DOWNLOAD_GB (or max_download_bytes) or pick a smaller model")
+    monkeypatch.setenv("EAGLE_DEMO_MAX_DOWNLOAD_GB", "lots")
+    with pytest.raises(CheckpointError) as err:
+        hub.resolve(TARGET, None, "target")
+    assert str(err.value) == "EAGLE_DEMO_MAX_DOWNLOAD_GB='lots' is not a number; set it to a size in GB"
+    assert WEIGHTS not in cached(fresh_cache, TARGET)
+
+
+def test_download_progress_is_reported(mirror, fresh_cache):
+    import re
+
+    from eagle_demo.checkpoints import hub
+
+    seen: list[tuple[str, float]] = []
+    mirror.relay.rate = 2_000_000  # the 2.5 MB draft takes over a second: at least one report on the way
+    hub.resolve(DRAFT, None, "draft", progress=lambda message, fraction: seen.append((message, fraction)))
+    assert seen[0] == ("downloading draft local/tiny-eagle1 (2.5 MB)", 0.0)
+    assert seen[-1] == ("downloaded draft local/tiny-eagle1", 1.0)
+    middle = seen[1:-1]
+    assert middle and all(re.fullmatch(r"downloading draft local/tiny-eagle1: [\d.]+ [kM]?B of 2\.5 MB at "
+                                       r"[\d.]+ [kM]?B/s", m) for m, _ in middle), middle
+    assert [f for _, f in middle] == sorted(f for _, f in middle) and 0 <= middle[0][1] <= middle[-1][1] <= 1
+    seen.clear()
+    mirror.relay.rate = None
+    hub.resolve(DRAFT, None, "draft", progress=lambda message, fraction: seen.append((message, fraction)))
+    assert seen == [("draft local/tiny-eagle1 is cached", 0.0), ("downloaded draft local/tiny-eagle1", 1.0)]
+
+
+def test_connection_refused_is_one_line(mirror, fresh_cache, monkeypatch):
+    from eagle_demo.checkpoints import CheckpointError, hub
+
+    closed = f"http://127.0.0.1:{hub_mirror.free_port()}"  # nothing listens there: a real refused connection
+    monkeypatch.setattr(hub_constants, "ENDPOINT", closed)
+    monkeypatch.setattr(hub_constants, "HUGGINGFACE_CO_URL_TEMPLATE", closed + "/{repo_id}/resolve/{revision}/{filename}")
+    with pytest.raises(CheckpointError) as err:
+        hub.resolve(TARGET, None, "target")
+    assert str(err.value) == ("could not reach the Hub for target local/tiny-target ([Errno 111] Connection refused); "
+                              "check the connection, or set HF_HUB_OFFLINE=1 to use the local cache")
+
+
+def test_cache_that_cannot_be_written_is_one_line(mirror, fresh_cache, monkeypatch):
+    from eagle_demo.checkpoints import CheckpointError, hub
+
+    blocker = fresh_cache.parent / "not-a-folder"
+    blocker.write_text("a file where the cache's folder should be")
+    monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(blocker / "hf-cache"))
+    with pytest.raises(CheckpointError) as err:
+        hub.resolve(DRAFT, None, "draft")
+    print(err.value)
+    assert str(err.value).startswith("downloading draft local/tiny-eagle1 failed ([Errno 20] Not a directory")
+    assert str(err.value).endswith("); check disk space and the cache folder, then retry")
+
+
+def test_pair_downloaded_once_then_loads_offline_through_repo_ids(mirror, fresh_cache, monkeypatch):
+    from eagle_demo.checkpoints import hub, load_pair
+
+    folders = {repo: hub.resolve(repo, None, kind) for repo, kind in ((TARGET, "target"), (DRAFT, "draft"))}
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    mirror.relay.down()  # nothing answers now (fresh_cache brings the relay back)
+    pair = load_pair(TARGET, DRAFT, device="cpu")
+    assert pair.report.family == "eagle1" and pair.report.target == TARGET
+    assert (pair.target_path, pair.draft_path) == (folders[TARGET], folders[DRAFT])

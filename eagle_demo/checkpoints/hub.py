@@ -255,8 +255,8 @@ def _refs(api: HfApi | None, repo: str) -> str:
 
 
 def _is_dataset(api: HfApi, repo: str) -> bool:
-    try:
-        api.dataset_info(repo)
+    try:  # by branch name, as for models: olah answers the unnamed form with 401 offline
+        api.dataset_info(repo, revision=hub_constants.DEFAULT_REVISION)
     except Exception:  # noqa: BLE001 - any failure means "not a known dataset"
         return False
     return True
