@@ -327,9 +327,12 @@ def main() -> int:
 
     root = Path(args.root) if args.root else Path(tempfile.mkdtemp(prefix="hub-mirror-"))
     repos = build_repos(root)
+    from hub_layouts import build_layouts  # the layouts tests/test_hub_server.py resolves (it imports this module)
+
+    build_layouts(repos.mirrors)
     server = Olah(repos, root / "olah", args.port).start()
     print(f"HF_ENDPOINT={server.url}  (repos {ORG}/tiny-target, {ORG}/tiny-eagle1, {ORG}/tiny-eagle3, "
-          f"{ORG}/sharded-target; Ctrl-C stops)", flush=True)
+          f"{ORG}/sharded-target and the layouts of scripts/hub_layouts.py; Ctrl-C stops)", flush=True)
     try:
         server.proc.wait()
     except KeyboardInterrupt:
