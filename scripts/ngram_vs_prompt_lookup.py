@@ -7,9 +7,9 @@ A measurement, not a test. Every side runs the same target object (the same weig
 the same prompts (the shipped suite, plain text), with the same n-gram settings: transformers' prompt lookup fixes
 the shortest match at 1 and calls the longest `max_matching_ngram_size` and the proposal length
 `prompt_lookup_num_tokens`; ours are `NgramConfig(min_n=1, max_n, tokens)` (`decoding.ngram`). Ours runs twice:
-as shipped (`ours_ngram`: `--branches` continuations verified as one trie, a continuation that reaches the
-context's end repeating its period) and with transformers' exact proposals (`ours_lookup`: one branch, no repeat),
-which isolates the loop from the drafter. Each prompt runs transformers' prompt lookup, ours twice, transformers'
+as shipped (`ours_ngram`: `--branches` continuations verified as one trie, repeat, by count, weak matches
+shortened; docs/ngram-and-divergence.md) and with transformers' exact proposals (`ours_lookup`:
+`NgramConfig.transformers`), which isolates the loop from the drafter. Each prompt runs transformers' prompt lookup, ours twice, transformers'
 plain greedy `generate` and our plain decoding, the order rotated from prompt to prompt, after one dropped warm-up
 of each. Every side is timed
 around its whole call (prefill included), by the wall clock and by the generating thread's CPU time
@@ -61,7 +61,7 @@ def sides(session, ids: list[int], args, rounds: dict | None = None) -> dict:
     model = session.pair.target
     eos = sorted(session.baseline.eos)
     shipped = RunConfig(max_new_tokens=args.max_new_tokens,
-                        ngram=NgramConfig(1, args.ngram_max, args.tokens, branches=args.branches, repeat=True))
+                        ngram=NgramConfig(1, args.ngram_max, args.tokens, branches=args.branches))
     lookup = replace(shipped, ngram=NgramConfig.transformers(args.ngram_max, args.tokens))
     x = torch.tensor([ids])
     hf_kwargs = dict(do_sample=False, max_new_tokens=args.max_new_tokens, attention_mask=torch.ones_like(x),

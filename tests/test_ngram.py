@@ -24,14 +24,15 @@ def test_the_index_proposes_what_a_scan_of_the_whole_context_proposes():
     rng = random.Random(0)
     for trial in range(400):
         cfg = NgramConfig(min_n=rng.randint(1, 2), max_n=rng.randint(2, 4), tokens=rng.randint(1, 6),
-                          branches=rng.randint(1, 3), repeat=rng.random() < 0.5)
+                          branches=rng.randint(1, 3), repeat=rng.random() < 0.5, by_count=rng.random() < 0.5,
+                          weak_tokens=rng.randint(0, 3))
         context = [rng.randint(0, 5) for _ in range(rng.randint(1, 40))]
         index = NgramIndex(cfg.min_n, cfg.max_n)
         cut = rng.randint(0, len(context))
         index.add(context[:cut])
         index.add(context[cut:])  # grown in two steps, as the engine grows it
         stops = {rng.randint(0, 5)} if rng.random() < 0.3 else set()
-        assert cut_all(index.propose(cfg.tokens, cfg.branches, cfg.repeat), stops) == propose(context, cfg, stops)
+        assert cut_all(index.propose(cfg), stops) == propose(context, cfg, stops)
 
 
 def test_one_branch_without_repeat_proposes_transformers_prompt_lookup_candidates():
@@ -49,20 +50,36 @@ def test_a_continuation_that_reaches_the_end_repeats_its_period():
     context = [7, 1, 2, 3, 1, 2]  # the suffix (1, 2) first came at 1: period 3, the pattern 3 1 2
     assert propose(context, NgramConfig(1, 2, 7, branches=1, repeat=False)) == [[3, 1, 2]]
     assert propose(context, NgramConfig(1, 2, 7, branches=1, repeat=True)) == [[3, 1, 2, 3, 1, 2, 3]]
-    assert propose([4, 4], NgramConfig(1, 2, 3, branches=1)) == [[4, 4, 4]]  # period 1
+    assert propose([4, 4, 4], NgramConfig(1, 2, 3, branches=1)) == [[4, 4, 4]]  # period 1
 
 
 def test_branches_are_the_next_distinct_continuations_merged_into_one_trie():
-    context = [1, 2, 5, 9, 1, 2, 6, 1, 2, 5, 8, 1, 2]  # (1, 2) went on with 5 9, 6, 5 8
-    got = propose(context, NgramConfig(1, 2, 2, branches=3))
-    assert got == [[5, 9], [6, 1], [5, 8]]
+    context = [1, 2, 6, 1, 1, 2, 5, 9, 1, 2, 5, 8, 1, 2]  # (1, 2) went on with 6 1, 5 9, 5 8
+    earliest = NgramConfig(1, 2, 2, branches=3, by_count=False)
+    got = propose(context, earliest)
+    assert got == [[6, 1], [5, 9], [5, 8]]
     tree = trie(0, got, torch.device("cpu"))
-    assert tree.token_list == (0, 5, 6, 9, 1, 8) and tree.parents == (-1, 0, 0, 1, 2, 1)  # 5 drafted once
+    assert tree.token_list == (0, 6, 5, 1, 9, 8) and tree.parents == (-1, 0, 0, 1, 2, 2)  # 5 drafted once
     assert tree.depth_list == (0, 1, 1, 2, 2, 2) and not tree.is_chain
-    assert propose(context, NgramConfig(1, 2, 2, branches=3), stops={9, 6}) == [[5], [5, 8]]
+    assert propose(context, earliest, stops={9, 6}) == [[5], [5, 8]]
+    assert propose(context, NgramConfig(1, 2, 2, branches=3)) == [[5, 9], [5, 8], [6, 1]]  # by count: 5 came twice
+    assert propose(context, NgramConfig(1, 2, 2, branches=1)) == [[5, 9]]
+
+
+def test_a_weak_match_proposes_fewer_tokens():
+    context = [3, 1, 4, 1, 5, 9, 2, 6, 8]  # the last token, 8, never came before; (6, 8) neither
+    assert propose(context, NgramConfig(1, 2, 5)) == []
+    context += [5]  # (8, 5) never came, 5 did: a weak match, one token long
+    assert propose(context, NgramConfig(1, 2, 5, weak_tokens=2)) == [[9, 2]]
+    assert propose(context, NgramConfig(1, 2, 5, weak_tokens=0)) == [[9, 2, 6, 8, 5]]
+    assert propose(context + [9], NgramConfig(1, 2, 5, weak_tokens=2)) == [[2, 6, 8, 5, 9]]  # (5, 9) matched: full
 
 
 def test_settings_are_checked():
+    with pytest.raises(ConfigError, match="n-gram branches"):
+        NgramConfig(branches=0)
+    with pytest.raises(ConfigError, match="repeat must be true or false"):
+        NgramConfig(repeat=1)
     with pytest.raises(ConfigError, match="above"):
         NgramConfig(min_n=3, max_n=2)
     with pytest.raises(ConfigError, match="n-gram tokens"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from ..common.config import ConfigError, TreeConfig, default_tree, tree_from
@@ -53,18 +54,27 @@ def add_ngram_args(p: argparse.ArgumentParser) -> None:
                    help="n-gram draft: longest suffix matched (tried first)")
     p.add_argument("--ngram-tokens", type=int, default=10, metavar="K",
                    help="n-gram draft: tokens proposed after a match, at most")
-    p.add_argument("--ngram-branches", type=int, default=2, metavar="B",
-                   help="n-gram draft: distinct continuations of the match verified together as one tree (1: a chain)")
-    p.add_argument("--ngram-no-repeat", action="store_true",
-                   help="n-gram draft: a continuation stops at the context's end instead of repeating the pattern it "
-                        "found (with --ngram-branches 1: exactly transformers' prompt lookup proposals)")
+    p.add_argument("--ngram-branches", type=int, default=None, metavar="B",
+                   help="n-gram draft: distinct continuations of the match verified together as one tree (default 2; "
+                        "1: a chain)")
+    p.add_argument("--ngram-weak-tokens", type=int, default=None, metavar="W",
+                   help="n-gram draft: a match shorter than --ngram-max proposes at most W tokens (default 2; 0: all)")
+    p.add_argument("--ngram-transformers", action="store_true",
+                   help="n-gram draft: transformers' prompt lookup rule (one chain, the earliest occurrence, no "
+                        "repeat, weak matches at full length): exactly its candidates")
 
 
 def ngram_from_args(args: argparse.Namespace):
     from ..common.config import NgramConfig
 
-    return NgramConfig(min_n=args.ngram_min, max_n=args.ngram_max, tokens=args.ngram_tokens,
-                       branches=args.ngram_branches, repeat=not args.ngram_no_repeat)
+    if args.ngram_transformers:
+        if args.ngram_branches is not None or args.ngram_weak_tokens is not None:
+            raise ConfigError("--ngram-transformers fixes the branches and weak tokens; drop --ngram-branches and "
+                              "--ngram-weak-tokens, or drop --ngram-transformers")
+        return replace(NgramConfig.transformers(args.ngram_max, args.ngram_tokens), min_n=args.ngram_min)
+    given = {k: v for k, v in (("branches", args.ngram_branches), ("weak_tokens", args.ngram_weak_tokens))
+             if v is not None}
+    return NgramConfig(min_n=args.ngram_min, max_n=args.ngram_max, tokens=args.ngram_tokens, **given)
 
 
 def add_auto_tree_arg(p: argparse.ArgumentParser) -> None:

@@ -39,6 +39,7 @@ context's length.
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 
@@ -50,7 +51,7 @@ from .engine import SpeculativeEngine, _EngineBase
 from .events import Event
 from .tree import DraftTree, make_tree
 
-__all__ = ["NgramIndex", "NgramDrafter", "NgramEngine", "propose", "trie", "SCAN"]
+__all__ = ["NgramIndex", "NgramDrafter", "NgramEngine", "choose", "propose", "trie", "SCAN"]
 
 SCAN = 64  # occurrences of the matched n-gram read per proposal, at most (the earliest ones)
 
@@ -71,16 +72,26 @@ class NgramIndex:
             for n in range(self.min_n, min(self.max_n, end) + 1):
                 starts.setdefault(tuple(tokens[end - n:end]), []).append(end - n)
 
-    def propose(self, k: int, branches: int = 1, repeat: bool = False) -> list[list[int]]:
-        """Up to `branches` distinct continuations (k tokens at most) of the longest suffix n-gram that occurred
-        earlier, its earliest occurrences first; [] when none did."""
+    def propose(self, cfg: NgramConfig) -> list[list[int]]:
+        """Up to `cfg.branches` distinct continuations of the longest suffix n-gram that occurred earlier
+        (`choose`); [] when none did."""
         tokens, size = self.tokens, len(self.tokens)
         for n in range(min(self.max_n, size - 1), self.min_n - 1, -1):
             found = self.starts.get(tuple(tokens[size - n:]), ())
             if found and found[0] + n < size:  # the earliest occurrence is not the suffix itself
-                return _distinct((_follow(tokens, s + n, k, repeat) for s in found[:SCAN] if s + n < size),
-                                 branches)
+                return choose(tokens, [s for s in found[:SCAN] if s + n < size], n, cfg)
         return []
+
+
+def choose(tokens: list[int], starts: list[int], n: int, cfg: NgramConfig) -> list[list[int]]:
+    """The proposals from the earlier occurrences `starts` (ascending) of the context's last n tokens: with
+    `by_count`, the occurrences whose next token followed the match most often first (the earliest first among
+    equals), else the earliest first; a weak match (n < max_n) proposes at most `weak_tokens` per branch."""
+    k = min(cfg.tokens, cfg.weak_tokens) if n < cfg.max_n and cfg.weak_tokens else cfg.tokens
+    if cfg.by_count:
+        count = Counter(tokens[s + n] for s in starts)
+        starts = sorted(starts, key=lambda s: -count[tokens[s + n]])  # stable: the earliest first among equals
+    return _distinct((_follow(tokens, s + n, k, cfg.repeat) for s in starts), cfg.branches)
 
 
 def _follow(tokens: list[int], at: int, k: int, repeat: bool) -> list[int]:
@@ -111,8 +122,7 @@ def propose(context: list[int], cfg: NgramConfig, stops: Iterable[int] = ()) -> 
         suffix = context[size - n:]
         found = [s for s in range(size - n) if context[s:s + n] == suffix]
         if found:
-            raw = _distinct((_follow(context, s + n, cfg.tokens, cfg.repeat) for s in found[:SCAN]), cfg.branches)
-            return cut_all(raw, set(stops))
+            return cut_all(choose(context, found[:SCAN], n, cfg), set(stops))
     return []
 
 
@@ -183,7 +193,7 @@ class NgramDrafter:
     def draft(self, root_token: int, cfg: TreeConfig) -> DraftTree:
         """The proposals after root_token, the last committed token: one chain (at most cfg.depth tokens), or a
         trie of up to `branches` of them."""
-        found = cut_all(self.index.propose(cfg.depth, self.cfg.branches, self.cfg.repeat), self.stops)
+        found = cut_all(self.index.propose(self.cfg), self.stops)  # cfg.depth is self.cfg.tokens
         if len(found) > 1:
             return trie(root_token, found, self.device)
         ids = found[0] if found else []
