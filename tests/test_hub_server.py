@@ -397,8 +397,9 @@ def test_files_selected_from_the_listing(mirror, fresh_cache, repo, expected):
 
 
 @pytest.mark.parametrize("repo,expected", [
-    ("local/escaping-index", "model.safetensors.index.json names shard '../x.safetensors', which points outside the "
-                             "repo; refusing it"),
+    ("local/escaping-index", "draft local/escaping-index: model.safetensors.index.json names shard '../x.safetensors', "
+                             "which points outside the repo; no weights were fetched: ask the repo's owner to fix the "
+                             "index, or pass a local folder"),
     ("local/no-weights", "draft local/no-weights has no weight files (*.safetensors or pytorch_model*.bin); pick a "
                          "repo that ships its weights"),
     ("local/no-config", "draft local/no-config has no config.json at the top level; it is not a transformers model "

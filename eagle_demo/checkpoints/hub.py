@@ -168,7 +168,11 @@ def select_files(sizes: dict[str, int], kind: str, repo: str, weights: bool = Tr
         wanted += [n for n in TOKENIZER_FILES if n in names]
     if not weights:
         return wanted
-    weight_files = _weight_files(names, index_reader)
+    try:
+        weight_files = _weight_files(names, index_reader)
+    except CheckpointError as exc:  # an index naming a file outside the repo: nothing of it is fetched
+        raise CheckpointError(f"{kind} {repo}: {exc}; no weights were fetched: ask the repo's owner to fix the "
+                              "index, or pass a local folder") from None
     lacking = [f for f in weight_files if f not in names]
     if lacking:
         raise CheckpointError(f"{kind} {repo}: {weight_files[0]} names {lacking[0]}, which the repo does not have (an "
@@ -192,7 +196,7 @@ def _weight_files(names: set[str], index_reader: Callable[[str], dict] | None) -
             shards = sorted({str(s) for s in weight_map.values()})
             bad = [s for s in shards if not _plain_name(s)]
             if bad:
-                raise CheckpointError(f"{index} names shard {bad[0]!r}, which points outside the repo; refusing it")
+                raise CheckpointError(f"{index} names shard {bad[0]!r}, which points outside the repo")
             return [index, *shards]
         if single in names:
             return [single]
