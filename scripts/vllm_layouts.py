@@ -124,30 +124,40 @@ def _feature_rms(ids: tuple[int, ...]) -> float:
     return float(torch.cat(rms).mean())
 
 
-def nvidia_layouts(out: Path) -> dict:
-    """NVIDIA Eagle3 (ModelOpt; vLLM PR #42143: `norm_before_fc` inside `eagle_config`): the shipped EAGLE-3 head with
-    an input_norm over the 3H concat, its weight the features' mean RMS times a seeded near-one factor."""
+def _nvidia_parts() -> tuple[dict, dict]:
+    """The shipped EAGLE-3 head's weights with an input_norm over the 3H concat (its weight the features' mean RMS
+    times a seeded near-one factor, so the head keeps its feature magnitudes and drafts well), and its config as
+    NVIDIA's LlamaForCausalLMEagle3 (ModelOpt) without eagle_config."""
     sd, cfg = _load("tiny-eagle3")
-    ht3 = sd["fc.weight"].shape[1]
+    norm = (_norm(sd["fc.weight"].shape[1], 31).float() * _feature_rms((2, 12, 21))).half()
+    return dict(sd, **{"input_norm.weight": norm}), cfg | {"architectures": ["LlamaForCausalLMEagle3"],
+                                                            "rope_theta": 10000.0}
+
+
+def write_nvidia_v3(folder: Path, ids: tuple[int, ...] | list[int] | None = (2, 12, 21)) -> Path:
+    """NVIDIA v3 as gpt-oss-120b-Eagle3-v3 is laid out: `eagle_config` with its aux ids (hidden-state boundaries,
+    SGLang #32334), `use_aux_hidden_state` true and `norm_before_fc` true (vLLM PR #42143), `input_norm.weight`."""
+    sd, cfg = _nvidia_parts()
+    block = {"use_aux_hidden_state": True, "norm_before_fc": True}
+    return _write(folder, sd, cfg | {"eagle_config": block | ({"eagle_aux_hidden_state_layer_ids": list(ids)}
+                                                             if ids else {})})
+
+
+def nvidia_layouts(out: Path) -> dict:
+    """NVIDIA Eagle3 layouts and the flag/weight mismatches vLLM reads differently, from the shipped EAGLE-3 head."""
+    sd, cfg = _load("tiny-eagle3")
     base = cfg | {"architectures": ["LlamaForCausalLMEagle3"], "rope_theta": 10000.0}
-
-    def v3() -> dict:
-        return dict(sd, **{"input_norm.weight": (_norm(ht3, 31).float() * _feature_rms((2, 12, 21))).half()})
-
-    def nested(ids=None) -> dict:
-        block = {"use_aux_hidden_state": True, "norm_before_fc": True}
-        return base | {"eagle_config": block | ({"eagle_aux_hidden_state_layer_ids": ids} if ids else {})}
-
     top = base | {"eagle_aux_hidden_state_layer_ids": [2, 12, 21]}
     return {
-        "NVIDIA v3 (eagle_config: output-of-layer ids 1, 11, 20, norm_before_fc; input_norm)": lambda: _write(
-            out / "n3o", v3(), nested([1, 11, 20])),
-        "NVIDIA v3 (eagle_config: boundary ids 2, 12, 21, norm_before_fc; input_norm)": lambda: _write(
-            out / "n3b", v3(), nested([2, 12, 21])),
-        "NVIDIA v3 without aux ids (norm_before_fc; input_norm)": lambda: _write(out / "n3n", v3(), nested()),
+        "NVIDIA v3 (eagle_config: output-of-layer ids 1, 11, 20, norm_before_fc; input_norm)": lambda: write_nvidia_v3(
+            out / "n3o", [1, 11, 20]),
+        "NVIDIA v3 (eagle_config: boundary ids 2, 12, 21, norm_before_fc; input_norm)": lambda: write_nvidia_v3(
+            out / "n3b", [2, 12, 21]),
+        "NVIDIA v3 without aux ids (norm_before_fc; input_norm)": lambda: write_nvidia_v3(out / "n3n", None),
         "NVIDIA v2 (eagle_config: use_aux_hidden_state false, fc kept)": lambda: _write(
             out / "n2", sd, base | {"eagle_config": {"use_aux_hidden_state": False}}),
-        "input_norm.weight without norm_before_fc (top-level ids)": lambda: _write(out / "nwf", v3(), top),
+        "input_norm.weight without norm_before_fc (top-level ids)": lambda: _write(
+            out / "nwf", _nvidia_parts()[0], top),
         "norm_before_fc true without input_norm.weight (top-level ids)": lambda: _write(
             out / "nfw", sd, top | {"eagle_config": {"norm_before_fc": True}}),
         "EAGLE-3 without fc.weight, no use_aux_hidden_state key (top-level ids)": lambda: _write(

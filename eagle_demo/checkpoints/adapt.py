@@ -20,7 +20,9 @@ CONVENTIONS = {
     "default": "default [2, L//2, L-3]",
     "plus_one": "specforge/sglang eagle_config ids +1",
     "as_given": "speculators ids as given",
+    "boundary": "eagle_config ids as hidden-state boundaries (first id not 1)",
 }
+
 @dataclass
 class DraftPlan:
     """The adapted draft: its Llama config and how it hooks into the target."""
@@ -58,6 +60,10 @@ def feature_layers(spec: DraftSpec, num_layers: int) -> tuple[tuple[int, ...], s
                             "after the final norm; acceptance may drop")
     else:
         layers = tuple(spec.feature_ids)
+        if spec.feature_id_rule == "boundary" and num_layers in layers:
+            warnings.append(f"aux boundary {num_layers} (after the last layer) is read here as hidden_states"
+                            f"[{num_layers}], after the final norm; vLLM and SGLang read it before; acceptance may "
+                            "differ")
     bad = [i for i in layers if not 0 <= i <= num_layers]
     if bad:
         raise IncompatiblePairError(
