@@ -154,6 +154,8 @@ def nvidia_layouts(out: Path) -> dict:
         "NVIDIA v3 (eagle_config: boundary ids 2, 12, 21, norm_before_fc; input_norm)": lambda: write_nvidia_v3(
             out / "n3b", [2, 12, 21]),
         "NVIDIA v3 without aux ids (norm_before_fc; input_norm)": lambda: write_nvidia_v3(out / "n3n", None),
+        "NVIDIA v3 with the final boundary L (ids 2, 12, 24, as gpt-oss-120b's 36 of 36)": lambda: write_nvidia_v3(
+            out / "n3l", [2, 12, 24]),
         "NVIDIA v2 (eagle_config: use_aux_hidden_state false, fc kept)": lambda: _write(
             out / "n2", sd, base | {"eagle_config": {"use_aux_hidden_state": False}}),
         "input_norm.weight without norm_before_fc (top-level ids)": lambda: _write(
