@@ -4,8 +4,9 @@ docs/vllm.md); `plan` is a `deploy.Plan` (its `change(sentence, required)`, `con
 
 vLLM 0.32 reads an EAGLE-3 draft's features as `hidden_states[id]` for top-level ids, else for `eagle_config`'s, else
 (2, L//2, L-3) (`gpu_model_runner.py` `_get_eagle3_aux_layers_from_config`, `llama.py`'s capture), an id of L being
-the last layer's output before the final norm; `norm_before_fc` from `eagle_config`, else the top level (it drops
-`input_norm.*` otherwise); `use_aux_hidden_state` from `eagle_config` only (`llama_eagle3.py`).
+the last layer's output before the final norm, as here (`target/features.py`); `norm_before_fc` from `eagle_config`,
+else the top level (it drops `input_norm.*` otherwise); `use_aux_hidden_state` from `eagle_config` only
+(`llama_eagle3.py`).
 """
 
 from __future__ import annotations
@@ -65,9 +66,6 @@ def _features(plan, report, cfg: dict) -> None:
         plan.config_changes["eagle_aux_hidden_state_layer_ids"] = list(ours)
         plan.change(f"top-level eagle_aux_hidden_state_layer_ids {list(ours)} (the hidden_states read here, which "
                     f"vLLM reads first and as given): {why}", required=True)
-    if report.target_layers in ours:
-        plan.notes.append(f"feature layer {report.target_layers} (after the last layer): vLLM reads it before the "
-                          "target's final norm, this playground after it, so the two engines' drafts can differ")
 
 
 def _norm_before_fc(plan, cfg: dict, block: dict, has_norm: bool) -> None:

@@ -55,15 +55,8 @@ def feature_layers(spec: DraftSpec, num_layers: int) -> tuple[tuple[int, ...], s
         layers = (2, num_layers // 2, num_layers - 3)
     elif spec.feature_id_rule == "plus_one":
         layers = tuple(i + 1 for i in spec.feature_ids)
-        if num_layers in layers:
-            warnings.append(f"aux layer id {num_layers - 1} maps to hidden_states[{num_layers}], which HF returns "
-                            "after the final norm; acceptance may drop")
     else:
         layers = tuple(spec.feature_ids)
-        if spec.feature_id_rule == "boundary" and num_layers in layers:
-            warnings.append(f"aux boundary {num_layers} (after the last layer) is read here as hidden_states"
-                            f"[{num_layers}], after the final norm; vLLM and SGLang read it before; acceptance may "
-                            "differ")
     bad = [i for i in layers if not 0 <= i <= num_layers]
     if bad:
         raise IncompatiblePairError(
