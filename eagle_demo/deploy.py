@@ -14,6 +14,7 @@ Engine facts used here (sources in docs/checkpoint-formats.md):
   LlamaForCausalLMEagle3, Qwen2ForCausalLMEagle); its EAGLE-1 fc always has a bias, left at random
   init when the file has none (sglang issue #5773); `tie_word_embeddings: true` in an EAGLE-3 draft
   makes it alias the draft lm_head to the V-row embedding (AngelSlim Qwen3 configs).
+What vLLM 0.32 reads from a draft against what this playground reads is `deploy_vllm.py`.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .common.config import ConfigError, TreeConfig
-from .checkpoints.files import read_config, scan_weights
+from .checkpoints.files import read_config
 from .checkpoints.fc_fold import write_weights
+from .deploy_vllm import draft_config as _draft_config, vllm_eagle1, vllm_eagle3
 
 __all__ = ["Plan", "plan_for", "deployment_commands", "write_adapted_copy"]
 
@@ -62,12 +64,6 @@ class Plan:
     def change(self, sentence: str, required: bool) -> None:
         (self.required if required else self.recommended).append(sentence)
         self.changes.append(sentence)
-
-
-def _draft_config(report) -> tuple[dict, bool]:
-    raw = read_config(Path(report.draft_path)) or {}
-    wrapped = raw.get("model_type") == "eagle" and isinstance(raw.get("model"), dict)
-    return (raw["model"] if wrapped else raw), wrapped
 
 
 def _target_context(report) -> int:
@@ -129,56 +125,10 @@ def _plan_vllm(plan: Plan, target: str, draft: str, report, tree: TreeConfig) ->
     # vLLM: `method` explicit since PR #21737; eagle3 covers EAGLE-3.1 fc_norm (PR #42764), norm_output (PR #46488),
     # multi-layer (PR #26164), use_aux_hidden_state false (#40656), read from the config (llama_eagle3.py).
     eagle3 = report.family == "eagle3"
-    (_vllm_eagle3 if eagle3 else _vllm_eagle1)(plan, report)
+    (vllm_eagle3 if eagle3 else vllm_eagle1)(plan, report)
     spec = {"method": "eagle3" if eagle3 else "eagle", "model": "<ADAPTED_DRAFT_DIR>" if plan.needs_copy else draft,
             "num_speculative_tokens": tree.depth}
     plan.command = f"vllm serve {shlex.quote(target)} --speculative-config {shlex.quote(json.dumps(spec))}"
-
-
-def _vllm_eagle3(plan: Plan, report) -> None:
-    """SpecForge/SGLang's `eagle_config` ids mean hidden_states[id + 1]; vLLM 0.32 reads them as hidden_states[id]
-    (gpu_model_runner.py `_get_eagle3_aux_layers_from_config`, llama.py's capture; docs/vllm.md)."""
-    cfg = _draft_config(report)[0]
-    tensors = scan_weights(Path(report.draft_path)).tensors
-    if not cfg.get("fc_norm") and any(n.split(".")[-3:-2] == ["fc_norm"] for n in tensors):
-        plan.config_changes["fc_norm"] = True
-        plan.change('config "fc_norm": true: vLLM 0.32 builds the EAGLE-3.1 per-feature norms only when the config '
-                    "says so and otherwise fails on the fc_norm.* weights", required=True)
-    nested = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
-    ids = [int(i) for i in nested.get("eagle_aux_hidden_state_layer_ids") or ()]  # unused when aux is off (#40656)
-    if ids and not cfg.get("eagle_aux_hidden_state_layer_ids") and nested.get("use_aux_hidden_state") is not False:
-        plan.config_changes["eagle_aux_hidden_state_layer_ids"] = [i + 1 for i in ids]
-        plan.change(f"top-level eagle_aux_hidden_state_layer_ids {[i + 1 for i in ids]} (eagle_config's {ids} + 1, "
-                    "read first by vLLM and here): vLLM 0.32 reads the nested output-of-layer ids as "
-                    "hidden_states[id], one layer early (the nested list stays: vLLM sizes fc from it)", required=True)
-
-
-def _vllm_eagle1(plan: Plan, report) -> None:
-    """vLLM 0.32 `llama.py` builds q/k/v/o biases when `attention_bias` or `bias` is set (InternLM's key; the
-    official EAGLE-1 config's `"bias": true` means the fc's), q/k/v ones by `qkv_bias`; `llama_eagle.py` never reports
-    missing weights, so they stay `torch.empty` and nothing is accepted. Its fc has no bias: `fc.bias` is dropped."""
-    cfg, wrapped = _draft_config(report)
-    if wrapped:  # vLLM V0's converted layout: V1 prefixes `model.` itself and fails on "model.model.layers..."
-        plan.unwrap_config = plan.strip_model_prefix = True
-        plan.change("config unwrapped and `model.` dropped from the weight names: vLLM 0.32 adds its own prefix and "
-                    "fails to load its V0-converted layout (\"no module or parameter named 'model'\")", required=True)
-    wrong = {key: False for key in ("bias", "attention_bias") if cfg.get(key)}  # no draft has an o_proj bias
-    if bool(cfg.get("qkv_bias", False)) != bool(report.qkv_bias):  # with bias off, q/k/v follow qkv_bias
-        wrong["qkv_bias"] = bool(report.qkv_bias)
-    if wrong:
-        plan.config_changes.update(wrong)
-        plan.change("config " + ", ".join(f'"{k}" -> {str(v).lower()}' for k, v in wrong.items()) + ": vLLM's Llama "
-                    "layer reads these keys as attention biases; without this it builds biases the file does not "
-                    "have and leaves them uninitialized, so nothing is accepted", required=True)
-    if report.source_layout.startswith("speculators"):  # vLLM 0.32 speculators/algos.py: eagle3 and peagle only
-        plan.notes.append("vLLM 0.32 reads the speculators format for EAGLE-3 only (eagle3, peagle): this EAGLE-1 "
-                          "draft needs converting to the official layout first")
-    elif report.fc_bias:
-        plan.fold_fc_bias = True
-        plan.change("fc.bias folded into the draft's embedding (exact, float32): vLLM's EAGLE-1 fc has no bias and "
-                    "drops it silently, which lowers acceptance", required=False)
-    if report.qkv_bias:
-        plan.notes.append("upstream vLLM has no EAGLE-1 class with q/k/v biases (Qwen2 drafts); use SGLang")
 
 
 def _plan_sglang(plan: Plan, target: str, draft: str, report, tree: TreeConfig, cfg: dict, wrapped: bool) -> None:

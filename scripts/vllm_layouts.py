@@ -9,12 +9,13 @@ playground does gives the same acceptance on both sides. Layouts that add tensor
 EAGLE-3.1 fc norms, a second EAGLE-3 layer) get seeded near-identity norms or a seeded random layer. For each layout and
 each way (published, copy): loads or fails (vLLM's one-line error), identical to vLLM plain decoding, vLLM's
 acceptance length, ours at the same chain (the published layout read by this playground). Greedy, 2 prompts,
-one engine start per row (eager), one thread.
+one engine start per row and way (eager), one thread; `--ways published` or `--ways copy` runs one way only.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import tempfile
@@ -106,6 +107,66 @@ def eagle3_layouts(out: Path) -> dict:
     }
 
 
+@functools.lru_cache(maxsize=None)
+def _feature_rms(ids: tuple[int, ...]) -> float:
+    """The mean RMS of the shipped target's concatenated hidden_states[ids] over PROMPTS: the scale an input_norm
+    weight needs for the shipped head (trained without one) to keep its feature magnitudes, so it drafts well."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = ROOT / "assets" / "tiny-target"
+    model, tok = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32), AutoTokenizer.from_pretrained(path)
+    rms = []
+    with torch.no_grad():
+        for p in PROMPTS:
+            hs = model(**tok(p, return_tensors="pt"), output_hidden_states=True).hidden_states
+            x = torch.cat([hs[i][0] for i in ids], dim=-1)  # [n, 3H]
+            rms.append(x.pow(2).mean(-1).sqrt())
+    return float(torch.cat(rms).mean())
+
+
+def _nvidia_parts() -> tuple[dict, dict]:
+    """The shipped EAGLE-3 head's weights with an input_norm over the 3H concat (its weight the features' mean RMS
+    times a seeded near-one factor, so the head keeps its feature magnitudes and drafts well), and its config as
+    NVIDIA's LlamaForCausalLMEagle3 (ModelOpt) without eagle_config."""
+    sd, cfg = _load("tiny-eagle3")
+    norm = (_norm(sd["fc.weight"].shape[1], 31).float() * _feature_rms((2, 12, 21))).half()
+    return dict(sd, **{"input_norm.weight": norm}), cfg | {"architectures": ["LlamaForCausalLMEagle3"],
+                                                            "rope_theta": 10000.0}
+
+
+def write_nvidia_v3(folder: Path, ids: tuple[int, ...] | list[int] | None = (2, 12, 21)) -> Path:
+    """NVIDIA v3 as gpt-oss-120b-Eagle3-v3 is laid out: `eagle_config` with its aux ids (hidden-state boundaries,
+    SGLang #32334), `use_aux_hidden_state` true and `norm_before_fc` true (vLLM PR #42143), `input_norm.weight`."""
+    sd, cfg = _nvidia_parts()
+    block = {"use_aux_hidden_state": True, "norm_before_fc": True}
+    return _write(folder, sd, cfg | {"eagle_config": block | ({"eagle_aux_hidden_state_layer_ids": list(ids)}
+                                                             if ids else {})})
+
+
+def nvidia_layouts(out: Path) -> dict:
+    """NVIDIA Eagle3 layouts and the flag/weight mismatches vLLM reads differently, from the shipped EAGLE-3 head."""
+    sd, cfg = _load("tiny-eagle3")
+    base = cfg | {"architectures": ["LlamaForCausalLMEagle3"], "rope_theta": 10000.0}
+    top = base | {"eagle_aux_hidden_state_layer_ids": [2, 12, 21]}
+    return {
+        "NVIDIA v3 (eagle_config: output-of-layer ids 1, 11, 20, norm_before_fc; input_norm)": lambda: write_nvidia_v3(
+            out / "n3o", [1, 11, 20]),
+        "NVIDIA v3 (eagle_config: boundary ids 2, 12, 21, norm_before_fc; input_norm)": lambda: write_nvidia_v3(
+            out / "n3b", [2, 12, 21]),
+        "NVIDIA v3 without aux ids (norm_before_fc; input_norm)": lambda: write_nvidia_v3(out / "n3n", None),
+        "NVIDIA v3 with the final boundary L (ids 2, 12, 24, as gpt-oss-120b's 36 of 36)": lambda: write_nvidia_v3(
+            out / "n3l", [2, 12, 24]),
+        "NVIDIA v2 (eagle_config: use_aux_hidden_state false, fc kept)": lambda: _write(
+            out / "n2", sd, base | {"eagle_config": {"use_aux_hidden_state": False}}),
+        "input_norm.weight without norm_before_fc (top-level ids)": lambda: _write(
+            out / "nwf", _nvidia_parts()[0], top),
+        "norm_before_fc true without input_norm.weight (top-level ids)": lambda: _write(
+            out / "nfw", sd, top | {"eagle_config": {"norm_before_fc": True}}),
+        "EAGLE-3 without fc.weight, no use_aux_hidden_state key (top-level ids)": lambda: _write(
+            out / "nof", {k: v for k, v in sd.items() if k != "fc.weight"}, top),
+    }
+
+
 def run_case(runtime, name: str, make, target: str, prompts, plain, args) -> dict:
     from eagle_demo.checkpoints import inspect_pair
     from eagle_demo.serving.harness import VllmError, run_vllm
@@ -125,6 +186,7 @@ def run_case(runtime, name: str, make, target: str, prompts, plain, args) -> dic
         spec, changes = exported_draft(target, draft, report, args.k, Path(tmp) / "copy")
         ways = [("published", exported_spec(target, draft, report, args.k, model=draft))]
         ways += [("copy", spec)] if changes else []
+        ways = [w for w in ways if w[0] in args.ways]
         row["export"] = "copy: " + "; ".join(changes) if changes else "as published"
         for way, sp in ways:
             try:
@@ -145,6 +207,7 @@ def main(argv=None) -> int:
     ap.add_argument("--k", type=int, default=5)
     ap.add_argument("--max-new-tokens", type=int, default=48)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--ways", nargs="*", default=["published", "copy"], help="published and/or copy")
     args = ap.parse_args(argv)
     from eagle_demo.serving.harness import run_vllm
     from eagle_demo.serving.runtime import build_runtime
@@ -157,7 +220,7 @@ def main(argv=None) -> int:
                      enforce_eager=True).runs[0]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        cases = eagle1_layouts(Path(tmp)) | eagle3_layouts(Path(tmp))
+        cases = eagle1_layouts(Path(tmp)) | eagle3_layouts(Path(tmp)) | nvidia_layouts(Path(tmp))
         for name, make in cases.items():
             if args.only and not any(s.lower() in name.lower() for s in args.only):
                 continue

@@ -343,7 +343,8 @@ def write_multilayer_eagle3(folder: Path, layers: int = 2, config_layers: int = 
 
 
 def write_nvidia_eagle3(folder: Path, version: str = "v3", ids=(1, 3, 4), seed: int = 22) -> Path:
-    """NVIDIA Eagle3: aux ids under eagle_config; v3 norm_before_fc with input_norm.weight [3Ht]; v2
+    """NVIDIA Eagle3: aux ids under eagle_config (v3 for gpt-oss-120b: boundaries [24, 30, 36], SGLang #32334);
+    v3 norm_before_fc with input_norm.weight [3Ht]; v2
     use_aux_hidden_state false and no fc (vLLM #40656, SGLang #32334)."""
     sd = eagle3_weights(draft_vocab=VOCAB, seed=seed)
     del sd["d2t"], sd["t2d"]
@@ -351,9 +352,9 @@ def write_nvidia_eagle3(folder: Path, version: str = "v3", ids=(1, 3, 4), seed: 
     extra: dict = {"eagle_config": eagle_config}
     if version == "v2":
         del sd["fc.weight"]
-    else:
+    else:  # NVIDIA writes the flag inside eagle_config (vLLM PR #42143)
         sd["input_norm.weight"] = _norm(sd["fc.weight"].shape[1])
-        extra["norm_before_fc"] = True
+        eagle_config["norm_before_fc"] = True
     write_json(folder, eagle3_config(draft_vocab=VOCAB, architectures=["LlamaForCausalLMEagle3"], rope_theta=10000.0,
                                      **extra))
     write_safetensors(folder, {k: v for k, v in sd.items() if k != "lm_head.weight"} if version == "v2" else sd)

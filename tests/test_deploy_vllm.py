@@ -123,11 +123,12 @@ def test_speculators_eagle1_is_not_read_by_vllm_032(target, tmp_path):
     assert not plan.fold_fc_bias and any("EAGLE-3 only" in n for n in plan.notes)
 
 
-def test_eagle31_without_the_fc_norm_flag_needs_a_copy_for_vllm(target, tmp_path):
+def test_eagle31_without_the_fc_norm_flag_needs_a_copy_for_vllm(tmp_path):
     """vLLM 0.32 builds fc_norm only when the config says `"fc_norm": true`; a draft with fc_norm.* weights and no
     flag failed to load there (scripts/vllm_layouts.py)."""
     from layouts import eagle3_weights, write_eagle31
 
+    target = write_target(tmp_path / "t", layers=6)  # ids (1, 3, 4) read + 1: hidden_states 5 exists
     draft = write_eagle31(tmp_path / "d", eagle3_weights(seed=7))
     report = inspect_pair(str(target), str(draft))
     plan = plan_for("vllm", "t", "d", report, K)
@@ -158,3 +159,91 @@ def test_specforge_nested_ids_need_a_copy_with_the_ids_vllm_reads(tmp_path):
     again = inspect_pair(str(target), str(out))
     assert again.feature_layers == (2, 4, 5) and not plan_for("vllm", "t", str(out), again, K).changes
     assert not plan_for("sglang", "t", "d", report, K).needs_copy  # SGLang reads them +1 itself
+
+
+def _nvidia(tmp_path, ids, edit=None, **kw):
+    """An NVIDIA Eagle3 draft (tests/layouts.py) for a 6-layer target, its config edited by `edit(cfg, tensors)`."""
+    from safetensors.torch import load_file, save_file
+    from layouts import write_nvidia_eagle3
+
+    target = write_target(tmp_path / "t", layers=6)
+    draft = write_nvidia_eagle3(tmp_path / "d", ids=ids, **kw)
+    if edit:
+        cfg, sd = json.loads((draft / "config.json").read_text()), load_file(str(draft / "model.safetensors"))
+        edit(cfg, sd)
+        (draft / "config.json").write_text(json.dumps(cfg))
+        save_file(sd, str(draft / "model.safetensors"))
+    return target, draft, inspect_pair(str(target), str(draft))
+
+
+def _copy_reads_the_same(target, report, plan, tmp_path) -> dict:
+    """The copy's config; it loads here as the published draft does and needs no further copy."""
+    out = write_adapted_copy(plan, report, tmp_path / "copy")
+    again = inspect_pair(str(target), str(out))
+    assert again.feature_layers == report.feature_layers and not plan_for("vllm", "t", str(out), again, K).changes
+    return json.loads((out / "config.json").read_text())
+
+
+def test_nvidia_v3_boundary_ids_load_as_published(tmp_path):
+    """NVIDIA v3 names hidden-state boundaries under eagle_config (gpt-oss-120b-Eagle3-v3: [24, 30, 36] of 36 blocks,
+    SGLang #32334), read as given here when the first id is not 1 (SGLang #25454), as vLLM 0.32 reads them."""
+    target, draft, report = _nvidia(tmp_path, ids=(2, 4, 6))
+    assert report.feature_layers == (2, 4, 6) and "boundaries" in report.feature_convention  # 6 = L, before the norm
+    plan = plan_for("vllm", "t", "d", report, K)
+    assert not plan.changes and not plan.notes
+    pair = load_pair(str(target), str(draft), dtype="float32", device="cpu")
+    assert pair.head.input_norm is not None and pair.head.feature_layers == (2, 4, 6)
+
+
+def test_nvidia_v3_output_of_layer_ids_get_top_level_ids_and_keep_the_norm(tmp_path):
+    target, draft, report = _nvidia(tmp_path, ids=(1, 3, 4))
+    assert report.feature_layers == (2, 4, 5)
+    plan = plan_for("vllm", "t", "d", report, K)
+    assert plan.config_changes == {"eagle_aux_hidden_state_layer_ids": [2, 4, 5]}  # the norm flag is read as it is
+    nested = _copy_reads_the_same(target, report, plan, tmp_path)["eagle_config"]
+    assert nested["norm_before_fc"] is True and nested["eagle_aux_hidden_state_layer_ids"] == [1, 3, 4]
+
+
+def test_input_norm_without_the_flag_needs_it_for_vllm(tmp_path):
+    """vLLM 0.32 drops input_norm.* unless norm_before_fc is set (llama_eagle3.py's load_weights)."""
+    target, draft, report = _nvidia(tmp_path, ids=(2, 4, 5),
+                                    edit=lambda cfg, sd: cfg["eagle_config"].pop("norm_before_fc"))
+    plan = plan_for("vllm", "t", "d", report, K)
+    assert plan.needs_copy and plan.config_changes == {"norm_before_fc": True}
+    assert "drops the weight" in plan.required[0]
+    assert _copy_reads_the_same(target, report, plan, tmp_path)["norm_before_fc"] is True
+
+
+def test_the_flag_without_input_norm_is_turned_off_for_vllm(tmp_path):
+    """vLLM 0.32 builds the norm from the flag with weight 1; none is applied here: the copy says false where vLLM
+    reads it (eagle_config first)."""
+    target, draft, report = _nvidia(tmp_path, ids=(2, 4, 5), edit=lambda cfg, sd: sd.pop("input_norm.weight"))
+    plan = plan_for("vllm", "t", "d", report, K)
+    assert plan.needs_copy and plan.config_changes["eagle_config"]["norm_before_fc"] is False
+    assert set(plan.config_changes) == {"eagle_config"} and "weight 1" in plan.required[0]
+    nested = _copy_reads_the_same(target, report, plan, tmp_path)["eagle_config"]
+    assert nested["eagle_aux_hidden_state_layer_ids"] == [2, 4, 5] and nested["use_aux_hidden_state"] is True
+
+
+def test_no_fc_without_the_flag_tells_vllm_not_to_fuse(tmp_path):
+    """A draft with no fc.weight runs unfused here; vLLM 0.32 fuses unless eagle_config's use_aux_hidden_state is
+    false."""
+    def edit(cfg, sd):
+        del sd["fc.weight"], sd["input_norm.weight"]
+        cfg["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": [2, 4, 5]}
+
+    target, draft, report = _nvidia(tmp_path, ids=(2, 4, 5), edit=edit)
+    assert report.feature_layers is None
+    plan = plan_for("vllm", "t", "d", report, K)
+    assert plan.config_changes == {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 4, 5],
+                                                    "use_aux_hidden_state": False}}
+    _copy_reads_the_same(target, report, plan, tmp_path)
+
+
+def test_nvidia_v2_and_v3_without_ids_load_as_published(tmp_path):
+    """v2 (use_aux_hidden_state false): vLLM skips fc as this playground does. No ids: both take (2, L//2, L-3)."""
+    _, _, v2 = _nvidia(tmp_path / "v2", ids=(1, 3, 4), version="v2")
+    assert v2.feature_layers is None and not plan_for("vllm", "t", "d", v2, K).changes
+    _, _, v3 = _nvidia(tmp_path / "v3", ids=(1, 3, 4), edit=lambda cfg, sd: cfg["eagle_config"].pop(
+        "eagle_aux_hidden_state_layer_ids"))
+    assert v3.feature_layers == (2, 3, 3) and not plan_for("vllm", "t", "d", v3, K).changes

@@ -159,7 +159,7 @@ def test_d2t_ids_that_cannot_be_offsets_are_read_as_ids_at_load(tmp_path, shippe
 
 @pytest.mark.parametrize("name,change", [
     ("ids-plus-one-as-given", {"eagle_aux_hidden_state_layer_ids": [i - 1 for i in RULE]}),
-    ("ids-as-given-read-plus-one", {"eagle_config": {"eagle_aux_hidden_state_layer_ids": RULE}}),
+    ("nested-ids-one-layer-late", {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [i + 1 for i in RULE]}}),
     ("norm-before-residual", {"norm_before_residual": True}),
     ("rope-theta", {"rope_theta": 10.0}),
 ])

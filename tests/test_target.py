@@ -72,3 +72,24 @@ def test_features_are_lm_head_inputs_and_hidden_states():
     out3 = runner3.forward(ids)
     expect = torch.cat([ref.hidden_states[i][0] for i in (2, 4, 5)], -1)
     torch.testing.assert_close(out3.features, expect)
+
+
+@pytest.mark.parametrize("static", [False, True], ids=["growing", "static"])
+def test_feature_index_l_is_the_last_layers_output_before_the_final_norm(static):
+    """vLLM and SGLang capture index L (after the last layer) before the final norm; HF's hidden_states[L] is after
+    it. The runner gives the engines' reading (a draft fed the normed state drafts differently: docs/vllm.md)."""
+    model = tiny_target("llama", layers=8)
+    ids = torch.tensor(PREFIX)
+    kept = {}
+    hook = model.model.layers[-1].register_forward_hook(lambda m, a, o: kept.setdefault("h", o[0] if isinstance(
+        o, tuple) else o))
+    with torch.no_grad():
+        ref = model(ids[None], output_hidden_states=True)
+    hook.remove()
+    assert not torch.allclose(kept["h"], ref.hidden_states[8])  # the two readings differ
+    runner = TargetRunner(model, (2, 4, 8), static=static, graphs=False)
+    runner.reset(64)
+    assert (runner.static is not None) is static
+    out = runner.forward(ids)
+    torch.testing.assert_close(out.features, torch.cat([ref.hidden_states[2][0], ref.hidden_states[4][0],
+                                                        kept["h"][0]], -1), rtol=1e-4, atol=1e-5)

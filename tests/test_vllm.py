@@ -5,10 +5,15 @@ about 3 minutes, then reused).
 Exported the way a user does (`export --engine vllm --chain 5 --out DIR`), the adapted copy gives vLLM's greedy
 output identical to ours and to vLLM's plain decoding, with vLLM's own mean acceptance length within 5% of ours at a
 chain of 5 = num_speculative_tokens 5. The draft as published (the official EAGLE-1 config's `"bias": true`) loads
-but has nothing accepted: the claim that the copy is required. Three vLLM engine starts, eager.
+but has nothing accepted: the claim that the copy is required. The shipped EAGLE-3 head laid out as NVIDIA's v3
+(`scripts/vllm_layouts.py`: boundary ids and `norm_before_fc` under `eagle_config`, an `input_norm`) loads as
+published and drafts in vLLM exactly what it drafts here. Four vLLM engine starts, eager.
 """
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -69,3 +74,24 @@ def test_eagle1_as_published_has_nothing_accepted_in_vllm(runtime, shipped, plai
     run = result.runs[0]
     assert run.tokens == plain.tokens  # still lossless: only the speed is lost
     assert run.draft_tokens > 0 and run.accepted_tokens == 0
+
+
+def test_nvidia_v3_loads_as_published_and_drafts_the_same_in_vllm(runtime, shipped, plain, tmp_path):
+    """gpt-oss-120b-Eagle3-v3's layout: its eagle_config ids are hidden-state boundaries, read as given by vLLM 0.32
+    and here (first id not 1), the last one L (its [24, 30, 36] of 36 blocks), read by both before the final norm; its
+    input_norm is applied by both. The export must say "loads as published"."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+    from vllm_layouts import write_nvidia_v3
+
+    _, prompts = shipped
+    draft = str(write_nvidia_v3(tmp_path / "nvidia-v3", (2, 12, 24)))  # the head was trained on 21: acceptance 2.85
+    session = load_session(SHIPPED_TARGET, draft, threads=1)
+    plan = plan_for("vllm", SHIPPED_TARGET, draft, session.report, TreeConfig.chain(K))
+    assert session.report.feature_layers == (2, 12, 24) and not plan.changes
+    spec = exported_spec(SHIPPED_TARGET, draft, session.report, K)
+    theirs = run_vllm(runtime, SHIPPED_TARGET, spec, [{"prompts": prompts, "max_new_tokens": NEW}],
+                      enforce_eager=True).runs[0]
+    ours = run_ours(session, prompts, K, NEW)
+    assert theirs.tokens == ours.tokens == plain.tokens
+    assert theirs.drafts > 0 and theirs.acceptance_length == pytest.approx(ours.acceptance_length, rel=0.05)
+    assert ours.acceptance_length > 2.5  # a working head, not two failures

@@ -20,7 +20,9 @@ CONVENTIONS = {
     "default": "default [2, L//2, L-3]",
     "plus_one": "specforge/sglang eagle_config ids +1",
     "as_given": "speculators ids as given",
+    "boundary": "eagle_config ids as hidden-state boundaries (first id not 1)",
 }
+
 @dataclass
 class DraftPlan:
     """The adapted draft: its Llama config and how it hooks into the target."""
@@ -53,9 +55,6 @@ def feature_layers(spec: DraftSpec, num_layers: int) -> tuple[tuple[int, ...], s
         layers = (2, num_layers // 2, num_layers - 3)
     elif spec.feature_id_rule == "plus_one":
         layers = tuple(i + 1 for i in spec.feature_ids)
-        if num_layers in layers:
-            warnings.append(f"aux layer id {num_layers - 1} maps to hidden_states[{num_layers}], which HF returns "
-                            "after the final norm; acceptance may drop")
     else:
         layers = tuple(spec.feature_ids)
     bad = [i for i in layers if not 0 <= i <= num_layers]

@@ -249,8 +249,11 @@ def _eagle3_knobs(spec: DraftSpec, top: dict, layer: dict, speculators: bool) ->
         spec.feature_ids = tuple(int(i) for i in top["eagle_aux_hidden_state_layer_ids"])
         spec.feature_id_rule = "as_given"
     elif eagle_config.get("eagle_aux_hidden_state_layer_ids"):
+        # output-of-layer ids start at layer 1's output (SpecForge/ModelOpt [1, L//2-1, L-4]); NVIDIA v3 writes
+        # hidden-state boundaries ([24, 30, 36] for gpt-oss-120b's 36 blocks, SGLang #32334): +1 iff the first id is 1
+        # (SGLang #25454's rule)
         spec.feature_ids = tuple(int(i) for i in eagle_config["eagle_aux_hidden_state_layer_ids"])
-        spec.feature_id_rule = "plus_one"
+        spec.feature_id_rule = "plus_one" if spec.feature_ids[0] == 1 else "boundary"
     # variant knobs
     if "norm_before_residual" in top:
         spec.norm_before_residual = bool(top["norm_before_residual"])

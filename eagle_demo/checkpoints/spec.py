@@ -51,7 +51,7 @@ class DraftSpec:
     hidden_act: str = "silu"
     max_positions: int = 2048
     feature_ids: tuple[int, ...] | None = None
-    feature_id_rule: str = "default"  # default | plus_one | as_given
+    feature_id_rule: str = "default"  # default | plus_one | as_given | boundary
     norm_before_residual: bool = False
     source_dtype: str = "float32"
     fc_norms: int = 0  # EAGLE-3.1: one RMSNorm per fused feature before fc

@@ -6,7 +6,8 @@ explicit depth-based position ids; its KV cache (`kv.BufferCache`) is compacted 
 Features handed to the draft:
 - EAGLE-1/2: the post-norm last hidden state (exactly what the lm_head sees).
 - EAGLE-3: the concatenation of `hidden_states[i]` for the requested indices (HF convention: index i is
-  the input of decoder layer i, index 0 the embeddings).
+  the input of decoder layer i, index 0 the embeddings). Index L (after the last layer) is the last layer's output
+  before the final norm, as vLLM and SGLang capture it (HF's own `hidden_states[L]` is after the norm).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedModel
 
+from .features import Features
 from .kv import BufferCache
 from .logit_head import LogitHead
 from .windows import AttentionWindow
@@ -120,14 +122,13 @@ class TargetRunner:
                 keys = torch.cat([torch.arange(start, device=self.device), positions[0]])  # [start+n]
                 mask = self.window.apply(mask, keys, positions[0])
         want_hidden = self.feature_layers is not None
-        out = self.base(input_ids=ids, attention_mask=mask, position_ids=positions, cache=self.cache,
-                        use_cache=True, output_hidden_states=want_hidden)
+        with Features(self.base, self.feature_layers or ()) as taken:
+            out = self.base(input_ids=ids, attention_mask=mask, position_ids=positions, cache=self.cache,
+                            use_cache=True, output_hidden_states=want_hidden)
         last = out.last_hidden_state[0]  # [n, H]
         logits = self.logit_head(self.lm_head(last))  # [n, V]
         if want_hidden:
-            hs = out.hidden_states
-            # a target spread over GPUs (device_map="auto") leaves each layer's output on its own device
-            features = torch.cat([hs[i][0].to(self.device) for i in self.feature_layers], dim=-1)  # [n, k*H]
+            features = taken.of(out.hidden_states, self.device)  # [n, k*H]
         else:
             features = last  # [n, H]
         self._pending = n

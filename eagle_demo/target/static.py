@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import torch
 from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 
+from .features import Features
 from .logit_head import LogitHead
 from .windows import AttentionWindow
 
@@ -167,12 +168,13 @@ class StaticTarget:
         if self.window.size is not None:  # each slot's position (stale slots are masked anyway)
             keys = self.columns.index_copy(0, slots, positions[0])  # [cap]
             mask = self.window.apply(mask, keys, positions[0])  # [1, 1, n, cap], or one per layer type
-        out = self.base(input_ids=x.ids[None], attention_mask=mask, position_ids=positions,
-                        cache=self.cache, use_cache=True, output_hidden_states=want_hidden)
+        with Features(self.base, self.feature_layers or ()) as taken:
+            out = self.base(input_ids=x.ids[None], attention_mask=mask, position_ids=positions,
+                            cache=self.cache, use_cache=True, output_hidden_states=want_hidden)
         last = out.last_hidden_state[0]  # [n, H]
         logits = self.logit_head(self.lm_head(last))  # [n, V]
         if want_hidden:
-            features = torch.cat([out.hidden_states[i][0] for i in self.feature_layers], dim=-1)  # [n, k*H]
+            features = taken.of(out.hidden_states)  # [n, k*H]
         else:
             features = last
         return logits, features
