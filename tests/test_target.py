@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from eagle_demo.target.features import Features
 from eagle_demo.target.runner import TargetRunner
 from eagle_demo.decoding.tree import make_tree
 from fixtures import tiny_target
@@ -93,3 +94,17 @@ def test_feature_index_l_is_the_last_layers_output_before_the_final_norm(static)
     out = runner.forward(ids)
     torch.testing.assert_close(out.features, torch.cat([ref.hidden_states[2][0], ref.hidden_states[4][0],
                                                         kept["h"][0]], -1), rtol=1e-4, atol=1e-5)
+
+
+def test_training_features_match_the_engines_reading_of_index_l():
+    """Training builds a head's data with the engines' reading (`Features.of_batch`): row by row equal to what the
+    runner hands the draft, index L included (before the final norm, not HF's hidden_states[L])."""
+    model = tiny_target("llama", layers=8)
+    ids = torch.tensor([PREFIX, PREFIX[::-1]])  # [2, T]
+    with Features(model.model, (2, 8)) as taken, torch.no_grad():
+        out = model.model(ids, output_hidden_states=True)
+    batch = taken.of_batch(out.hidden_states)  # [2, T, 2H]
+    assert not torch.allclose(batch[..., -model.config.hidden_size:], out.hidden_states[8])
+    for row in range(2):
+        features = TargetRunner(model, (2, 8)).forward(ids[row]).features  # [T, 2H]
+        torch.testing.assert_close(batch[row], features, rtol=1e-4, atol=1e-5)

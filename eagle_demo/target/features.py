@@ -31,5 +31,12 @@ class Features:
 
     def of(self, hidden_states, device=None) -> torch.Tensor:
         """[n, k*H] on `device` (a target spread over GPUs leaves each layer's output on its own device)."""
-        parts = [self.value if i == self.last and self.value is not None else hidden_states[i] for i in self.layers]
-        return torch.cat([p[0].to(device) if device is not None else p[0] for p in parts], dim=-1)
+        parts = [p[0].to(device) if device is not None else p[0] for p in self._parts(hidden_states)]  # k x [n, H]
+        return torch.cat(parts, dim=-1)
+
+    def of_batch(self, hidden_states) -> torch.Tensor:
+        """[b, T, k*H]: every row of a batched forward (training reads the features the engines read)."""
+        return torch.cat(self._parts(hidden_states), dim=-1)
+
+    def _parts(self, hidden_states) -> list:
+        return [self.value if i == self.last and self.value is not None else hidden_states[i] for i in self.layers]

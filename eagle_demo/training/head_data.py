@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
+from eagle_demo.target.features import Features
 from eagle_demo.training.heads import feature_layers
 
 SEQ_LEN = 256
@@ -103,9 +104,10 @@ def features(target, tokens: torch.Tensor, batch: int) -> dict:
     layers = feature_layers(target.config.num_hidden_layers)
     last, fused = [], []
     for i in range(0, tokens.shape[0], batch):
-        out = target.model(tokens[i:i + batch].to(target.device), output_hidden_states=True)
+        with Features(target.model, layers) as taken:
+            out = target.model(tokens[i:i + batch].to(target.device), output_hidden_states=True)
         last.append(out.last_hidden_state.half())  # [b, T, H]
-        fused.append(torch.cat([out.hidden_states[j] for j in layers], -1).half())  # [b, T, 3H]
+        fused.append(taken.of_batch(out.hidden_states).half())  # [b, T, 3H]
     return {"tokens": tokens.to(target.device), "last": torch.cat(last), "fused": torch.cat(fused), "layers": layers}
 
 

@@ -40,6 +40,7 @@ from tqdm import tqdm
 from transformers import AutoModelForCausalLM, DynamicCache, LlamaConfig
 
 from eagle_demo.drafts import Eagle1Head, Eagle3Head
+from eagle_demo.target.features import Features
 from eagle_demo.target.runner import tree_attention_mask
 from eagle_demo.training.corpus import default_cache_dir, default_corpus_dir
 
@@ -90,9 +91,10 @@ def build_data(n_corpus: int, n_generated: int, prefix_len: int, batch: int) -> 
     layers = feature_layers(model.config.num_hidden_layers)
     last, fused = [], []
     for i in tqdm(range(0, tokens.shape[0], batch), desc="target features"):
-        out = model.model(tokens[i:i + batch], output_hidden_states=True)
+        with Features(model.model, layers) as taken:
+            out = model.model(tokens[i:i + batch], output_hidden_states=True)
         last.append(out.last_hidden_state.half())  # [b, T, H]
-        fused.append(torch.cat([out.hidden_states[j] for j in layers], -1).half())  # [b, T, 3H]
+        fused.append(taken.of_batch(out.hidden_states).half())  # [b, T, 3H]
     data = {"tokens": tokens, "last": torch.cat(last), "fused": torch.cat(fused), "layers": layers,
             "n_corpus": n_corpus}
     torch.save(data, data_path())
