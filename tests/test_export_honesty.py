@@ -10,9 +10,9 @@ import pytest
 from eagle_demo.checkpoints import inspect_pair
 from eagle_demo.commands.cli import main
 from eagle_demo.common.config import TreeConfig
-from eagle_demo.deploy import deployment_commands, plan_for
+from eagle_demo.deploy import deployment_commands, plan_for, write_adapted_copy
 from layouts import (eagle3_weights, write_eagle31, write_multilayer_eagle3, write_nvidia_eagle3,
-                     write_official_eagle3, write_qwen_mtp_target, write_target)
+                     write_official_eagle3, write_qwen_mtp_target, write_specforge_eagle3, write_target)
 from layouts import write_mimo_mtp_target
 from real_shapes import EAGLE3_LLAMA31_8B, LLAMA31_8B, eagle3_shapes, model_shapes, write_header_only
 
@@ -105,3 +105,33 @@ def test_mimo_mtp_exports_for_both_engines(tmp_path):
     v2 = plan_for("vllm", "t", str(beside), apart, TREE)
     assert json.loads(v2.command.split("--speculative-config ")[1].strip("'"))["model"] == str(beside)
     assert any("needs the target's config.json" in n for n in v2.notes)
+
+
+def _modelopt_keys_only(folder):
+    """SpecForge-shaped (fc, no input_norm, use_aux_hidden_state true) but with ModelOpt's eagle_config keys."""
+    write_specforge_eagle3(folder, eagle3_weights(seed=51), ids=(1, 3, 4))
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["eagle_config"] |= {"use_input_layernorm_in_first_layer": True, "use_last_layernorm": True}
+    (folder / "config.json").write_text(json.dumps(cfg))
+    return folder
+
+
+@pytest.mark.parametrize("writer,layout", [
+    (lambda f: write_nvidia_eagle3(f, "v3", ids=(1, 3, 4)), "nvidia-eagle3"),  # output-of-layer ids, input_norm
+    (lambda f: write_nvidia_eagle3(f, "v3", ids=(2, 4, 8)), "nvidia-eagle3"),  # boundary ids
+    (lambda f: write_nvidia_eagle3(f, "v2"), "nvidia-eagle3"),  # use_aux_hidden_state false, no fc
+    (_modelopt_keys_only, "nvidia-eagle3"),
+    (lambda f: write_specforge_eagle3(f, eagle3_weights(seed=52)), "specforge-eagle3"),
+    (lambda f: write_eagle31(f, eagle3_weights(seed=53)), "specforge-eagle3"),
+])
+def test_nvidia_modelopt_drafts_are_named_as_such(llama8, tmp_path, capsys, writer, layout):
+    """inspect, the page's report and the export's README name NVIDIA ModelOpt EAGLE-3 drafts `nvidia-eagle3`;
+    SpecForge ones stay `specforge-eagle3`. Only the label: both load through the same readers."""
+    draft = writer(tmp_path / "d")
+    report = inspect_pair(str(llama8), str(draft))
+    assert report.source_layout == layout and report.problem is None
+    assert f"(`{layout}` layout)" in report.to_markdown()  # the page's adaptation report
+    assert main(["inspect", "--target", str(llama8), "--draft", str(draft)]) == 0
+    assert f"({layout} layout)" in capsys.readouterr().out
+    copy = write_adapted_copy(plan_for("sglang", "t", str(draft), report, TREE), report, tmp_path / "copy")
+    assert f"({layout})." in (copy / "README.md").read_text()

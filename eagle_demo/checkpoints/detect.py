@@ -102,10 +102,25 @@ def _layout_name(family: str, cfg: dict, top: dict, hint: str, speculators: bool
     if hint == "vllm":
         return "vllm-eagle3"
     if any(a.endswith("Eagle3") for a in archs) or isinstance(top.get("eagle_config"), dict):
-        return "specforge-eagle3"
+        return "nvidia-eagle3" if _modelopt_eagle3(top, names) else "specforge-eagle3"
     if any(a.startswith("Eagle3") for a in archs) or "target_model_type" in cfg:
         return "angelslim-eagle3"
     return "yuhuili-eagle3"
+
+
+# NVIDIA Model-Optimizer's export fills these eagle_config keys from its own EagleConfig (its `eagle_config`
+# template in modelopt/torch/export/plugins/hf_spec_export.py); SpecForge writes only the ids and use_aux_hidden_state
+_MODELOPT_KEYS = ("norm_before_fc", "use_input_layernorm_in_first_layer", "use_last_layernorm", "use_mtp_layernorm",
+                  "next_layer_regular", "parallel_draft_step", "parallel_draft_heads_num_layers")
+
+
+def _modelopt_eagle3(top: dict, names: dict) -> bool:
+    """An NVIDIA ModelOpt EAGLE-3 draft (v2/v3, vLLM #40656, SGLang #32334) rather than a SpecForge one: a norm over
+    the fused features (`input_norm.weight`, `norm_before_fc`), no fusion (`use_aux_hidden_state: false` or no fc),
+    or ModelOpt's own eagle_config keys. Only the label differs: both load through the same readers."""
+    block = top.get("eagle_config") if isinstance(top.get("eagle_config"), dict) else {}
+    return ("input_norm.weight" in names or "fc.weight" not in names or "norm_before_fc" in top
+            or block.get("use_aux_hidden_state") is False or any(k in block for k in _MODELOPT_KEYS))
 
 
 # ---- name mapping ----------------------------------------------------------------------------------
