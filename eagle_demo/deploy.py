@@ -28,6 +28,7 @@ from .common.config import ConfigError, TreeConfig
 from .checkpoints.files import read_config
 from .checkpoints.fc_fold import write_weights
 from .deploy_vllm import draft_config as _draft_config, vllm_eagle1, vllm_eagle3
+from .deploy_aux import guessed_layers
 
 __all__ = ["Plan", "plan_for", "deployment_commands", "write_adapted_copy"]
 
@@ -86,6 +87,7 @@ def plan_for(engine: str, target: str, draft: str, report, tree: TreeConfig) -> 
         _plan_vllm(plan, target, draft, report, tree)
     else:
         _plan_sglang(plan, target, draft, report, tree, cfg, wrapped)
+    guessed_layers(plan, engine, cfg, report)
     return plan
 
 

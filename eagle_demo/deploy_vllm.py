@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .checkpoints.files import read_config, scan_weights
+from .deploy_aux import engine_guess, names_aux_ids
 
 __all__ = ["draft_config", "vllm_eagle3", "vllm_eagle1", "vllm_feature_layers"]
 
@@ -29,7 +30,7 @@ def vllm_feature_layers(cfg: dict, layers: int) -> tuple[int, ...]:
     """The target `hidden_states` indices vLLM 0.32 feeds an EAGLE-3 draft with this config (aux features on)."""
     nested = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
     ids = cfg.get("eagle_aux_hidden_state_layer_ids") or nested.get("eagle_aux_hidden_state_layer_ids")
-    return tuple(int(i) for i in ids) if ids else (2, layers // 2, layers - 3)
+    return tuple(int(i) for i in ids) if ids else engine_guess(layers)
 
 
 def vllm_eagle3(plan, report) -> None:
@@ -60,12 +61,15 @@ def vllm_eagle3(plan, report) -> None:
 def _features(plan, report, cfg: dict) -> None:
     ours, theirs = tuple(report.feature_layers), vllm_feature_layers(cfg, report.target_layers)
     if ours != theirs:
+        guessed = not names_aux_ids(cfg)  # the layers read here then came from the probe (deploy_aux.py)
         nested = not cfg.get("eagle_aux_hidden_state_layer_ids")
-        why = ("vLLM 0.32 reads eagle_config's output-of-layer ids as hidden_states[id], one layer early (the nested "
-               "list stays: vLLM sizes fc from it)" if nested else f"vLLM 0.32 would read hidden_states {list(theirs)}")
+        why = (f"the published config names none, so vLLM 0.32 would guess hidden_states {list(theirs)}" if guessed
+               else "vLLM 0.32 reads eagle_config's output-of-layer ids as hidden_states[id], one layer early (the "
+               "nested list stays: vLLM sizes fc from it)" if nested else f"vLLM 0.32 would read hidden_states "
+               f"{list(theirs)}")
         plan.config_changes["eagle_aux_hidden_state_layer_ids"] = list(ours)
         plan.change(f"top-level eagle_aux_hidden_state_layer_ids {list(ours)} (the hidden_states read here, which "
-                    f"vLLM reads first and as given): {why}", required=True)
+                    f"vLLM reads first and as given): {why}", required=not guessed)
 
 
 def _norm_before_fc(plan, cfg: dict, block: dict, has_norm: bool) -> None:
