@@ -62,10 +62,11 @@ class RunDiagnosis:
         rows = sorted(x.rows, key=(lambda r: (r.speedup, r.tau)) if costed else (lambda r: r.tau), reverse=True)
         shown = rows[:top] + [r for r in rows[top:] if r.tree == x.ran]
         order = "predicted speedup" if costed else "tau (no round costs: those come with the automatic tree)"
-        width = max(len(r.tree.label()) for r in shown)
+        width = max(len(r.tree.short_label()) for r in shown)
         lines = [f"shapes replayed on this run's text ({x.tokens} tokens{'' if x.greedy else ', as if greedy'}), "
                  f"top {top} of {len(rows)} by {order}:",
-                 f"  {'shape':<{width}}  {'tau':>6}  {'round cost':>10}  {'speedup':>8}"]
+                 f"  {'shape':<{width}}  {'tau':>5}  {'cost':>5}  {'speedup':>7}",
+                 *self._legend(shown)]
         lines += [self._row(r, width, costed) for r in shown]
         kinds = ", ".join(f"{k} {f.tau:.2f} ({f.rounds} rounds)" for k, f in self.kinds.items()) or "no rounds"
         blocks = " | ".join(f"{b}+ {t / r:.2f}" for b, (r, t) in position_blocks(list(self.rounds)).items())
@@ -74,13 +75,25 @@ class RunDiagnosis:
                   *self.notes()]
         return "\n".join(lines)
 
+    @staticmethod
+    def _legend(shown: list[ShapeRow]) -> list[str]:
+        """The columns, and what the compact shape labels abbreviate as far as shown (each line within 80 columns
+        with the `[explore] ` prefix)."""
+        parts = ["@P: stop under p=P"] if any(r.tree.stops for r in shown) else []
+        parts += ["hot N: first N ids"] if any(r.tree.hot_vocab for r in shown) else []
+        parts += ["tree total/depth/top-k"] if any(not r.tree.is_chain for r in shown) else []
+        return ["  (cost: a round in plain decoding steps; ran: the run's measured tau)"] + (
+            [f"  ({'; '.join(parts)})"] if parts else [])
+
     def _row(self, r: ShapeRow, width: int, costed: bool) -> str:
+        """One shape within 80 columns with generate's `[explore] ` prefix (the full labels are in the JSON)."""
         x = self.exploration
         marks = (["best"] if r.tree == x.best.tree else []) + (["ran"] if r.tree == x.ran else [])
         if r.tree == x.ran and x.measured_tau is not None:
-            marks[-1] += f" (measured tau {x.measured_tau:.2f})"
-        cost, speed = (f"{r.round_cost:10.2f}", f"{r.speedup:7.2f}x") if costed else (f"{'-':>10}", f"{'-':>8}")
-        row = f"{'*' if marks else ' '} {r.tree.label():<{width}}  {r.tau:6.2f}  {cost}  {speed}  {', '.join(marks)}"
+            marks[-1] += f": tau {x.measured_tau:.2f}"
+        cost, speed = (f"{r.round_cost:5.2f}", f"{r.speedup:6.2f}x") if costed else (f"{'-':>5}", f"{'-':>7}")
+        row = f"{'*' if marks else ' '} {r.tree.short_label():<{width}}  {r.tau:5.2f}  {cost}  {speed}  " \
+              f"{', '.join(marks)}"
         return row.rstrip()
 
 

@@ -98,6 +98,14 @@ class TreeConfig:
             return f"chain k={self.depth}" + (f" ({'; '.join(notes)})" if notes else "")
         return f"tree {self.total_tokens}/{self.depth}/{self.top_k} (total/depth/top-k)"
 
+    def short_label(self) -> str:
+        """For a table column: `chain 5`, `chain 16 @0.005 hot 2048` (stops under p=0.005, the first 2048 ids),
+        `tree 12/3/4` (total/depth/top-k)."""
+        if self.is_chain:
+            return (f"chain {self.depth}" + (f" @{self.stop_below:g}" if self.stops else "")
+                    + (f" hot {self.hot_vocab}" if self.hot_vocab else ""))
+        return f"tree {self.total_tokens}/{self.depth}/{self.top_k}"
+
 
 @dataclass(frozen=True)
 class SamplingConfig:
