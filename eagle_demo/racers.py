@@ -7,12 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from .common.config import RunConfig
 from .decoding.events import Event, RunStart
 from .diagnose.divergence import Divergence, explain
 from .metrics import RunStats, summarize
 from .race import RaceResult, race, verdict
 
-__all__ = ["Racer", "race_all", "race_table", "racers_dict", "NAMES"]
+__all__ = ["Racer", "race_all", "race_table", "short_labels", "racers_dict", "NAMES"]
 
 NAMES = {"eagle": "EAGLE", "ngram": "n-gram", "baseline": "plain"}
 
@@ -49,13 +50,20 @@ def race_all(runs: dict[str, list[Event]], greedy: bool) -> list[Racer]:
     return out
 
 
-def race_table(racers: list[Racer]) -> str:
-    """The race as a text table: tokens/s, tau, speedup and identity per racer."""
+def short_labels(run: RunConfig) -> dict[str, str]:
+    """{mode: the draft's compact label} for a race of `run` (`TreeConfig` / `NgramConfig.short_label`)."""
+    return {"eagle": run.tree.short_label(), "ngram": run.ngram.short_label()}
+
+
+def race_table(racers: list[Racer], short: dict[str, str] | None = None) -> str:
+    """The race as a text table: tokens/s, tau, speedup and identity per racer; short: {mode: draft label} for the
+    draft column (`short_labels`; each racer's full label, `Racer.label`, without it)."""
     rows = [("decoder", "draft", "tokens/s", "tau", "speedup", "identical")]
     for r in racers:
         same = "-" if r.result is None else verdict(r.result.identical_to_baseline, "not checked")
         speed = "1.00x" if r.result is None else ("-" if r.result.speedup is None else f"{r.result.speedup:.2f}x")
-        rows.append((r.name, r.label or "-", f"{r.stats.tokens_per_second:.1f}", f"{r.stats.tau:.2f}", speed, same))
+        draft = (short or {}).get(r.mode, r.label) if r.label else "-"
+        rows.append((r.name, draft, f"{r.stats.tokens_per_second:.1f}", f"{r.stats.tau:.2f}", speed, same))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)
 

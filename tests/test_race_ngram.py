@@ -9,7 +9,7 @@ import eagle_demo.decoding.engine as engine_mod
 from eagle_demo.app.state import start_run
 from eagle_demo.app.registry import REGISTRY, make_key
 from eagle_demo.common.config import RunConfig
-from eagle_demo.racers import race_all, race_table
+from eagle_demo.racers import race_all, race_table, short_labels
 from eagle_demo.session import SHIPPED_EAGLE1, SHIPPED_TARGET
 from eagle_demo.view.charts import tokens_time_figure
 from eagle_demo.view.stats import stats_html, summary
@@ -45,8 +45,11 @@ def test_the_page_races_three_decoders_on_one_chart_and_one_strip(shipped):
     assert race["ngram"]["draft"] == "n-gram 1..2, up to 10 tokens, 2 branches, repeating, by count, weak matches 2" and race["ngram"]["speedup"] > 0
     names = [t["name"] for t in tokens_time_figure(eagle, baseline, ngram).data]
     assert names == ["EAGLE", "n-gram draft", "baseline (plain decoding)"]
-    table = race_table(race_all({"eagle": eagle.events, "ngram": ngram.events, "baseline": baseline.events}, True))
-    assert [line.split()[0] for line in table.splitlines()] == ["decoder", "EAGLE", "n-gram", "plain"]
+    racers = race_all({"eagle": eagle.events, "ngram": ngram.events, "baseline": baseline.events}, True)
+    table = race_table(racers, short_labels(RunConfig(max_new_tokens=48))).splitlines()
+    assert [line.split()[0] for line in table] == ["decoder", "EAGLE", "n-gram", "plain"]
+    assert table[2].startswith("n-gram   n-gram 1..2 x10 ") and max(map(len, table)) <= 80
+    assert "n-gram 1..2, up to 10 tokens" in race_table(racers)  # without short labels, the racers' own
     html = stats_html(eagle, baseline, True, live.state, ngram=ngram, decode=session.decode)
     assert "n-gram tok/s" in html and "n-gram identical" in html and "stat-diverge" not in html
 
@@ -96,6 +99,16 @@ def test_cli_races_three_decoders_in_one_table():
     assert set(s["race"]) == {"eagle", "ngram", "baseline"} and s["identical_to_baseline"] is True
     assert s["race"]["ngram"]["identical_to_baseline"] is True and s["divergence"] is None
     assert s["race"]["ngram"]["draft"] == "n-gram 1..3, up to 10 tokens"
+
+
+def test_cli_race_table_shows_short_draft_labels_and_the_settings_in_full_below():
+    proc, _ = _cli("generate", "--target", SHIPPED_TARGET, "--draft", SHIPPED_EAGLE1, "--prompt", CODE_PROMPT,
+                   "--max-new-tokens", "16", "--chain", "5", "--race", "ngram")
+    lines = proc.stderr.splitlines()
+    rows = {line.split()[0]: line for line in lines[lines.index(next(x for x in lines if x.startswith("decoder"))):]}
+    assert rows["EAGLE"].startswith("EAGLE    chain 5 ") and rows["n-gram"].startswith("n-gram   n-gram 1..2 x10 ")
+    assert "[draft: n-gram] n-gram 1..2, up to 10 tokens, 2 branches, repeating, by count, weak matches 2" in lines
+    assert "[draft: EAGLE] chain k=5" in lines
 
 
 def test_the_ngram_draft_runs_on_a_target_without_a_head_and_benches_beside_eagle(shipped):

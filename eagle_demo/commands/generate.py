@@ -15,7 +15,7 @@ from ..decoding.gate import paused_line
 from ..diagnosis import diagnose_run, too_short
 from ..metrics import summarize
 from ..race import RaceResult, verdict
-from ..racers import race_all, race_table, racers_dict
+from ..racers import race_all, race_table, racers_dict, short_labels
 from ..target.rope_limit import rope_line
 from .args import (add_auto_tree_arg, add_engine_args, add_ngram_args, add_pair_args, add_tree_args, auto_for_session,
                    flag_notes, load_from_args, ngram_from_args, tree_from_args, write_notes)
@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         if stats.rope_rounds:
             sys.stderr.write(f"[rope] {rope_line(stats.rope_rounds, stats.rounds)}\n")
         if result is not None:
-            _race_lines(result, sampling.greedy, racers, session.decode)
+            _race_lines(result, sampling.greedy, racers, session.decode, run_config, auto is not None)
         if auto is not None:
             speedup = result.speedup if result is not None else None
             retuned = finish.extra.get("retuned", ())  # the shapes the run moved to (`retune`)
@@ -180,7 +180,12 @@ def _timed(stream, as_json: bool) -> list:
     return [e for e in stream if not as_json or json.dumps(to_dict(e))]
 
 
-def _race_lines(result: RaceResult, greedy: bool, racers: list = (), decode=None) -> None:
+def _race_lines(result: RaceResult, greedy: bool, racers: list = (), decode=None, run: RunConfig | None = None,
+                auto: bool = False) -> None:
+    """The race's lines; with `run`, the table's drafts in compact labels and each below in full (EAGLE's not with
+    `auto`: the [auto: ...] line names its tree)."""
+    short = short_labels(run) if run is not None else {}
+    said = {"eagle"} if auto else set()
     label = "identical to baseline" if greedy else "same as seeded baseline"
     same = verdict(result.identical_to_baseline, "not checked (sampling in bfloat16/float16)")
     speed = result.baseline_tokens_per_second
@@ -190,5 +195,7 @@ def _race_lines(result: RaceResult, greedy: bool, racers: list = (), decode=None
     for r in racers:
         if r.divergence is not None:
             sys.stderr.write(f"[diverged: {r.name}] {r.divergence.line(decode)}\n")
-    if len(racers) > 2:
-        sys.stderr.write(race_table(racers) + "\n")
+    if len(racers) > 2:  # the table's compact draft labels, then each in full where it says more
+        sys.stderr.write(race_table(racers, short) + "\n")
+        sys.stderr.write("".join(f"[draft: {r.name}] {r.label}\n" for r in racers
+                                 if r.label and r.mode not in said and r.label != short.get(r.mode, r.label)))

@@ -199,6 +199,10 @@ class NgramConfig:
             self.min_n < self.max_n else []
         return f"n-gram {self.min_n}..{self.max_n}, up to {self.tokens} tokens" + "".join(f", {e}" for e in extra)
 
+    def short_label(self) -> str:
+        """For a table column or a chart: `n-gram 1..2 x10` (n from 1 to 2, up to 10 tokens); `label()` says all."""
+        return f"n-gram {self.min_n}..{self.max_n} x{self.tokens}"
+
 
 @dataclass(frozen=True)
 class RunConfig:
