@@ -48,5 +48,9 @@ def test_diagnose_shows_where_acceptance_falls_and_the_shapes_and_uses_one(page)
     page.wait_for_function(f"() => document.querySelector('#sglang-cmd').innerText.includes("
                            f"'--speculative-num-steps {steps} ')")
     assert page.get_by_text("vLLM's tree is static").count() + page.get_by_text('{"num_speculative_tokens"').count() > 0
+    ngram = page.locator("#vllm-ngram-cmd").inner_text()  # the target with the n-gram draft, the race's settings
+    assert '"method": "ngram", "num_speculative_tokens": 10, "prompt_lookup_max": 2, "prompt_lookup_min": 1' in ngram
+    assert "--speculative-algorithm NGRAM" in page.locator("#sglang-ngram-cmd").inner_text()
+    assert "Not in either engine" in page.locator("#ngram-notes").inner_text()
     if os.environ.get("EAGLE_DEMO_SCREENSHOTS") == "1":
         page.screenshot(path=str(DOCS / "deploy-shape.png"), full_page=True)

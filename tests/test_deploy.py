@@ -139,3 +139,45 @@ def test_playground_only_settings_are_named_in_the_commands(targets, tmp_path):
         notes = plan_for(engine, "t", "d", report, TreeConfig.chain(6, 0.01, 512)).notes
         assert any("chain stop (p=0.01) and the hot vocabulary (512 ids)" in n and "all 6 tokens" in n for n in notes)
         assert not any("chain stop" in n for n in plan_for(engine, "t", "d", report, TreeConfig.chain(6)).notes)
+
+
+def test_ngram_commands_carry_vllm_and_sglang_keys_and_name_what_neither_has():
+    """The n-gram draft served without a head: vLLM 0.32's ngram keys (vllm/config/speculative.py) and SGLang's
+    NGRAM flags (server_args.py), from our min_n/max_n/tokens; our additions named as not in either engine."""
+    import shlex
+
+    from eagle_demo.common.config import NgramConfig
+    from eagle_demo.deploy_ngram import ngram_commands
+    from eagle_demo.serving.harness import speculative_config_of
+
+    out = ngram_commands("my org/target", NgramConfig(min_n=2, max_n=4, tokens=6))
+    spec = {"method": "ngram", "num_speculative_tokens": 6, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
+    assert out.spec == spec and speculative_config_of(out.vllm) == spec
+    assert shlex.split(out.vllm)[:3] == ["vllm", "serve", "my org/target"]
+    words = shlex.split(out.sglang)
+    flags = dict(zip(words[3::2], words[4::2]))
+    assert words[:3] == ["python", "-m", "sglang.launch_server"] and flags == {
+        "--model-path": "my org/target", "--speculative-algorithm": "NGRAM", "--speculative-num-draft-tokens": "13",
+        "--speculative-ngram-min-match-window-size": "2", "--speculative-ngram-max-match-window-size": "4",
+        "--speculative-ngram-min-bfs-breadth": "1", "--speculative-ngram-max-bfs-breadth": "2"}
+    text = out.markdown()
+    for own in ("2 branches", "repeat", "by count", "weak matches capped at 2"):
+        assert own in text
+    assert "Not in either engine" in text and "CUDA only" in text and "--ngram-transformers" in text
+    plain = ngram_commands("t", NgramConfig.transformers(3, 5))  # vLLM's own rule: nothing of ours is on
+    assert not any("Not in either engine" in n for n in plain.notes)
+    assert plain.spec["prompt_lookup_min"] == 1 and "--speculative-num-draft-tokens 6" in plain.sglang
+
+
+def test_export_ngram_prints_the_engine_command_without_a_head(capsys):
+    code = main(["export", "--engine", "vllm", "--ngram", "--ngram-max", "3", "--ngram-tokens", "5",
+                 "--ngram-transformers"])
+    out = capsys.readouterr().out.splitlines()
+    assert code == 0 and out[0] == "# vllm: the n-gram draft (no head)" and out[-1].startswith("vllm serve ")
+    assert '"num_speculative_tokens": 5, "prompt_lookup_max": 3, "prompt_lookup_min": 1' in out[-1]
+    assert not any("Not in either engine" in line for line in out)
+    assert main(["export", "--engine", "sglang", "--ngram", "--draft", "x"]) == 0
+    captured = capsys.readouterr()
+    assert "--speculative-algorithm NGRAM" in captured.out.splitlines()[-1] and "--draft" in captured.err
+    assert main(["export", "--engine", "vllm", "--ngram", "--ngram-min", "3", "--ngram-max", "2"]) == 2
+    assert "n-gram min 3 is above n-gram max 2" in capsys.readouterr().err

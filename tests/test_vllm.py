@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 
 from eagle_demo.checkpoints import inspect_pair
-from eagle_demo.common.config import TreeConfig
+from eagle_demo.common.config import NgramConfig, TreeConfig
 from eagle_demo.deploy import plan_for, write_adapted_copy
-from eagle_demo.serving.harness import run_vllm
+from eagle_demo.deploy_ngram import ngram_commands
+from eagle_demo.serving.harness import run_vllm, speculative_config_of
 from eagle_demo.serving.parity import exported_spec, run_ours
 from eagle_demo.serving.runtime import build_runtime
 from eagle_demo.session import SHIPPED_EAGLE1, SHIPPED_TARGET, load_session
@@ -95,3 +96,18 @@ def test_nvidia_v3_loads_as_published_and_drafts_the_same_in_vllm(runtime, shipp
     assert theirs.tokens == ours.tokens == plain.tokens
     assert theirs.drafts > 0 and theirs.acceptance_length == pytest.approx(ours.acceptance_length, rel=0.05)
     assert ours.acceptance_length > 2.5  # a working head, not two failures
+
+
+def test_ngram_command_runs_in_vllm_with_our_acceptance_under_its_rule(runtime, shipped, plain):
+    """vLLM 0.32's ngram proposer (ngram_proposer.py: the longest suffix n-gram's earliest occurrence, one chain,
+    stopping at the context's end) is transformers' rule: ours set that way drafts and accepts exactly as vLLM does.
+    Ours as shipped (branches, repeat, by count, weak matches) proposes by another rule, hence the Deploy tab's note."""
+    session, prompts = shipped
+    spec = speculative_config_of(ngram_commands(SHIPPED_TARGET, NgramConfig()).vllm)  # the page's race settings
+    assert spec == {"method": "ngram", "num_speculative_tokens": 10, "prompt_lookup_max": 2, "prompt_lookup_min": 1}
+    theirs = run_vllm(runtime, SHIPPED_TARGET, spec, [{"prompts": prompts, "max_new_tokens": NEW}],
+                      enforce_eager=True).runs[0]
+    ours = run_ours(session, prompts, 0, NEW, ngram=NgramConfig.transformers(2, 10))
+    assert theirs.tokens == ours.tokens == plain.tokens
+    assert theirs.accepted_tokens > 0 and theirs.drafts > 0  # vLLM drafted and accepted: not a plain run
+    assert (theirs.accepted_tokens, theirs.drafts) == (ours.accepted, ours.drafted_rounds)

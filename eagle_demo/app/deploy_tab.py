@@ -1,5 +1,5 @@
-"""The Deploy tab: vLLM and SGLang command lines for the loaded pair with the current draft settings, and "Run in
-vLLM" (`vllm_panel`)."""
+"""The Deploy tab: vLLM and SGLang command lines for the loaded pair with the current draft settings, the target
+with the n-gram draft (no head; `deploy_ngram`), and "Run in vLLM" (`vllm_panel`)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,9 @@ class DeployOutputs(NamedTuple):
     vllm: Any = ""
     sglang: Any = ""
     notes: Any = ""
+    ngram_vllm: Any = ""
+    ngram_sglang: Any = ""
+    ngram_notes: Any = ""
 
 
 @dataclasses.dataclass
@@ -43,8 +46,23 @@ def build_deploy_tab() -> DeployTab:
         vllm = gr.Code(label="vLLM", elem_id="vllm-cmd", **code)
         sglang = gr.Code(label="SGLang", elem_id="sglang-cmd", **code)
         notes = gr.Markdown()
+        gr.Markdown("### N-gram draft, no head\nThe loaded target served with the n-gram draft (prompt lookup) at the "
+                    "settings the page races it with.")
+        ngram = [gr.Code(label=f"{name} n-gram", elem_id=f"{name.lower()}-ngram-cmd", **code)
+                 for name in ("vLLM", "SGLang")]
+        ngram_notes = gr.Markdown(elem_id="ngram-notes")
         panel = build_vllm_panel()
-    return DeployTab(button, DeployOutputs(message, vllm, sglang, notes), panel)
+    return DeployTab(button, DeployOutputs(message, vllm, sglang, notes, *ngram, ngram_notes), panel)
+
+
+def ngram_section(target: str) -> tuple[str, str, str]:
+    """(vLLM command, SGLang command, notes) for the target with the n-gram draft as the page races it."""
+    from ..common.config import NgramConfig
+    from ..deploy_ngram import ngram_commands
+
+    cfg = NgramConfig()  # the page never sets RunConfig.ngram: its race runs the defaults
+    out = ngram_commands(target, cfg)
+    return out.vllm, out.sglang, f"Settings: {cfg.label()}.\n\n" + out.markdown()
 
 
 def deploy(key: PairKey | None, mode_value, depth_value, topk_value, total_value, chain_value,
@@ -53,6 +71,13 @@ def deploy(key: PairKey | None, mode_value, depth_value, topk_value, total_value
     if session is None:
         return DeployOutputs("Load a pair to see its commands.")
     try:
+        ngram = ngram_section(key.target)
+    except Exception as exc:
+        ngram = ("", "", f"Cannot build the n-gram commands: {one_line(exc)}")
+    if not key.draft:
+        return DeployOutputs(f"**{key.label()}**: no draft head, so the n-gram draft's commands below serve it.",
+                             "", "", "", *ngram)
+    try:
         from ..deploy import deployment_commands
     except ImportError:
         return DeployOutputs("Deployment commands are not available in this version (eagle_demo.deploy is missing).")
@@ -60,7 +85,7 @@ def deploy(key: PairKey | None, mode_value, depth_value, topk_value, total_value
         tree = make_tree(mode_value, depth_value, topk_value, total_value, chain_value, chain_stop_value, hot_value)
         out = deployment_commands(key.target, key.draft, session.report, tree)
     except Exception as exc:
-        return DeployOutputs(f"Cannot build commands: {one_line(exc)}")
+        return DeployOutputs(f"Cannot build commands: {one_line(exc)}", "", "", "", *ngram)
     from ..serving.flags import shape_flags
     from .diagnose_tab import pair_rank
 
@@ -68,7 +93,7 @@ def deploy(key: PairKey | None, mode_value, depth_value, topk_value, total_value
     shape = (f"**shape {tree.label()}**: SGLang `{flags['sglang']}`; vLLM `{flags['vllm_json']}`"
              + "".join(f"; {n}" for n in flags["notes"]))
     return DeployOutputs(f"Commands for **{key.label()}**, draft settings: {tree.label()}.", out.get("vllm", ""),
-                         out.get("sglang", ""), "\n\n".join(filter(None, [out.get("notes", ""), shape])))
+                         out.get("sglang", ""), "\n\n".join(filter(None, [out.get("notes", ""), shape])), *ngram)
 
 
 def wire_deploy_tab(tab: DeployTab, pg: Playground, *after_pair) -> None:

@@ -1,12 +1,14 @@
 """`python -m eagle_demo export`: the vLLM or SGLang command line for a pair, and an adapted copy of the draft
-where that engine cannot load it as published."""
+where that engine cannot load it as published; with `--ngram`, the command that serves the target with the n-gram
+draft (no head)."""
 
 from __future__ import annotations
 
 import argparse
 import shlex
 
-from .args import add_pair_args, add_tree_args, pair_from_args, tree_from_args, write_notes
+from .args import (add_ngram_args, add_pair_args, add_tree_args, ngram_from_args, pair_from_args, tree_from_args,
+                   write_notes)
 
 __all__ = ["add_parser", "run"]
 
@@ -17,12 +19,18 @@ def add_parser(sub) -> None:
     e.add_argument("--engine", choices=["vllm", "sglang"], required=True)
     e.add_argument("--out", default=None, help="folder for an adapted copy of the draft when one is needed")
     add_tree_args(e)
+    e.add_argument("--ngram", action="store_true",
+                   help="the command that serves --target with the n-gram draft (prompt lookup, no head), set by the "
+                        "--ngram-* flags; --draft, --out and the tree flags are not used")
+    add_ngram_args(e)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..checkpoints import CheckpointError, inspect_pair
     from ..deploy import plan_for, write_adapted_copy
 
+    if args.ngram:
+        return _run_ngram(args)
     given = [f"--{f}" for f in ("device", "dtype") if getattr(args, f) != "auto"]
     given += ["--threads"] if args.threads else []
     if given:  # the serving engines pick their own
@@ -52,4 +60,20 @@ def run(args: argparse.Namespace) -> int:
     for n in plan.notes:
         print(f"# note: {n}")
     print(command)
+    return 0
+
+
+def _run_ngram(args: argparse.Namespace) -> int:
+    from ..deploy_ngram import ngram_commands
+    from ..session import SHIPPED_TARGET
+
+    unused = [f for f, v in (("--draft", args.draft), ("--out", args.out), ("--draft-revision", args.draft_revision))
+              if v is not None]
+    if unused:
+        write_notes([f"{' '.join(unused)}: the n-gram draft needs no head; not used with --ngram"])
+    commands = ngram_commands(args.target or SHIPPED_TARGET, ngram_from_args(args))
+    print(f"# {args.engine}: the n-gram draft (no head)")
+    for n in commands.notes:
+        print(f"# note: {n.replace('**', '').replace('`', '')}")
+    print(getattr(commands, args.engine))
     return 0

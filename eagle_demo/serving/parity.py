@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from ..common.config import RunConfig, TreeConfig
+from ..common.config import NgramConfig, RunConfig, TreeConfig
 from ..decoding.events import Finish, Round
 from .harness import VllmRun, run_vllm, speculative_config_of
 from .runtime import VllmRuntime
@@ -61,17 +61,21 @@ class Parity:
         return abs(theirs - self.ours.acceptance_length) / self.ours.acceptance_length
 
 
-def run_ours(session, prompts: list[list[int]], k: int, max_new_tokens: int) -> OurRun:
-    """Our engine on each prompt, one after another, a chain of k (k=0: plain decoding)."""
+def run_ours(session, prompts: list[list[int]], k: int, max_new_tokens: int, ngram: NgramConfig | None = None
+             ) -> OurRun:
+    """Our engine on each prompt, one after another, a chain of k (k=0: plain decoding), or the n-gram draft set as
+    `ngram` (k unused). A round counts as a draft when it drafted a token, as vLLM counts one (an n-gram round without
+    a match drafts nothing)."""
     tokens, rounds, new, seconds, cpu, drafted, accepted = [], 0, 0, 0.0, 0.0, 0, 0
     run = RunConfig(max_new_tokens=max_new_tokens, ignore_eos=True,
-                    **({"tree": TreeConfig.chain(k)} if k else {}))
+                    **({"tree": TreeConfig.chain(k)} if k else {}), **({"ngram": ngram} if ngram else {}))
+    mode = "ngram" if ngram else "eagle" if k else "baseline"
     for ids in prompts:
         t, c = time.perf_counter(), time.process_time()
-        events = list(session.stream(ids, run, "eagle" if k else "baseline"))
+        events = list(session.stream(ids, run, mode))
         seconds, cpu = seconds + time.perf_counter() - t, cpu + time.process_time() - c
         finish = [ev for ev in events if isinstance(ev, Finish)][0]
-        drafts = [ev for ev in events if isinstance(ev, Round) and not ev.plain_for]
+        drafts = [ev for ev in events if isinstance(ev, Round) and not ev.plain_for and len(ev.nodes) > 1]
         drafted, accepted = drafted + len(drafts), accepted + sum(len(ev.accepted_ids) for ev in drafts)
         tokens.append(tuple(finish.token_ids))
         rounds, new = rounds + finish.rounds, new + finish.new_tokens
