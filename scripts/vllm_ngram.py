@@ -24,13 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-PROMPTS = (
-    "def quicksort(items):\n",
-    "class LinkedList:\n    def __init__(self):\n",
-    "def quicksort(items):\n    \"\"\"Sort a list with quicksort.\"\"\"\n",
-    "import json\n\n\ndef load_config(path):\n",
-    "The river flowed slowly through the valley, and the old miller",
-)
+TEST_PROMPTS = ("def quicksort(items):\n", "class LinkedList:\n    def __init__(self):\n")  # tests/test_vllm.py's
 
 
 def vllm_row(runtime, target, spec, prompts, new) -> dict:
@@ -61,7 +55,7 @@ def main() -> int:
     p.add_argument("--settings", nargs="+", default=["1,2,10", "1,3,5"], metavar="MIN,MAX,K")
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--suite", action="store_true", help="the shipped prompt suite (assets/prompts/suite.jsonl, "
-                   "22 prompts, no chat template) in place of the five code and prose prompts")
+                   "22 prompts, no chat template) in place of the six code and prose prompts")
     p.add_argument("--json", default=None)
     args = p.parse_args()
     import torch
@@ -76,7 +70,9 @@ def main() -> int:
     runtime, session = build_runtime(), load_session(SHIPPED_TARGET, None, threads=1)
     from eagle_demo.bench import load_suite
 
-    texts = [item.prompt for item in load_suite()] if args.suite else PROMPTS
+    from peer_vllm import PROMPTS
+
+    texts = [item.prompt for item in load_suite()] if args.suite else TEST_PROMPTS + PROMPTS
     prompts, new = [session.encode(t) for t in texts], args.max_new_tokens
     plain = vllm_row(runtime, SHIPPED_TARGET, None, prompts, new)
     ours_plain = ours_row(session, prompts, new, None)
