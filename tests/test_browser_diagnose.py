@@ -48,6 +48,7 @@ def test_diagnose_shows_where_acceptance_falls_and_the_shapes_and_uses_one(page)
     page.wait_for_function(f"() => document.querySelector('#sglang-cmd').innerText.includes("
                            f"'--speculative-num-steps {steps} ')")
     assert page.get_by_text("vLLM's tree is static").count() + page.get_by_text('{"num_speculative_tokens"').count() > 0
+    page.wait_for_function("() => document.querySelector('#vllm-ngram-cmd').innerText.includes('ngram')")
     ngram = page.locator("#vllm-ngram-cmd").inner_text()  # the target with the n-gram draft, the race's settings
     assert '"method": "ngram", "num_speculative_tokens": 10, "prompt_lookup_max": 2, "prompt_lookup_min": 1' in ngram
     assert "--speculative-algorithm NGRAM" in page.locator("#sglang-ngram-cmd").inner_text()

@@ -181,3 +181,22 @@ def test_export_ngram_prints_the_engine_command_without_a_head(capsys):
     assert "--speculative-algorithm NGRAM" in captured.out.splitlines()[-1] and "--draft" in captured.err
     assert main(["export", "--engine", "vllm", "--ngram", "--ngram-min", "3", "--ngram-max", "2"]) == 2
     assert "n-gram min 3 is above n-gram max 2" in capsys.readouterr().err
+
+
+def test_deploy_tab_gives_the_ngram_commands_with_and_without_a_head():
+    """The Deploy tab's "N-gram draft, no head" section: for the loaded target, also when no draft is loaded (the
+    EAGLE commands then stay empty), at the settings the page's race runs (NgramConfig's defaults)."""
+    from eagle_demo.app.deploy_tab import deploy
+    from eagle_demo.app.registry import REGISTRY, PairKey
+    from eagle_demo.session import SHIPPED_EAGLE1, SHIPPED_TARGET
+
+    try:
+        for draft in (None, SHIPPED_EAGLE1):
+            key = PairKey(SHIPPED_TARGET, draft, dtype="float32", device="cpu")
+            REGISTRY.load(key)
+            out = deploy(key, "chain", 4, 1, 5, 4)
+            assert '"method": "ngram", "num_speculative_tokens": 10, "prompt_lookup_max": 2' in out.ngram_vllm
+            assert "--speculative-algorithm NGRAM" in out.ngram_sglang and "Not in either engine" in out.ngram_notes
+            assert bool(out.vllm) == bool(draft) and ("no draft head" in out.message) == (draft is None)
+    finally:
+        REGISTRY.clear()
