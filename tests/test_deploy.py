@@ -185,7 +185,8 @@ def test_export_ngram_prints_the_engine_command_without_a_head(capsys):
 
 def test_deploy_tab_gives_the_ngram_commands_with_and_without_a_head():
     """The Deploy tab's "N-gram draft, no head" section: for the loaded target, also when no draft is loaded (the
-    EAGLE commands then stay empty), at the settings the page's race runs (NgramConfig's defaults)."""
+    EAGLE commands then stay empty), at the settings the page's race runs (NgramConfig's defaults, or those chosen in
+    the Playground's "N-gram draft settings"; a bad one is named in one line)."""
     from eagle_demo.app.deploy_tab import deploy
     from eagle_demo.app.registry import REGISTRY, PairKey
     from eagle_demo.session import SHIPPED_EAGLE1, SHIPPED_TARGET
@@ -198,5 +199,13 @@ def test_deploy_tab_gives_the_ngram_commands_with_and_without_a_head():
             assert '"method": "ngram", "num_speculative_tokens": 10, "prompt_lookup_max": 2' in out.ngram_vllm
             assert "--speculative-algorithm NGRAM" in out.ngram_sglang and "Not in either engine" in out.ngram_notes
             assert bool(out.vllm) == bool(draft) and ("no draft head" in out.message) == (draft is None)
+        chosen = deploy(key, "chain", 4, 1, 5, 4, 0.0, 0, 2, 4, 6, 3, True)  # the page's n-gram settings
+        assert '"num_speculative_tokens": 6, "prompt_lookup_max": 4, "prompt_lookup_min": 2' in chosen.ngram_vllm
+        assert "--speculative-ngram-max-bfs-breadth 1" in chosen.ngram_sglang  # transformers' rule: one branch
+        assert "Settings: n-gram 2..4, up to 6 tokens." in chosen.ngram_notes and "Not in either" not in \
+            chosen.ngram_notes and chosen.vllm  # the EAGLE commands are unaffected
+        bad = deploy(key, "chain", 4, 1, 5, 4, 0.0, 0, 1, 2, 40, 2, False)
+        assert bad.ngram_notes == "Cannot build the n-gram commands: n-gram tokens 40 is out of range; use 1 to 32"
+        assert bad.vllm and not bad.ngram_vllm
     finally:
         REGISTRY.clear()

@@ -78,6 +78,51 @@ def test_generate_api_races_the_ngram_draft_too(app):  # noqa: F811
     assert "race" not in plain and plain["divergence"] is None
 
 
+def test_the_page_races_the_ngram_draft_at_its_settings_and_refuses_bad_ones_in_one_line(app):  # noqa: F811
+    """The Playground's n-gram settings (the accordion's five inputs, last in /generate_stream's inputs) reach the
+    race: tokens 3 and one branch cap every round's proposal at 3 tokens, and the output stays the baseline's. A bad
+    setting fails the run with one line naming the field and the fix."""
+    import gradio as gr
+
+    from eagle_demo.app import TREE_MODE
+    from eagle_demo.app.forms import make_ngram
+    from eagle_demo.decoding.events import Round
+    from eagle_demo.metrics import RunView
+    from test_ui_api import _generate_stream_fn
+
+    _, target, draft = app
+    fn = _generate_stream_fn(target, draft)
+    head = (target, draft, "", "auto", "cpu", "", CODE_PROMPT, False, 48, 0.0, 1.0, 0, 0, TREE_MODE, 5, 4, 16, 4, 0.0,
+            0, True, True, False, 1.0, True)
+    *_, out = fn.fn(*head, 1, 2, 3, 1, False)
+    stats, result = out[9], out[10]
+    race = stats["race"]["ngram"]
+    assert race["draft"] == make_ngram(1, 2, 3, 1).label() == "n-gram 1..2, up to 3 tokens, repeating, by count, " \
+        "weak matches 2" and race["identical_to_baseline"] is True
+    proposed = [len(ev.nodes) - 1 for ev in RunView.of(result["ngram"]).events if isinstance(ev, Round)]
+    assert max(proposed) == 3  # the cap, reached (the defaults propose up to 10 on this prompt's repeats)
+    for bad, line in (((3, 2, 10, 2), "n-gram min 3 is above n-gram max 2; use min <= max"),
+                      ((1, 2, 0, 2), "n-gram tokens 0 is out of range; use 1 to 32"),
+                      ((1, 2, None, 2), "n-gram tokens must be a whole number from 1 to 32, got None")):
+        with pytest.raises(gr.Error) as err:
+            list(fn.fn(*head, *bad, False))
+        assert err.value.message == line
+
+
+def test_generate_api_takes_the_ngram_settings_and_keeps_its_defaults(app):  # noqa: F811
+    client, _, _ = app
+    _, stats = client.predict(CODE_PROMPT, 40, race_ngram=True, ngram_max=3, ngram_tokens=4, ngram_branches=5,
+                              ngram_transformers=True, api_name="/generate")
+    race = stats["race"]["ngram"]  # transformers' rule: one branch whatever branches says
+    assert race["draft"] == "n-gram 1..3, up to 4 tokens" and race["identical_to_baseline"] is True
+    with pytest.raises(Exception, match="n-gram branches 9 is out of range; use 1 to 8"):
+        client.predict(CODE_PROMPT, 8, race_ngram=True, ngram_branches=9, api_name="/generate")
+    info = client.view_api(return_format="dict", print_info=False)["named_endpoints"]["/generate"]["parameters"]
+    defaults = {p["parameter_name"]: p["parameter_default"] for p in info if p["parameter_name"].startswith("ngram")}
+    assert defaults == {"ngram_min": 1, "ngram_max": 2, "ngram_tokens": 10, "ngram_branches": 2,
+                        "ngram_transformers": False}
+
+
 def _cli(*args):
     import json
     import os

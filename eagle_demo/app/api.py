@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 
 import gradio as gr
 
@@ -11,7 +12,7 @@ from ..diagnosis import too_short
 from ..view.stats import summary
 from .autotune import choice_for
 from .diagnose_tab import diagnose
-from .forms import friendly, make_run
+from .forms import friendly, make_ngram, make_run
 from .pages import CLIENT_PAIRS
 from .state import ensure, start_run
 from .registry import REGISTRY
@@ -23,14 +24,16 @@ def generate(prompt: str, max_new_tokens: int = 64, temperature: float = 0.0, to
              seed: int = 0, draft_mode: str = "auto", depth: int | None = None, draft_top_k: int | None = None,
              total_tokens: int | None = None, chain_k: int | None = None, race: bool = True, chat: bool = False,
              ignore_eos: bool = False, chain_stop: float | None = None, hot_vocab: int | None = None,
-             repetition_penalty: float = 1.0, race_ngram: bool = False, explore: bool = False,
+             repetition_penalty: float = 1.0, race_ngram: bool = False, explore: bool = False, ngram_min: int = 1,
+             ngram_max: int = 2, ngram_tokens: int = 10, ngram_branches: int = 2, ngram_transformers: bool = False,
              request: gr.Request = None) -> tuple[str, dict]:
     """Generate with EAGLE on the pair this client loaded (/load), else the last loaded pair, else the
     app's default pair. draft_mode: "auto" (without tree settings: the automatic tree of the pair on this device,
     calibrated once and cached, reported in the stats' "auto" block; with some: the static default tree of the
     pair's device and draft changed by them), "tree" or "chain"; a chain's chain_stop and hot_vocab as the page's
     draft settings. repetition_penalty: transformers' rule (1 = off), lossless as the rest. race_ngram: with race, the
-    n-gram draft races too (the stats' "race" block). A racer whose output differs from the baseline's has the first
+    n-gram draft races too (the stats' "race" block), set by ngram_min, ngram_max, ngram_tokens, ngram_branches and
+    ngram_transformers (the CLI's --ngram-* flags; the defaults are NgramConfig's). A racer whose output differs from the baseline's has the first
     difference explained in "divergence". explore: the stats gain a "diagnose" block, the run taken apart as the
     Diagnose tab does (`diagnosis.RunDiagnosis.to_dict`: tau by position and by kind of line, every draft shape
     replayed on the run's text). Returns (text, stats)."""
@@ -47,6 +50,9 @@ def generate(prompt: str, max_new_tokens: int = 64, temperature: float = 0.0, to
     tree = request_tree(session.device.type, session.family, draft_mode, depth, draft_top_k, total_tokens, chain_k,
                         chain_stop, hot_vocab)
     run = make_run(max_new_tokens, temperature, top_p, top_k, seed, tree, ignore_eos, repetition_penalty)
+    if race_ngram:
+        run = dataclasses.replace(run, ngram=make_ngram(ngram_min, ngram_max, ngram_tokens, ngram_branches,
+                                                        ngram_transformers))
     ids = session.encode(prompt, chat=bool(chat))
     session.check_length(ids, run)
     auto, auto_note = None, ""

@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 import gradio as gr
 
 from ..common.errors import one_line
-from .forms import make_tree
+from .forms import make_ngram, make_tree
 from .playground import Playground
 from .registry import REGISTRY, PairKey
 from .vllm_panel import VllmPanel, build_vllm_panel, wire_vllm_panel
@@ -47,7 +47,7 @@ def build_deploy_tab() -> DeployTab:
         sglang = gr.Code(label="SGLang", elem_id="sglang-cmd", **code)
         notes = gr.Markdown()
         gr.Markdown("### N-gram draft, no head\nThe loaded target served with the n-gram draft (prompt lookup) at the "
-                    "settings the page races it with.")
+                    "settings the page races it with (Playground, \"N-gram draft settings\").")
         ngram = [gr.Code(label=f"{name} n-gram", elem_id=f"{name.lower()}-ngram-cmd", **code)
                  for name in ("vLLM", "SGLang")]
         ngram_notes = gr.Markdown(elem_id="ngram-notes")
@@ -55,23 +55,24 @@ def build_deploy_tab() -> DeployTab:
     return DeployTab(button, DeployOutputs(message, vllm, sglang, notes, *ngram, ngram_notes), panel)
 
 
-def ngram_section(target: str) -> tuple[str, str, str]:
-    """(vLLM command, SGLang command, notes) for the target with the n-gram draft as the page races it."""
-    from ..common.config import NgramConfig
+def ngram_section(target: str, *settings) -> tuple[str, str, str]:
+    """(vLLM command, SGLang command, notes) for the target with the n-gram draft as the page races it: `settings`
+    are the page's n-gram settings (`forms.make_ngram`'s arguments; none: NgramConfig's defaults)."""
     from ..deploy_ngram import ngram_commands
 
-    cfg = NgramConfig()  # the page never sets RunConfig.ngram: its race runs the defaults
+    cfg = make_ngram(*settings)
     out = ngram_commands(target, cfg)
     return out.vllm, out.sglang, f"Settings: {cfg.label()}.\n\n" + out.markdown()
 
 
 def deploy(key: PairKey | None, mode_value, depth_value, topk_value, total_value, chain_value,
-           chain_stop_value=0.0, hot_value=0) -> DeployOutputs:
+           chain_stop_value=0.0, hot_value=0, *ngram_settings) -> DeployOutputs:
+    """The tab's commands; `ngram_settings`: the Playground's n-gram settings (`ngram_settings.NgramInputs`)."""
     session = REGISTRY.get(key) if key is not None else None
     if session is None:
         return DeployOutputs("Load a pair to see its commands.")
     try:
-        ngram = ngram_section(key.target)
+        ngram = ngram_section(key.target, *ngram_settings)
     except Exception as exc:
         ngram = ("", "", f"Cannot build the n-gram commands: {one_line(exc)}")
     if not key.draft:
@@ -99,8 +100,8 @@ def deploy(key: PairKey | None, mode_value, depth_value, topk_value, total_value
 def wire_deploy_tab(tab: DeployTab, pg: Playground, *after_pair) -> None:
     """Refresh on the button and after every Load, Probe and Generate (`after_pair`: those events' last steps; a
     probe can change the conventions the commands carry, a Generate can load a pair)."""
-    outputs = list(tab.out)
+    outputs, inputs = list(tab.out), [pg.out.pair_state, *pg.tree_inputs, *pg.ngram]
     for event in after_pair:
-        event.then(deploy, [pg.out.pair_state, *pg.tree_inputs], outputs, api_visibility="private")
-    tab.button.click(deploy, [pg.out.pair_state, *pg.tree_inputs], outputs, api_visibility="private", queue=False)
+        event.then(deploy, inputs, outputs, api_visibility="private")
+    tab.button.click(deploy, inputs, outputs, api_visibility="private", queue=False)
     wire_vllm_panel(tab.vllm, pg, *after_pair)

@@ -14,14 +14,14 @@ from typing import Any, Callable
 
 import gradio as gr
 
-from ..common.config import TREE_PRESETS, ConfigError, RunConfig, SamplingConfig, TreeConfig
+from ..common.config import TREE_PRESETS, ConfigError, NgramConfig, RunConfig, SamplingConfig, TreeConfig
 from ..checkpoints.errors import CheckpointError
 from ..common.errors import one_line
 from .pages import LOAD_STOPS
 from .registry import PairKey, make_key
 
 __all__ = ["TREE_MODE", "CHAIN_MODE", "PairForm", "LoadForm", "GenerateForm", "BenchForm", "make_tree", "make_run",
-           "tree_values", "tree_settings", "temperatures", "handler", "friendly", "progress_fn"]
+           "make_ngram", "tree_values", "tree_settings", "temperatures", "handler", "friendly", "progress_fn"]
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,28 @@ def make_run(max_new_tokens, temperature, top_p, top_k, seed, tree: TreeConfig, 
                               seed=int(seed or 0),
                               repetition_penalty=1.0 if repetition_penalty is None else float(repetition_penalty))
     return RunConfig(max_new_tokens=int(max_new_tokens), ignore_eos=bool(ignore_eos), tree=tree, sampling=sampling)
+
+
+def _whole(name: str, value, low: int, high: int) -> int:
+    """A page's or an API's number as an integer, or a one-line ConfigError naming the field and its range."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name} must be a whole number from {low} to {high}, got {value!r}") from None
+    if not number.is_integer():  # 2.5, inf, nan
+        raise ConfigError(f"{name} must be a whole number from {low} to {high}, got {value!r}")
+    return int(number)
+
+
+def make_ngram(min_n=1, max_n=2, tokens=10, branches=2, transformers=False) -> NgramConfig:
+    """The page's n-gram settings (the CLI's --ngram-min, --ngram-max, --ngram-tokens, --ngram-branches and
+    --ngram-transformers, which fixes one branch, no repeat, the earliest occurrence: vLLM's and transformers' rule).
+    Bad values raise a one-line ConfigError naming the field and the fix."""
+    low_n, high_n, n_tokens = (_whole(f"n-gram {name}", v, 1, high) for name, v, high in
+                               (("min", min_n, 16), ("max", max_n, 16), ("tokens", tokens, 32)))
+    if transformers:
+        return dataclasses.replace(NgramConfig.transformers(high_n, n_tokens), min_n=low_n)
+    return NgramConfig(min_n=low_n, max_n=high_n, tokens=n_tokens, branches=_whole("n-gram branches", branches, 1, 8))
 
 
 def tree_values(name: str) -> tuple[str, int, int, int, int, float, int]:
@@ -130,11 +152,21 @@ class GenerateForm(PairForm, _Tree):
     show: bool
     ignore_eos_on: bool
     repetition_value: float = 1.0
-    race_ngram_on: bool = False  # the n-gram draft races too (`decoding.ngram`)
+    race_ngram_on: bool = False  # the n-gram draft races too (`decoding.ngram`), set by the five fields below
+    ngram_min: int = 1
+    ngram_max: int = 2
+    ngram_tokens: int = 10
+    ngram_branches: int = 2
+    ngram_transformers: bool = False
 
     def run(self) -> RunConfig:
-        return make_run(self.max_new_tokens, self.temp, self.top_p_value, self.top_k_value, self.seed_value,
-                        self.tree(), self.ignore_eos_on, self.repetition_value)
+        """The run; its n-gram settings are read (and checked) only when the n-gram draft races."""
+        run = make_run(self.max_new_tokens, self.temp, self.top_p_value, self.top_k_value, self.seed_value,
+                       self.tree(), self.ignore_eos_on, self.repetition_value)
+        if not self.race_ngram_on:
+            return run
+        return dataclasses.replace(run, ngram=make_ngram(self.ngram_min, self.ngram_max, self.ngram_tokens,
+                                                         self.ngram_branches, self.ngram_transformers))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,6 +17,7 @@ from .autotune import AUTO, IDLE_LINE
 from .forms import (CHAIN_MODE, TREE_MODE, tree_values)
 from .state import suite_prompts
 from .registry import REGISTRY, local_or_repo
+from .ngram_settings import NgramInputs, build_ngram_settings
 from .zerogpu import offered
 from .stream import GenerateOutputs
 
@@ -76,7 +77,6 @@ Every committed token is the target's own choice at its position, which is why g
 decoding token for token and sampled output keeps the target's distribution.
 """
 
-
 LEGEND = ('<div class="eagle-legend"><span class="legend-item"><span class="legend-swatch d1"></span>'
           '<span class="legend-swatch d2"></span><span class="legend-swatch d4"></span>'
           '<span class="legend-swatch d6"></span><span class="legend-swatch d8"></span> accepted draft token '
@@ -84,7 +84,6 @@ LEGEND = ('<div class="eagle-legend"><span class="legend-item"><span class="lege
           '</span> the target\'s own token (bonus or correction; also the first token after the prompt)</span>'
           '<span class="legend-item"><span class="legend-swatch rejected">x</span> rejected draft token</span>'
           '<span class="legend-item">hover a token for its round, depth and probabilities</span></div>')
-
 
 
 def definitions_markdown() -> str:
@@ -110,6 +109,7 @@ class Playground:
     prompt: Any
     race: Any
     race_ngram: Any
+    ngram: NgramInputs  # the n-gram draft's settings (`ngram_settings`)
     show_rejected: Any
     ignore_eos: Any
     max_new: Any
@@ -147,7 +147,7 @@ class Playground:
         """`GenerateForm`'s fields, in order."""
         return [*self.panel, self.prompt, self.out.chat, self.max_new, self.temperature, self.top_p, self.top_k,
                 self.seed, *self.tree_inputs, self.race, self.show_rejected, self.ignore_eos, self.repetition,
-                self.race_ngram]
+                self.race_ngram, *self.ngram]
 
 
 def default_pair(target: str | None, draft: str | None) -> tuple[str, str | None, str]:
@@ -214,18 +214,19 @@ def _prompt_column() -> dict[str, Any]:
     with gr.Row():
         race = gr.Checkbox(True, label="race the baseline", elem_id="race-box")
         race_ngram = gr.Checkbox(False, label="race the n-gram draft too", elem_id="race-ngram-box",
-                                 info="prompt lookup: no head, lossless (n-gram 1..2, up to 10 tokens)")
+                                 info="prompt lookup: no head, lossless (its settings below)")
         show_rejected = gr.Checkbox(True, label="show rejected drafts", elem_id="rejected-box")
         chat = gr.Checkbox(False, label="chat template", elem_id="chat-box")
         ignore_eos = gr.Checkbox(False, label="ignore EOS", elem_id="ignore-eos-box")
+    ngram = build_ngram_settings()
     max_new = gr.Slider(1, 8192, value=128, step=1, label="max new tokens", elem_id="max-new")
     with gr.Row():
         generate_btn = gr.Button("Generate", variant="primary", elem_id="generate-btn")
         stop_btn = gr.Button("Stop", variant="stop", elem_id="stop-btn")
     clicks = gr.Number(0, visible=False, elem_id="generate-clicks")  # carries the page's click count (stream.py)
-    return dict(clicks=clicks, prompt=prompt, race=race, race_ngram=race_ngram, show_rejected=show_rejected, chat=chat,
-                ignore_eos=ignore_eos,
-                max_new=max_new, generate_btn=generate_btn, stop_btn=stop_btn)
+    return dict(clicks=clicks, prompt=prompt, race=race, race_ngram=race_ngram, ngram=ngram, chat=chat,
+                show_rejected=show_rejected, ignore_eos=ignore_eos, max_new=max_new, generate_btn=generate_btn,
+                stop_btn=stop_btn)
 
 
 def _settings_column(tree_default: str) -> dict[str, Any]:
