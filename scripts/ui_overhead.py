@@ -84,8 +84,8 @@ def through_client(url: str, target: str, draft: str, prompt: str, run: RunConfi
     t = run.tree
     t0 = time.perf_counter()
     job = client.submit(target, draft, "", "auto", "auto", "", prompt, False, run.max_new_tokens, 0.0, 1.0, 0, 0,
-                        TREE_MODE, t.depth, t.top_k, t.total_tokens, 4, 0.0, 0, False, True, True,
-                        api_name="/generate_stream")
+                        TREE_MODE, t.depth, t.top_k, t.total_tokens, 4, 0.0, 0, False, True, True, 1.0, False, 1, 2, 10,
+                        2, False, api_name="/generate_stream")
     updates = sum(1 for _ in job)
     final = job.outputs()[-1]
     wall = time.perf_counter() - t0

@@ -193,7 +193,8 @@ def test_streaming_endpoint_loads_lazily_and_renders_spans(app):
     client, target, draft = app
     REGISTRY.clear()  # the page's Generate loads the pair itself
     job = client.submit(target, draft, "", "auto", "cpu", "", CODE_PROMPT, False, 32, 0.0, 1.0, 0, 0,
-                        TREE_MODE, 5, 4, 16, 4, 0.0, 0, True, True, False, 1.0, False, api_name="/generate_stream")
+                        TREE_MODE, 5, 4, 16, 4, 0.0, 0, True, True, False, 1.0, False, 1, 2, 10, 2, False,
+                        api_name="/generate_stream")
     final = job.result(timeout=120)
     tokens_html, stats_html = final[0], final[1]
     assert "earlier tokens" not in tokens_html  # the final view is complete
@@ -248,8 +249,8 @@ def test_first_generate_applies_the_chat_default_of_the_pair(app, tmp_path):
     config_path.write_text(json.dumps(config))
     REGISTRY.clear()
     final = client.submit(str(chat_target), draft, "", "auto", "cpu", "", "def add(a, b):", False, 8, 0.0, 1.0, 0,
-                          0, TREE_MODE, 5, 4, 16, 4, 0.0, 0, False, True, False, 1.0, False,
-                          api_name="/generate_stream").result(timeout=120)
+                          0, TREE_MODE, 5, 4, 16, 4, 0.0, 0, False, True, False, 1.0, False, 1, 2, 10, 2,
+                          False, api_name="/generate_stream").result(timeout=120)
     assert final[-1]["value"] is True and final[-1]["interactive"] is True  # the chat toggle, now on
     stats = final[9]
     assert stats["prompt_tokens"] > len(REGISTRY.get(REGISTRY.current()).encode("def add(a, b):"))
@@ -427,7 +428,8 @@ def test_a_cancelled_stream_frees_the_engine_for_the_next_request(app):
     reference = client.predict(CODE_PROMPT, 24, api_name="/generate")
     normal = time.monotonic() - start
     job = client.submit(target, draft, "", "auto", "cpu", "", CODE_PROMPT, False, 1800, 0.0, 1.0, 0, 0,
-                        TREE_MODE, 5, 4, 16, 4, 0.0, 0, True, True, True, 1.0, False, api_name="/generate_stream")
+                        TREE_MODE, 5, 4, 16, 4, 0.0, 0, True, True, True, 1.0, False, 1, 2, 10, 2, False,
+                        api_name="/generate_stream")
     deadline = time.monotonic() + 60
     while not job.outputs() and time.monotonic() < deadline:  # mid-run: the first redraw has streamed
         time.sleep(0.05)

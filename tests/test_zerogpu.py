@@ -47,7 +47,7 @@ def _stream_args(max_new: int, ignore_eos: bool) -> tuple:
     from eagle_demo.app import TREE_MODE
 
     return (TARGET, DRAFT, "", "auto", "auto", "", CODE_PROMPT, False, max_new, 0.0, 1.0, 0, 0, TREE_MODE, 5, 4, 16,
-            4, 0.0, 0, True, True, ignore_eos, 1.0, False)
+            4, 0.0, 0, True, True, ignore_eos, 1.0, False, 1, 2, 10, 2, False)
 
 
 def test_load_and_generate_twice_on_one_reused_worker(client, space):
@@ -114,9 +114,13 @@ def test_probe_and_a_benchmark_run_in_gpu_calls(client, space):
     assert [r[0] for r in rows] == ["chat", "overall"]
     scheduler.cool()  # a new worker, forked from the main process, applies the probe's conventions itself
     forked = scheduler.count("allow")
-    text, stats = client.predict(CODE_PROMPT, 24, api_name="/generate")
+    text, stats = client.predict(CODE_PROMPT, 24, race_ngram=True, ngram_tokens=3, ngram_branches=1,
+                                 api_name="/generate")  # the n-gram racer's settings travel in its frozen task
     assert stats["identical_to_baseline"] is True and scheduler.settle() == []
     assert scheduler.count("allow") == forked + 1
+    ngram = stats["race"]["ngram"]
+    assert ngram["draft"] == "n-gram 1..2, up to 3 tokens, repeating, by count, weak matches 2"
+    assert ngram["identical_to_baseline"] is True and ngram["new_tokens"] == 24
 
 
 def test_generate_stop_generate_then_analyse_in_chromium(space):
