@@ -1,18 +1,20 @@
 """Parity between this playground and real vLLM on one exported pair: the same prompt ids, greedy, EOS ignored, a
 chain of k draft tokens here against vLLM's `num_speculative_tokens=k` (the exported config drafts a chain), vLLM
-plain decoding as the reference. Used by scripts/peer_vllm.py, tests/test_vllm.py and the Deploy tab."""
+plain decoding as the reference. Used by scripts/peer_vllm.py, tests/test_vllm.py and the Deploy tab, whose n-gram check
+(`verify_ngram_in_vllm`) runs vLLM's `ngram` beside our n-gram draft under vLLM's rule."""
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..common.config import NgramConfig, RunConfig, TreeConfig
 from ..decoding.events import Finish, Round
 from .harness import VllmRun, run_vllm, speculative_config_of
 from .runtime import VllmRuntime
 
-__all__ = ["OurRun", "Parity", "run_ours", "exported_spec", "exported_draft", "verify_in_vllm"]
+__all__ = ["OurRun", "Parity", "run_ours", "exported_spec", "exported_draft", "verify_in_vllm", "vllm_rule",
+           "verify_ngram_in_vllm"]
 
 
 @dataclass(frozen=True)
@@ -108,7 +110,27 @@ def verify_in_vllm(runtime: VllmRuntime, session, target: str, draft: str, k: in
     """The Deploy tab's check: the exported pair (its adapted copy where the export writes one, into `folder`) on one
     prompt in vLLM, greedy, a chain of k, against our engine on the same chain."""
     spec, _ = exported_draft(target, draft, session.report, k, folder)
+    return _beside_ours(runtime, session, target, spec, k, ids, max_new_tokens)
+
+
+def vllm_rule(cfg: NgramConfig) -> NgramConfig:
+    """`cfg`'s min_n, max_n and tokens under vLLM's ngram rule, which is transformers' (`deploy_ngram`)."""
+    return replace(NgramConfig.transformers(cfg.max_n, cfg.tokens), min_n=cfg.min_n)
+
+
+def verify_ngram_in_vllm(runtime: VllmRuntime, session, target: str, cfg: NgramConfig, ids: list[int],
+                         max_new_tokens: int) -> Parity:
+    """The Deploy tab's n-gram check: vLLM's `ngram` at `cfg`'s min, max and tokens (the command `deploy_ngram`
+    prints) on one prompt, greedy, against our n-gram draft under vLLM's rule (`vllm_rule`). No head is needed."""
+    from ..deploy_ngram import vllm_ngram_spec
+
+    rule = vllm_rule(cfg)
+    return _beside_ours(runtime, session, target, vllm_ngram_spec(rule), rule.tokens, ids, max_new_tokens, rule)
+
+
+def _beside_ours(runtime: VllmRuntime, session, target: str, spec: dict, k: int, ids: list[int],
+                 max_new_tokens: int, ngram: NgramConfig | None = None) -> Parity:
     result = run_vllm(runtime, target, spec, [{"label": "page", "prompts": [ids], "max_new_tokens": max_new_tokens}],
                       enforce_eager=True)
-    ours = run_ours(session, [ids], k, max_new_tokens)
+    ours = run_ours(session, [ids], k, max_new_tokens, ngram=ngram)
     return Parity(k=k, spec=spec, ours=ours, vllm=result.runs[0], plain=None, version=result.version)
