@@ -70,13 +70,14 @@ def test_eagle1_without_bias_loads_as_published(target, tmp_path):
 
 
 def test_the_deploy_tab_says_how_to_install_vllm(monkeypatch, tmp_path):
-    from eagle_demo.app.vllm_panel import run_in_vllm, vllm_status
+    from eagle_demo.app.vllm_panel import run_in_vllm, run_ngram_in_vllm, vllm_status
     from eagle_demo.serving.runtime import INSTALL_HINT
 
     monkeypatch.setenv("EAGLE_DEMO_VLLM_VENV", str(tmp_path / "none"))
     assert vllm_status(None) == INSTALL_HINT and "\n" not in INSTALL_HINT
     assert "peer_vllm.py --install" in INSTALL_HINT
     assert run_in_vllm(None, "x", False, 8, "chain", 4, 1, 8, 4).summary.startswith("Load a pair")
+    assert run_ngram_in_vllm(None, "x", False, 8, 1, 2, 10, 2, False).summary.startswith("Load a target")
 
 
 def test_the_batch_table_is_labelled_as_this_cpu(tmp_path):
