@@ -96,8 +96,9 @@ def run_ngram_in_vllm(key: PairKey | None, prompt: str, chat: bool, max_new, *ng
 
 
 def _in_vllm(session, prompt: str, chat: bool, max_new, check) -> VllmOutputs:
-    """What both buttons share: vLLM's runtime (or how to install it), the page's prompt as ids and its token budget
-    (at most 256), `check(runtime, ids, new, folder)` -> (summary, `parity.Parity`), both texts; failures in one line."""
+    """What both buttons share: vLLM's runtime (or how to install it), the page's prompt as ids and its token
+    budget (at most 256), `check(runtime, ids, new, folder)` -> (summary, `parity.Parity`), both texts; failures in
+    one line."""
     from ..serving.harness import VllmError
     from ..serving.runtime import INSTALL_HINT, find_runtime
 
