@@ -272,8 +272,8 @@ class Relay:
             threading.Thread(target=self._pump, args=(server, client, True), daemon=True).start()
 
     def _pump(self, src: socket.socket, dst: socket.socket, to_client: bool) -> None:
-        carried, started = 0, time.monotonic()
-        last = started
+        carried, last = 0, time.monotonic()
+        due = last  # when the bytes sent so far are due at `rate`; credit for idle time is capped at 50 ms
         try:
             while True:
                 data = src.recv(16384 if self.rate is None else max(1024, int(self.rate // 20)))
@@ -286,15 +286,16 @@ class Relay:
                     return
                 dst.sendall(data)
                 if to_client:
-                    if time.monotonic() - last > 0.25:  # idle (a keep-alive connection between requests): no credit
-                        carried, started = 0, time.monotonic()
-                    last = time.monotonic()
+                    now = time.monotonic()
+                    if now - last > 0.25:  # idle (a keep-alive connection between requests): a new transfer
+                        carried = 0
+                    last = now
                     carried += len(data)
                     self.sent += len(data)
-                    if self.rate:
-                        ahead = carried / self.rate - (time.monotonic() - started)
-                        if ahead > 0:
-                            time.sleep(ahead)
+                    if self.rate:  # a slow link: small replies in a row earn no credit for a large one
+                        due = max(due, now - 0.05) + len(data) / self.rate
+                        if due > now:
+                            time.sleep(due - now)
         except OSError:
             pass
         finally:

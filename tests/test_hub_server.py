@@ -439,7 +439,9 @@ def test_download_progress_is_reported(mirror, fresh_cache):
 
     seen: list[tuple[str, float]] = []
     mirror.relay.rate = 2_000_000  # the 2.5 MB draft takes over a second: at least one report on the way
+    started = time.monotonic()
     hub.resolve(DRAFT, None, "draft", progress=lambda message, fraction: seen.append((message, fraction)))
+    assert time.monotonic() - started > 1.0  # the relay's limit held (the replies before it earn no credit)
     assert seen[0] == ("downloading draft local/tiny-eagle1 (2.5 MB)", 0.0)
     assert seen[-1] == ("downloaded draft local/tiny-eagle1", 1.0)
     middle = seen[1:-1]
