@@ -226,6 +226,7 @@ def test_load_during_a_generation_waits_and_never_disturbs_it(served):
     alone = client.predict(PROMPT, 96, api_name="/generate")[1]["token_ids"]
     other = Client(client.src, verbose=False)
     running = client.submit(PROMPT, 96, api_name="/generate")
+    _started(running)  # the Load must come after the generation has its turn, not race it into the queue
     loading = other.submit(SHIPPED_TARGET, SHIPPED_EAGLE3, "", "auto", "cpu", api_name="/load")
     _, report = loading.result(timeout=300)  # queued behind the generation (same concurrency id, limit 1)
     _, stats = running.result(timeout=300)
@@ -233,6 +234,18 @@ def test_load_during_a_generation_waits_and_never_disturbs_it(served):
     assert report["family"] == "eagle3"
     client.predict(SHIPPED_TARGET, SHIPPED_EAGLE1, "", "auto", "cpu", api_name="/load")
     _still_serving(client, reference)
+
+
+def _started(job, timeout: float = 60.0) -> None:
+    """Wait until the server runs `job` (or has finished it)."""
+    import time
+
+    from gradio_client.utils import Status
+
+    deadline = time.monotonic() + timeout
+    while not job.done() and job.status().code not in (Status.PROCESSING, Status.ITERATING, Status.PROGRESS):
+        assert time.monotonic() < deadline, f"the job did not start in {timeout:.0f} s: {job.status().code}"
+        time.sleep(0.01)
 
 
 EXIT_SCRIPT = """
