@@ -5,7 +5,7 @@ not a test (tests/test_vllm.py is the test).
     python scripts/vllm_ngram.py [--settings 1,2,10 1,3,5] [--max-new-tokens 64] [--suite] [--json out.json]
 
 For each setting MIN,MAX,K: vLLM started with the speculative config the Deploy tab and `export --ngram` print
-(`eagle_demo.deploy_ngram`), and this playground's n-gram draft twice, as `NgramConfig.transformers(MAX, K)` with
+(`eagle_demo.deploy.ngram`), and this playground's n-gram draft twice, as `NgramConfig.transformers(MAX, K)` with
 min MIN (vLLM's rule) and with its own additions on (`NgramConfig(MIN, MAX, K)`, the defaults otherwise). The
 shipped target, float32, greedy, EOS ignored, one thread, eager. Reported per row: output identical to vLLM plain
 decoding (and ours to vLLM's n-gram run), the mean acceptance length 1 + accepted / drafts (vLLM's counters; ours
@@ -61,7 +61,7 @@ def main() -> int:
     import torch
 
     from eagle_demo.common.config import NgramConfig
-    from eagle_demo.deploy_ngram import ngram_commands
+    from eagle_demo.deploy.ngram import ngram_commands
     from eagle_demo.serving.harness import speculative_config_of
     from eagle_demo.serving.runtime import build_runtime
     from eagle_demo.session import SHIPPED_TARGET, load_session

@@ -147,7 +147,7 @@ def test_ngram_commands_carry_vllm_and_sglang_keys_and_name_what_neither_has():
     import shlex
 
     from eagle_demo.common.config import NgramConfig
-    from eagle_demo.deploy_ngram import ngram_commands
+    from eagle_demo.deploy.ngram import ngram_commands
     from eagle_demo.serving.harness import speculative_config_of
 
     out = ngram_commands("my org/target", NgramConfig(min_n=2, max_n=4, tokens=6))

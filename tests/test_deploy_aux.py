@@ -1,6 +1,6 @@
 """The export's note for an EAGLE-3 draft whose config names no aux layer ids (yuhuili's official layout,
 nvidia/Llama-3.3-70B-Instruct-Eagle3): both engines guess the layers (vLLM 0.32 and SGLang 0.5.23:
-(2, L//2, L-3), eagle_demo/deploy_aux.py); the note names the guess, the layers read here and whether they agree,
+(2, L//2, L-3), eagle_demo/deploy/aux_layers.py); the note names the guess, the layers read here and whether they agree,
 and where they do not (the probe measured other layers) the copy carries the layers read here."""
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import pytest
 from eagle_demo.checkpoints import inspect_pair
 from eagle_demo.common.config import NgramConfig, TreeConfig
 from eagle_demo.deploy import plan_for, write_adapted_copy
-from eagle_demo.deploy_ngram import ngram_commands
+from eagle_demo.deploy.ngram import ngram_commands
 from eagle_demo.serving.harness import run_vllm, speculative_config_of
 from eagle_demo.serving.parity import exported_spec, run_ours
 from eagle_demo.serving.runtime import build_runtime

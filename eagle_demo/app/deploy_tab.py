@@ -1,5 +1,5 @@
 """The Deploy tab: vLLM and SGLang command lines for the loaded pair with the current draft settings, the target
-with the n-gram draft (no head; `deploy_ngram`), and "Run in vLLM" (`vllm_panel`)."""
+with the n-gram draft (no head; `deploy.ngram`), and "Run in vLLM" (`vllm_panel`)."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def build_deploy_tab() -> DeployTab:
 def ngram_section(target: str, *settings) -> tuple[str, str, str]:
     """(vLLM command, SGLang command, notes) for the target with the n-gram draft as the page races it: `settings`
     are the page's n-gram settings (`forms.make_ngram`'s arguments; none: NgramConfig's defaults)."""
-    from ..deploy_ngram import ngram_commands
+    from ..deploy.ngram import ngram_commands
 
     cfg = make_ngram(*settings)
     out = ngram_commands(target, cfg)

@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_ngram(args: argparse.Namespace) -> int:
-    from ..deploy_ngram import ngram_commands
+    from ..deploy.ngram import ngram_commands
     from ..session import SHIPPED_TARGET
 
     unused = [f for f, v in (("--draft", args.draft), ("--out", args.out), ("--draft-revision", args.draft_revision))

@@ -114,15 +114,15 @@ def verify_in_vllm(runtime: VllmRuntime, session, target: str, draft: str, k: in
 
 
 def vllm_rule(cfg: NgramConfig) -> NgramConfig:
-    """`cfg`'s min_n, max_n and tokens under vLLM's ngram rule, which is transformers' (`deploy_ngram`)."""
+    """`cfg`'s min_n, max_n and tokens under vLLM's ngram rule, which is transformers' (`deploy.ngram`)."""
     return replace(NgramConfig.transformers(cfg.max_n, cfg.tokens), min_n=cfg.min_n)
 
 
 def verify_ngram_in_vllm(runtime: VllmRuntime, session, target: str, cfg: NgramConfig, ids: list[int],
                          max_new_tokens: int) -> Parity:
-    """The Deploy tab's n-gram check: vLLM's `ngram` at `cfg`'s min, max and tokens (the command `deploy_ngram`
+    """The Deploy tab's n-gram check: vLLM's `ngram` at `cfg`'s min, max and tokens (the command `deploy.ngram`
     prints) on one prompt, greedy, against our n-gram draft under vLLM's rule (`vllm_rule`). No head is needed."""
-    from ..deploy_ngram import vllm_ngram_spec
+    from ..deploy.ngram import vllm_ngram_spec
 
     rule = vllm_rule(cfg)
     return _beside_ours(runtime, session, target, vllm_ngram_spec(rule), rule.tokens, ids, max_new_tokens, rule)

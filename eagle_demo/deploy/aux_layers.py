@@ -37,7 +37,7 @@ def engine_guess(layers: int) -> tuple[int, ...]:
 
 def guessed_layers(plan, engine: str, cfg: dict, report) -> None:
     """A note (and for SGLang, where the layers read here differ, a recommended config change) for a fused EAGLE-3
-    draft whose config names no aux layer ids. vLLM's change is `deploy_vllm._features`'."""
+    draft whose config names no aux layer ids. vLLM's change is `deploy.vllm._features`'."""
     if report.family != "eagle3" or report.feature_layers is None or names_aux_ids(cfg):
         return
     n, guess, ours = report.target_layers, engine_guess(report.target_layers), tuple(report.feature_layers)

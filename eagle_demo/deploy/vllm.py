@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .checkpoints.files import read_config, scan_weights
-from .deploy_aux import engine_guess, names_aux_ids
+from ..checkpoints.files import read_config, scan_weights
+from .aux_layers import engine_guess, names_aux_ids
 
 __all__ = ["draft_config", "vllm_eagle3", "vllm_eagle1", "vllm_feature_layers"]
 
@@ -61,7 +61,7 @@ def vllm_eagle3(plan, report) -> None:
 def _features(plan, report, cfg: dict) -> None:
     ours, theirs = tuple(report.feature_layers), vllm_feature_layers(cfg, report.target_layers)
     if ours != theirs:
-        guessed = not names_aux_ids(cfg)  # the layers read here then came from the probe (deploy_aux.py)
+        guessed = not names_aux_ids(cfg)  # the layers read here then came from the probe (deploy/aux_layers.py)
         nested = not cfg.get("eagle_aux_hidden_state_layer_ids")
         why = (f"the published config names none, so vLLM 0.32 would guess hidden_states {list(theirs)}" if guessed
                else "vLLM 0.32 reads eagle_config's output-of-layer ids as hidden_states[id], one layer early (the "

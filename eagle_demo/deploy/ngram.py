@@ -32,7 +32,7 @@ import json
 import shlex
 from dataclasses import dataclass
 
-from .common.config import NgramConfig
+from ..common.config import NgramConfig
 
 __all__ = ["NgramCommands", "ngram_commands", "vllm_ngram_spec"]
 

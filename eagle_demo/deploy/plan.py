@@ -14,7 +14,7 @@ Engine facts used here (sources in docs/checkpoint-formats.md):
   LlamaForCausalLMEagle3, Qwen2ForCausalLMEagle); its EAGLE-1 fc always has a bias, left at random
   init when the file has none (sglang issue #5773); `tie_word_embeddings: true` in an EAGLE-3 draft
   makes it alias the draft lm_head to the V-row embedding (AngelSlim Qwen3 configs).
-What vLLM 0.32 reads from a draft against what this playground reads is `deploy_vllm.py`.
+What vLLM 0.32 reads from a draft against what this playground reads is `deploy/vllm.py`.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .common.config import ConfigError, TreeConfig
-from .checkpoints.files import read_config
-from .checkpoints.fc_fold import write_weights
-from .deploy_vllm import draft_config as _draft_config, vllm_eagle1, vllm_eagle3
-from .deploy_aux import guessed_layers
+from ..common.config import ConfigError, TreeConfig
+from ..checkpoints.files import read_config
+from ..checkpoints.fc_fold import write_weights
+from .vllm import draft_config as _draft_config, vllm_eagle1, vllm_eagle3
+from .aux_layers import guessed_layers
 
 __all__ = ["Plan", "plan_for", "deployment_commands", "write_adapted_copy"]
 
