@@ -21,6 +21,7 @@ from huggingface_hub.utils import validate_repo_id
 
 from .errors import CheckpointError
 from .files import read_json
+from .pypi_gguf import ensure, is_pypi_name, spec_for
 from .hub_cache import (DownloadBar, cached_listing, check_files, check_space, human, missing_bytes,
                         record_ref, snapshot_folder)
 from ..common.errors import brief as _short
@@ -62,6 +63,10 @@ def resolve(repo_or_path: str, revision: str | None = None, kind: str = "target"
     text = (repo_or_path or "").strip()
     if not text:
         raise CheckpointError(f"no {kind} given; pass a Hub repo id (owner/name) or a local folder")
+    if is_pypi_name(text):
+        if kind != "target":
+            raise CheckpointError(f"{text[:120]} is a target model on PyPI, not a draft; pass it as the target")
+        return str(ensure(spec_for(text), progress))
     path = Path(text).expanduser()
     if path.is_dir():
         return str(path.resolve())
