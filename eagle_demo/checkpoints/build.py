@@ -10,7 +10,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from ..target.attention import use_grouped_sdpa
 from ..target.cpu_layout import column_major_linears
 from ..target.fused_norms import fuse_rms_norms
-from ..common.devices import DeviceError, device_failure, resolve_device, resolve_dtype
+from ..common.cpu_dtype import MIN_PARAMETERS, choose_cpu_dtype
+from ..common.devices import DTYPES, DeviceError, device_failure, resolve_device, resolve_dtype
 from ..drafts import DraftHead, Eagle1Head, Eagle3Head, Shared
 from ..drafts.eagle3_mla import MlaEagle3Head
 from ..drafts.eagle3x import Eagle3xHead
@@ -139,6 +140,11 @@ def load_target(info: TargetInfo, dtype: str, device: str, warnings: list[str],
         torch_dtype = resolve_dtype(dtype, dev)
     except DeviceError as exc:
         raise CheckpointError(str(exc)) from exc
+    if (dtype or "auto").strip().lower() == "auto" and dev.type == "cpu" and _parameters(info.config) >= MIN_PARAMETERS:
+        choice = choose_cpu_dtype(info.config.hidden_size, info.config.intermediate_size)
+        torch_dtype = DTYPES[choice.dtype]
+        if notes is not None:
+            notes.append(choice.reason)
     kwargs: dict = dict(dtype=torch_dtype, attn_implementation="sdpa", trust_remote_code=False)
     device_map = _device_map(info, torch_dtype, dev, device)
     if device_map is not None:
@@ -183,6 +189,16 @@ def load_target(info: TargetInfo, dtype: str, device: str, warnings: list[str],
         notes.extend(describe_target(model))
     warnings.extend(generation_warnings(getattr(model, "generation_config", None)))
     return model
+
+
+def _parameters(config) -> int:
+    """About how many parameters a decoder-only config describes (embeddings once, attention and MLP per layer)."""
+    try:
+        text = config.get_text_config()
+        h, inter, layers = int(text.hidden_size), int(text.intermediate_size), int(text.num_hidden_layers)
+        return int(text.vocab_size) * h + layers * (4 * h * h + 3 * h * inter)
+    except (AttributeError, TypeError, ValueError):
+        return 0
 
 
 def _load_failure(exc: Exception, info: TargetInfo, dev: torch.device) -> CheckpointError:

@@ -1,4 +1,4 @@
-"""python -m eagle_demo {generate, inspect, bench, export, doctor}: the parser and the dispatch.
+"""python -m eagle_demo {generate, inspect, bench, export, doctor, train-head}: the parser and the dispatch.
 
 Errors exit with code 2 and one line on stderr, never a traceback.
 """
@@ -10,11 +10,12 @@ import sys
 from typing import Sequence
 
 from ..common.errors import one_line
-from . import bench, doctor, export, generate, inspect
+from . import bench, doctor, export, generate, inspect, train_head
 
 __all__ = ["main", "build_parser", "user_errors"]
 
-SUBCOMMANDS = {"generate": generate, "inspect": inspect, "bench": bench, "doctor": doctor, "export": export}
+SUBCOMMANDS = {"generate": generate, "inspect": inspect, "bench": bench, "doctor": doctor, "export": export,
+               "train-head": train_head}
 
 
 def build_parser() -> argparse.ArgumentParser:

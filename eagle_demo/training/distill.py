@@ -32,8 +32,9 @@ __all__ = ["DistillSettings", "assistant_mask", "distill", "read_shards", "shard
 @dataclass(frozen=True)
 class DistillSettings:
     batch: int = 48  # 278 new tokens/s at 48 rows against 103 for transformers' continuous batching (bf16, 2 cores)
-    shard_size: int = 96  # conversations per shard
-    max_new_tokens: int = 256  # per assistant turn
+    shard_size: int = 48  # conversations per shard: one batch, so a shard lands every few minutes
+    max_new_tokens: int = 200  # per assistant turn
+    max_turns: int = 3  # user turns played per conversation (its first request and up to two follow-ups)
     max_tokens: int = 2048  # no further turn once a conversation is this long
     sampled_every: int = 4  # every fourth shard is answered at `temperature` (one generate call per batch)
     temperature: float = 0.7
@@ -72,7 +73,7 @@ def _play(model, tokenizer, convs: list[Conversation], settings: DistillSettings
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
     history: list[list[dict]] = [[] for _ in convs]
     done = [False] * len(convs)
-    for turn in range(max(len(c.turns) for c in convs)):
+    for turn in range(min(settings.max_turns, max(len(c.turns) for c in convs))):
         active = [i for i, c in enumerate(convs) if not done[i] and turn < len(c.turns)]
         if not active:
             break
