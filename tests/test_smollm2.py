@@ -1,0 +1,61 @@
+"""The real default pair: SmolLM2-135M-Instruct (PyPI's GGUF, converted once per machine) with the heads trained
+for it here, lossless on every path.
+
+float32: greedy EAGLE output equals plain greedy decoding token for token, for both heads, chain and tree,
+growing and static caches; seeded sampling equals seeded plain sampling. The chat template is on, as the page
+runs this pair."""
+
+from __future__ import annotations
+
+import pytest
+
+from eagle_demo.common.config import RunConfig, SamplingConfig, TreeConfig
+from eagle_demo.decoding.engine import SpeculativeEngine
+from eagle_demo.metrics import summarize
+from eagle_demo.session import SMOLLM2_EAGLE1, SMOLLM2_EAGLE3, SMOLLM2_TARGET, load_session
+
+pytestmark = pytest.mark.slow
+
+PROMPTS = ["What is a Python generator?", "Write a short poem about autumn leaves."]
+SHAPES = {"chain": TreeConfig(depth=5, top_k=1, total_tokens=6), "tree": TreeConfig(depth=4, top_k=3, total_tokens=10)}
+NEW = 40
+
+
+@pytest.fixture(scope="module", params=["eagle3", "eagle1"])
+def session(request):
+    draft = {"eagle3": SMOLLM2_EAGLE3, "eagle1": SMOLLM2_EAGLE1}[request.param]
+    return load_session(SMOLLM2_TARGET, draft, device="cpu", dtype="float32", threads=2)
+
+
+@pytest.fixture(scope="module")
+def plain(session):
+    """Plain greedy decoding of each prompt, once per module (the same target for both heads)."""
+    return {p: summarize(session.stream(session.encode(p, chat=True), RunConfig(max_new_tokens=NEW),
+                                        mode="baseline")).token_ids for p in PROMPTS}
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+@pytest.mark.parametrize("static", [False, True], ids=["growing", "static"])
+def test_greedy_equals_plain_decoding(session, plain, shape, static):
+    engine = SpeculativeEngine(session.pair.target, session.pair.head, static=True) if static else session.eagle
+    for prompt in PROMPTS:
+        run = RunConfig(max_new_tokens=NEW, tree=SHAPES[shape])
+        stats = summarize(engine.generate(session.encode(prompt, chat=True), run))
+        assert stats.token_ids == plain[prompt], f"{prompt!r}: EAGLE ({shape}, static={static}) left plain decoding"
+        assert stats.rounds < stats.new_tokens  # the head drafts something the target accepts
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_seeded_sampling_equals_seeded_plain_sampling(session, seed):
+    sampling = SamplingConfig(temperature=0.7, seed=seed)
+    ids = session.encode(PROMPTS[0], chat=True)
+    run = RunConfig(max_new_tokens=NEW, tree=SHAPES["tree"], sampling=sampling)
+    eagle = summarize(session.stream(ids, run)).token_ids
+    base = summarize(session.stream(ids, RunConfig(max_new_tokens=NEW, sampling=sampling), mode="baseline")).token_ids
+    assert eagle == base
+
+
+def test_the_pair_loads_in_its_public_layouts(session):
+    report = session.report
+    assert report.target_layers == 30 and report.family in {"eagle1", "eagle3"}
+    assert session.has_chat_template()
