@@ -281,7 +281,7 @@ def pack_heads(ctx: dict, args) -> dict:
 
 def check_stage(ctx: dict, args) -> dict:
     from eagle_demo.common.config import RunConfig, default_tree
-    from eagle_demo.metrics import summarize
+    from eagle_demo.decoding.metrics import summarize
     from eagle_demo.session import load_session
 
     out = {}

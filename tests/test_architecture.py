@@ -133,8 +133,8 @@ def test_the_scan_catches_a_wrong_import_and_a_circle():
              "eagle_demo.decoding.events": ("from ..target.runner import TargetRunner\n", False),
              "eagle_demo.target.runner": ("from ..decoding import events\n", False),
              "eagle_demo.metrics": ("from .view import charts\n", False),
-             "eagle_demo.bench": ("def run():\n    from .commands.args import tree_from_args\n", False),
-             "eagle_demo.commands.args": ("from ..bench import run\n", False),
+             "eagle_demo.session": ("def run():\n    from .commands.args import tree_from_args\n", False),
+             "eagle_demo.commands.args": ("from ..session import run\n", False),
              "eagle_demo.app.page": ("import gradio as gr\nfrom ..view.charts import figure\n", False),
              "eagle_demo.decoding": ("", True), "eagle_demo.view": ("", True),
              "eagle_demo.view.charts": ("from ..metrics import RunView\n", False)}
@@ -146,9 +146,9 @@ def test_the_scan_catches_a_wrong_import_and_a_circle():
         "eagle_demo.target.runner (target) imports eagle_demo.decoding.events (decoding)",
         "eagle_demo.metrics (top level) imports eagle_demo.view (view)",
         "eagle_demo.metrics (top level) imports eagle_demo.view.charts (view)",
-        "eagle_demo.bench (top level) imports eagle_demo.commands.args (commands)"]
+        "eagle_demo.session (top level) imports eagle_demo.commands.args (commands)"]
     assert circles(graph) == ["eagle_demo.view.charts -> eagle_demo.metrics -> eagle_demo.view.charts",
-                              "eagle_demo.bench -> eagle_demo.commands.args -> eagle_demo.bench",
+                              "eagle_demo.commands.args -> eagle_demo.session -> eagle_demo.commands.args",
                               "eagle_demo.decoding.events -> eagle_demo.target.runner -> eagle_demo.decoding.events"]
 
 

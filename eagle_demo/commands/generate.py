@@ -12,10 +12,10 @@ import sys
 from ..common.config import ConfigError, RunConfig, SamplingConfig
 from ..decoding.events import Finish, Prefill, Round, Step, to_dict
 from ..decoding.gate import paused_line
-from ..diagnosis import diagnose_run, too_short
-from ..metrics import summarize
-from ..race import RaceResult, verdict
-from ..racers import race_all, race_table, racers_dict, short_labels
+from ..diagnose.run import diagnose_run, too_short
+from ..decoding.metrics import summarize
+from ..race.speedup import RaceResult, verdict
+from ..race.racers import race_all, race_table, racers_dict, short_labels
 from ..target.rope_limit import rope_line
 from .args import (add_auto_tree_arg, add_engine_args, add_ngram_args, add_pair_args, add_tree_args, auto_for_session,
                    flag_notes, load_from_args, ngram_from_args, tree_from_args, write_notes)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from ..decoding.gate import paused_line
 from ..target.rope_limit import rope_line
-from ..metrics import RunView
-from ..race import race, verdict
-from ..racers import race_all, racers_dict
+from ..decoding.metrics import RunView
+from ..race.speedup import race, verdict
+from ..race.racers import race_all, racers_dict
 from .tokens import escape
 
 __all__ = ["summary", "run_race", "stats_html", "race_block"]

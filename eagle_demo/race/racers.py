@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from .common.config import RunConfig
-from .decoding.events import Event, RunStart
-from .diagnose.divergence import Divergence, explain
-from .metrics import RunStats, summarize
-from .race import RaceResult, race, verdict
+from ..common.config import RunConfig
+from ..decoding.events import Event, RunStart
+from ..diagnose.divergence import Divergence, explain
+from ..decoding.metrics import RunStats, summarize
+from .speedup import RaceResult, race, verdict
 
 __all__ = ["Racer", "race_all", "race_table", "short_labels", "racers_dict", "NAMES"]
 

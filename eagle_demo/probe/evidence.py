@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .checkpoints.report import AdaptationReport
+from ..checkpoints.report import AdaptationReport
 
 __all__ = ["MARGIN", "Z", "MIN_BLOCKS", "GROSS", "BLOCK", "STAGES", "compare", "adoptable", "tau_of", "report_with"]
 

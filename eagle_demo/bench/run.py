@@ -15,16 +15,16 @@ from typing import Callable, Iterable
 
 import torch
 
-from .bench_report import (CATEGORIES, BenchReport, CategorySummary, PromptItem, PromptResult, _summary,
+from .report import (CATEGORIES, BenchReport, CategorySummary, PromptItem, PromptResult, _summary,
                            category_table, comparison_csv, comparison_json, comparison_table, draft_label,
                            report_label)
-from .common.config import ConfigError, RunConfig
-from .decoding.hot_vocab import hot_vocab_problem
-from .metrics import RunStats, misses, summarize
-from .race import race
-from .common.paths import SUITE
-from .diagnose.falloff import Where
-from .session import Session
+from ..common.config import ConfigError, RunConfig
+from ..decoding.hot_vocab import hot_vocab_problem
+from ..decoding.metrics import RunStats, misses, summarize
+from ..race.speedup import race
+from ..common.paths import SUITE
+from ..diagnose.falloff import Where
+from ..session import Session
 
 __all__ = ["PromptItem", "PromptResult", "CategorySummary", "BenchReport", "load_suite", "run_bench",
            "compare_drafts", "sweep_temperatures", "draft_label", "comparison_table", "comparison_csv",
