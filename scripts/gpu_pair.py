@@ -148,7 +148,7 @@ def chat_stream(examples, tokenizer) -> torch.Tensor:
 
 def target_stage(ctx: dict, args, clock: Clock) -> dict:
     from eagle_demo.training.chat import add_template
-    from eagle_demo.training.target import export_model
+    from eagle_demo.training.shared import export_model
     from eagle_demo.training.target_budget import train_target
 
     run = TargetRun(minutes=clock.allot(args.target_minutes, args.reserve_minutes), chat_ratio=args.chat_ratio,
@@ -177,7 +177,7 @@ def given_target(ctx: dict, args) -> dict:
 def after_stage(ctx: dict, args) -> dict:
     from eagle_demo.training.chat import prompt_text
     from eagle_demo.training.indent import check_folder
-    from eagle_demo.training.target import generate_samples
+    from eagle_demo.training.shared import generate_samples
 
     folder = ctx["target_dir"]
     out = {"bpb": bpb_stage(folder, ctx["heldout"], args.device)}

@@ -73,7 +73,7 @@ def feature_layers(num_layers: int) -> tuple[int, int, int]:
 
 @torch.no_grad()
 def build_data(n_corpus: int, n_generated: int, prefix_len: int, batch: int) -> dict:
-    from eagle_demo.training.target import load_token_stream
+    from eagle_demo.training.shared import load_token_stream
 
     torch.manual_seed(SEED)
     model = load_target()

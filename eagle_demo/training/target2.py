@@ -19,7 +19,7 @@ Schedule: linear warm-up, then a constant peak learning rate (a run can be conti
 and machines without a schedule that has to know its end), then, when asked with ``--decay-steps N``,
 a linear decay to a tenth over the next N steps. An exponential moving average of the weights
 (:data:`EMA_DECAY`) is kept alongside; the export takes whichever of the two has the lower validation
-loss. Batches are drawn by :class:`eagle_demo.training.target.WindowSampler`, a pure function of the
+loss. Batches are drawn by :class:`eagle_demo.training.shared.WindowSampler`, a pure function of the
 seed and the step, so a resumed run sees exactly the batches a continuous run would have.
 
 Shape (:data:`SHAPE`, 24 x 128, 4 heads / 2 KV heads, intermediate 352, vocabulary 8192: 6.53 M
@@ -46,7 +46,7 @@ import numpy as np
 import torch
 
 from eagle_demo.training.corpus import default_cache_dir, read_split
-from eagle_demo.training.target import (WindowSampler, _file_digest, _time_step, evaluate, init_weights,
+from eagle_demo.training.shared import (WindowSampler, _file_digest, _time_step, evaluate, init_weights,
                                         lm_loss, make_optimizer, save_checkpoint, val_windows)
 
 SPECIAL_ID = 0
@@ -290,7 +290,7 @@ def main(argv: list[str] | None = None) -> None:
     elif args.stage == "train":
         train(args)
     elif args.stage == "export":
-        from eagle_demo.training.target import export_model
+        from eagle_demo.training.shared import export_model
 
         if args.out is None:
             raise SystemExit("export needs --out DIR (a folder outside assets/ unless you mean to ship it)")
@@ -298,7 +298,7 @@ def main(argv: list[str] | None = None) -> None:
         export_model(model, args.out, args.tokenizer)
         print(f"exported the {which} weights of step {state['step']} to {args.out}")
     elif args.stage == "samples":
-        from eagle_demo.training.target import generate_samples
+        from eagle_demo.training.shared import generate_samples
 
         for prompt, text in zip(SAMPLE_PROMPTS, generate_samples(args.out, SAMPLE_PROMPTS, 48)):
             print(f"--- {prompt!r}\n{text}")

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
-from eagle_demo.training.target import evaluate, init_weights, lm_loss, make_optimizer, val_windows
+from eagle_demo.training.shared import evaluate, init_weights, lm_loss, make_optimizer, val_windows
 from eagle_demo.training.target2 import build_model
 
 WARMUP_STEPS = 200
