@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import time
 from collections import Counter
 from pathlib import Path
@@ -43,6 +42,7 @@ from eagle_demo.drafts import Eagle1Head, Eagle3Head
 from eagle_demo.target.features import Features
 from eagle_demo.target.runner import tree_attention_mask
 from eagle_demo.training.corpus import default_cache_dir, default_corpus_dir
+from eagle_demo.training.shared import load_token_stream, lr_at
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ASSETS = REPO_ROOT / "assets"
@@ -73,7 +73,6 @@ def feature_layers(num_layers: int) -> tuple[int, int, int]:
 
 @torch.no_grad()
 def build_data(n_corpus: int, n_generated: int, prefix_len: int, batch: int) -> dict:
-    from eagle_demo.training.shared import load_token_stream
 
     torch.manual_seed(SEED)
     model = load_target()
@@ -219,11 +218,11 @@ def train_eagle1(data: dict, steps: int, batch: int, lr: float, minutes: float, 
 
 def set_lr(opt: torch.optim.Optimizer, step: int, steps: int, lr: float, elapsed: float = 0.0,
            minutes: float = 0.0) -> None:
-    """50 warm-up steps, then cosine decay to a tenth over the steps or the time budget, whichever ends first."""
+    """The one schedule (`shared.lr_at`) over 50 warm-up steps and a cosine decay to a tenth over the steps or the
+    time budget, whichever ends first, from the first step on."""
     frac = max(step / steps, elapsed / (60 * minutes) if minutes else 0.0)
-    cosine = 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac)))
     for group in opt.param_groups:
-        group["lr"] = lr * min(1.0, (step + 1) / 50) * cosine
+        group["lr"] = lr_at(lr, step, 50, frac, cosine=True)
 
 
 def vocab_map(tokens: torch.Tensor, vocab: int, vd: int) -> tuple[torch.Tensor, torch.Tensor]:

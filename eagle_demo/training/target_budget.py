@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
-from eagle_demo.training.shared import evaluate, init_weights, lm_loss, make_optimizer, val_windows
+from eagle_demo.training.shared import evaluate, init_weights, lm_loss, lr_at, make_optimizer, val_windows
 from eagle_demo.training.target2 import build_model
 
 WARMUP_STEPS = 200
@@ -81,11 +81,10 @@ class Batches:
 
 
 def lr_factor(step: int, progress: float, decay_frac: float) -> float:
-    if step < WARMUP_STEPS:
-        return (step + 1) / WARMUP_STEPS
-    if progress <= decay_frac:
-        return 1.0
-    return 1.0 - 0.9 * min(1.0, (progress - decay_frac) / (1.0 - decay_frac))
+    """The share of the peak rate at `step` on the clock (`shared.lr_at`, linear): the decay starts after the
+    warm-up, at `decay_frac` of the budget (progress: the share of the budget spent)."""
+    decay = (progress - decay_frac) / (1.0 - decay_frac) if step >= WARMUP_STEPS else 0.0
+    return lr_at(1.0, step, WARMUP_STEPS, decay)
 
 
 def _sync(device) -> None:
