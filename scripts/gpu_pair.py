@@ -247,14 +247,13 @@ def head_stage(ctx: dict, args, clock: Clock, family: str) -> dict:
         extra["init"] = str(init)
     save = heads.Saver(args.out / "partial", family, args.save_every) if args.save_every > 0 else None
     if family == "eagle1":
-        head, hlog = heads.train_eagle1(ctx["data"], 10**6, batch, args.head_lr, minutes, unroll=4, init=init,
-                                        target=ctx["target"], progress=False, save=save)
+        run = heads.HeadRun(10**6, batch, args.head_lr, minutes, unroll=4, init=init, progress=False)
+        head, hlog = heads.train_eagle1(ctx["data"], run, target=ctx["target"], save=save)
         heads.export_eagle1(head, ctx["work"] / "eagle1")
     else:
         vd = min(args.draft_vocab, ctx["vocab"] // 2)
-        head, t2d, hlog = heads.train_eagle3(ctx["data"], 10**6, batch, args.head_lr, 4, minutes,
-                                             target=ctx["target"], progress=False, draft_vocab=vd, init=init,
-                                             save=save)
+        run = heads.HeadRun(10**6, batch, args.head_lr, minutes, unroll=4, draft_vocab=vd, init=init, progress=False)
+        head, t2d, hlog = heads.train_eagle3(ctx["data"], run, target=ctx["target"], save=save)
         heads.export_eagle3(head, t2d, ctx["work"] / "eagle3")
         tokens = ctx["data"]["tokens"].cpu()
         extra.update(draft_vocab=int(t2d.sum()), coverage=round(t2d[tokens].float().mean().item(), 4))

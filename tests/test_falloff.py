@@ -57,8 +57,7 @@ def session():
 
 def test_the_bench_report_has_tau_by_kind_and_position(session):
     items = load_suite(categories=["code"])[:1]
-    report = run_bench(session, items, RunConfig(max_new_tokens=48, ignore_eos=True, tree=TreeConfig.chain(5)),
-                       warmup=False)
+    report = run_bench(session, items, RunConfig(max_new_tokens=48, ignore_eos=True, tree=TreeConfig.chain(5)))
     where = json.loads(report.to_json())["extra"]["where"]
     row = report.results[0]
     assert sum(v["rounds"] for v in where["by_kind"].values()) == row.rounds

@@ -168,8 +168,8 @@ def test_the_ngram_draft_runs_on_a_target_without_a_head_and_benches_beside_eagl
     assert ngram[-1].token_ids == list(headless.stream(ids, run, "baseline"))[-1].token_ids
     _, session = shipped
     items = load_suite(categories=["code"])[:1]
-    reports = [run_bench(session, items, RunConfig(max_new_tokens=16), warmup=False),
-               run_bench(session, items, RunConfig(max_new_tokens=16), warmup=False, racer="ngram")]
+    reports = [run_bench(session, items, RunConfig(max_new_tokens=16)),
+               run_bench(session, items, RunConfig(max_new_tokens=16), racer="ngram")]
     assert reports[1].settings["draft"] == "n-gram" and reports[1].overall.all_equal is True
     table = category_table(reports)
     assert table.splitlines()[0].split()[-2:] == ["n-gram", "plain"] and table.splitlines()[1].startswith("code")

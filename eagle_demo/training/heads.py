@@ -31,6 +31,7 @@ import hashlib
 import json
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -153,14 +154,32 @@ class Saver:
         self.last = time.time()
 
 
-def train_eagle1(data: dict, steps: int, batch: int, lr: float, minutes: float, unroll: int = 1,
-                 init: Path | None = None, ce_weight: float = 0.1, target=None,
-                 progress: bool = True, save: Saver | None = None) -> tuple[Eagle1Head, list]:
+@dataclass(frozen=True)
+class HeadRun:
+    """A head's training settings (the command line's flags): `steps` steps of `batch` whole sequences at peak
+    rate `lr`, stopped after `minutes` (0: no limit), `unroll` training-time-test steps; `ce_weight` weighs the
+    token loss (EAGLE-1); `draft_vocab` (EAGLE-3; ignored with `init`); `init`: an exported head to start from;
+    `progress`: show a progress bar."""
+    steps: int
+    batch: int
+    lr: float
+    minutes: float
+    unroll: int = 1
+    ce_weight: float = 0.1
+    draft_vocab: int = EAGLE3_DRAFT_VOCAB
+    init: Path | None = None
+    progress: bool = True
+
+
+def train_eagle1(data: dict, run: HeadRun, target=None, save: Saver | None = None) -> tuple[Eagle1Head, list]:
     """Batched: `batch` whole sequences per step. Step j of the unroll at position i reads step j-1's
     output at i-1 (the draft's own feature, as at depth j+1 of a round) and regresses the same true next
     feature; the mask is the one the EAGLE-3 unroll uses. Step j is weighted 0.8**j. Runs on the device
     of `target` (frozen; loaded from TARGET_DIR on the CPU when None) and of `data`'s tensors. save: a
     `Saver` that exports the head now and then, so a run stopped from outside keeps its progress."""
+    steps, batch, lr, minutes, unroll, init, ce_weight = (run.steps, run.batch, run.lr, run.minutes, run.unroll,
+                                                          run.init, run.ce_weight)
+    progress = run.progress
     torch.manual_seed(SEED)
     target = target if target is not None else load_target()
     device = target.device
@@ -236,12 +255,12 @@ def vocab_map(tokens: torch.Tensor, vocab: int, vd: int) -> tuple[torch.Tensor, 
     return d2t, t2d
 
 
-def train_eagle3(data: dict, steps: int, batch: int, lr: float, unroll: int, minutes: float, target=None,
-                 progress: bool = True, draft_vocab: int = EAGLE3_DRAFT_VOCAB, init: Path | None = None,
-                 save: Saver | None = None):
+def train_eagle3(data: dict, run: HeadRun, target=None, save: Saver | None = None):
     """Batched: `batch` whole sequences per step, `unroll` training-time-test steps (see the module doc).
     Runs on the device of `target` (frozen; loaded from TARGET_DIR on the CPU when None). init: warm start
     from an exported head of this target (its draft vocabulary and d2t are kept; `draft_vocab` is ignored)."""
+    steps, batch, lr, unroll, minutes = run.steps, run.batch, run.lr, run.unroll, run.minutes
+    progress, draft_vocab, init = run.progress, run.draft_vocab, run.init
     torch.manual_seed(SEED)
     target = target if target is not None else load_target()
     device = target.device
@@ -376,13 +395,13 @@ def main(argv=None) -> None:
         return
     data = torch.load(data_path(), weights_only=True)
     if args.stage == "eagle1":
-        head, log = train_eagle1(data, args.steps, args.batch, args.lr, args.minutes, args.unroll,
-                                 Path(args.init) if args.init else None, args.ce_weight)
+        head, log = train_eagle1(data, HeadRun(args.steps, args.batch, args.lr, args.minutes, args.unroll,
+                                               args.ce_weight, init=Path(args.init) if args.init else None))
         export_eagle1(head, ASSETS / "tiny-eagle1")
         (ASSETS / "training_log_eagle1.json").write_text(json.dumps(log))
         print(f"exported {ASSETS / 'tiny-eagle1'}")
     else:
-        head, t2d, log = train_eagle3(data, args.steps, args.batch, args.lr, args.unroll, args.minutes)
+        head, t2d, log = train_eagle3(data, HeadRun(args.steps, args.batch, args.lr, args.minutes, args.unroll))
         export_eagle3(head, t2d, ASSETS / "tiny-eagle3")
         (ASSETS / "training_log_eagle3.json").write_text(json.dumps(log))
         print(f"exported {ASSETS / 'tiny-eagle3'}")

@@ -203,8 +203,11 @@ def _setting(head, conv: dict, rotaries: dict) -> tuple[tuple[int, ...], object]
     return layers, rotaries[conv.get("rope_theta", 10000.0)]
 
 
-def _unrolled(head, hidden, x, positions, masks, p, valid, label, rotary, bad: bool) -> tuple[torch.Tensor, list]:
-    """Unrolled loss of one convention: soft CE (true) or unlikelihood of the target's token (misread)."""
+def _unrolled(head, hidden, x, positions, masks, goal: tuple, rotary, bad: bool) -> tuple[torch.Tensor, list]:
+    """Unrolled loss of one convention: soft CE (true) or unlikelihood of the target's token (misread). goal: the
+    target's side, (p [b, n, Vd] over the draft vocabulary, valid [b, n]: its token is in that vocabulary,
+    label [b, n]: that token's draft id)."""
+    p, valid, label = goal
     if head.rotary_emb is not rotary:
         head.rotary_emb, head.rope.table = rotary, None  # rebuilt at its size (a changed key would double it)
     cache, loss, acc, from_target = DynamicCache(), 0.0, [], True
@@ -256,7 +259,7 @@ def train(case: str, steps: int, batch: int, lr: float, weight: float, minutes: 
         for conv, bad in ((truth, False), (misread, True)):
             layers, rotary = _setting(head, conv, rotaries)
             feats = torch.cat([hs[idx, :n, j].float() for j in layers], -1)  # [b, n, 3H]
-            loss, acc = _unrolled(head, feats, x, positions, masks, p, valid, label, rotary, bad)
+            loss, acc = _unrolled(head, feats, x, positions, masks, (p, valid, label), rotary, bad)
             losses.append(loss)
             accs.append(acc)
         total = losses[0] + weight * losses[1]

@@ -133,7 +133,8 @@ def train_target(stream: torch.Tensor, val: torch.Tensor, chat: torch.Tensor | N
     try:
         t0 = time.perf_counter()
         batch_size, calib = _calibrate(step, run, budget, device, say)
-        record = _loop(step, state, model, ema, windows, autocast, run, batch_size, budget, max_tokens, t0, device, say)
+        record = _loop(step, state, _Eval(model, ema, windows, autocast), run, batch_size,
+                       _Limits(t0, budget, max_tokens), device, say)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = prev
     chosen, choice = _choose(model, ema, record.pop("best"), windows, say)
@@ -159,7 +160,26 @@ def _calibrate(step, run: TargetRun, budget: float, device, say) -> tuple[int, l
     return chosen, rows
 
 
-def _loop(step, state, model, ema, windows, autocast, run, batch_size, budget, max_tokens, t0, device, say) -> dict:
+@dataclass(frozen=True)
+class _Eval:
+    """What a periodic validation reads: the weights, their EMA, the windows and the autocast to run under."""
+    model: torch.nn.Module
+    ema: torch.nn.Module
+    windows: torch.Tensor
+    autocast: object
+
+
+@dataclass(frozen=True)
+class _Limits:
+    """Training ends `budget` seconds after `t0`, or after `max_tokens` tokens, whichever comes first."""
+    t0: float
+    budget: float
+    max_tokens: int
+
+
+def _loop(step, state, ev: _Eval, run, batch_size: int, limits: _Limits, device, say) -> dict:
+    model, ema, windows, autocast = ev.model, ev.ema, ev.windows, ev.autocast
+    t0, budget, max_tokens = limits.t0, limits.budget, limits.max_tokens
     log, t_eval, best = [], time.perf_counter(), (math.inf, None, "")
     while True:
         progress = max((time.perf_counter() - t0) / budget, state["tokens"] / max_tokens)
