@@ -24,9 +24,9 @@ seed and the step, so a resumed run sees exactly the batches a continuous run wo
 
 Shape (:data:`SHAPE`, 24 x 128, 4 heads / 2 KV heads, intermediate 352, vocabulary 8192: 6.53 M
 parameters, 13 MB in fp16): narrow, so that a one-layer draft step (its decoder layer plus a
-8192 x 128 lm_head) stays cheap, and as deep as the 100 tokens/s floor of plain decoding allows. On the
-2-core host under the load of three other agents, one fp32 decode step after a 200-token prefill (one
-thread, smallest median) measured 16 x 192 (today's target, vocabulary 4096): 21 ms, 24 x 128: 24-26 ms,
+8192 x 128 lm_head) stays cheap, and as deep as the 100 tokens/s floor of plain decoding allows. On a
+loaded 2-core x86 host, one fp32 decode step after a 200-token prefill (one
+thread, smallest median) measured 16 x 192 (the first generation's target, vocabulary 4096): 21 ms, 24 x 128: 24-26 ms,
 28 x 128: 31-36 ms; the shipped target decodes at 146-166 tokens/s on a quiet host, so 28 layers
 would land near 100 and 24 layers at about 125. The one-layer draft-sized step was 0.65 ms.
 """

@@ -2,7 +2,7 @@
 
 Same model, initialisation and optimizer as :mod:`eagle_demo.training.target2` (24 x 128 Llama,
 zero-initialised output projections, AdamW with a 10x embedding learning rate), but sized by time, not
-steps, so a lent GPU's minutes can never be overrun:
+steps, so a run never outlasts the minutes it is given:
 
 * batch size: a few steps at each candidate size are timed (they are real training steps, inside the
   warm-up); the largest batch that still leaves :data:`MIN_STEPS` steps in the budget is kept.
