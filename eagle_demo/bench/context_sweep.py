@@ -76,7 +76,7 @@ def check_lengths(session, lengths: list[int], run: RunConfig) -> None:
 
 def sweep_context(session, items: list[PromptItem], run: RunConfig, lengths: list[int], repeats: int = 1,
                   chat: bool = False, progress: Callable[[int, int, str], None] | None = None) -> list[BenchReport]:
-    """`bench.run_bench` at each context length: tau and speedup as the context grows. One report per length,
+    """`bench.run.run_bench` at each context length: tau and speedup as the context grows. One report per length,
     `settings["context_tokens"]` its length and `settings["context_mean"]` the prompts' mean length in tokens."""
     from .run import run_bench
 

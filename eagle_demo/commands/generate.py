@@ -129,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _explore(args, session, prompt_ids: list[int], events: list, run_config: RunConfig, auto, summary: dict):
-    """--explore: the EAGLE run taken apart (`diagnosis`), also the summary's "diagnose" block; None without it."""
+    """--explore: the EAGLE run taken apart (`diagnose.run`), also the summary's "diagnose" block; None without it."""
     if not args.explore or args.mode != "eagle":
         return None
     if why := too_short(events):
@@ -159,7 +159,7 @@ def _stream(args, session, prompt_ids: list[int], run_config: RunConfig, text) -
 
 def _race(args, session, prompt_ids: list[int], run_config: RunConfig, events: list, summary: dict) -> list:
     """The page's race: plain decoding of the same prompt right after (and the n-gram draft before it with `--race
-    ngram`); the racers (`racers.race_all`), the summary updated with the first one's result and divergence."""
+    ngram`); the racers (`race.racers.race_all`), the summary updated with the first one's result and divergence."""
     if not args.race or args.mode == "baseline":
         return []
     runs = {args.mode: events}
