@@ -184,7 +184,7 @@ class Session:
         (`eagle_demo.probe`) and keep the winner: from then on this session drafts with it. Once per session (a
         second call returns the first result). Waits for a generation on this pair to end, and holds both engines
         while it measures, so nothing runs on the head while the probe changes it."""
-        from .probe import probe_pair
+        from .probe.measure import probe_pair
 
         if self.eagle is None:
             raise PromptError("no draft is loaded, so there is nothing to probe; load a draft first")
@@ -198,7 +198,7 @@ class Session:
     def adopt(self, report: AdaptationReport) -> None:
         """Draft with the conventions a probe chose in another process (a ZeroGPU worker measured them; this
         copy of the pair is still as loaded): `report.probe`'s choice applied without measuring again."""
-        from .probe import adopt_probe
+        from .probe.measure import adopt_probe
 
         if self.eagle is None:
             return

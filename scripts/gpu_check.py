@@ -34,9 +34,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from eagle_demo.bench import load_suite, run_bench  # noqa: E402
+from eagle_demo.bench.run import load_suite, run_bench  # noqa: E402
 from eagle_demo.common.config import TREE_PRESETS, RunConfig, SamplingConfig, TreeConfig  # noqa: E402
-from eagle_demo.metrics import summarize  # noqa: E402
+from eagle_demo.decoding.metrics import summarize  # noqa: E402
 from eagle_demo.session import SHIPPED_EAGLE1, SHIPPED_EAGLE3, SHIPPED_TARGET, load_session  # noqa: E402
 
 REPORT: dict = {}

@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 
 from eagle_demo.common.config import RunConfig, TreeConfig  # noqa: E402
 from eagle_demo.decoding.engine import BaselineEngine, SpeculativeEngine  # noqa: E402
-from eagle_demo.metrics import summarize  # noqa: E402
+from eagle_demo.decoding.metrics import summarize  # noqa: E402
 
 REPORT: dict = {}
 DEVICE, SMOKE = "cuda", False

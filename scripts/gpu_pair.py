@@ -148,7 +148,7 @@ def chat_stream(examples, tokenizer) -> torch.Tensor:
 
 def target_stage(ctx: dict, args, clock: Clock) -> dict:
     from eagle_demo.training.chat import add_template
-    from eagle_demo.training.target import export_model
+    from eagle_demo.training.shared import export_model
     from eagle_demo.training.target_budget import train_target
 
     run = TargetRun(minutes=clock.allot(args.target_minutes, args.reserve_minutes), chat_ratio=args.chat_ratio,
@@ -177,7 +177,7 @@ def given_target(ctx: dict, args) -> dict:
 def after_stage(ctx: dict, args) -> dict:
     from eagle_demo.training.chat import prompt_text
     from eagle_demo.training.indent import check_folder
-    from eagle_demo.training.target import generate_samples
+    from eagle_demo.training.shared import generate_samples
 
     folder = ctx["target_dir"]
     out = {"bpb": bpb_stage(folder, ctx["heldout"], args.device)}
@@ -247,14 +247,13 @@ def head_stage(ctx: dict, args, clock: Clock, family: str) -> dict:
         extra["init"] = str(init)
     save = heads.Saver(args.out / "partial", family, args.save_every) if args.save_every > 0 else None
     if family == "eagle1":
-        head, hlog = heads.train_eagle1(ctx["data"], 10**6, batch, args.head_lr, minutes, unroll=4, init=init,
-                                        target=ctx["target"], progress=False, save=save)
+        run = heads.HeadRun(10**6, batch, args.head_lr, minutes, unroll=4, init=init, progress=False)
+        head, hlog = heads.train_eagle1(ctx["data"], run, target=ctx["target"], save=save)
         heads.export_eagle1(head, ctx["work"] / "eagle1")
     else:
         vd = min(args.draft_vocab, ctx["vocab"] // 2)
-        head, t2d, hlog = heads.train_eagle3(ctx["data"], 10**6, batch, args.head_lr, 4, minutes,
-                                             target=ctx["target"], progress=False, draft_vocab=vd, init=init,
-                                             save=save)
+        run = heads.HeadRun(10**6, batch, args.head_lr, minutes, unroll=4, draft_vocab=vd, init=init, progress=False)
+        head, t2d, hlog = heads.train_eagle3(ctx["data"], run, target=ctx["target"], save=save)
         heads.export_eagle3(head, t2d, ctx["work"] / "eagle3")
         tokens = ctx["data"]["tokens"].cpu()
         extra.update(draft_vocab=int(t2d.sum()), coverage=round(t2d[tokens].float().mean().item(), 4))
@@ -281,7 +280,7 @@ def pack_heads(ctx: dict, args) -> dict:
 
 def check_stage(ctx: dict, args) -> dict:
     from eagle_demo.common.config import RunConfig, default_tree
-    from eagle_demo.metrics import summarize
+    from eagle_demo.decoding.metrics import summarize
     from eagle_demo.session import load_session
 
     out = {}

@@ -87,7 +87,7 @@ def main(argv=None) -> int:
     args = parse(argv)
     import torch
 
-    from eagle_demo.bench import load_suite
+    from eagle_demo.bench.run import load_suite
     from eagle_demo.session import load_session
 
     torch.set_num_threads(args.threads)

@@ -24,7 +24,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from eagle_demo.checkpoints import load_pair  # noqa: E402
-from eagle_demo.probe import probe_pair  # noqa: E402
+from eagle_demo.probe.measure import probe_pair  # noqa: E402
 from eagle_demo.training.seeded import SEEDED, SHIPPED, TARGET, seeded_draft  # noqa: E402
 
 

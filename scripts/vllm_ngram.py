@@ -68,7 +68,7 @@ def main() -> int:
 
     torch.set_num_threads(1)
     runtime, session = build_runtime(), load_session(SHIPPED_TARGET, None, threads=1)
-    from eagle_demo.bench import load_suite
+    from eagle_demo.bench.run import load_suite
 
     from peer_vllm import PROMPTS
 

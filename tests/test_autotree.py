@@ -60,7 +60,7 @@ def test_auto_tree_on_the_shipped_pair_is_cached_per_pair(tmp_path):
     # the chosen shape runs, losslessly
     ids = session.encode("def add(a, b):\n")
     run = RunConfig(max_new_tokens=24, tree=choice.tree)
-    from eagle_demo.metrics import summarize
+    from eagle_demo.decoding.metrics import summarize
     eagle, base = summarize(session.stream(ids, run)), summarize(session.stream(ids, run, mode="baseline"))
     assert eagle.token_ids == base.token_ids
     # fixed-size caches price the round's parts otherwise: their own choice, in a file of their own
@@ -141,7 +141,7 @@ def test_a_run_waits_for_the_calibration_and_auto_runs_losslessly(counted):
     from eagle_demo.app.forms import make_tree, tree_settings
     from eagle_demo.app.state import start_run
     from eagle_demo.common.config import default_tree
-    from eagle_demo.metrics import RunView
+    from eagle_demo.decoding.metrics import RunView
     from eagle_demo.view.stats import stats_html, summary
 
     key = make_key("assets/tiny-target", "assets/tiny-eagle1", device="cpu")

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from eagle_demo.bench import CATEGORIES, PromptResult, _summary, load_suite
+from eagle_demo.bench.run import CATEGORIES, PromptResult, _summary, load_suite
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -141,7 +141,7 @@ def test_bench_cli_refuses_bad_counts_and_suites_before_loading(tmp_path):
 def test_compared_drafts_drop_a_hot_vocabulary_only_where_the_head_has_its_own(tmp_path):
     """The page's benchmark runs the Playground's tree for every compared draft: an EAGLE-3 head (own vocabulary)
     runs it without the hot vocabulary, and its report's tree says so."""
-    from eagle_demo.bench import compare_drafts
+    from eagle_demo.bench.run import compare_drafts
     from eagle_demo.common.config import RunConfig, TreeConfig
     from eagle_demo.session import SHIPPED_EAGLE3, load_session
 

@@ -151,7 +151,7 @@ def test_generate_static_runs_both_engines_over_fixed_caches_losslessly(pair):
 
 
 def test_doctor_checks_versions_devices_and_the_shipped_pair(tmp_path):
-    from eagle_demo.doctor import pinned, version_checks
+    from eagle_demo.commands.doctor import pinned, version_checks
 
     proc = cli("doctor", "--device", "cpu")
     lines = proc.stdout.strip().splitlines()

@@ -1,5 +1,5 @@
 """The Diagnose tab's figures from code: `/generate` with `explore` and `generate --explore` take the run apart as the
-tab does (`eagle_demo.diagnosis`): tau by position and by kind of line, every draft shape replayed on the run's
+tab does (`eagle_demo.diagnose.run`): tau by position and by kind of line, every draft shape replayed on the run's
 text. Greedy, the shape that ran replays to the run's measured tau, in both. The shipped EAGLE-1 pair, 32 tokens."""
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def test_the_explore_table_fits_80_columns_and_the_json_keeps_full_labels():
     JSON block keeps `TreeConfig.label()`."""
     from eagle_demo.autotree.explore import Exploration, ShapeRow
     from eagle_demo.common.config import TreeConfig
-    from eagle_demo.diagnosis import RunDiagnosis
+    from eagle_demo.diagnose.run import RunDiagnosis
 
     ran = TreeConfig.chain(16, 0.005, 2048)
     trees = [ran, TreeConfig.chain(12, 0.002, 2048), TreeConfig.chain(5), TreeConfig(depth=10, top_k=10,

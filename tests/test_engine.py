@@ -8,7 +8,7 @@ import torch
 from eagle_demo.common.config import RunConfig, TreeConfig
 from eagle_demo.decoding.engine import BaselineEngine, SpeculativeEngine
 from eagle_demo.decoding.events import Finish, Prefill, Round, RunStart
-from eagle_demo.metrics import summarize
+from eagle_demo.decoding.metrics import summarize
 from fixtures import OracleHead, random_eagle1, random_eagle3, tiny_target
 
 PROMPT = [1, 5, 9, 13, 4, 7, 22, 30]

@@ -8,10 +8,10 @@ import json
 import pytest
 import torch
 
-from eagle_demo.bench import load_suite, run_bench
+from eagle_demo.bench.run import load_suite, run_bench
 from eagle_demo.common.config import ConfigError, RunConfig, TreeConfig
 from eagle_demo.diagnose.falloff import by_kind, by_position, line_kinds, token_lines
-from eagle_demo.falloff_bench import check_lengths, context_ids, filler_text, sweep_context
+from eagle_demo.bench.context_sweep import check_lengths, context_ids, filler_text, sweep_context
 from eagle_demo.session import load_session
 
 torch.set_num_threads(1)
@@ -57,8 +57,7 @@ def session():
 
 def test_the_bench_report_has_tau_by_kind_and_position(session):
     items = load_suite(categories=["code"])[:1]
-    report = run_bench(session, items, RunConfig(max_new_tokens=48, ignore_eos=True, tree=TreeConfig.chain(5)),
-                       warmup=False)
+    report = run_bench(session, items, RunConfig(max_new_tokens=48, ignore_eos=True, tree=TreeConfig.chain(5)))
     where = json.loads(report.to_json())["extra"]["where"]
     row = report.results[0]
     assert sum(v["rounds"] for v in where["by_kind"].values()) == row.rounds

@@ -10,7 +10,7 @@ from eagle_demo.common.config import ConfigError, RunConfig, SamplingConfig, Tre
 from eagle_demo.decoding.engine import BaselineEngine, SpeculativeEngine
 from eagle_demo.decoding.events import Round
 from eagle_demo.decoding.gate import DraftGate
-from eagle_demo.metrics import summarize
+from eagle_demo.decoding.metrics import summarize
 from eagle_demo.target.runner import TargetOutput
 from fixtures import random_eagle1, random_eagle3, tiny_target
 from test_engine import PROMPT, hf_greedy, model_of
@@ -236,7 +236,7 @@ def test_paused_rounds_sample_the_target_distribution(monkeypatch):
 def test_the_page_and_the_api_say_the_draft_paused():
     from types import SimpleNamespace
 
-    from eagle_demo.metrics import RunView
+    from eagle_demo.decoding.metrics import RunView
     from eagle_demo.view.stats import stats_html, summary
     from eagle_demo.view.tokens import token_html
     from eagle_demo.view.tree_chart import tree_figure

@@ -92,7 +92,7 @@ def test_head_data_prompts_end_where_their_kind_says(carried):
 
 def test_smoke_pipeline_exports_a_lossless_pair(carried, tmp_path):
     from eagle_demo.common.config import RunConfig, TreeConfig
-    from eagle_demo.metrics import summarize
+    from eagle_demo.decoding.metrics import summarize
     from eagle_demo.session import load_session
 
     out = tmp_path / "out"

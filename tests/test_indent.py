@@ -41,7 +41,7 @@ def test_shipped_target_indents_after_a_block_opener():
                     reason="no second-generation checkpoint on this machine "
                     "(~/.cache/eagle_demo/train2/ckpt, written by python -m eagle_demo.training.target2 train)")
 def test_second_generation_checkpoint_indents(tmp_path):
-    from eagle_demo.training.target import export_model
+    from eagle_demo.training.shared import export_model
     from eagle_demo.training.target2 import load_trained
 
     for attempt in range(3):  # the training job renames last.pt aside for a moment while it writes a new one

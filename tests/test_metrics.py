@@ -3,8 +3,8 @@
 import pytest
 
 from eagle_demo.decoding.events import DraftNode, Finish, Round, RunStart, Step
-from eagle_demo.metrics import misses, summarize
-from eagle_demo.race import breakdown, speedup
+from eagle_demo.decoding.metrics import misses, summarize
+from eagle_demo.race.speedup import breakdown, speedup
 
 
 def chain_round(index: int, k: int, accepted: int) -> Round:

@@ -14,7 +14,7 @@ from safetensors import safe_open
 
 from eagle_demo.checkpoints import load_pair
 from eagle_demo.drafts.eagle3x import Unfused
-from eagle_demo.probe import NEAR, adoptable, probe_pair
+from eagle_demo.probe.measure import NEAR, adoptable, probe_pair
 from eagle_demo.training.seeded import CASES, OUT, SEEDED, seeded_draft
 from test_probe import TARGET, lossless
 

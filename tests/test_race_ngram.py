@@ -9,7 +9,7 @@ import eagle_demo.decoding.engine as engine_mod
 from eagle_demo.app.state import start_run
 from eagle_demo.app.registry import REGISTRY, make_key
 from eagle_demo.common.config import RunConfig
-from eagle_demo.racers import race_all, race_table, short_labels
+from eagle_demo.race.racers import race_all, race_table, short_labels
 from eagle_demo.session import SHIPPED_EAGLE1, SHIPPED_TARGET
 from eagle_demo.view.charts import tokens_time_figure
 from eagle_demo.view.stats import stats_html, summary
@@ -87,7 +87,7 @@ def test_the_page_races_the_ngram_draft_at_its_settings_and_refuses_bad_ones_in_
     from eagle_demo.app import TREE_MODE
     from eagle_demo.app.forms import make_ngram
     from eagle_demo.decoding.events import Round
-    from eagle_demo.metrics import RunView
+    from eagle_demo.decoding.metrics import RunView
     from test_ui_api import _generate_stream_fn
 
     _, target, draft = app
@@ -157,7 +157,7 @@ def test_cli_race_table_shows_short_draft_labels_and_the_settings_in_full_below(
 
 
 def test_the_ngram_draft_runs_on_a_target_without_a_head_and_benches_beside_eagle(shipped):
-    from eagle_demo.bench import category_table, load_suite, run_bench
+    from eagle_demo.bench.run import category_table, load_suite, run_bench
     from eagle_demo.session import load_session
 
     headless = load_session(SHIPPED_TARGET, draft=None)
@@ -168,8 +168,8 @@ def test_the_ngram_draft_runs_on_a_target_without_a_head_and_benches_beside_eagl
     assert ngram[-1].token_ids == list(headless.stream(ids, run, "baseline"))[-1].token_ids
     _, session = shipped
     items = load_suite(categories=["code"])[:1]
-    reports = [run_bench(session, items, RunConfig(max_new_tokens=16), warmup=False),
-               run_bench(session, items, RunConfig(max_new_tokens=16), warmup=False, racer="ngram")]
+    reports = [run_bench(session, items, RunConfig(max_new_tokens=16)),
+               run_bench(session, items, RunConfig(max_new_tokens=16), racer="ngram")]
     assert reports[1].settings["draft"] == "n-gram" and reports[1].overall.all_equal is True
     table = category_table(reports)
     assert table.splitlines()[0].split()[-2:] == ["n-gram", "plain"] and table.splitlines()[1].startswith("code")

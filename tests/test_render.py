@@ -10,7 +10,7 @@ import re
 import pytest
 
 from eagle_demo.decoding.events import DraftNode, Finish, Prefill, Round, RunStart, Step
-from eagle_demo.metrics import RunView
+from eagle_demo.decoding.metrics import RunView
 from eagle_demo.view.bench_view import (BENCH_COLUMNS, MISSES_COLUMNS, bench_compare_figure, bench_compare_rows,
                                         bench_figure, bench_misses_rows, bench_rows, bench_sweep_figure)
 from eagle_demo.view.charts import (acceptance_depth_figure, accepted_length_figure, empty_figure, time_split_figure,
@@ -269,7 +269,7 @@ def test_report_markdown():
 def test_bench_tables_and_charts_are_valid_plotly():
     import plotly.graph_objects as go
 
-    from eagle_demo.bench import BenchReport, PromptResult, _summary
+    from eagle_demo.bench.run import BenchReport, PromptResult, _summary
 
     def report(draft: str, family: str, eagle: float) -> BenchReport:
         rows = [PromptResult(id=f"{c}-1", category=c, repeat=0, prompt_tokens=5, new_tokens=10, rounds=4, tau=2.5,
@@ -315,7 +315,7 @@ def test_tree_figure_draws_the_verify_forwards_attention_mask():
 def test_chart_labels_keep_quotes_and_show_whitespace():
     """plotly's text knows <, > and & as entities but not &quot;: a quote token reads as a quote, in the label, the
     hover and the mask's axis; whitespace tokens read as visible marks in the benchmark's misses table."""
-    from eagle_demo.bench import BenchReport
+    from eagle_demo.bench.run import BenchReport
 
     texts = {10: '"', 11: "'", 12: "<b>", 13: "    ", 14: "\n", 15: "w", 20: "\n"}
     fig = tree_figure(make_round(), lambda ids: "".join(texts[i] for i in ids))

@@ -99,7 +99,7 @@ def test_the_load_report_says_which_rounds_are_plain(tmp_path):
 
 
 def test_rope_rounds_are_counted_and_named_apart_from_the_gate():
-    from eagle_demo.metrics import RunView, summarize
+    from eagle_demo.decoding.metrics import RunView, summarize
     from eagle_demo.view.stats import stats_html
     from eagle_demo.view.tokens import _plain_note
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from eagle_demo.common.config import RunConfig, TreeConfig
-from eagle_demo.metrics import summarize
+from eagle_demo.decoding.metrics import summarize
 from eagle_demo.session import ASSETS, SHIPPED_EAGLE1, SHIPPED_EAGLE3, SHIPPED_TARGET, load_session
 
 PROMPTS = ["def fibonacci(n):\n", "class Stack:\n    \"\"\"A simple stack.\"\"\"\n\n    def __init__(self):\n",

@@ -8,7 +8,7 @@ import dataclasses
 import gradio as gr
 
 from ..common.config import default_tree, tree_from
-from ..diagnosis import too_short
+from ..diagnose.run import too_short
 from ..view.stats import summary
 from .autotune import choice_for
 from .diagnose_tab import diagnose

@@ -116,7 +116,7 @@ def benchmark(form: BenchForm, request: gr.Request | None, progress) -> BenchOut
     tree, auto, _ = page_tree(PAGE_PRESETS.get(hash_), run.tree, key, session, AUTO_SHOWN.get(hash_))
     run = auto.run_config(run) if auto is not None else dataclasses.replace(run, tree=tree)
     session.check_tree(run)
-    from ..bench import (comparison_csv, comparison_json, compare_drafts, load_suite, run_bench, sweep_temperatures,
+    from ..bench.run import (comparison_csv, comparison_json, compare_drafts, load_suite, run_bench, sweep_temperatures,
                          with_auto)
 
     items = load_suite(None, form.chosen)
@@ -154,7 +154,7 @@ def benchmark(form: BenchForm, request: gr.Request | None, progress) -> BenchOut
 def _on_gpu(key, session, items, run, temps, form: BenchForm, auto, progress, stop) -> BenchOutputs:
     """The benchmark on ZeroGPU: one GPU call (`gpu_tasks.BenchTask`) whose progress comes back as yields; the
     page's Stop closes it after the prompt it is on."""
-    from ..bench import comparison_csv, comparison_json, with_auto
+    from ..bench.run import comparison_csv, comparison_json, with_auto
     from .gpu_tasks import BenchTask, run_to_end
 
     task = BenchTask(tuple(items), run, tuple(temps), int(form.repeats), bool(form.chat_on))

@@ -13,7 +13,7 @@ from ..autotree.explore import Exploration, explore
 from ..autotree.retune import rank_model
 from ..common.config import TreeConfig
 from ..common.errors import one_line
-from ..diagnosis import RunDiagnosis, diagnose_run
+from ..diagnose.run import RunDiagnosis, diagnose_run
 from ..serving.flags import shape_flags
 from ..view.charts import empty_figure
 from ..view.diagnose import kinds_html, position_figure, shape_choices, shapes_figure

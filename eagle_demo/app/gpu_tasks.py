@@ -108,7 +108,7 @@ class BenchTask:
         return run_seconds(self.run.max_new_tokens, runs)
 
     def work(self, key: PairKey, session) -> Iterator[tuple]:
-        from ..bench import run_bench, sweep_temperatures
+        from ..bench.run import run_bench, sweep_temperatures
 
         def bench(say: Say, stop: threading.Event):
             def step(done: int, total: int, name: str) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import gradio as gr
 
 from ..common.config import TREE_PRESETS, default_preset
-from ..metrics import DEFINITIONS, RunView
+from ..decoding.metrics import DEFINITIONS, RunView
 from ..view.charts import empty_figure
 from ..view.stats import stats_html
 from ..view.tokens import token_html

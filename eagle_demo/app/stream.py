@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 import gradio as gr
 
 from ..common.errors import one_line
-from ..metrics import RunView
+from ..decoding.metrics import RunView
 from ..view.charts import acceptance_depth_figure, accepted_length_figure, empty_figure, time_split_figure, \
     tokens_time_figure
 from ..view.stats import stats_html, summary

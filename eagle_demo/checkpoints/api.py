@@ -103,8 +103,8 @@ def load_pair(target: str, draft: str | None, *, revision: str | None = None, dr
         say("building the draft", 0.8)
         result = load_head(plan, model)
     say("ready", 1.0)
-    report = _report(target, draft, info, spec, plan, problem=None, model=model, result=result, warnings=warnings,
-                     target_notes=target_notes)
+    report = _report(target, draft, info, spec, plan, problem=None,
+                     loaded=_Loaded(model, result, tuple(warnings), tuple(target_notes)))
     return LoadedPair(target=model, tokenizer=tokenizer, head=result.head if result else None, report=report,
                       target_path=str(info.folder), draft_path=draft_path)
 
@@ -123,24 +123,37 @@ def attach_draft(pair: LoadedPair, draft: str, *, draft_revision: str | None = N
     say("building the draft", 0.7)
     result = load_head(plan, pair.target)
     say("ready", 1.0)
-    report = _report(pair.report.target, draft, info, spec, plan, problem=None, model=pair.target, result=result,
-                     target_notes=describe_target(pair.target))  # checked at its load
+    report = _report(pair.report.target, draft, info, spec, plan, problem=None,
+                     loaded=_Loaded(pair.target, result,
+                                    target_notes=tuple(describe_target(pair.target))))  # checked at its load
     return LoadedPair(target=pair.target, tokenizer=pair.tokenizer, head=result.head, report=report,
                       target_path=pair.target_path, draft_path=draft_path)
 
 
+@dataclass(frozen=True)
+class _Loaded:
+    """What a load adds to a pair's report: the target model, the draft's load result (None without a draft), the
+    load's warnings and the notes on the target."""
+    model: PreTrainedModel
+    result: Any = None
+    warnings: tuple[str, ...] = ()
+    target_notes: tuple[str, ...] = ()
+
+
 def _report(target: str, draft: str | None, info: TargetInfo, spec: DraftSpec | None, plan: DraftPlan | None,
-            problem: str | None, ignored: list[str] | None = None, model: PreTrainedModel | None = None,
-            result=None, warnings: list[str] | None = None, target_notes: list[str] | None = None) -> AdaptationReport:
+            problem: str | None, ignored: list[str] | None = None, loaded: _Loaded | None = None) -> AdaptationReport:
+    model = loaded.model if loaded else None
+    result = loaded.result if loaded else None
+    warnings, target_notes = (loaded.warnings, loaded.target_notes) if loaded else ((), ())
     base = dict(target=target, draft=draft, target_path=str(info.folder), target_model_type=info.model_type,
                 target_layers=info.num_layers, target_hidden=info.hidden, target_vocab=info.vocab, problem=problem)
     if model is not None:
         weight = model.get_output_embeddings().weight
         base.update(dtype=str(weight.dtype).replace("torch.", ""), device=str(weight.device))
-    target_side = list(info.notes) + list(target_notes or ())
+    target_side = list(info.notes) + list(target_notes)
     if spec is None:
         return AdaptationReport(draft_path=None, family="none", source_layout="", **base,
-                                adaptations=tuple(target_side), warnings=tuple(warnings or ()))
+                                adaptations=tuple(target_side), warnings=tuple(warnings))
     notes = target_side + list(spec.notes) + (plan.notes if plan else []) + (result.notes if result else [])
     eagle = spec.family in ("eagle1", "eagle3", "mtp")
     if result is not None:
@@ -172,5 +185,5 @@ def _report(target: str, draft: str | None, info: TargetInfo, spec: DraftSpec | 
         norm_before_residual=spec.norm_before_residual if spec.family == "eagle3" else None,
         source_dtype=spec.source_dtype,
         adaptations=tuple(dict.fromkeys(notes)), ignored_keys=tuple(ignored or spec.ignored),
-        warnings=tuple(dict.fromkeys(spec.warnings + (plan.warnings if plan else []) + (warnings or []))),
+        warnings=tuple(dict.fromkeys(spec.warnings + (plan.warnings if plan else []) + list(warnings))),
         draft_param_bytes=draft_bytes, shared_bytes=shared_bytes)

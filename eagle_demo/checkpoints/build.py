@@ -14,7 +14,7 @@ from ..common.cpu_dtype import MIN_PARAMETERS, choose_cpu_dtype
 from ..common.devices import DTYPES, DeviceError, device_failure, resolve_device, resolve_dtype
 from ..drafts import DraftHead, Eagle1Head, Eagle3Head, Shared
 from ..drafts.eagle3_mla import MlaEagle3Head
-from ..drafts.eagle3x import Eagle3xHead
+from ..drafts.eagle3x import Eagle3xHead, Variant
 from ..drafts.hass import HassHead
 from ..target.logit_head import LogitHead
 from ..target.rope_limit import RopeLimit
@@ -50,13 +50,13 @@ def make_head(plan: DraftPlan, lm_head: nn.Module | None, embed: nn.Module | Non
                                   qkv_bias=spec.qkv_bias, num_layers=spec.num_layers)
             elif spec.mla:
                 head = MlaEagle3Head(config, plan.target_feature_width, plan.draft_vocab, embed, plan.feature_layers,
-                                     norm_before_residual=spec.norm_before_residual, fc_norms=spec.fc_norms,
-                                     input_norm=spec.input_norm, norm_output=spec.norm_output)
+                                     Variant(norm_before_residual=spec.norm_before_residual, fc_norms=spec.fc_norms,
+                                             input_norm=spec.input_norm, norm_output=spec.norm_output))
             elif _is_variant(spec):
                 head = Eagle3xHead(config, plan.target_feature_width, plan.draft_vocab, embed, plan.feature_layers,
-                                   norm_before_residual=spec.norm_before_residual, num_layers=spec.num_layers,
-                                   fc_norms=spec.fc_norms, input_norm=spec.input_norm, norm_output=spec.norm_output,
-                                   spare_fc_in=spec.spare_fc_in)
+                                   Variant(norm_before_residual=spec.norm_before_residual, num_layers=spec.num_layers,
+                                           fc_norms=spec.fc_norms, input_norm=spec.input_norm,
+                                           norm_output=spec.norm_output, spare_fc_in=spec.spare_fc_in))
             else:
                 head = Eagle3Head(config, target_hidden_size=plan.target_feature_width,
                                   draft_vocab_size=plan.draft_vocab, embed_tokens=embed,

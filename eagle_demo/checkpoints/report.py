@@ -54,7 +54,7 @@ class AdaptationReport:
     draft_param_bytes: int = 0
     shared_bytes: int = 0
     problem: str | None = None
-    probe: dict | None = None  # eagle_demo.probe: {"tau", "used", "declared", "alternatives": [...]}
+    probe: dict | None = None  # eagle_demo.probe.measure: {"tau", "used", "declared", "alternatives": [...]}
 
     @property
     def loadable(self) -> bool:

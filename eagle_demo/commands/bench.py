@@ -47,7 +47,7 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from ..bench import (comparison_csv, comparison_json, comparison_table, compare_drafts, load_suite, report_label,
+    from ..bench.run import (comparison_csv, comparison_json, comparison_table, compare_drafts, load_suite, report_label,
                          run_bench, sweep_temperatures, with_auto)
 
     ngram = _check(args)
@@ -126,7 +126,7 @@ def _check(args: argparse.Namespace):
 def _with_ngram(args, session, items, auto_run, auto, options, bar, ngram_run) -> int:
     """EAGLE (and each --compare-draft head, each with its own automatic tree) and the n-gram draft on the same
     prompts, each against its own interleaved baseline; one table per category."""
-    from ..bench import category_table, comparison_csv, comparison_json, comparison_table, compare_drafts, run_bench, \
+    from ..bench.run import category_table, comparison_csv, comparison_json, comparison_table, compare_drafts, run_bench, \
         with_auto
 
     sessions = [session] + [session.with_draft(d) for d in args.compare_draft or ()]
@@ -147,8 +147,8 @@ def _with_ngram(args, session, items, auto_run, auto, options, bar, ngram_run) -
 
 def _context(args: argparse.Namespace, session, items, run_config, options: dict, bar) -> int:
     """The context-length sweep: one report per length, compared in one table (tau and speedup per length)."""
-    from ..bench_report import comparison_csv, comparison_json, comparison_table
-    from ..falloff_bench import sweep_context
+    from ..bench.report import comparison_csv, comparison_json, comparison_table
+    from ..bench.context_sweep import sweep_context
 
     reports = sweep_context(session, items, run_config, args.context_lengths, **options)
     bar.close()

@@ -1,10 +1,112 @@
-"""`python -m eagle_demo doctor`: one line per check (ok / warn / FAIL); exit 1 when a check failed."""
+"""`python -m eagle_demo doctor`: is this environment fit to run the playground? Exit 1 when a check failed.
+
+Checks, each one line (ok / warn / FAIL): installed versions against requirements.txt's pins, the devices
+torch sees, the Hub's offline setting, and an end-to-end run of the shipped pair on the chosen device:
+it loads through the adapter, and a short greedy EAGLE run equals plain decoding.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
 
-__all__ = ["add_parser", "run"]
+import torch
+
+from ..common.errors import one_line
+from ..common.paths import REQUIREMENTS
+
+__all__ = ["Check", "add_parser", "run", "run_checks", "pinned", "version_checks"]
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str  # ok | warn | FAIL
+    detail: str
+
+    def line(self) -> str:
+        return f"{self.status:<5} {self.name}: {self.detail}"
+
+
+def pinned(path: Path = REQUIREMENTS) -> dict[str, str]:
+    """name -> version for every `name==version` line of a requirements file."""
+    pins = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        m = re.match(r"^\s*([A-Za-z0-9_.\-]+)\s*==\s*([^\s;#]+)", line)
+        if m:
+            pins[m.group(1).lower()] = m.group(2)
+    return pins
+
+
+def version_checks(pins: dict[str, str]) -> list[Check]:
+    out = []
+    for name, want in pins.items():
+        try:
+            have = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out.append(Check(name, "FAIL", f"not installed; pip install {name}=={want}"))
+            continue
+        base = have.split("+")[0]  # torch 2.13.0+cpu and 2.13.0+cu130 are both the pinned 2.13.0
+        status = "ok" if base == want else "warn"
+        extra = "" if status == "ok" else f" (pinned {want}; other versions are untested)"
+        out.append(Check(name, status, f"{have}{extra}"))
+    return out
+
+
+def device_checks() -> list[Check]:
+    out = [Check("torch threads", "ok",
+                 f"{torch.get_num_threads()} by default (the engines pick their own, see --threads)")]
+    if torch.cuda.is_available():
+        name = torch.cuda.get_device_name(0)
+        bf16 = "bf16 supported" if torch.cuda.is_bf16_supported() else "no bf16 (float16 is used)"
+        out.append(Check("cuda", "ok", f"{torch.cuda.device_count()} x {name}, {bf16}"))
+    else:
+        out.append(Check("cuda", "ok", "no CUDA GPU; generation runs on the CPU"))
+    offline = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0", "false", "False")
+    out.append(Check("hub", "ok", "offline (HF_HUB_OFFLINE set): only cached repos and local folders load"
+                     if offline else "online: repo ids download into the Hugging Face cache"))
+    return out
+
+
+def shipped_pair_check(device: str = "auto", new_tokens: int = 32) -> list[Check]:
+    from ..common.config import RunConfig, TreeConfig
+    from ..decoding.metrics import summarize
+    from ..session import load_session
+
+    t = time.perf_counter()
+    try:
+        session = load_session(device=device, dtype="float32")
+    except Exception as exc:  # reported as a failed check, one line
+        return [Check("shipped pair", "FAIL", f"does not load: {one_line(exc)}")]
+    loaded = time.perf_counter() - t
+    ids = session.encode('def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n')
+    run = RunConfig(max_new_tokens=new_tokens, ignore_eos=True, tree=TreeConfig.chain(5))
+    eagle = summarize(session.stream(ids, run, "eagle"))
+    base = summarize(session.stream(ids, run, "baseline"))
+    path = ", static caches + CUDA graphs" if session.static and session.device.type == "cuda" else ""
+    out = [Check("shipped pair", "ok", f"loaded in {loaded:.1f} s on {session.device}{path} "
+                                       f"({session.report.family}, layout {session.report.source_layout})")]
+    if eagle.token_ids == base.token_ids:
+        out.append(Check("lossless", "ok", f"greedy EAGLE equals plain decoding over {new_tokens} tokens "
+                                           f"(tau {eagle.tau:.2f})"))
+    else:
+        first = next((i for i, (a, b) in enumerate(zip(eagle.token_ids, base.token_ids)) if a != b),
+                     min(len(eagle.token_ids), len(base.token_ids)))  # or where the shorter one ended
+        out.append(Check("lossless", "FAIL", f"greedy EAGLE differs from plain decoding at new token {first}; "
+                                             "report this with the versions above"))
+    return out
+
+
+def run_checks(device: str = "auto", model: bool = True) -> list[Check]:
+    checks = version_checks(pinned()) if REQUIREMENTS.is_file() else []
+    checks += device_checks()
+    if model:
+        checks += shipped_pair_check(device)
+    return checks
 
 
 def add_parser(sub) -> None:
@@ -16,7 +118,6 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print one line per check; exit 1 when any check failed (0 with warnings only)."""
     from ..common.devices import resolve_device
-    from ..doctor import run_checks
 
     resolve_device(args.device)  # an impossible device is an error (exit 2), not a failed check
     failed = False

@@ -12,10 +12,10 @@ import sys
 from ..common.config import ConfigError, RunConfig, SamplingConfig
 from ..decoding.events import Finish, Prefill, Round, Step, to_dict
 from ..decoding.gate import paused_line
-from ..diagnosis import diagnose_run, too_short
-from ..metrics import summarize
-from ..race import RaceResult, verdict
-from ..racers import race_all, race_table, racers_dict, short_labels
+from ..diagnose.run import diagnose_run, too_short
+from ..decoding.metrics import summarize
+from ..race.speedup import RaceResult, verdict
+from ..race.racers import race_all, race_table, racers_dict, short_labels
 from ..target.rope_limit import rope_line
 from .args import (add_auto_tree_arg, add_engine_args, add_ngram_args, add_pair_args, add_tree_args, auto_for_session,
                    flag_notes, load_from_args, ngram_from_args, tree_from_args, write_notes)
@@ -129,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _explore(args, session, prompt_ids: list[int], events: list, run_config: RunConfig, auto, summary: dict):
-    """--explore: the EAGLE run taken apart (`diagnosis`), also the summary's "diagnose" block; None without it."""
+    """--explore: the EAGLE run taken apart (`diagnose.run`), also the summary's "diagnose" block; None without it."""
     if not args.explore or args.mode != "eagle":
         return None
     if why := too_short(events):
@@ -159,7 +159,7 @@ def _stream(args, session, prompt_ids: list[int], run_config: RunConfig, text) -
 
 def _race(args, session, prompt_ids: list[int], run_config: RunConfig, events: list, summary: dict) -> list:
     """The page's race: plain decoding of the same prompt right after (and the n-gram draft before it with `--race
-    ngram`); the racers (`racers.race_all`), the summary updated with the first one's result and divergence."""
+    ngram`); the racers (`race.racers.race_all`), the summary updated with the first one's result and divergence."""
     if not args.race or args.mode == "baseline":
         return []
     runs = {args.mode: events}

@@ -23,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
 
     target, draft = pair_from_args(args)
     if args.probe and draft is not None:
-        from ..probe import probe_report as inspect_pair
+        from ..probe.measure import probe_report as inspect_pair
     report = inspect_pair(target, draft, revision=args.revision, draft_revision=args.draft_revision)
     if args.json:
         print(report.to_json())

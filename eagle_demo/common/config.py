@@ -226,7 +226,7 @@ class RunConfig:
                 raise ConfigError(f"pause_below {value} is out of range; use 0 (never pause) to 64")
 
 
-# Device-aware presets. "cpu" was tuned on the 2-core development machine with the shipped tiny pair
+# Device-aware presets. "cpu" was tuned on a 2-core x86 CPU with the shipped tiny pair
 # (python -m eagle_demo bench, the whole shipped suite, 2 repeats, one torch thread, 128 new tokens; overall
 # speedup EAGLE-1 / EAGLE-3): chain k=4 2.24x / 2.05x, k=5 2.46x / 2.31x, k=6 2.52x / 2.15x, k=7 2.70x /
 # 2.23x, k=8 2.78x / 2.15x. A tiny target verifies 8 tokens for little more than the price of one, so long

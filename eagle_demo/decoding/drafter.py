@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import torch
 
-from ..common.config import TreeConfig
+from ..common.config import RunConfig, TreeConfig
 from ..drafts.base import DraftHead
 from ..drafts.lean import DraftKV, one_call
 from ..target.static import pool_size
@@ -37,12 +37,38 @@ __all__ = ["Drafter"]
 
 
 class Drafter(ChainDraft):
+    """An EAGLE head's side of a round (`draft_source.DraftSource`): the draft's cache over the committed pairs,
+    and the tree it grows from them."""
+
+    mode = "eagle"
+
     def __init__(self, head: DraftHead, static: bool = False, graphs: bool = True):
         self.head = head
         self.static_mode, self.graphs = static, graphs
         self.static: StaticDraft | None = None
         self._consts: dict = {}
         self.reset()
+
+    @property
+    def family(self) -> str:
+        return self.head.family
+
+    @property
+    def feature_layers(self) -> tuple[int, ...] | None:
+        return self.head.feature_layers
+
+    def run_for(self, run: RunConfig) -> RunConfig:
+        """The run as given: the tree, the gate and the retuner are the head's."""
+        return run
+
+    def label(self, run: RunConfig) -> str:
+        return run.tree.label()
+
+    def begin(self, prompt_ids: list[int], run: RunConfig, stops: frozenset[int], positions: int,
+              round_entries: int) -> None:
+        """A new run: the cache emptied and sized. The head reads the run's context from `extend`'s pairs alone."""
+        self.reset()
+        self.reserve(positions, round_entries)
 
     def reset(self) -> None:
         self.cache = self.static.kv if self.static is not None else DraftKV()

@@ -1,7 +1,8 @@
 """The two engines. Each has exactly one generation loop and yields typed events.
 
 BaselineEngine: plain decoding of the target (one token per step) through the same runner and the same
-logits pipeline. SpeculativeEngine: EAGLE rounds (draft tree -> one target forward -> verify -> commit).
+logits pipeline. SpeculativeEngine: speculative rounds (draft tree -> one target forward -> verify -> commit) with
+any draft that keeps the `draft_source.DraftSource` contract: an EAGLE head's `Drafter` or the n-gram draft.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from transformers import PreTrainedModel
 
 from .acceptance import verify_tree
 from ..common.config import RunConfig
+from .draft_source import DraftSource
 from .drafter import Drafter
 from ..drafts.base import DraftHead
 from .events import DraftNode, Event, Finish, Prefill, Round, RunStart, Step
@@ -141,19 +143,27 @@ class BaselineEngine(_EngineBase):
 
 
 class SpeculativeEngine(_EngineBase):
-    mode = "eagle"
+    def __init__(self, model: PreTrainedModel, draft: DraftHead | DraftSource, static: bool = False):
+        """draft: a head (drafted by a `Drafter`; static: its depths are captured as graphs too) or any drafter."""
+        drafter = Drafter(draft, static=static) if isinstance(draft, DraftHead) else draft
+        super().__init__(model, drafter.feature_layers, static)
+        self.head: DraftHead | None = draft if isinstance(draft, DraftHead) else None
+        self.drafter: DraftSource = drafter
 
-    def __init__(self, model: PreTrainedModel, head: DraftHead, static: bool = False):
-        super().__init__(model, head.feature_layers, static)
-        self.head = head
-        self.drafter = Drafter(head, static=static)  # static: the draft's depths are captured as graphs too
+    @property
+    def mode(self) -> str:
+        return self.drafter.mode
 
     @property
     def family(self) -> str:
-        return self.head.family
+        return self.drafter.family
 
     def _label(self, run: RunConfig) -> str:
-        return run.tree.label()
+        return self.drafter.label(run)
+
+    def generate(self, prompt_ids: list[int], run: RunConfig,
+                 stop: threading.Event | None = None) -> Iterator[Event]:
+        return super().generate(prompt_ids, self.drafter.run_for(run), stop)
 
     def _generate(self, prompt_ids, run, stop) -> Iterator[Event]:
         yield self._start(prompt_ids, run, self.family)
@@ -166,8 +176,7 @@ class SpeculativeEngine(_EngineBase):
             widest, drafted = (max(a, b) for a, b in zip((widest, drafted), retune.table.widest()))
         need = len(prompt_ids) + run.max_new_tokens + widest
         self.runner.reset(need)
-        self.drafter.reset()
-        self.drafter.reserve(need, drafted)  # + one round's drafted entries
+        self.drafter.begin(prompt_ids, run, eos, need, drafted)  # + one round's drafted entries
         t0 = time.perf_counter()
         out, token, prob, top2 = self._prefill(prompt_ids, run, sampler, seen)
         shifted = torch.tensor(prompt_ids[1:] + [token], dtype=torch.long)  # pair i = (feature_i, token_i+1)

@@ -28,8 +28,9 @@ tokens `prompt_lookup_num_tokens`.
 Lossless: a proposal is deterministic, a point mass (q = 1 at its token), so the verifier's rule (sample the
 target's token at a node, descend into the child carrying it; the argmax when greedy) keeps the output exactly the
 target's, greedy and sampled alike, for a chain and for a trie of several proposals (`acceptance`). The draft
-plugs into `SpeculativeEngine`'s one loop (`NgramEngine`); each round's chain or trie is built on the host and
-verified like any other tree.
+(`NgramDrafter`) keeps the `draft_source.DraftSource` contract and plugs into `SpeculativeEngine`'s one loop
+(`NgramEngine` builds that engine); each round's chain or trie is built on the host and verified like any other
+tree.
 
 The index keeps the starts of every n-gram (min_n <= n <= max_n) of the context in a dict, updated as tokens are
 committed: a proposal costs max_n - min_n + 1 lookups and reads at most `SCAN` occurrences, whatever the
@@ -38,17 +39,15 @@ context's length.
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import replace
 
 import torch
 from transformers import PreTrainedModel
 
 from ..common.config import NgramConfig, RunConfig, TreeConfig
-from .engine import SpeculativeEngine, _EngineBase
-from .events import Event
+from .engine import SpeculativeEngine
 from .tree import DraftTree, make_tree
 
 __all__ = ["NgramIndex", "NgramDrafter", "NgramEngine", "choose", "propose", "trie", "SCAN"]
@@ -159,11 +158,14 @@ def trie(root: int, continuations: list[list[int]], device: torch.device) -> Dra
 
 
 class NgramDrafter:
-    """The draft side of `NgramEngine`: the interface of `drafter.Drafter` (reset, reserve, extend, draft)
-    over an `NgramIndex` of the run's context."""
+    """The n-gram draft's side of a round (`draft_source.DraftSource`) over an `NgramIndex` of the run's context:
+    no head, any target. Each round drafts a chain of up to `run.ngram.tokens` tokens, or a trie of up to
+    `run.ngram.branches` such chains, and the run never pauses (the gate and the retuner are EAGLE's)."""
 
-    static = None  # no draft-side graphs (`session.graph_note` reads it)
+    mode = "ngram"
     family = "ngram"
+    feature_layers = None  # the proposals read tokens only
+    static = None  # no draft-side graphs (`session.graph_note` reads it)
 
     def __init__(self, device: torch.device):
         self.device = torch.device(device)
@@ -172,18 +174,27 @@ class NgramDrafter:
         self.index = NgramIndex(self.cfg.min_n, self.cfg.max_n)
         self._consts: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
-    def begin(self, prompt_ids: list[int], cfg: NgramConfig, stops: frozenset[int]) -> None:
-        """A new run: its settings, its stop tokens, and the prompt's first token (the engine's `extend` after the
-        prefill gives the rest: pair i is (feature_i, token_i+1))."""
-        self.cfg, self.stops = cfg, stops
-        self.index = NgramIndex(cfg.min_n, cfg.max_n)
+    def run_for(self, run: RunConfig) -> RunConfig:
+        """The run with the tree this draft proposes (a chain, or a trie of `branches` chains), no gate, no
+        retuner and no paused start."""
+        g = run.ngram
+        shape = TreeConfig.chain(g.tokens) if g.branches == 1 else TreeConfig(g.tokens, g.branches, g.total_tokens)
+        return replace(run, tree=shape, retune=None, pause_below=0.0, pause_by_length=(), pause_first=False)
+
+    def label(self, run: RunConfig) -> str:
+        return run.ngram.label()
+
+    def begin(self, prompt_ids: list[int], run: RunConfig, stops: frozenset[int], positions: int = 0,
+              round_entries: int = 0) -> None:
+        """A new run: its settings (`run.ngram`), its stop tokens, and the prompt's first token (the engine's
+        `extend` after the prefill gives the rest: pair i is (feature_i, token_i+1)). Nothing to size: the index
+        grows with the context."""
+        self.cfg, self.stops = run.ngram, stops
+        self.index = NgramIndex(self.cfg.min_n, self.cfg.max_n)
         self.index.add(prompt_ids[:1])
 
     def reset(self) -> None:
         self.index = NgramIndex(self.cfg.min_n, self.cfg.max_n)
-
-    def reserve(self, positions: int, round_entries: int = 0) -> None:
-        """Nothing to size: the index grows with the context."""
 
     def extend(self, features: torch.Tensor, tokens: torch.Tensor) -> None:
         """tokens [n]: the tokens committed after the context so far (on the host: the engine builds them there);
@@ -213,32 +224,7 @@ class NgramDrafter:
 
 
 class NgramEngine(SpeculativeEngine):
-    """Speculative decoding with the n-gram draft (`ngram`): no head, any target. The same loop as
-    `SpeculativeEngine`; each round drafts a chain of up to `run.ngram.tokens` tokens, or a trie of up to
-    `run.ngram.branches` such chains, and the run never pauses (the gate and the retuner are EAGLE's)."""
-
-    mode = "ngram"
+    """`SpeculativeEngine` with the n-gram draft (an `NgramDrafter` on the target's output device)."""
 
     def __init__(self, model: PreTrainedModel, static: bool = False):
-        _EngineBase.__init__(self, model, None, static)
-        self.head = None
-        self.drafter = NgramDrafter(self.runner.device)
-
-    @property
-    def family(self) -> str:
-        return "ngram"
-
-    def _label(self, run: RunConfig) -> str:
-        return run.ngram.label()
-
-    def generate(self, prompt_ids: list[int], run: RunConfig,
-                 stop: threading.Event | None = None) -> Iterator[Event]:
-        g = run.ngram
-        shape = TreeConfig.chain(g.tokens) if g.branches == 1 else TreeConfig(g.tokens, g.branches, g.total_tokens)
-        run = replace(run, tree=shape, retune=None, pause_below=0.0, pause_by_length=(),
-                      pause_first=False)
-        return super().generate(prompt_ids, run, stop)
-
-    def _prefill(self, prompt_ids, run, sampler, seen):
-        self.drafter.begin(prompt_ids, run.ngram, self._stops(run))  # the context starts with the prompt
-        return super()._prefill(prompt_ids, run, sampler, seen)
+        super().__init__(model, NgramDrafter(model.get_output_embeddings().weight.device), static)

@@ -13,7 +13,7 @@ guesses, what this playground reads, whether they agree, and (where they do not)
   gpt_oss.py:1344 the same), captured once each before layer i runs (`llama.py:486-494`); ids it is given get + 1
   (`llama.py:941`).
 - Here: EAGLE-3's default `hidden_states[2, L//2, L-3]` (`checkpoints/adapt.py`), unless the probe measured other
-  layers better (`probe_evidence.report_with`).
+  layers better (`probe.evidence.report_with`).
 `plan` is a `deploy.Plan`.
 """
 

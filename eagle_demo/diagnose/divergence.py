@@ -127,7 +127,7 @@ def explain(racer: list[Event], baseline: list[Event], greedy: bool) -> Divergen
     magnitude = max([abs(t[1]) for t in (top_b, top_r) if t] or [0.0])
     tol = rounding_tolerance(dtype, magnitude, hidden)
     name = "n-gram" if start is not None and start.mode == "ngram" else "EAGLE"
-    kind, reason = _judge(greedy, top_b, top_r, a, b, gap_b, gap_r, tol, name)
+    kind, reason = _judge(greedy, (top_b, a, gap_b), (top_r, b, gap_r), tol, name)
     return Divergence(position=p, baseline_id=a, racer_id=b, racer=name,
                       context_ids=tuple(ids_b[max(0, p - CONTEXT):p]),
                       baseline_next=tuple(ids_b[p:p + CONTEXT]), racer_next=tuple(ids_r[p:p + CONTEXT]),
@@ -135,7 +135,10 @@ def explain(racer: list[Event], baseline: list[Event], greedy: bool) -> Divergen
                       hidden_size=hidden, kind=kind, reason=reason)
 
 
-def _judge(greedy, top_b, top_r, a, b, gap_b, gap_r, tol, name) -> tuple[str, str]:
+def _judge(greedy: bool, baseline: tuple, racer: tuple, tol: float, name: str) -> tuple[str, str]:
+    """(kind, reason) of a divergence; baseline and racer: each run's (top-2 row at the position, the token it
+    committed there, its top-2 gap)."""
+    (top_b, a, gap_b), (top_r, b, gap_r) = baseline, racer
     if not greedy:
         return "defect", "a seeded draw differed in a run whose identity is checked"
     if top_r and not _is_top(top_r, b):

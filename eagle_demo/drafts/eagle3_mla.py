@@ -15,7 +15,7 @@ from transformers.models.deepseek_v3.modeling_deepseek_v3 import (DeepseekV3Atte
 
 from .base import Shared
 from .eagle3 import widen_inputs
-from .eagle3x import Eagle3xHead, Unfused
+from .eagle3x import Eagle3xHead, Unfused, Variant
 
 __all__ = ["MlaEagle3Head", "MlaEagle3Layer"]
 
@@ -46,13 +46,13 @@ class MlaEagle3Head(Eagle3xHead):
     lean_midlayer = False  # its MLA layer is transformers' own, called with position embeddings
 
     def __init__(self, config: DeepseekV3Config, target_hidden_size: int, draft_vocab_size: int,
-                 embed_tokens: nn.Module | None, feature_layers: tuple[int, ...] | None, *,
-                 norm_before_residual: bool = False, fc_norms: int = 0, input_norm: bool = False,
-                 norm_output: bool = False):
+                 embed_tokens: nn.Module | None, feature_layers: tuple[int, ...] | None, variant: Variant = Variant()):
+        """variant: its norms (one MLA layer: `num_layers` and `spare_fc_in` do not apply)."""
         nn.Module.__init__(self)  # Eagle3xHead's own layers are Llama-shaped; this head builds its own
         self.config = config
         self.hidden_size = h = int(config.hidden_size)
         eps = config.rms_norm_eps
+        fc_norms, input_norm = variant.fc_norms, variant.input_norm
         self.rotary_emb = DeepseekV3RotaryEmbedding(config=config)
         self.target_hidden_size = target_hidden_size
         self.feature_layers = tuple(feature_layers) if feature_layers else None
@@ -61,11 +61,11 @@ class MlaEagle3Head(Eagle3xHead):
         self.fc_norm = nn.ModuleList(DeepseekV3RMSNorm(target_hidden_size, eps=eps) for _ in range(fc_norms)) \
             if fc_norms else None
         self.input_norm = DeepseekV3RMSNorm(width, eps=eps) if input_norm else None
-        self.midlayer = MlaEagle3Layer(config, norm_before_residual)
+        self.midlayer = MlaEagle3Layer(config, variant.norm_before_residual)
         self.layers = nn.ModuleDict()
         self.norm = DeepseekV3RMSNorm(h, eps=eps)
         self.lm_head = nn.Linear(h, draft_vocab_size, bias=False)
         self.register_buffer("d2t", torch.zeros(draft_vocab_size, dtype=torch.long))
         self.shared_embed = Shared(embed_tokens) if embed_tokens is not None else None
         self.embed_tokens: nn.Embedding | None = None
-        self.norm_output = norm_output
+        self.norm_output = variant.norm_output

@@ -11,6 +11,8 @@ docs/checkpoint-formats.md):
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 from transformers import LlamaConfig
@@ -18,7 +20,19 @@ from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRMS
 
 from .eagle3 import Eagle3Head
 
-__all__ = ["Eagle3xHead", "Unfused"]
+__all__ = ["Eagle3xHead", "Unfused", "Variant"]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """How a variant's layers differ from the original EAGLE-3's (the module doc says where each comes from).
+    spare_fc_in: an unfused draft whose file still has fc weights keeps them, unused (the probe may try them)."""
+    norm_before_residual: bool = False
+    num_layers: int = 1
+    fc_norms: int = 0
+    input_norm: bool = False
+    norm_output: bool = False
+    spare_fc_in: int = 0
 
 
 class Unfused(nn.Module):
@@ -38,14 +52,12 @@ class Eagle3xHead(Eagle3Head):
     lean_midlayer = True  # the first layer runs lean (drafts/lean.py); a subclass with its own layer sets False
 
     def __init__(self, config: LlamaConfig, target_hidden_size: int, draft_vocab_size: int,
-                 embed_tokens: nn.Module | None, feature_layers: tuple[int, ...] | None, *,
-                 norm_before_residual: bool = False, num_layers: int = 1, fc_norms: int = 0,
-                 input_norm: bool = False, norm_output: bool = False, spare_fc_in: int = 0):
-        """feature_layers None: no fusion (the target's post-norm last hidden state, width H, goes in as is).
-        spare_fc_in: an unfused draft whose file still has fc weights keeps them here, unused (the probe may
-        try them)."""
+                 embed_tokens: nn.Module | None, feature_layers: tuple[int, ...] | None, variant: Variant = Variant()):
+        """feature_layers None: no fusion (the target's post-norm last hidden state, width H, goes in as is)."""
         super().__init__(config, target_hidden_size, draft_vocab_size, embed_tokens, feature_layers or (),
-                         norm_before_residual)
+                         variant.norm_before_residual)
+        fc_norms, input_norm, num_layers = variant.fc_norms, variant.input_norm, variant.num_layers
+        norm_output, spare_fc_in = variant.norm_output, variant.spare_fc_in
         h, eps = self.hidden_size, config.rms_norm_eps
         self.feature_layers = tuple(feature_layers) if feature_layers else None
         width = len(self.feature_layers) * target_hidden_size if self.feature_layers else h

@@ -11,8 +11,8 @@ every layer).
 
 On a GPU, `enable_gqa` with a mask would leave only the math kernel; `PACKED` (`packed_sdpa_forward`) instead
 packs the grouped query heads into query rows and tiles the mask, as transformers does for one token. It is
-registered for any device but switched on by nobody yet: `scripts/gpu_fast.py` measures it against the stock
-call on the next lent GPU.
+registered for any device and off by default: `scripts/gpu_fast.py` measures it against the stock call on a
+GPU.
 
 Registered through transformers' `AttentionInterface` and `AttentionMaskInterface`: the model classes are
 transformers' own, only the attention call and the mask's dtype differ. Outputs equal the stock path's bit for

@@ -29,9 +29,9 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -43,6 +43,7 @@ from eagle_demo.drafts import Eagle1Head, Eagle3Head
 from eagle_demo.target.features import Features
 from eagle_demo.target.runner import tree_attention_mask
 from eagle_demo.training.corpus import default_cache_dir, default_corpus_dir
+from eagle_demo.training.shared import load_token_stream, lr_at
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ASSETS = REPO_ROOT / "assets"
@@ -73,7 +74,6 @@ def feature_layers(num_layers: int) -> tuple[int, int, int]:
 
 @torch.no_grad()
 def build_data(n_corpus: int, n_generated: int, prefix_len: int, batch: int) -> dict:
-    from eagle_demo.training.target import load_token_stream
 
     torch.manual_seed(SEED)
     model = load_target()
@@ -154,14 +154,32 @@ class Saver:
         self.last = time.time()
 
 
-def train_eagle1(data: dict, steps: int, batch: int, lr: float, minutes: float, unroll: int = 1,
-                 init: Path | None = None, ce_weight: float = 0.1, target=None,
-                 progress: bool = True, save: Saver | None = None) -> tuple[Eagle1Head, list]:
+@dataclass(frozen=True)
+class HeadRun:
+    """A head's training settings (the command line's flags): `steps` steps of `batch` whole sequences at peak
+    rate `lr`, stopped after `minutes` (0: no limit), `unroll` training-time-test steps; `ce_weight` weighs the
+    token loss (EAGLE-1); `draft_vocab` (EAGLE-3; ignored with `init`); `init`: an exported head to start from;
+    `progress`: show a progress bar."""
+    steps: int
+    batch: int
+    lr: float
+    minutes: float
+    unroll: int = 1
+    ce_weight: float = 0.1
+    draft_vocab: int = EAGLE3_DRAFT_VOCAB
+    init: Path | None = None
+    progress: bool = True
+
+
+def train_eagle1(data: dict, run: HeadRun, target=None, save: Saver | None = None) -> tuple[Eagle1Head, list]:
     """Batched: `batch` whole sequences per step. Step j of the unroll at position i reads step j-1's
     output at i-1 (the draft's own feature, as at depth j+1 of a round) and regresses the same true next
     feature; the mask is the one the EAGLE-3 unroll uses. Step j is weighted 0.8**j. Runs on the device
     of `target` (frozen; loaded from TARGET_DIR on the CPU when None) and of `data`'s tensors. save: a
     `Saver` that exports the head now and then, so a run stopped from outside keeps its progress."""
+    steps, batch, lr, minutes, unroll, init, ce_weight = (run.steps, run.batch, run.lr, run.minutes, run.unroll,
+                                                          run.init, run.ce_weight)
+    progress = run.progress
     torch.manual_seed(SEED)
     target = target if target is not None else load_target()
     device = target.device
@@ -219,11 +237,11 @@ def train_eagle1(data: dict, steps: int, batch: int, lr: float, minutes: float, 
 
 def set_lr(opt: torch.optim.Optimizer, step: int, steps: int, lr: float, elapsed: float = 0.0,
            minutes: float = 0.0) -> None:
-    """50 warm-up steps, then cosine decay to a tenth over the steps or the time budget, whichever ends first."""
+    """The one schedule (`shared.lr_at`) over 50 warm-up steps and a cosine decay to a tenth over the steps or the
+    time budget, whichever ends first, from the first step on."""
     frac = max(step / steps, elapsed / (60 * minutes) if minutes else 0.0)
-    cosine = 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac)))
     for group in opt.param_groups:
-        group["lr"] = lr * min(1.0, (step + 1) / 50) * cosine
+        group["lr"] = lr_at(lr, step, 50, frac, cosine=True)
 
 
 def vocab_map(tokens: torch.Tensor, vocab: int, vd: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -237,12 +255,12 @@ def vocab_map(tokens: torch.Tensor, vocab: int, vd: int) -> tuple[torch.Tensor, 
     return d2t, t2d
 
 
-def train_eagle3(data: dict, steps: int, batch: int, lr: float, unroll: int, minutes: float, target=None,
-                 progress: bool = True, draft_vocab: int = EAGLE3_DRAFT_VOCAB, init: Path | None = None,
-                 save: Saver | None = None):
+def train_eagle3(data: dict, run: HeadRun, target=None, save: Saver | None = None):
     """Batched: `batch` whole sequences per step, `unroll` training-time-test steps (see the module doc).
     Runs on the device of `target` (frozen; loaded from TARGET_DIR on the CPU when None). init: warm start
     from an exported head of this target (its draft vocabulary and d2t are kept; `draft_vocab` is ignored)."""
+    steps, batch, lr, unroll, minutes = run.steps, run.batch, run.lr, run.unroll, run.minutes
+    progress, draft_vocab, init = run.progress, run.draft_vocab, run.init
     torch.manual_seed(SEED)
     target = target if target is not None else load_target()
     device = target.device
@@ -381,13 +399,13 @@ def main(argv=None) -> None:
         return
     data = torch.load(data_path(), weights_only=True)
     if args.stage == "eagle1":
-        head, log = train_eagle1(data, args.steps, args.batch, args.lr, args.minutes, args.unroll,
-                                 Path(args.init) if args.init else None, args.ce_weight)
+        head, log = train_eagle1(data, HeadRun(args.steps, args.batch, args.lr, args.minutes, args.unroll,
+                                               args.ce_weight, init=Path(args.init) if args.init else None))
         export_eagle1(head, ASSETS / "tiny-eagle1")
         (ASSETS / "training_log_eagle1.json").write_text(json.dumps(log))
         print(f"exported {ASSETS / 'tiny-eagle1'}")
     else:
-        head, t2d, log = train_eagle3(data, args.steps, args.batch, args.lr, args.unroll, args.minutes)
+        head, t2d, log = train_eagle3(data, HeadRun(args.steps, args.batch, args.lr, args.minutes, args.unroll))
         export_eagle3(head, t2d, ASSETS / "tiny-eagle3")
         (ASSETS / "training_log_eagle3.json").write_text(json.dumps(log))
         print(f"exported {ASSETS / 'tiny-eagle3'}")

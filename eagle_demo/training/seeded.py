@@ -19,8 +19,8 @@ its convention; the probe is never told which:
   EAGLE's 10000 default.
 - rope_theta, a moderate loss (`build:rope-mild`, exact; issue 45): the same construction with a positional term
   of 0.1 logit and the shipped fc, under a config that states 200: the shipped head's other RoPE pairs turning at
-  theta 200 cost it about 14% of its tau (7 prompts x 64 tokens: 2.96 against 3.45), where the old probe rule
-  (switch only under tau 1.3) saw nothing.
+  theta 200 cost it about 14% of its tau (7 prompts x 64 tokens: 2.96 against 3.45): a loss the evidence rule
+  (`probe.evidence`) must see, and a rule that switches only under tau 1.3 does not.
 - norm_before_residual (`build:nbr`, exact): RMSNorm is scale invariant, so with norm_before_residual true a
   head's fc may have any scale. The shipped fc times 100 is the same head under `true` (up to fp16 rounding
   and RMSNorm's eps); under `false` its residual is the raw 100x fc output.
@@ -28,11 +28,7 @@ its convention; the probe is never told which:
     python -m eagle_demo.training.seeded aux     # -> tests/seeded/aux.safetensors (about 3 min on a busy CPU)
     python scripts/probe_seeded.py               # the probe on every seeded draft: the table in the docs
 
-Tried and dropped on the first-generation pair (400 steps each, on data without the leading BOS): an fc
-fine-tuned the same way on (1, 7, 12) against the +1 misreading (2, 8, 13) separated them on its training text
-(top-1 0.55-0.69 vs 0.24-0.41) but gave the same tau on the probe's prompts (2.21 both): off-by-one ids were not
-seedable on that target. Attention fine-tuned against rope_theta 1e6 (case `rope_1e6`) reached tau 1.86 vs 2.16:
-a larger theta only slows pairs that barely turn over a hundred positions.
+Cases tried and dropped: docs/perf-history.md, "Seeded drafts".
 """
 
 from __future__ import annotations
@@ -203,8 +199,11 @@ def _setting(head, conv: dict, rotaries: dict) -> tuple[tuple[int, ...], object]
     return layers, rotaries[conv.get("rope_theta", 10000.0)]
 
 
-def _unrolled(head, hidden, x, positions, masks, p, valid, label, rotary, bad: bool) -> tuple[torch.Tensor, list]:
-    """Unrolled loss of one convention: soft CE (true) or unlikelihood of the target's token (misread)."""
+def _unrolled(head, hidden, x, positions, masks, goal: tuple, rotary, bad: bool) -> tuple[torch.Tensor, list]:
+    """Unrolled loss of one convention: soft CE (true) or unlikelihood of the target's token (misread). goal: the
+    target's side, (p [b, n, Vd] over the draft vocabulary, valid [b, n]: its token is in that vocabulary,
+    label [b, n]: that token's draft id)."""
+    p, valid, label = goal
     if head.rotary_emb is not rotary:
         head.rotary_emb, head.rope.table = rotary, None  # rebuilt at its size (a changed key would double it)
     cache, loss, acc, from_target = DynamicCache(), 0.0, [], True
@@ -256,7 +255,7 @@ def train(case: str, steps: int, batch: int, lr: float, weight: float, minutes: 
         for conv, bad in ((truth, False), (misread, True)):
             layers, rotary = _setting(head, conv, rotaries)
             feats = torch.cat([hs[idx, :n, j].float() for j in layers], -1)  # [b, n, 3H]
-            loss, acc = _unrolled(head, feats, x, positions, masks, p, valid, label, rotary, bad)
+            loss, acc = _unrolled(head, feats, x, positions, masks, (p, valid, label), rotary, bad)
             losses.append(loss)
             accs.append(acc)
         total = losses[0] + weight * losses[1]

@@ -19,14 +19,14 @@ Schedule: linear warm-up, then a constant peak learning rate (a run can be conti
 and machines without a schedule that has to know its end), then, when asked with ``--decay-steps N``,
 a linear decay to a tenth over the next N steps. An exponential moving average of the weights
 (:data:`EMA_DECAY`) is kept alongside; the export takes whichever of the two has the lower validation
-loss. Batches are drawn by :class:`eagle_demo.training.target.WindowSampler`, a pure function of the
+loss. Batches are drawn by :class:`eagle_demo.training.shared.WindowSampler`, a pure function of the
 seed and the step, so a resumed run sees exactly the batches a continuous run would have.
 
 Shape (:data:`SHAPE`, 24 x 128, 4 heads / 2 KV heads, intermediate 352, vocabulary 8192: 6.53 M
 parameters, 13 MB in fp16): narrow, so that a one-layer draft step (its decoder layer plus a
-8192 x 128 lm_head) stays cheap, and as deep as the 100 tokens/s floor of plain decoding allows. On the
-2-core host under the load of three other agents, one fp32 decode step after a 200-token prefill (one
-thread, smallest median) measured 16 x 192 (today's target, vocabulary 4096): 21 ms, 24 x 128: 24-26 ms,
+8192 x 128 lm_head) stays cheap, and as deep as the 100 tokens/s floor of plain decoding allows. On a
+loaded 2-core x86 host, one fp32 decode step after a 200-token prefill (one
+thread, smallest median) measured 16 x 192 (the first generation's target, vocabulary 4096): 21 ms, 24 x 128: 24-26 ms,
 28 x 128: 31-36 ms; the shipped target decodes at 146-166 tokens/s on a quiet host, so 28 layers
 would land near 100 and 24 layers at about 125. The one-layer draft-sized step was 0.65 ms.
 """
@@ -46,7 +46,7 @@ import numpy as np
 import torch
 
 from eagle_demo.training.corpus import default_cache_dir, read_split
-from eagle_demo.training.target import (WindowSampler, _file_digest, _time_step, evaluate, init_weights,
+from eagle_demo.training.shared import (WindowSampler, file_digest, evaluate, init_weights, lr_at, time_step,
                                         lm_loss, make_optimizer, save_checkpoint, val_windows)
 
 SPECIAL_ID = 0
@@ -106,7 +106,7 @@ def write_tokens(corpus: Path, tokenizer: Path, out: Path) -> dict:
     if tok.get_vocab_size() > 65536:
         raise SystemExit(f"vocabulary of {tok.get_vocab_size()} does not fit uint16; use a smaller one")
     out.mkdir(parents=True, exist_ok=True)
-    meta = {"tokenizer_sha": _file_digest(tokenizer / "tokenizer.json"), "vocab_size": tok.get_vocab_size()}
+    meta = {"tokenizer_sha": file_digest(tokenizer / "tokenizer.json"), "vocab_size": tok.get_vocab_size()}
     for split in ("train", "val"):
         docs = read_split(corpus / f"{split}.txt")
         ids: list[int] = []
@@ -118,7 +118,7 @@ def write_tokens(corpus: Path, tokenizer: Path, out: Path) -> dict:
         n_bytes = sum(len(d.encode("utf-8")) for d in docs)
         meta[split] = {"documents": len(docs), "tokens": int(arr.size), "text_bytes": n_bytes,
                        "bytes_per_token": round(n_bytes / arr.size, 4),
-                       "corpus_sha": _file_digest(corpus / f"{split}.txt")}
+                       "corpus_sha": file_digest(corpus / f"{split}.txt")}
     size = (out / "train.u16").stat().st_size + (out / "val.u16").stat().st_size
     if size > MAX_TOKEN_FILE_BYTES:
         raise SystemExit(f"token files are {size / 2**20:.1f} MiB (> 64 MiB); lower MAX_PACKAGE_BYTES")
@@ -133,13 +133,11 @@ def load_tokens(tokens: Path, split: str) -> torch.Tensor:
 # ---- training --------------------------------------------------------------------------------
 
 
-def lr_at(step: int, args) -> float:
-    if step < WARMUP_STEPS:
-        return args.lr * (step + 1) / WARMUP_STEPS
-    if args.decay_steps and step >= args.decay_start:
-        frac = min(1.0, (step - args.decay_start) / args.decay_steps)
-        return args.lr * (1.0 - 0.9 * frac)
-    return args.lr
+def lr_of(step: int, args, peak: float) -> float:
+    """`peak` on the one schedule (`shared.lr_at`, linear): the decay runs over `--decay-steps` steps from step
+    `--decay-start` (none without `--decay-steps`), after the warm-up."""
+    decay = (step - args.decay_start) / args.decay_steps if args.decay_steps and step >= WARMUP_STEPS else 0.0
+    return lr_at(peak, step, WARMUP_STEPS, decay)
 
 
 @torch.no_grad()
@@ -197,7 +195,7 @@ def train(args) -> None:
     while not stop["flag"] and (not args.steps or state["step"] < args.steps):
         step = state["step"]
         for g in opt.param_groups:
-            g["lr"] = g["base_lr"] * lr_at(step, args) / args.lr
+            g["lr"] = lr_of(step, args, g["base_lr"])
         batch = sampler.batch(step).to(device)  # [B, T+1]
         with autocast:
             loss = lm_loss(model, batch)
@@ -216,7 +214,7 @@ def train(args) -> None:
             with autocast:
                 v, ve = evaluate(model, val), evaluate(ema, val)
             row = dict(step=state["step"], tokens=state["tokens"], train_loss=round(sum(losses) / len(losses), 4),
-                       val_loss=round(v, 4), val_loss_ema=round(ve, 4), lr=lr_at(step, args),
+                       val_loss=round(v, 4), val_loss_ema=round(ve, 4), lr=lr_of(step, args, args.lr),
                        minutes=round(state["seconds"] / 60, 1), epochs=round(sampler.epochs(state["step"]), 3))
             state["log"].append(row)
             losses = []
@@ -253,9 +251,9 @@ def bench(vocab_size: int, shapes: list[dict], threads: int = 1) -> list[dict]:
         one = build_model(vocab_size, **{**shape, "num_hidden_layers": 1}).eval()
         n = sum(p.numel() for p in target.parameters())
         row = dict(shape=shape, vocab=vocab_size, params_m=round(n / 1e6, 2), fp16_mb=round(2 * n / 1e6, 1),
-                   step_ms=round(_time_step(target, 200, 1, 30), 2),
-                   verify8_ms=round(_time_step(target, 200, 8, 30), 2),
-                   one_layer_ms=round(_time_step(one, 200, 1, 30), 2))
+                   step_ms=round(time_step(target, 200, 1, 30), 2),
+                   verify8_ms=round(time_step(target, 200, 8, 30), 2),
+                   one_layer_ms=round(time_step(one, 200, 1, 30), 2))
         row["ratio"] = round(row["step_ms"] / row["one_layer_ms"], 1)
         print(json.dumps(row), flush=True)
         rows.append(row)
@@ -290,7 +288,7 @@ def main(argv: list[str] | None = None) -> None:
     elif args.stage == "train":
         train(args)
     elif args.stage == "export":
-        from eagle_demo.training.target import export_model
+        from eagle_demo.training.shared import export_model
 
         if args.out is None:
             raise SystemExit("export needs --out DIR (a folder outside assets/ unless you mean to ship it)")
@@ -298,7 +296,7 @@ def main(argv: list[str] | None = None) -> None:
         export_model(model, args.out, args.tokenizer)
         print(f"exported the {which} weights of step {state['step']} to {args.out}")
     elif args.stage == "samples":
-        from eagle_demo.training.target import generate_samples
+        from eagle_demo.training.shared import generate_samples
 
         for prompt, text in zip(SAMPLE_PROMPTS, generate_samples(args.out, SAMPLE_PROMPTS, 48)):
             print(f"--- {prompt!r}\n{text}")

@@ -2,7 +2,7 @@
 
 Same model, initialisation and optimizer as :mod:`eagle_demo.training.target2` (24 x 128 Llama,
 zero-initialised output projections, AdamW with a 10x embedding learning rate), but sized by time, not
-steps, so a lent GPU's minutes can never be overrun:
+steps, so a run never outlasts the minutes it is given:
 
 * batch size: a few steps at each candidate size are timed (they are real training steps, inside the
   warm-up); the largest batch that still leaves :data:`MIN_STEPS` steps in the budget is kept.
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
-from eagle_demo.training.target import evaluate, init_weights, lm_loss, make_optimizer, val_windows
+from eagle_demo.training.shared import evaluate, init_weights, lm_loss, lr_at, make_optimizer, val_windows
 from eagle_demo.training.target2 import build_model
 
 WARMUP_STEPS = 200
@@ -81,11 +81,10 @@ class Batches:
 
 
 def lr_factor(step: int, progress: float, decay_frac: float) -> float:
-    if step < WARMUP_STEPS:
-        return (step + 1) / WARMUP_STEPS
-    if progress <= decay_frac:
-        return 1.0
-    return 1.0 - 0.9 * min(1.0, (progress - decay_frac) / (1.0 - decay_frac))
+    """The share of the peak rate at `step` on the clock (`shared.lr_at`, linear): the decay starts after the
+    warm-up, at `decay_frac` of the budget (progress: the share of the budget spent)."""
+    decay = (progress - decay_frac) / (1.0 - decay_frac) if step >= WARMUP_STEPS else 0.0
+    return lr_at(1.0, step, WARMUP_STEPS, decay)
 
 
 def _sync(device) -> None:
@@ -134,7 +133,8 @@ def train_target(stream: torch.Tensor, val: torch.Tensor, chat: torch.Tensor | N
     try:
         t0 = time.perf_counter()
         batch_size, calib = _calibrate(step, run, budget, device, say)
-        record = _loop(step, state, model, ema, windows, autocast, run, batch_size, budget, max_tokens, t0, device, say)
+        record = _loop(step, state, _Eval(model, ema, windows, autocast), run, batch_size,
+                       _Limits(t0, budget, max_tokens), device, say)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = prev
     chosen, choice = _choose(model, ema, record.pop("best"), windows, say)
@@ -160,7 +160,26 @@ def _calibrate(step, run: TargetRun, budget: float, device, say) -> tuple[int, l
     return chosen, rows
 
 
-def _loop(step, state, model, ema, windows, autocast, run, batch_size, budget, max_tokens, t0, device, say) -> dict:
+@dataclass(frozen=True)
+class _Eval:
+    """What a periodic validation reads: the weights, their EMA, the windows and the autocast to run under."""
+    model: torch.nn.Module
+    ema: torch.nn.Module
+    windows: torch.Tensor
+    autocast: object
+
+
+@dataclass(frozen=True)
+class _Limits:
+    """Training ends `budget` seconds after `t0`, or after `max_tokens` tokens, whichever comes first."""
+    t0: float
+    budget: float
+    max_tokens: int
+
+
+def _loop(step, state, ev: _Eval, run, batch_size: int, limits: _Limits, device, say) -> dict:
+    model, ema, windows, autocast = ev.model, ev.ema, ev.windows, ev.autocast
+    t0, budget, max_tokens = limits.t0, limits.budget, limits.max_tokens
     log, t_eval, best = [], time.perf_counter(), (math.inf, None, "")
     while True:
         progress = max((time.perf_counter() - t0) / budget, state["tokens"] / max_tokens)

@@ -26,7 +26,8 @@ from pathlib import Path
 import torch
 
 from eagle_demo.training.corpus import read_split
-from eagle_demo.training.target import WindowSampler, _time_step, evaluate, init_weights, lm_loss, make_optimizer
+from eagle_demo.training.shared import (WindowSampler, evaluate, init_weights, lm_loss, lr_at, make_optimizer,
+                                        time_step)
 from eagle_demo.training.target2 import SHAPE, build_model, default_corpus
 
 PROBE_TRAIN_BYTES = 2_000_000
@@ -58,7 +59,7 @@ def probe(folder: Path, train_docs: list[str], val_docs: list[str], threads: int
     val_ids = sum(len(tok.encode(d, add_special_tokens=False).ids) for d in val_docs)
     val_bytes = sum(len(d.encode("utf-8")) for d in val_docs)
     torch.manual_seed(0)
-    step_ms = _time_step(build_model(vocab).eval(), 200, 1, 30)
+    step_ms = time_step(build_model(vocab).eval(), 200, 1, 30)
     train_stream, train_bytes = _stream(tok, train_docs, PROBE_TRAIN_BYTES)
     vstream, vbytes = _stream(tok, val_docs, PROBE_VAL_BYTES)
     windows = (len(vstream) - 1) // SEQ
@@ -72,7 +73,7 @@ def probe(folder: Path, train_docs: list[str], val_docs: list[str], threads: int
     model.train()
     for step in range(steps):
         for g in opt.param_groups:
-            g["lr"] = g["base_lr"] * min(1.0, (step + 1) / 50) * (0.1 + 0.9 * (1 - step / steps))
+            g["lr"] = lr_at(g["base_lr"], step, 50, step / steps)
         lm_loss(model, sampler.batch(step)).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()

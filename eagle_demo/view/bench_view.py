@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..bench_report import draft_label, report_label
-from ..race import verdict
+from ..bench.report import draft_label, report_label
+from ..race.speedup import verdict
 from .charts import (BASELINE_COLOR, DEPTH_COLORS, EAGLE_COLOR, REJECTED_COLOR, TARGET_COLOR, Figure, figure)
 from .tokens import escape, visible
 

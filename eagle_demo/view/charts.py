@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from ..metrics import RunView
+from ..decoding.metrics import RunView
 from .tokens import MAX_STYLED_DEPTH
 
 __all__ = ["Figure", "figure", "axis", "empty_figure", "tokens_time_figure", "accepted_length_figure",

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from ..decoding.gate import paused_line
 from ..target.rope_limit import rope_line
-from ..metrics import RunView
-from ..race import race, verdict
-from ..racers import race_all, racers_dict
+from ..decoding.metrics import RunView
+from ..race.speedup import race, verdict
+from ..race.racers import race_all, racers_dict
 from .tokens import escape
 
 __all__ = ["summary", "run_race", "stats_html", "race_block"]
 
 
 def run_race(eagle: RunView, baseline: RunView | None, greedy: bool):
-    """`race.race` of the two views (the baseline counts once it has finished)."""
+    """`race.speedup.race` of the two views (the baseline counts once it has finished)."""
     base = baseline.stats() if baseline is not None and baseline.done else None
     return race(eagle.stats(), base, greedy, eagle.start.dtype if eagle.start else "")
 
@@ -22,7 +22,7 @@ def race_block(eagle: RunView, baseline: RunView | None, greedy: bool, ngram: Ru
                decode=None) -> dict:
     """The racers' side of the stats: "divergence" (where EAGLE's output first differs from the baseline's, and
     why; None when it does not or was not checked) and, when the n-gram draft raced, "race" (each racer's figures,
-    `racers.racers_dict`)."""
+    `race.racers.racers_dict`)."""
     runs = {"eagle": eagle.events, **({"ngram": ngram.events} if ngram is not None and ngram.done else {})}
     if baseline is not None and baseline.done and eagle.done:
         runs["baseline"] = baseline.events

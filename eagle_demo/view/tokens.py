@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from ..decoding.events import Round
-from ..metrics import RunView
+from ..decoding.metrics import RunView
 
 __all__ = ["Decode", "TextCache", "Piece", "rejected_children", "token_pieces", "group_ids", "token_html", "escape",
            "visible",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import html
 import re
+from dataclasses import dataclass
 from typing import Iterable
 
 from ..decoding.events import Round
@@ -88,11 +89,12 @@ def tree_figure(rnd: Round, decode: Decode) -> Figure:
     rejected = [i for i in range(1, len(nodes)) if i not in on_path and i in checked]
     unreached = [i for i in range(1, len(nodes)) if i not in on_path and i not in checked]
     node = functools.partial(_node_trace, rnd, pos, decode)
-    traces += [node("root", [0], ROOT_COLOR, "square", 16, where="top center"),
+    traces += [node("root", [0], Marker(ROOT_COLOR, "square", 16, where="top center")),
                node("accepted", accepted,  # labels above: the path line runs through the right side
-                    [DEPTH_COLORS[min(nodes[i].depth, MAX_STYLED_DEPTH) - 1] for i in accepted], where="top center"),
-               node("rejected", rejected, REJECTED_COLOR, "x", 12, 0.75),
-               node("unreached", unreached, UNREACHED_COLOR, "circle-open", 10, 0.7)]
+                    Marker([DEPTH_COLORS[min(nodes[i].depth, MAX_STYLED_DEPTH) - 1] for i in accepted],
+                           where="top center")),
+               node("rejected", rejected, Marker(REJECTED_COLOR, "x", 12, 0.75)),
+               node("unreached", unreached, Marker(UNREACHED_COLOR, "circle-open", 10, 0.7))]
     if has_bonus:
         traces.append(_target_token_trace(rnd, pos[bonus_index], decode))
     mask = tree_mask_trace(rnd, decode)
@@ -109,8 +111,19 @@ def _edge_trace(pos: dict, name: str, pairs: Iterable[tuple[int, int]], line: di
             "hoverinfo": "skip", "showlegend": legend}
 
 
-def _node_trace(rnd: Round, pos: dict, decode: Decode, name: str, idx: list[int], color, symbol: str = "circle",
-                size: int = 14, opacity: float = 1.0, where: str = "middle right") -> dict:
+@dataclass(frozen=True)
+class Marker:
+    """How a group of tree nodes is drawn: colour (one, or one per node), plotly symbol, size, opacity, and where
+    its labels sit."""
+    color: object
+    symbol: str = "circle"
+    size: int = 14
+    opacity: float = 1.0
+    where: str = "middle right"
+
+
+def _node_trace(rnd: Round, pos: dict, decode: Decode, name: str, idx: list[int], marker: Marker) -> dict:
+    where = marker.where
     labels, hovers = [], []
     for i in idx:
         n = rnd.nodes[i]
@@ -125,7 +138,7 @@ def _node_trace(rnd: Round, pos: dict, decode: Decode, name: str, idx: list[int]
     return {"type": "scatter", "x": [pos[i][0] for i in idx], "y": [pos[i][1] for i in idx],
             "mode": "markers+text", "name": name, "text": labels, "textposition": where_each, "cliponaxis": False,
             "hovertext": hovers, "hoverinfo": "text", "customdata": idx, "textfont": {"size": 11},
-            "marker": {"color": color, "size": size, "symbol": symbol, "opacity": opacity,
+            "marker": {"color": marker.color, "size": marker.size, "symbol": marker.symbol, "opacity": marker.opacity,
                        "line": {"color": "#343a40", "width": 1}}}
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from eagle_demo.bench import load_suite
+from eagle_demo.bench.run import load_suite
 from eagle_demo.common.paths import SUITE
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -30,7 +30,7 @@ def main(argv=None) -> int:
     sys.path.insert(0, args.code)
     from eagle_demo.autotree.choose import auto_tree
     from eagle_demo.common.config import RunConfig
-    from eagle_demo.metrics import summarize
+    from eagle_demo.decoding.metrics import summarize
     from eagle_demo.session import load_session
 
     session = load_session(None, args.draft, threads=1, device="cpu", dtype="float32")

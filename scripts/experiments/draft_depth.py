@@ -33,7 +33,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from eagle_demo.bench import load_suite  # noqa: E402
+from eagle_demo.bench.run import load_suite  # noqa: E402
 from eagle_demo.common.config import RunConfig, TreeConfig  # noqa: E402
 from eagle_demo.drafts.base import shares_target_vocab  # noqa: E402
 from eagle_demo.drafts.lean import one_call  # noqa: E402

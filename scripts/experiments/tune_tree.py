@@ -15,7 +15,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from eagle_demo.bench import load_suite, run_bench  # noqa: E402
+from eagle_demo.bench.run import load_suite, run_bench  # noqa: E402
 from eagle_demo.common.config import RunConfig, TreeConfig  # noqa: E402
 from eagle_demo.session import load_session  # noqa: E402
 

@@ -16,8 +16,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
-from .bench_report import BenchReport, PromptItem
-from .common.config import ConfigError, RunConfig
+from .report import BenchReport, PromptItem
+from ..common.config import ConfigError, RunConfig
 
 __all__ = ["filler_text", "context_ids", "sweep_context", "CONTEXT_LENGTHS", "check_lengths"]
 
@@ -76,9 +76,9 @@ def check_lengths(session, lengths: list[int], run: RunConfig) -> None:
 
 def sweep_context(session, items: list[PromptItem], run: RunConfig, lengths: list[int], repeats: int = 1,
                   chat: bool = False, progress: Callable[[int, int, str], None] | None = None) -> list[BenchReport]:
-    """`bench.run_bench` at each context length: tau and speedup as the context grows. One report per length,
+    """`bench.run.run_bench` at each context length: tau and speedup as the context grows. One report per length,
     `settings["context_tokens"]` its length and `settings["context_mean"]` the prompts' mean length in tokens."""
-    from .bench import run_bench
+    from .run import run_bench
 
     check_lengths(session, lengths, run)
     reports, per = [], len(items) * repeats

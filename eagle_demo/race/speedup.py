@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .metrics import RunStats
+from ..decoding.metrics import RunStats
 
 __all__ = ["SpeedupBreakdown", "RaceResult", "speedup", "breakdown", "race", "verdict"]
 

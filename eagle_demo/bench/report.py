@@ -12,7 +12,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .race import verdict
+from ..race.speedup import verdict
 
 __all__ = ["PromptItem", "PromptResult", "CategorySummary", "BenchReport", "CATEGORIES", "draft_label",
            "report_label", "comparison_table", "comparison_csv", "comparison_json"]

@@ -29,18 +29,18 @@ from typing import Callable
 
 import torch
 
-from .checkpoints import LoadedPair, load_pair
-from .checkpoints.detect import DraftSpec, detect_draft
-from .checkpoints.report import AdaptationReport
-from .checkpoints.variants import declared_family
-from .common.config import RunConfig, TreeConfig
-from .drafts.eagle3x import Unfused
-from .decoding.engine import SpeculativeEngine
-from .decoding.events import Round
-from .common.paths import SUITE
-from . import probe_evidence as _rule
-from .probe_evidence import BLOCK, MARGIN, MIN_BLOCKS, STAGES, Z, adoptable, compare, tau_of
-from .probe_evidence import report_with as _report
+from ..checkpoints import LoadedPair, load_pair
+from ..checkpoints.detect import DraftSpec, detect_draft
+from ..checkpoints.report import AdaptationReport
+from ..checkpoints.variants import declared_family
+from ..common.config import RunConfig, TreeConfig
+from ..drafts.eagle3x import Unfused
+from ..decoding.engine import SpeculativeEngine
+from ..decoding.events import Round
+from ..common.paths import SUITE
+from . import evidence as _rule
+from .evidence import BLOCK, MARGIN, MIN_BLOCKS, STAGES, Z, adoptable, compare, tau_of
+from .evidence import report_with as _report
 
 __all__ = ["probe_pair", "probe_report", "adopt_probe", "declared_family", "MARGIN", "Z", "BLOCK", "MIN_BLOCKS",
            "STAGES", "NEAR", "compare", "adoptable"]

@@ -15,16 +15,16 @@ from typing import Callable, Iterable
 
 import torch
 
-from .bench_report import (CATEGORIES, BenchReport, CategorySummary, PromptItem, PromptResult, _summary,
+from .report import (CATEGORIES, BenchReport, CategorySummary, PromptItem, PromptResult, _summary,
                            category_table, comparison_csv, comparison_json, comparison_table, draft_label,
                            report_label)
-from .common.config import ConfigError, RunConfig
-from .decoding.hot_vocab import hot_vocab_problem
-from .metrics import RunStats, misses, summarize
-from .race import race
-from .common.paths import SUITE
-from .diagnose.falloff import Where
-from .session import Session
+from ..common.config import ConfigError, RunConfig
+from ..decoding.hot_vocab import hot_vocab_problem
+from ..decoding.metrics import RunStats, misses, summarize
+from ..race.speedup import race
+from ..common.paths import SUITE
+from ..diagnose.falloff import Where
+from ..session import Session
 
 __all__ = ["PromptItem", "PromptResult", "CategorySummary", "BenchReport", "load_suite", "run_bench",
            "compare_drafts", "sweep_temperatures", "draft_label", "comparison_table", "comparison_csv",
@@ -81,21 +81,17 @@ def _result(item: PromptItem, repeat: int, prompt_tokens: int, eagle: RunStats, 
     )
 
 
-def run_bench(session: Session, items: list[PromptItem], run: RunConfig, repeats: int = 1, chat: bool = False,
-              progress: Callable[[int, int, str], None] | None = None, warmup: bool = True,
-              racer: str = "eagle", encoded: list[list[int]] | None = None) -> BenchReport:
-    """Baseline and EAGLE on each prompt, interleaved (the order alternates between repeats). racer "ngram": the
-    n-gram draft (`decoding.ngram`, run.ngram's settings) in EAGLE's place; its report's draft is "n-gram".
-    encoded: the prompts' token ids when the caller built them (a context-length sweep); default: each item's
-    prompt encoded."""
+def run_bench(session: Session, items: list[PromptItem], run: RunConfig, *, repeats: int = 1, chat: bool = False,
+              progress: Callable[[int, int, str], None] | None = None, racer: str = "eagle",
+              encoded: list[list[int]] | None = None) -> BenchReport:
+    """Baseline and EAGLE on each prompt, interleaved (the order alternates between repeats), after a warm-up
+    (`warm_up`). racer "ngram": the n-gram draft (`decoding.ngram`, run.ngram's settings) in EAGLE's place; its
+    report's draft is "n-gram". encoded: the prompts' token ids when the caller built them (a context-length
+    sweep); default: each item's prompt encoded."""
     if not items:
         raise ValueError("no prompts to run; check --categories and --suite")
     encoded = encoded or [session.encode(i.prompt, chat=chat) for i in items]
-    if warmup:
-        short = RunConfig(max_new_tokens=min(8, run.max_new_tokens), ignore_eos=True, tree=run.tree,
-                          sampling=run.sampling)
-        for mode in ("baseline", racer):
-            list(session.stream(encoded[0], short, mode))
+    warm_up(session, encoded[0], run, racer)
     results = []
     missed: Counter[tuple[int, int]] = Counter()
     where = Where()
@@ -126,6 +122,14 @@ def run_bench(session: Session, items: list[PromptItem], run: RunConfig, repeats
            for (d, t), n in missed.most_common(TOP_MISSES)]
     return BenchReport(machine=machine_info(), settings=settings, results=tuple(results), categories=tuple(cats),
                        overall=_summary("overall", results), extra={"top_misses": top, "where": where.to_dict()})
+
+
+def warm_up(session: Session, ids: list[int], run: RunConfig, racer: str = "eagle") -> None:
+    """Up to 8 tokens of plain decoding and of the racer on `ids`, not measured: the first run of each shape pays
+    for allocations and kernel choices that the measured runs then do not."""
+    short = RunConfig(max_new_tokens=min(8, run.max_new_tokens), ignore_eos=True, tree=run.tree, sampling=run.sampling)
+    for mode in ("baseline", racer):
+        list(session.stream(ids, short, mode))
 
 
 def _draft_settings(session: Session, run: RunConfig, racer: str) -> dict:

@@ -5,8 +5,8 @@ Every reading runs greedy on the same prompts, so (lossless) on the same text, a
 text is cut into blocks of BLOCK new tokens, and each block's rounds under the declared reading minus its rounds
 under the alternative is one sample. An alternative is adoptable when it commits at least MARGIN more tokens per
 round (gain = declared rounds / its rounds - 1, the text being the same) and the mean saving stands Z standard
-errors clear of zero over at least MIN_BLOCKS blocks (a gain of GROSS or more, on the first stage's 6 blocks:
-the misreadings the old rule caught, at its cost). One-sided, Z = 2.5 passes by chance about 0.6% of the time
+errors clear of zero over at least MIN_BLOCKS blocks, or when its gain is GROSS or more on any text (a misreading
+that gross shows on the first stage's 6 blocks and needs no more evidence). One-sided, Z = 2.5 passes by chance about 0.6% of the time
 per alternative when nothing differs (tests/test_probe_moderate.py draws it: under 1%).
 """
 
@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from .checkpoints.report import AdaptationReport
+from ..checkpoints.report import AdaptationReport
 
 __all__ = ["MARGIN", "Z", "MIN_BLOCKS", "GROSS", "BLOCK", "STAGES", "compare", "adoptable", "tau_of", "report_with"]
 
 MARGIN = 0.05  # an alternative must commit at least 5% more tokens per round than the declared reading ...
 Z = 2.5  # ... by this many standard errors of the paired block difference (one-sided: about 0.6% by chance) ...
 MIN_BLOCKS = 20  # ... over at least this many blocks,
-GROSS = 0.5  # ... or, on any text, a gain of at least 50% (the old rule's 1.5x): a gross misreading needs no more
+GROSS = 0.5  # ... or, on any text, a gain of at least 50%: a misreading that gross needs no more evidence
 BLOCK = 16  # new tokens per block of the paired comparison
 STAGES = ((3, 32), (7, 64), (7, 160))  # (prompts, new tokens): all readings at the first, contenders after
 

@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable
 
-from .decoding.events import Event, Finish, Prefill, Round, RunStart, Step
+from .events import Event, Finish, Prefill, Round, RunStart, Step
 
 __all__ = ["RunStats", "RunView", "summarize", "misses", "DEFINITIONS"]
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from .common.config import RunConfig
-from .decoding.events import Event, RunStart
-from .diagnose.divergence import Divergence, explain
-from .metrics import RunStats, summarize
-from .race import RaceResult, race, verdict
+from ..common.config import RunConfig
+from ..decoding.events import Event, RunStart
+from ..diagnose.divergence import Divergence, explain
+from ..decoding.metrics import RunStats, summarize
+from .speedup import RaceResult, race, verdict
 
 __all__ = ["Racer", "race_all", "race_table", "short_labels", "racers_dict", "NAMES"]
 
@@ -33,7 +33,7 @@ class Racer:
 
 def race_all(runs: dict[str, list[Event]], greedy: bool) -> list[Racer]:
     """runs: {mode: that run's events} with "baseline" among them (when it finished) -> one Racer per run, plain
-    decoding last. A racer is checked against plain decoding as `metrics.race` says; a difference is explained."""
+    decoding last. A racer is checked against plain decoding as `race.speedup.race` says; a difference is explained."""
     base_events = runs.get("baseline")
     base = summarize(base_events) if base_events else None
     out = []
