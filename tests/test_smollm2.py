@@ -11,7 +11,7 @@ import pytest
 
 from eagle_demo.common.config import RunConfig, SamplingConfig, TreeConfig
 from eagle_demo.decoding.engine import SpeculativeEngine
-from eagle_demo.metrics import summarize
+from eagle_demo.decoding.metrics import summarize
 from eagle_demo.session import SMOLLM2_EAGLE1, SMOLLM2_EAGLE3, SMOLLM2_TARGET, load_session
 
 pytestmark = pytest.mark.slow

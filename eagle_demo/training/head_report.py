@@ -12,7 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from ..common.config import RunConfig, TreeConfig
-from ..metrics import summarize
+from ..decoding.metrics import summarize
 from .prompts import Conversation
 
 __all__ = ["ReportSettings", "heldout_report"]
@@ -26,16 +26,24 @@ class ReportSettings:
     dtype: str = "float32"
 
 
-def heldout_report(target: str, draft: str, conversations: list[Conversation], settings: ReportSettings) -> dict:
-    from ..session import load_session
+def _chat_ids(tokenizer, text: str) -> list[int]:
+    ids = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
+                                        tokenize=True, return_dict=False)
+    return [int(i) for i in ids]
 
-    session = load_session(target, draft, dtype=settings.dtype)
+
+def heldout_report(target: str, draft: str, conversations: list[Conversation], settings: ReportSettings) -> dict:
+    from ..checkpoints import load_pair
+    from ..decoding.engine import SpeculativeEngine
+
+    pair = load_pair(target, draft, dtype=settings.dtype)
+    engine = SpeculativeEngine(pair.target, pair.head)
     run = RunConfig(max_new_tokens=settings.max_new_tokens, tree=TreeConfig(depth=settings.chain, top_k=1,
                                                                           total_tokens=settings.chain + 1))
     pooled = defaultdict(lambda: {"rounds": 0, "tokens": 0, "offered": [0] * settings.chain,
                                   "accepted": [0] * settings.chain, "prompts": 0})
     for conv in conversations[:settings.limit]:
-        stats = summarize(session.stream(session.encode(conv.turns[0], chat=True), run))
+        stats = summarize(engine.generate(_chat_ids(pair.tokenizer, conv.turns[0]), run))
         for key in (conv.category, "all"):
             row = pooled[key]
             row["rounds"] += stats.rounds
