@@ -19,3 +19,25 @@ import torch  # noqa: E402
 # Tiny models run fastest on one thread, and CI machines are shared: oversubscribed threads make
 # small-matmul workloads many times slower.
 torch.set_num_threads(1)
+
+import pytest  # noqa: E402
+
+# ---- markers (registered in pyproject.toml) by file ------------------------------------------------------------
+# A whole file that needs an outside tool or server gets its marker here, so a new test in it is marked too; a single
+# test elsewhere that needs one carries the marker itself. `slow` is per test (over ~20 s on 2 cores), written on
+# the test, except for the files listed here, where every test shares one slow module fixture.
+FILE_MARKS: dict[str, tuple[str, ...]] = {
+    "test_browser.py": ("browser",),
+    "test_browser_diagnose.py": ("browser",),
+    "test_browser_race.py": ("browser",),
+    "test_browser_vllm.py": ("browser", "engine"),  # Chromium against real vLLM
+    "test_vllm.py": ("engine",),  # vLLM's CPU build in its own virtualenv
+    "test_hub_server.py": ("hub",),  # olah in its own virtualenv on loopback
+    "test_zerogpu.py": ("zerogpu",),  # the emulated Space under the real `spaces` package
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for name in FILE_MARKS.get(item.path.name, ()):
+            item.add_marker(getattr(pytest.mark, name))

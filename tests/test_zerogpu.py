@@ -123,6 +123,7 @@ def test_probe_and_a_benchmark_run_in_gpu_calls(client, space):
     assert ngram["identical_to_baseline"] is True and ngram["new_tokens"] == 24
 
 
+@pytest.mark.browser
 def test_generate_stop_generate_then_analyse_in_chromium(space):
     """Generate, Stop, Generate, then the Diagnose tab's Analyse: the shape explorer runs the target and the draft,
     so it runs in a GPU call (`ExploreTask`); greedy, the shape that ran replays to the run's measured tau."""
