@@ -15,15 +15,26 @@ from typing import Callable, Iterable
 
 import torch
 
-from .bench_report import (CATEGORIES, BenchReport, CategorySummary, PromptItem, PromptResult, _summary,
-                           category_table, comparison_csv, comparison_json, comparison_table, draft_label,
-                           report_label)
+from .bench_report import (
+    CATEGORIES,
+    BenchReport,
+    CategorySummary,
+    PromptItem,
+    PromptResult,
+    _summary,
+    category_table,
+    comparison_csv,
+    comparison_json,
+    comparison_table,
+    draft_label,
+    report_label,
+)
 from .common.config import ConfigError, RunConfig
+from .common.paths import SUITE
 from .decoding.hot_vocab import hot_vocab_problem
+from .diagnose.falloff import Where
 from .metrics import RunStats, misses, summarize
 from .race import race
-from .common.paths import SUITE
-from .diagnose.falloff import Where
 from .session import Session
 
 __all__ = ["PromptItem", "PromptResult", "CategorySummary", "BenchReport", "load_suite", "run_bench",

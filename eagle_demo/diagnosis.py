@@ -15,8 +15,15 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .autotree.explore import KNOWN_ERROR_SOURCE, Exploration, ShapeRow, explore
-from .diagnose.falloff import POSITION_BLOCK, KindFigures, by_kind, by_position, position_blocks, round_starts, \
-    token_lines
+from .diagnose.falloff import (
+    POSITION_BLOCK,
+    KindFigures,
+    by_kind,
+    by_position,
+    position_blocks,
+    round_starts,
+    token_lines,
+)
 from .metrics import summarize
 
 __all__ = ["RunDiagnosis", "diagnose_run", "output_ids", "too_short", "Explorer"]

@@ -29,16 +29,16 @@ from typing import Callable
 
 import torch
 
+from . import probe_evidence as _rule
 from .checkpoints import LoadedPair, load_pair
 from .checkpoints.detect import DraftSpec, detect_draft
 from .checkpoints.report import AdaptationReport
 from .checkpoints.variants import declared_family
 from .common.config import RunConfig, TreeConfig
-from .drafts.eagle3x import Unfused
+from .common.paths import SUITE
 from .decoding.engine import SpeculativeEngine
 from .decoding.events import Round
-from .common.paths import SUITE
-from . import probe_evidence as _rule
+from .drafts.eagle3x import Unfused
 from .probe_evidence import BLOCK, MARGIN, MIN_BLOCKS, STAGES, Z, adoptable, compare, tau_of
 from .probe_evidence import report_with as _report
 

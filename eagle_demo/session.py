@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Callable, Iterator
 import torch
 
 from .common.config import ConfigError, RunConfig
+from .common.paths import ASSETS
 from .decoding.engine import BaselineEngine, SpeculativeEngine
-from .decoding.ngram import NgramEngine
 from .decoding.events import Event
 from .decoding.hot_vocab import hot_vocab_problem
-from .common.paths import ASSETS
+from .decoding.ngram import NgramEngine
 from .target.rope_limit import RopeLimit
 
 if TYPE_CHECKING:

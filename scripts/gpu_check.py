@@ -132,8 +132,8 @@ def llama31_8b_config():
 def economics_8b() -> dict:
     from transformers import AutoModelForCausalLM, LlamaConfig
 
-    from eagle_demo.drafts import Eagle3Head
     from eagle_demo.decoding.engine import BaselineEngine, SpeculativeEngine
+    from eagle_demo.drafts import Eagle3Head
     from eagle_demo.target.runner import TargetRunner
 
     out: dict = {}
@@ -208,8 +208,8 @@ def economics_8b() -> dict:
 def loader_1b() -> dict:
     from transformers import AutoModelForCausalLM, LlamaConfig
 
-    from eagle_demo.decoding.engine import BaselineEngine, SpeculativeEngine
     from eagle_demo.checkpoints import load_pair
+    from eagle_demo.decoding.engine import BaselineEngine, SpeculativeEngine
     from layouts import eagle3_weights, write_official_eagle3
 
     hidden, inter, layers = (128, 256, 4) if SMOKE else (2048, 8192, 16)

@@ -110,8 +110,8 @@ def counted(tmp_path, monkeypatch):
 def test_the_page_calibrates_once_per_pair_and_again_for_another(counted):
     from eagle_demo.app import REGISTRY, make_key
     from eagle_demo.app.autotune import AUTO, calibrate_ui, choice_for, tuning
-    from eagle_demo.app.forms import make_tree
     from eagle_demo.app.draft_panel import after_load
+    from eagle_demo.app.forms import make_tree
 
     first = make_key("assets/tiny-target", "assets/tiny-eagle1", device="cpu")
     REGISTRY.load(first)
@@ -326,9 +326,9 @@ def test_the_replay_accepts_exactly_what_the_engine_accepts():
 def test_packed_greedy_texts_equal_each_prompts_own_plain_decoding(family):
     """All prompts continued in one forward per step give, prompt by prompt, plain greedy decoding's tokens
     (prompts of different lengths, one of a single token); the shipped pair and two random targets."""
+    from eagle_demo.autotree.packed_text import greedy_texts
     from eagle_demo.decoding.engine import BaselineEngine
     from eagle_demo.decoding.events import Finish
-    from eagle_demo.autotree.packed_text import greedy_texts
 
     if family == "shipped":
         model = load_session(threads=1, device="cpu", dtype="float32").pair.target
@@ -399,9 +399,9 @@ def test_a_page_that_switches_pairs_runs_the_new_pairs_auto_choice(counted):
 
     from eagle_demo.app import REGISTRY, make_key
     from eagle_demo.app.autotune import AUTO, AUTO_SHOWN, calibrate_ui, page_tree, tuning
+    from eagle_demo.app.draft_panel import after_generate, after_load, apply_tree_preset
     from eagle_demo.app.forms import make_tree
     from eagle_demo.app.pages import LAST_RUNS
-    from eagle_demo.app.draft_panel import after_generate, after_load, apply_tree_preset
     from eagle_demo.app.state import start_run
 
     page = SimpleNamespace(session_hash="switching-page")

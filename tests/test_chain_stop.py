@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from eagle_demo.autotree.costs import Costs, Line
+from eagle_demo.autotree.retune import ShapeTable
 from eagle_demo.common.config import ConfigError, RunConfig, SamplingConfig, TreeConfig
 from eagle_demo.decoding.drafter import Drafter
 from eagle_demo.decoding.engine import BaselineEngine, SpeculativeEngine
 from eagle_demo.decoding.events import Round
-from eagle_demo.autotree.retune import ShapeTable
 from fixtures import OracleHead, random_eagle1, tiny_target
 from test_engine import PROMPT, hf_greedy, model_of
 from test_sampling import chi2_pvalue, enumerate_probs, sample_counts

@@ -10,18 +10,44 @@ import pytest
 import torch
 from transformers import DynamicCache, LlamaConfig
 
-from eagle_demo.target import attention
-from eagle_demo.checkpoints import (AdaptationReport, CheckpointError, IncompatiblePairError, LoadedPair,
-                                    NotAnEagleDraftError, inspect_pair, load_pair)
+from eagle_demo.checkpoints import (
+    AdaptationReport,
+    CheckpointError,
+    IncompatiblePairError,
+    LoadedPair,
+    NotAnEagleDraftError,
+    inspect_pair,
+    load_pair,
+)
 from eagle_demo.checkpoints.files import WeightFiles
 from eagle_demo.common.config import RunConfig, TreeConfig
 from eagle_demo.decoding.engine import SpeculativeEngine
 from eagle_demo.decoding.events import Finish
-from layouts import (VOCAB, cast, eagle1_weights, eagle3_weights, llama_config, write_angelslim_eagle3,
-                     write_hass_eagle1, write_json, write_llama3_eagle1, write_medusa,
-                     write_official_eagle3, write_qwen2_eagle1, write_raw_eagle1, write_safetensors, write_sharded,
-                     write_specforge_eagle3, write_speculators_eagle1, write_speculators_eagle3, write_target,
-                     write_tokenizer, write_vicuna_eagle1, write_vllm_eagle1)
+from eagle_demo.target import attention
+from layouts import (
+    VOCAB,
+    cast,
+    eagle1_weights,
+    eagle3_weights,
+    llama_config,
+    write_angelslim_eagle3,
+    write_hass_eagle1,
+    write_json,
+    write_llama3_eagle1,
+    write_medusa,
+    write_official_eagle3,
+    write_qwen2_eagle1,
+    write_raw_eagle1,
+    write_safetensors,
+    write_sharded,
+    write_specforge_eagle3,
+    write_speculators_eagle1,
+    write_speculators_eagle3,
+    write_target,
+    write_tokenizer,
+    write_vicuna_eagle1,
+    write_vllm_eagle1,
+)
 
 torch.set_num_threads(1)
 PROMPT = [1, 5, 9, 13, 4, 7, 22, 30]
@@ -278,6 +304,7 @@ def test_same_weights_in_two_layouts_give_identical_outputs(root, target, pair_o
 def test_our_own_heads_round_trip(root, target, family):
     """A head saved as config.json + its state_dict (how the shipped tiny heads are saved) loads back unchanged."""
     from transformers import AutoModelForCausalLM
+
     from eagle_demo.target.cpu_layout import column_major_linears
     from fixtures import random_eagle1, random_eagle3
 

@@ -240,8 +240,8 @@ def test_plain_decoding_needs_no_room_for_a_tree():
 
 
 def test_flags_a_run_does_not_use_are_named_in_a_note():
-    from eagle_demo.commands.cli import build_parser
     from eagle_demo.commands.args import flag_notes
+    from eagle_demo.commands.cli import build_parser
 
     parse = build_parser().parse_args
     quiet = parse(["generate", "--prompt", "x"])

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from eagle_demo.common.config import TREE_PRESETS, RunConfig, SamplingConfig, TreeConfig
-from eagle_demo.metrics import summarize
 from eagle_demo.decoding.sampling import PositionSampler
+from eagle_demo.metrics import summarize
 from eagle_demo.session import SHIPPED_EAGLE1, SHIPPED_EAGLE3, SHIPPED_TARGET, load_session
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

@@ -9,8 +9,8 @@ import torch
 from eagle_demo.autotree.explore import KNOWN_ERROR, explore, walk
 from eagle_demo.common.config import RunConfig, TreeConfig
 from eagle_demo.decoding.events import Finish
-from eagle_demo.serving.flags import shape_flags, static_tree
 from eagle_demo.metrics import summarize
+from eagle_demo.serving.flags import shape_flags, static_tree
 from eagle_demo.session import load_session
 
 torch.set_num_threads(1)

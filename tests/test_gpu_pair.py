@@ -15,12 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from tokenizers import pre_tokenizers, processors, trainers
 
 from eagle_demo.training import carry, target_budget
 from eagle_demo.training.corpus import join_documents
 from eagle_demo.training.target2 import write_tokens
 from eagle_demo.training.tokenizer import build_tokenizer, save_tokenizer
-from tokenizers import pre_tokenizers, processors, trainers
 
 ROOT = Path(__file__).resolve().parents[1]
 STDLIB = Path(sysconfig.get_paths()["stdlib"])

@@ -22,9 +22,7 @@ from huggingface_hub import constants as hub_constants
 from huggingface_hub.errors import DisabledRepoError, GatedRepoError, HfHubHTTPError, RevisionNotFoundError
 from huggingface_hub.utils import hf_raise_for_status
 
-from eagle_demo.checkpoints import hub
-from eagle_demo.checkpoints import CheckpointError
-
+from eagle_demo.checkpoints import CheckpointError, hub
 
 # ---- local paths and ids ------------------------------------------------------------------------------------
 

@@ -13,8 +13,13 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from eagle_demo.checkpoints import (CheckpointError, CorruptCheckpointError, NotAnEagleDraftError, inspect_pair,
-                                    load_pair)
+from eagle_demo.checkpoints import (
+    CheckpointError,
+    CorruptCheckpointError,
+    NotAnEagleDraftError,
+    inspect_pair,
+    load_pair,
+)
 from layouts import write_mimo_mtp_target, write_safetensors
 
 torch.set_num_threads(1)

@@ -11,8 +11,8 @@ from transformers.generation.candidate_generator import PromptLookupCandidateGen
 from eagle_demo.common.config import ConfigError, NgramConfig, RunConfig, SamplingConfig
 from eagle_demo.decoding.engine import BaselineEngine
 from eagle_demo.decoding.events import Round, RunStart
-from eagle_demo.metrics import summarize
 from eagle_demo.decoding.ngram import NgramEngine, NgramIndex, cut_all, propose, trie
+from eagle_demo.metrics import summarize
 from fixtures import tiny_target
 from test_engine import hf_greedy, model_of
 from test_sampling import N, chi2_pvalue, enumerate_probs, sample_runs

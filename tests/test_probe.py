@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from eagle_demo import probe_evidence
 from eagle_demo.checkpoints import load_pair
 from eagle_demo.common.config import RunConfig, TreeConfig
 from eagle_demo.decoding.engine import SpeculativeEngine
 from eagle_demo.decoding.events import Finish
-from eagle_demo import probe_evidence
 from eagle_demo.probe import MARGIN, NEAR, adoptable, probe_pair
 
 torch.set_num_threads(1)

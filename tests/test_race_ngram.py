@@ -6,15 +6,15 @@ from __future__ import annotations
 import pytest
 
 import eagle_demo.decoding.engine as engine_mod
-from eagle_demo.app.state import start_run
 from eagle_demo.app.registry import REGISTRY, make_key
+from eagle_demo.app.state import start_run
 from eagle_demo.common.config import RunConfig
 from eagle_demo.racers import race_all, race_table, short_labels
 from eagle_demo.session import SHIPPED_EAGLE1, SHIPPED_TARGET
 from eagle_demo.view.charts import tokens_time_figure
 from eagle_demo.view.stats import stats_html, summary
-from test_ui_api import CODE_PROMPT, app  # noqa: F401 (the launched app fixture)
 from fixtures import accept_every_draft
+from test_ui_api import CODE_PROMPT, app  # noqa: F401 (the launched app fixture)
 
 
 @pytest.fixture(scope="module")

@@ -11,10 +11,10 @@ import torch
 import eagle_demo.autotree.retune as retune_mod
 from eagle_demo.autotree import choose as autotree
 from eagle_demo.autotree.choose import Acceptance
+from eagle_demo.autotree.retune import Retuner, ShapeTable
 from eagle_demo.common.config import RunConfig, SamplingConfig, TreeConfig
 from eagle_demo.decoding.engine import BaselineEngine, SpeculativeEngine
 from eagle_demo.decoding.events import DraftNode, Round
-from eagle_demo.autotree.retune import Retuner, ShapeTable
 from fixtures import random_eagle1, tiny_target
 from test_autotree import SHAPES, _costs
 from test_engine import PROMPT, hf_greedy, model_of

@@ -7,8 +7,8 @@ import torch
 from scipy.stats import chisquare
 
 import eagle_demo.decoding.engine as engine_mod
-from eagle_demo.decoding.acceptance import Verdict
 from eagle_demo.common.config import ConfigError, RunConfig, SamplingConfig, TreeConfig
+from eagle_demo.decoding.acceptance import Verdict
 from eagle_demo.decoding.engine import BaselineEngine, SpeculativeEngine
 from eagle_demo.decoding.sampling import PositionSampler, process_logits
 from fixtures import random_eagle1, tiny_target

@@ -14,8 +14,8 @@ from .autotune import choice_for
 from .diagnose_tab import diagnose
 from .forms import friendly, make_ngram, make_run
 from .pages import CLIENT_PAIRS
-from .state import ensure, start_run
 from .registry import REGISTRY
+from .state import ensure, start_run
 
 __all__ = ["generate", "request_tree", "register_api"]
 

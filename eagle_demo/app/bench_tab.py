@@ -13,15 +13,23 @@ from typing import Any, NamedTuple
 import gradio as gr
 
 from ..common.config import ConfigError
-from ..view.bench_view import (BENCH_COLUMNS, MISSES_COLUMNS, bench_compare_figure, bench_compare_rows, bench_figure,
-                               bench_misses_rows, bench_rows, bench_sweep_figure)
+from ..view.bench_view import (
+    BENCH_COLUMNS,
+    MISSES_COLUMNS,
+    bench_compare_figure,
+    bench_compare_rows,
+    bench_figure,
+    bench_misses_rows,
+    bench_rows,
+    bench_sweep_figure,
+)
 from ..view.charts import empty_figure
 from .autotune import AUTO_SHOWN, PAGE_PRESETS, page_tree
 from .forms import BenchForm, handler, progress_fn, temperatures
-from .playground import Playground
 from .pages import BENCH_STOPS, BenchmarkStopped
-from .state import ensure, in_worker, suite_prompts
+from .playground import Playground
 from .registry import REGISTRY, local_or_repo
+from .state import ensure, in_worker, suite_prompts
 from .stream import stop_ui
 
 __all__ = ["BenchTab", "BenchOutputs", "build_bench_tab", "wire_bench_tab", "benchmark"]
@@ -116,8 +124,15 @@ def benchmark(form: BenchForm, request: gr.Request | None, progress) -> BenchOut
     tree, auto, _ = page_tree(PAGE_PRESETS.get(hash_), run.tree, key, session, AUTO_SHOWN.get(hash_))
     run = auto.run_config(run) if auto is not None else dataclasses.replace(run, tree=tree)
     session.check_tree(run)
-    from ..bench import (comparison_csv, comparison_json, compare_drafts, load_suite, run_bench, sweep_temperatures,
-                         with_auto)
+    from ..bench import (
+        compare_drafts,
+        comparison_csv,
+        comparison_json,
+        load_suite,
+        run_bench,
+        sweep_temperatures,
+        with_auto,
+    )
 
     items = load_suite(None, form.chosen)
     stop = threading.Event()  # this page's Stop sets it; the benchmark ends after the prompt it is on

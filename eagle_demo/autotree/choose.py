@@ -36,13 +36,12 @@ from typing import Callable
 
 import torch
 
-from .costs import Costs, clock_for
-from .costs import measure_costs as _measure_costs
-from .replay import (  # noqa: F401 (_count: the rank model's counts)
-    Group, _count, replay, shapes_of, timed_runs, walk_drafted, walk_tau)
 from ..common.config import RunConfig, TreeConfig
 from ..decoding.gate import MARGIN
 from .candidates import candidates, groups, hot_sizes
+from .costs import Costs, clock_for
+from .costs import measure_costs as _measure_costs
+from .replay import Group, _count, replay, shapes_of, timed_runs, walk_drafted, walk_tau  # noqa: F401 (_count: the rank model's counts)
 from .retune import ShapeTable, model_tau, rank_model
 
 __all__ = ["AutoChoice", "Acceptance", "auto_tree", "predict_tau", "candidates", "choose", "groups", "hot_sizes",

@@ -30,9 +30,9 @@ from typing import Callable
 
 import torch
 
-from . import replay_batch
 from ..common.config import RunConfig, TreeConfig
 from ..decoding.events import DraftNode, Round, Step
+from . import replay_batch
 from .packed_text import greedy_texts
 
 __all__ = ["Group", "Replay", "replay", "replay_prompt", "shapes_of", "walk_drafted", "walk_tau"]

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..drafts.lean import DraftKV
 from ..decoding.hot_vocab import HotVocab
+from ..drafts.lean import DraftKV
 
 __all__ = ["Batch", "accepted_lengths", "extend_text", "grow", "true_path"]
 

@@ -22,10 +22,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .costs import Costs, Line
-from .replay import _count
 from ..common.config import TreeConfig
 from ..decoding.events import Round
+from .costs import Costs, Line
+from .replay import _count
 
 __all__ = ["ShapeTable", "Retuner", "rank_model", "model_tau", "EVERY", "PRIOR", "MARGIN", "SEEN", "CAP"]
 

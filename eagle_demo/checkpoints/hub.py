@@ -14,17 +14,33 @@ from typing import Callable
 
 from huggingface_hub import HfApi, hf_hub_download, snapshot_download
 from huggingface_hub import constants as hub_constants
-from huggingface_hub.errors import (DisabledRepoError, EntryNotFoundError, GatedRepoError, HfHubHTTPError,
-                                    HFValidationError, LocalEntryNotFoundError, OfflineModeIsEnabled,
-                                    RepositoryNotFoundError, RevisionNotFoundError)
+from huggingface_hub.errors import (
+    DisabledRepoError,
+    EntryNotFoundError,
+    GatedRepoError,
+    HfHubHTTPError,
+    HFValidationError,
+    LocalEntryNotFoundError,
+    OfflineModeIsEnabled,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+)
 from huggingface_hub.utils import validate_repo_id
 
+from ..common.errors import brief as _short
 from .errors import CheckpointError
 from .files import read_json
+from .hub_cache import (
+    DownloadBar,
+    cached_listing,
+    check_files,
+    check_space,
+    human,
+    missing_bytes,
+    record_ref,
+    snapshot_folder,
+)
 from .pypi_gguf import ensure, is_pypi_name, spec_for
-from .hub_cache import (DownloadBar, cached_listing, check_files, check_space, human, missing_bytes,
-                        record_ref, snapshot_folder)
-from ..common.errors import brief as _short
 
 __all__ = ["resolve", "select_files", "default_max_bytes", "is_offline"]
 

@@ -9,8 +9,18 @@ from pathlib import Path
 
 from ..common.config import ConfigError, RunConfig, SamplingConfig
 from ..decoding.gate import paused_line
-from .args import (add_auto_tree_arg, add_engine_args, add_ngram_args, add_pair_args, add_tree_args, auto_for_session,
-                   flag_notes, load_from_args, ngram_from_args, write_notes)
+from .args import (
+    add_auto_tree_arg,
+    add_engine_args,
+    add_ngram_args,
+    add_pair_args,
+    add_tree_args,
+    auto_for_session,
+    flag_notes,
+    load_from_args,
+    ngram_from_args,
+    write_notes,
+)
 
 __all__ = ["add_parser", "run"]
 
@@ -47,8 +57,17 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from ..bench import (comparison_csv, comparison_json, comparison_table, compare_drafts, load_suite, report_label,
-                         run_bench, sweep_temperatures, with_auto)
+    from ..bench import (
+        compare_drafts,
+        comparison_csv,
+        comparison_json,
+        comparison_table,
+        load_suite,
+        report_label,
+        run_bench,
+        sweep_temperatures,
+        with_auto,
+    )
 
     ngram = _check(args)
     items = load_suite(args.suite, args.categories)[:args.limit]  # a bad suite fails before the model loads
@@ -126,8 +145,15 @@ def _check(args: argparse.Namespace):
 def _with_ngram(args, session, items, auto_run, auto, options, bar, ngram_run) -> int:
     """EAGLE (and each --compare-draft head, each with its own automatic tree) and the n-gram draft on the same
     prompts, each against its own interleaved baseline; one table per category."""
-    from ..bench import category_table, comparison_csv, comparison_json, comparison_table, compare_drafts, run_bench, \
-        with_auto
+    from ..bench import (
+        category_table,
+        compare_drafts,
+        comparison_csv,
+        comparison_json,
+        comparison_table,
+        run_bench,
+        with_auto,
+    )
 
     sessions = [session] + [session.with_draft(d) for d in args.compare_draft or ()]
     autos = [auto] + [auto_for_session(args, s)[1] for s in sessions[1:]] if auto is not None else None

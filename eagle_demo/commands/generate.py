@@ -17,8 +17,19 @@ from ..metrics import summarize
 from ..race import RaceResult, verdict
 from ..racers import race_all, race_table, racers_dict, short_labels
 from ..target.rope_limit import rope_line
-from .args import (add_auto_tree_arg, add_engine_args, add_ngram_args, add_pair_args, add_tree_args, auto_for_session,
-                   flag_notes, load_from_args, ngram_from_args, tree_from_args, write_notes)
+from .args import (
+    add_auto_tree_arg,
+    add_engine_args,
+    add_ngram_args,
+    add_pair_args,
+    add_tree_args,
+    auto_for_session,
+    flag_notes,
+    load_from_args,
+    ngram_from_args,
+    tree_from_args,
+    write_notes,
+)
 
 __all__ = ["add_parser", "run"]
 

@@ -21,7 +21,6 @@ A static drafter's table is fixed (its graphs keep its addresses) and holds a ro
 
 from __future__ import annotations
 
-
 import torch
 
 from ..common.config import TreeConfig

@@ -13,16 +13,16 @@ from typing import Iterator
 import torch
 from transformers import PreTrainedModel
 
-from .acceptance import verify_tree
 from ..common.config import RunConfig
-from .drafter import Drafter
 from ..drafts.base import DraftHead
+from ..target.rope_limit import RopeLimit
+from ..target.runner import TargetOutput, TargetRunner
+from .acceptance import verify_tree
+from .drafter import Drafter
 from .events import DraftNode, Event, Finish, Prefill, Round, RunStart, Step
 from .gate import DraftGate
-from ..target.rope_limit import RopeLimit
 from .run_state import Held, Seen, cut, end_reason
 from .sampling import PositionSampler, penalize, pick, process_logits, top_two
-from ..target.runner import TargetOutput, TargetRunner
 
 __all__ = ["BaselineEngine", "SpeculativeEngine", "eos_ids_of"]
 

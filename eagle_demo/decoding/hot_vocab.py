@@ -23,8 +23,8 @@ import torch
 from torch.nn import functional as F
 
 from ..common.config import ConfigError
-from ..target.cpu_layout import is_column_major
 from ..drafts.base import shares_target_vocab, top_logp
+from ..target.cpu_layout import is_column_major
 
 __all__ = ["HotVocab", "hot_vocab_problem"]
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import torch
 
-from .hot_vocab import HotVocab
 from ..target.static import GRAPH_MAX_TOKENS, capture_graph
+from .hot_vocab import HotVocab
 
 __all__ = ["StaticDraft", "StaticDraftKV"]
 

@@ -35,9 +35,9 @@ sys.path.insert(0, str(ROOT))
 
 from eagle_demo.bench import load_suite  # noqa: E402
 from eagle_demo.common.config import RunConfig, TreeConfig  # noqa: E402
+from eagle_demo.decoding.events import Finish  # noqa: E402
 from eagle_demo.drafts.base import shares_target_vocab  # noqa: E402
 from eagle_demo.drafts.lean import one_call  # noqa: E402
-from eagle_demo.decoding.events import Finish  # noqa: E402
 from eagle_demo.session import load_session  # noqa: E402
 
 
