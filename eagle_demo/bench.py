@@ -56,7 +56,7 @@ def load_suite(path: str | Path | None = None, categories: Iterable[str] | None 
             row = json.loads(line)
             items.append(PromptItem(id=str(row["id"]), category=str(row["category"]), prompt=str(row["prompt"])))
         except (ValueError, KeyError, TypeError) as exc:
-            raise ConfigError(f"{path}:{n} is not a suite line ({exc}); each line needs id, category, prompt")
+            raise ConfigError(f"{path}:{n} is not a suite line ({exc}); each line needs id, category, prompt") from None
         if not items[-1].prompt.strip():
             raise ConfigError(f"{path}:{n} has an empty prompt; give it some text or remove the line")
     if categories:

@@ -3,6 +3,7 @@ one clear CheckpointError. All files are written from random tensors by tests/la
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -257,7 +258,7 @@ def test_report_is_json_and_readable(loaded):
     text = report.summary()
     assert "eagle3 (yuhuili-eagle3" in text and "hidden_states [2, 4, 5]" in text
     assert isinstance(report, AdaptationReport)
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         report.family = "x"  # frozen
 
 

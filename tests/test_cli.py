@@ -35,8 +35,8 @@ def test_generate_json_contract_and_greedy_equality(pair):
     proc = cli("generate", "--target", target, "--draft", draft, "--prompt-ids", "1,5,9,13", "--max-new-tokens",
                "20", "--ignore-eos", "--depth", "3", "--draft-top-k", "2", "--total-tokens", "8", "--json",
                "--device", "cpu", "--dtype", "float32")
-    lines = [json.loads(l) for l in proc.stdout.strip().splitlines()]
-    kinds = [l["event"] for l in lines]
+    lines = [json.loads(x) for x in proc.stdout.strip().splitlines()]
+    kinds = [e["event"] for e in lines]
     assert kinds[0] == "runstart" and kinds[1] == "prefill" and kinds[-2] == "finish" and kinds[-1] == "summary"
     assert "round" in kinds
     summary = lines[-1]

@@ -71,7 +71,7 @@ def _prompt_ids(args: argparse.Namespace) -> list[int] | None:
         try:
             return [int(x) for x in args.prompt_ids.split(",") if x.strip()]
         except ValueError:
-            raise ConfigError(f"--prompt-ids must be comma-separated integers, got '{args.prompt_ids}'")
+            raise ConfigError(f"--prompt-ids must be comma-separated integers, got '{args.prompt_ids}'") from None
     if not args.prompt.strip():
         raise ConfigError("the prompt is empty; pass some text with --prompt")
     return None
