@@ -4,9 +4,11 @@ environment of `zerogpu_emulation.space_env`. Prints one JSON line: what each ca
 import json
 import threading
 
+import zerogpu_fork  # noqa: F401 - first, and imported to the end, before `spaces`
+
+# isort: split
 import spaces  # noqa: F401,E402
 
-import zerogpu_fork  # noqa: F401 - first, and imported to the end, before `spaces`
 from zerogpu_emulation import skip_device_start  # noqa: E402
 
 skip_device_start()

@@ -3,9 +3,11 @@ environment of `zerogpu_emulation.space_env`. Blocks serving, as `python app.py`
 
 import sys
 
+import zerogpu_fork  # noqa: F401 - first, and imported to the end, before `spaces`
+
+# isort: split
 import spaces  # noqa: F401,E402 - patches torch in this, the main thread, as on a Space
 
-import zerogpu_fork  # noqa: F401 - first, and imported to the end, before `spaces`
 from zerogpu_emulation import skip_device_start  # noqa: E402
 
 skip_device_start()
