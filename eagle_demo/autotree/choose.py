@@ -278,7 +278,7 @@ def choose(stats: Acceptance, costs: Costs, seconds: float, device: torch.device
            shapes: list[TreeConfig] | None = None) -> AutoChoice:
     """The shape (of `shapes`, default the device's candidates) with the highest predicted tau / round cost;
     ties go to the cheaper round."""
-    best = None
+    best: tuple[float, float, TreeConfig] | None = None
     scale = overhead_scale(stats, costs, OVERHEAD_CAP_CPU if device.type == "cpu" else OVERHEAD_CAP_GPU)
     shapes = shapes or candidates(device)
     taus = [predict_tau(stats, tree) for tree in shapes]
@@ -286,6 +286,8 @@ def choose(stats: Acceptance, costs: Costs, seconds: float, device: torch.device
         cost = round_cost(costs, tree, tau, scale, stats.drafted.get(tree))
         if best is None or (tau / cost, -cost) > (best[0] / best[1], -best[1]):
             best = (tau, cost, tree)
+    if best is None:
+        raise ValueError("no candidate shapes to choose from")
     tau, cost, tree = best
     table = None
     if stats.counts and stats.counts[0]:

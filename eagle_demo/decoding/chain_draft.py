@@ -5,11 +5,17 @@ each top-1 over `hot_vocab.HotVocab`. It uses the drafter's cache, depth step an
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 
 from .hot_vocab import HotVocab
 from .tree import DraftTree, tree_from_device
+
+if TYPE_CHECKING:
+    from ..drafts.base import DraftHead
+    from ..drafts.lean import DraftKV
+    from .static_draft import StaticDraft
 
 __all__ = ["ChainDraft"]
 
@@ -17,6 +23,28 @@ __all__ = ["ChainDraft"]
 class ChainDraft:
     """Chain drafting for `Drafter` (its `head`, `cache`, `static`, `length`, `last_g`, `_depth`, `_positions`,
     `_const` and `_round_inputs`)."""
+
+    # what it reads and writes of `Drafter`, typed here for the checker
+    head: DraftHead
+    cache: DraftKV
+    static: StaticDraft | None
+    length: int
+    last_g: torch.Tensor | None
+    _context: list[torch.Tensor]
+    _seen: list[int]
+
+    if TYPE_CHECKING:
+        @property
+        def device(self) -> torch.device: ...
+
+        def _const(self, name: str, make): ...
+
+        def _positions(self, start: int, n: int) -> torch.Tensor: ...
+
+        def _round_inputs(self, key: tuple, root_token: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: ...
+
+        def _depth(self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, k: int, start: int,
+                   block: torch.Tensor | None = None, pick=None): ...
 
     def _hot_table(self, size: int) -> HotVocab:
         """This run's hot vocabulary of `size` first ids, holding every id extended so far (one host read of the

@@ -60,20 +60,26 @@ class Drafter(ChainDraft):
         need = positions + round_entries if self.static_mode else positions
         rope = getattr(self.head, "rope", None)
         if rope is not None:
-            rope.reserve(need, self.head.fc.weight)
+            rope.reserve(need, self._fc_weight())
         if not self.static_mode:
             self.cache.capacity = max(self.cache.capacity, need)
         elif self.static is None or self.static.capacity < need:
             self.static = StaticDraft(self.head, pool_size(need), self.graphs)  # new pools, no graphs yet
             self.cache = self.static.kv
 
+    def _fc_weight(self) -> torch.Tensor:
+        """The head's fc weight (an empty buffer where the head has no fc): it carries the head's device and dtype."""
+        weight = self.head.fc.weight
+        assert isinstance(weight, torch.Tensor)
+        return weight
+
     @property
     def device(self) -> torch.device:
-        return self.head.fc.weight.device
+        return self._fc_weight().device
 
     @property
     def dtype(self) -> torch.dtype:
-        return self.head.fc.weight.dtype
+        return self._fc_weight().dtype
 
     def _const(self, name: str, make):
         key = (name, self.device, self.dtype)
