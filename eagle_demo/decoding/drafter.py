@@ -122,9 +122,9 @@ class Drafter(ChainDraft):
     def _round_inputs(self, key: tuple, root_token: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The static inputs of a whole-draft graph `key`, set for this round: the draft output to start from [1, H],
         the start slot [1] and the root token [1]."""
-        x = self.static.inputs(key, lambda: (torch.zeros_like(self.last_g[None]),
+        x = self._on_static().inputs(key, lambda: (torch.zeros_like(self._last()),
                                              *torch.zeros(2, 1, dtype=torch.long, device=self.device)))
-        x[0].copy_(self.last_g[None])
+        x[0].copy_(self._last())
         x[1].fill_(self.length)
         x[2].fill_(root_token)
         return x
@@ -164,7 +164,7 @@ class Drafter(ChainDraft):
         """The whole expansion and its selection in one call (one CUDA graph on a GPU): the inputs are the draft
         output to start from, the start slot and the root token, every depth's positions, slots and mask come
         from the start slot on the device, and the tree (its ancestor mask and host pack too) is the output."""
-        st = self.static
+        st = self._on_static()
         st.check(self.length + (cfg.depth - 1) * cfg.top_k)
         key = ("tree", cfg.depth, cfg.top_k, cfg.total_tokens)
         x = self._round_inputs(key, root_token)
@@ -181,7 +181,7 @@ class Drafter(ChainDraft):
         """Every node the EAGLE-2 expansion proposes for cfg's depth and top-k (before the total_tokens
         selection), depth-major; the candidates of a shallower depth are a prefix of these."""
         start = None if self.static is None else torch.full((1,), self.length, device=self.device)
-        return self._expand(cfg, self.last_g[None], start)
+        return self._expand(cfg, self._last(), start)
 
     def _expand(self, cfg: TreeConfig, last_g: torch.Tensor, start: torch.Tensor | None) -> Candidates:
         """The expansion from the draft output last_g [1, H]; start: the static path's start slot [1] (every
@@ -204,7 +204,8 @@ class Drafter(ChainDraft):
                 g, logp, ids = self._depth(frontier_hidden, frontier_tokens, positions, k, prefix + added,
                                            block)  # [k, H], [k, k], [k, k]
             else:
-                g, logp, ids = self.static.tree_depth(frontier_hidden, frontier_tokens, start, step, added, block, k)
+                g, logp, ids = self._on_static().tree_depth(frontier_hidden, frontier_tokens, start, step, added,
+                                                            block, k)
             added += k
             cum = frontier_scores[:, None] + logp  # [k, k]
             tokens.append(ids.reshape(-1))
@@ -223,6 +224,7 @@ class Drafter(ChainDraft):
             offset += k * k
         if added and self.static is None:
             self.cache.crop(-added)  # drop the tree entries; the stable prefix stays
+            assert self._mask is not None  # the growing cache's tree depths set it
             self._mask[:, prefix:prefix + added].zero_()
         return self._candidates(cfg, tokens, scores, logps, frontiers)
 

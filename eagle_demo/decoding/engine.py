@@ -109,6 +109,9 @@ class _EngineBase:
         with self.lock:  # one generation at a time on this model
             yield from self._generate(list(prompt_ids), run, stop)
 
+    def _generate(self, prompt_ids, run, stop) -> Iterator[Event]:
+        raise NotImplementedError  # each engine's own loop
+
 
 class BaselineEngine(_EngineBase):
     mode = "baseline"

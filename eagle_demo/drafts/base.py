@@ -105,6 +105,8 @@ class DraftHead(nn.Module):
     # set by each head: the target's embedding (not registered) and, when the checkpoint brings one, its own
     shared_embed: Shared | None
     embed_tokens: nn.Embedding | None
+    lm_head: Any  # the target's lm_head (Shared) or the draft's own nn.Linear
+    fc: nn.Module  # every head has one (Unfused where the draft has none): its weight carries device and dtype
 
     def __init__(self, config: LlamaConfig):
         super().__init__()
