@@ -57,20 +57,10 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from ..bench import (
-        compare_drafts,
-        comparison_csv,
-        comparison_json,
-        comparison_table,
-        load_suite,
-        report_label,
-        run_bench,
-        sweep_temperatures,
-        with_auto,
-    )
+    from .. import bench as suite
 
     ngram = _check(args)
-    items = load_suite(args.suite, args.categories)[:args.limit]  # a bad suite fails before the model loads
+    items = suite.load_suite(args.suite, args.categories)[:args.limit]  # a bad suite fails before the model loads
     write_notes(flag_notes(args))
     session = load_from_args(args)
     chat = {"on": True, "off": False}.get(args.chat, session.has_chat_template)
@@ -93,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         return _with_ngram(args, session, items, auto_run, auto, options, bar, RunConfig(
             max_new_tokens=args.max_new_tokens, sampling=SamplingConfig(), ngram=ngram))
     if not args.compare_draft and not args.temperatures:
-        report = with_auto(run_bench(session, items, auto_run, **options), auto)
+        report = suite.with_auto(suite.run_bench(session, items, auto_run, **options), auto)
         bar.close()
         print(report.table())
         plain = sum(r.plain_rounds for r in report.results)
@@ -109,19 +99,19 @@ def run(args: argparse.Namespace) -> int:
         # with no tree flag each draft runs its own automatic tree (calibrated for that head), else the flags' tree
         autos = [auto] + [auto_for_session(args, s)[1] for s in sessions[1:]] if auto is not None else None
         runs = [a.run_config(run_config, args.retune) for a in autos] if autos is not None else None
-        reports = compare_drafts(sessions, items, run_config, runs=runs, **options)
-        reports = [with_auto(r, a) for r, a in zip(reports, autos)] if autos is not None else reports
+        reports = suite.compare_drafts(sessions, items, run_config, runs=runs, **options)
+        reports = [suite.with_auto(r, a) for r, a in zip(reports, autos)] if autos is not None else reports
     else:
         by = "temperature"
-        reports = sweep_temperatures(session, items, auto_run, args.temperatures, **options)
+        reports = suite.sweep_temperatures(session, items, auto_run, args.temperatures, **options)
         # the choice was calibrated greedy: its prediction belongs to the greedy report only
-        reports = [with_auto(r, auto) if r.settings["temperature"] == 0 else r for r in reports]
+        reports = [suite.with_auto(r, auto) if r.settings["temperature"] == 0 else r for r in reports]
     bar.close()
     for r in reports:
-        print(f"{by} {report_label(r, by)} ({r.settings['draft_family']}, {r.settings['tree']})\n{r.table()}\n"
+        print(f"{by} {suite.report_label(r, by)} ({r.settings['draft_family']}, {r.settings['tree']})\n{r.table()}\n"
               f"{r.misses_line()}\n")
-    print(comparison_table(reports, by))
-    _write(args, comparison_json(reports, by), comparison_csv(reports, by))
+    print(suite.comparison_table(reports, by))
+    _write(args, suite.comparison_json(reports, by), suite.comparison_csv(reports, by))
     return 0
 
 
