@@ -55,7 +55,7 @@ class ChainDraft:
     def _last(self) -> torch.Tensor:
         """The last draft output [1, H] (every extend sets it)."""
         assert self.last_g is not None, "extend before drafting"
-        return self._last()
+        return self.last_g[None]
 
     def _hot_table(self, size: int) -> HotVocab:
         """This run's hot vocabulary of `size` first ids, holding every id extended so far (one host read of the
