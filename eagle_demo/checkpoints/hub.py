@@ -12,7 +12,7 @@ import os
 from pathlib import Path, PurePosixPath
 from typing import Callable
 
-from huggingface_hub import HfApi, hf_hub_download, snapshot_download
+from huggingface_hub import HfApi, RepoFile, hf_hub_download, snapshot_download
 from huggingface_hub import constants as hub_constants
 from huggingface_hub.errors import (
     DisabledRepoError,
@@ -172,7 +172,8 @@ def _listing(api: HfApi, repo: str, asked: str, kind: str, weights: bool):
     present = [n for n in sizes if _plain_name(n) and (snapshot_folder(repo, info.sha or asked) / n).is_file()]
     unsized = [f for f in dict.fromkeys(files + present) if sizes.get(f) is None]
     if unsized:  # a listing without sizes (olah): ask for the files' own
-        sizes.update({p.path: p.size for p in api.get_paths_info(repo, unsized, revision=info.sha or asked)})
+        sizes.update({p.path: p.size for p in api.get_paths_info(repo, unsized, revision=info.sha or asked)
+                      if isinstance(p, RepoFile)})
     return info, sizes, files, present
 
 
