@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import tempfile
 import time
 
 import psutil
@@ -45,15 +46,19 @@ def end_session(proc: subprocess.Popen, grace: float = 15.0) -> None:
 
 def run_in_session(cmd: list[str], timeout: float, **kwargs) -> subprocess.CompletedProcess:
     """subprocess.run(cmd, capture_output=True, text=True) in its own session; whatever the command forked and left
-    behind is ended with it (also on a timeout)."""
-    proc = start_session(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        end_session(proc)
-        raise
-    end_session(proc)  # the command has exited; its forked workers may not have
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+    behind is ended with it (also on a timeout). The output goes through files, not pipes: a forked worker that
+    outlives the command would hold a pipe open, and reading it to its end would wait for that worker."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = start_session(cmd, stdout=out, stderr=err, text=True, **kwargs)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            end_session(proc)
+            raise
+        end_session(proc)  # the command has exited; its forked workers may not have
+        out.seek(0)
+        err.seek(0)
+        return subprocess.CompletedProcess(cmd, proc.returncode, out.read(), err.read())
 
 
 def _group_gone(proc: subprocess.Popen, timeout: float) -> bool:
