@@ -113,6 +113,7 @@ def test_seeded_sampling_equals_the_seeded_baseline():
         assert set(drafted_depths(events)) == {1, 2}  # the stop cut some rounds' chains, not all
 
 
+@pytest.mark.slow
 def test_sampling_is_the_target_distribution():
     small = tiny_target("llama", layers=2, hidden=32, vocab=8, seed=3)
     cfg = SamplingConfig(temperature=1.3)

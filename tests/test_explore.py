@@ -30,6 +30,7 @@ def _run(session, ids, tree, ignore_eos=True, new=48):
     return summarize(events), list(next(e for e in events if isinstance(e, Finish)).token_ids)
 
 
+@pytest.mark.slow
 def test_the_shape_that_ran_replays_to_its_measured_tau(session):
     ids = session.encode(PROMPT)
     shapes = [TreeConfig.chain(5), TreeConfig(3, 4, 12), TreeConfig.chain(7, 0.01), TreeConfig(6, 10, 60)]

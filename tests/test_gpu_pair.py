@@ -90,6 +90,7 @@ def test_head_data_prompts_end_where_their_kind_says(carried):
     assert prompts(stream, spans, tok, questions, {"code": 20}, seed=5) == [r for r in rows if r[0] == "code"]
 
 
+@pytest.mark.slow
 def test_smoke_pipeline_exports_a_lossless_pair(carried, tmp_path):
     from eagle_demo.common.config import RunConfig, TreeConfig
     from eagle_demo.metrics import summarize

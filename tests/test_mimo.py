@@ -111,6 +111,7 @@ def _broken(tmp_path, edit) -> Path:
     ("body-weight-missing", lambda sd: sd.pop("model.layers.1.mlp.up_proj.weight"),
      CorruptCheckpointError, "is missing weights (e.g. model.layers.1.mlp.up_proj.weight"),
 ])
+@pytest.mark.slow
 def test_broken_mimo_is_refused_in_one_line(tmp_path, case, edit, error, words):
     folder = _broken(tmp_path, edit)
     with pytest.raises(error) as info:

@@ -89,6 +89,7 @@ SETTINGS = [
 
 
 @pytest.mark.parametrize("name,tree,cfg", SETTINGS, ids=[s[0] for s in SETTINGS])
+@pytest.mark.slow
 def test_speculative_sampling_matches_enumerated_distribution(small, name, tree, cfg):
     probs = enumerate_probs(small, cfg)
     engine = SpeculativeEngine(small, random_eagle1(small, seed=5))
@@ -97,6 +98,7 @@ def test_speculative_sampling_matches_enumerated_distribution(small, name, tree,
     assert chi2_pvalue(counts, probs) > 1e-3
 
 
+@pytest.mark.slow
 def test_negative_control_biased_verifier_fails(small, monkeypatch):
     """Accepting any drafted child the target finds plausible (p >= 0.05) is NOT lossless: it must fail."""
     cfg = SamplingConfig(temperature=1.3)
