@@ -683,6 +683,7 @@ def test_missing_local_folder(root):
         load_pair("./does-not-exist", None)
 
 
+@pytest.mark.slow
 def test_a_run_past_the_drafts_own_context_gets_a_note(tmp_path):
     """The adapter raises a draft's max positions to the target's so it keeps running; a run that goes past
     what the draft was configured for gets a one-line note (CLI, API, page), not a refusal."""

@@ -52,6 +52,7 @@ def test_generate_json_contract_and_greedy_equality(pair):
     assert base_summary["tau"] == 1.0 and base_summary["draft_family"] == ""
 
 
+@pytest.mark.slow
 def test_generate_text_prompt_chain_and_sampling(pair):
     target, draft = pair
     proc = cli("generate", "--target", target, "--draft", draft, "--prompt", "t5 t9 t13", "--chain", "3",
