@@ -11,18 +11,19 @@ from typing import TYPE_CHECKING, Callable, Iterator
 import torch
 
 from .common.config import ConfigError, RunConfig
+from .common.paths import ASSETS
 from .decoding.engine import BaselineEngine, SpeculativeEngine
-from .decoding.ngram import NgramEngine
 from .decoding.events import Event
 from .decoding.hot_vocab import hot_vocab_problem
-from .common.paths import ASSETS
+from .decoding.ngram import NgramEngine
 from .target.rope_limit import RopeLimit
 
 if TYPE_CHECKING:
     from .checkpoints import AdaptationReport, LoadedPair
 
 __all__ = ["Session", "load_session", "ASSETS", "SHIPPED_TARGET", "SHIPPED_EAGLE1", "SHIPPED_EAGLE3",
-           "SMOLLM2_TARGET", "SMOLLM2_EAGLE3", "SMOLLM2_EAGLE1", "TokenStreamDecoder", "PromptError", "is_shipped_target"]
+           "SMOLLM2_TARGET", "SMOLLM2_EAGLE3", "SMOLLM2_EAGLE1", "TokenStreamDecoder", "PromptError",
+           "is_shipped_target"]
 
 SHIPPED_TARGET = str(ASSETS / "tiny-target")
 SHIPPED_EAGLE1 = str(ASSETS / "tiny-eagle1")

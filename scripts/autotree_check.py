@@ -25,12 +25,11 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from _shapes import parse_tree  # noqa: E402
-from peer_official import PROMPTS, WEAK_NOISE, weak_head  # noqa: E402
-
 from eagle_demo.autotree import choose as autotree  # noqa: E402
 from eagle_demo.common.config import RunConfig, TreeConfig  # noqa: E402
 from eagle_demo.decoding.events import Finish, Round  # noqa: E402
 from eagle_demo.session import load_session  # noqa: E402
+from peer_official import PROMPTS, WEAK_NOISE, weak_head  # noqa: E402
 
 
 def calibrate(session, times: int):

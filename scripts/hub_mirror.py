@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -193,20 +194,31 @@ class Olah:
             *[f'[[accessibility.proxy]]\nrepo = "{r["repo"]}"\nallow = {str(r["allow"]).lower()}' for r in rules]])
         (self.workdir / "olah.toml").write_text(toml + "\n")
         log = open(self.workdir / "olah.log", "ab")
+        # a session of its own: `stop` ends olah with whatever it started
         self.proc = subprocess.Popen([str(python.parent / "olah-cli"), "-c", "olah.toml"], cwd=self.workdir,
-                                     stdout=log, stderr=subprocess.STDOUT)
+                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         _wait_port(self.port, 60, lambda: self.proc.poll() is None)
         return self
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
+        """Ends olah's whole process group: SIGTERM, then SIGKILL after 10 s."""
+        if self.proc is not None:
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    os.killpg(self.proc.pid, sig)
+                except ProcessLookupError:
+                    break
+                try:
+                    self.proc.wait(10)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
             try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+                os.killpg(self.proc.pid, signal.SIGKILL)  # what olah started and left, if anything
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
         self.proc = None
 
 

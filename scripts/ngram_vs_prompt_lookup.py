@@ -9,10 +9,10 @@ the shortest match at 1 and calls the longest `max_matching_ngram_size` and the 
 `prompt_lookup_num_tokens`; ours are `NgramConfig(min_n=1, max_n, tokens)` (`decoding.ngram`). Ours runs twice:
 as shipped (`ours_ngram`: `--branches` continuations verified as one trie, repeat, by count, weak matches
 shortened; docs/ngram-and-divergence.md) and with transformers' exact proposals (`ours_lookup`:
-`NgramConfig.transformers`), which isolates the loop from the drafter. Each prompt runs transformers' prompt lookup, ours twice, transformers'
-plain greedy `generate` and our plain decoding, the order rotated from prompt to prompt, after one dropped warm-up
-of each. Every side is timed
-around its whole call (prefill included), by the wall clock and by the generating thread's CPU time
+`NgramConfig.transformers`), which isolates the loop from the drafter. Each prompt runs transformers' prompt lookup,
+ours twice, transformers' plain greedy `generate` and our plain decoding, the order rotated from prompt to prompt,
+after one dropped warm-up of each. Every side is timed around its whole call (prefill included), by the wall clock
+and by the generating thread's CPU time
 (`time.thread_time`, which other processes on a shared machine do not enter). Identity: every token id of our n-gram
 run against transformers' prompt lookup and against its plain greedy decoding. The ratios (ours / transformers) come
 from this one run; the output ends with a JSON line.
@@ -133,7 +133,8 @@ def main(argv=None) -> int:
                       "tokens": args.tokens, "ngram_max": args.ngram_max, "threads": args.threads,
                       "tokens_per_second": {k: v[0] for k, v in rate.items()},
                       "tokens_per_cpu_second": {k: v[1] for k, v in rate.items()},
-                      "ratios_wall_cpu": ratio, "tokens_per_round": tau, "identical_to_prompt_lookup": [same_lookup, runs],
+                      "ratios_wall_cpu": ratio, "tokens_per_round": tau,
+                      "identical_to_prompt_lookup": [same_lookup, runs],
                       "identical_to_plain": [same_plain, runs]}))
     return 0 if same_lookup == same_plain == runs else 1
 

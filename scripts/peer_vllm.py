@@ -71,17 +71,21 @@ def race(got: dict, ref: dict, ours_eagle: list, ours_plain: list, n: int) -> di
     def per_cpu(runs, cpu="cpu_seconds"):
         return sum(r.new_tokens for r in runs) / max(1e-9, sum(getattr(r, cpu) for r in runs))
 
-    return {"vllm_eagle_tps": med(r.tokens_per_second for r in vr), "vllm_plain_tps": med(r.tokens_per_second for r in vp),
+    return {"vllm_eagle_tps": med(r.tokens_per_second for r in vr),
+            "vllm_plain_tps": med(r.tokens_per_second for r in vp),
             "ours_eagle_tps": med(r.new_tokens / r.seconds for r in ours_eagle),
             "ours_plain_tps": med(r.new_tokens / r.seconds for r in ours_plain),
             "vllm_eagle_cpu_tps": per_cpu(vr), "vllm_plain_cpu_tps": per_cpu(vp),
             "ours_eagle_cpu_tps": per_cpu(ours_eagle), "ours_plain_cpu_tps": per_cpu(ours_plain),
             "vllm_round_cpu_ms": 1e3 * sum(r.cpu_seconds for r in vr) / max(1, sum(r.drafts for r in vr)),
-            "ours_round_cpu_ms": 1e3 * sum(r.cpu_seconds for r in ours_eagle) / max(1, sum(r.rounds for r in ours_eagle)),
+            "ours_round_cpu_ms": 1e3 * sum(r.cpu_seconds for r in ours_eagle)
+            / max(1, sum(r.rounds for r in ours_eagle)),
             "vllm_step_cpu_ms": 1e3 * sum(r.cpu_seconds for r in vp) / max(1, sum(r.new_tokens for r in vp)),
-            "ours_step_cpu_ms": 1e3 * sum(r.cpu_seconds for r in ours_plain) / max(1, sum(r.new_tokens for r in ours_plain)),
+            "ours_step_cpu_ms": 1e3 * sum(r.cpu_seconds for r in ours_plain)
+            / max(1, sum(r.new_tokens for r in ours_plain)),
             "vllm_acceptance_length": 1 + sum(r.accepted_tokens for r in vr) / max(1, sum(r.drafts for r in vr)),
-            "ours_acceptance_length": 1 + sum(r.accepted for r in ours_eagle) / max(1, sum(r.drafted_rounds for r in ours_eagle))}
+            "ours_acceptance_length": 1 + sum(r.accepted for r in ours_eagle)
+            / max(1, sum(r.drafted_rounds for r in ours_eagle))}
 
 
 def measure(args) -> dict:
@@ -154,7 +158,8 @@ def print_report(rep: dict) -> None:
         print(f"\n[{head}] {r['export']}\n  identical to ours: {r['identical_to_ours']}, to vLLM plain: "
               f"{r['identical_to_vllm_plain']}; acceptance length vLLM {r['vllm_acceptance_length'] or 1.0:.2f} "
               f"({r['accepted']} of {r['drafted']} drafted accepted, {r['drafts']} drafts) vs ours "
-              f"{r['our_acceptance_length']:.2f} ({r['our_accepted']} accepted, {r['our_rounds']} rounds; tau {r['our_tau']:.2f}), "
+              f"{r['our_acceptance_length']:.2f} ({r['our_accepted']} accepted, {r['our_rounds']} rounds; "
+              f"tau {r['our_tau']:.2f}), "
               f"gap {100 * r['gap']:.1f}%")
         if "as_published" in r:
             a = r["as_published"]
@@ -166,7 +171,8 @@ def print_report(rep: dict) -> None:
                   f"{x['plain_cpu_tps']:>15.1f}  {x['eagle_cpu_tps']:>15.1f}  {x['cpu_ratio']:>5.2f}  "
                   f"{x['acceptance_length'] or 1.0:>7.2f}")
         x = r["race"]
-        print(f"  batch-1 race, tok/s wall (median over prompts) / per CPU second: vLLM EAGLE {x['vllm_eagle_tps']:.1f} / "
+        print("  batch-1 race, tok/s wall (median over prompts) / per CPU second: "
+              f"vLLM EAGLE {x['vllm_eagle_tps']:.1f} / "
               f"{x['vllm_eagle_cpu_tps']:.1f}, ours EAGLE {x['ours_eagle_tps']:.1f} / {x['ours_eagle_cpu_tps']:.1f} "
               f"(ours/vLLM {x['ours_eagle_cpu_tps'] / x['vllm_eagle_cpu_tps']:.2f}x CPU); plain vLLM "
               f"{x['vllm_plain_tps']:.1f} / {x['vllm_plain_cpu_tps']:.1f}, ours {x['ours_plain_tps']:.1f} / "

@@ -26,11 +26,11 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from eagle_demo.decoding import engine as engine_mod  # noqa: E402
+from _shapes import parse_tree  # noqa: E402  (scripts/ is on the path when a script runs)
 from eagle_demo.common.config import RunConfig  # noqa: E402
+from eagle_demo.decoding import engine as engine_mod  # noqa: E402
 from eagle_demo.decoding.events import Finish, Round  # noqa: E402
 from eagle_demo.session import load_session  # noqa: E402
-from _shapes import parse_tree  # noqa: E402  (scripts/ is on the path when a script runs)
 
 PARTS = ("draft", "verify", "accept", "commit")
 PROMPT = ("def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n    if n < 2:\n        return n\n"
@@ -65,8 +65,8 @@ def graphs_count_once(mode: OpCount):
     """`--static`: what a GPU replays as one CUDA graph (the target's static forward, a static draft's whole chain
     or tree and its extend) counts as one launch here, where the CPU runs it eagerly; the ops around the replays
     are the eager launches left on a GPU."""
-    from eagle_demo.target.static import StaticTarget
     from eagle_demo.decoding.static_draft import StaticDraft
+    from eagle_demo.target.static import StaticTarget
 
     def counted_once(fn):
         def wrapped(*a, **k):

@@ -34,11 +34,12 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from eagle_demo.app import stream as ui  # noqa: E402  (the Generate event's redraw intervals)
-from eagle_demo.decoding.metrics import RunView  # noqa: E402
-from eagle_demo.common.config import TREE_PRESETS, RunConfig, SamplingConfig  # noqa: E402
-from eagle_demo.session import SHIPPED_EAGLE1, SHIPPED_TARGET  # noqa: E402
+
 from eagle_demo.app import REGISTRY, TREE_MODE, build_app, in_worker, launch_options, make_key  # noqa: E402
+from eagle_demo.app import stream as ui  # noqa: E402  (the Generate event's redraw intervals)  # noqa: E402  (the Generate event's redraw intervals)
+from eagle_demo.common.config import TREE_PRESETS, RunConfig, SamplingConfig  # noqa: E402  # noqa: E402
+from eagle_demo.decoding.metrics import RunView  # noqa: E402
+from eagle_demo.session import SHIPPED_EAGLE1, SHIPPED_TARGET  # noqa: E402  # noqa: E402
 
 PROMPT = 'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n'
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

@@ -60,8 +60,10 @@ def eagle1_layouts(out: Path) -> dict:
     hass = dict(sd, **{n: _norm(h, i) for i, n in enumerate(("embed_layernorm.weight", "hidden_layernorm.weight"))})
     return {
         "EAGLE-1 official (yuhuili: fc.bias, \"bias\": true)": lambda: _write(out / "e1", sd, cfg, "bin"),
-        "EAGLE-1 with fc.bias, config without \"bias\" (Vicuna style)": lambda: _write(out / "e1v", sd, plain_cfg, "bin"),
-        "EAGLE-1 without fc.bias (\"bias\": false, LLaMA3 style)": lambda: _write(out / "e1n", no_bias, cfg | {"bias": False}, "bin"),
+        "EAGLE-1 with fc.bias, config without \"bias\" (Vicuna style)":
+            lambda: _write(out / "e1v", sd, plain_cfg, "bin"),
+        "EAGLE-1 without fc.bias (\"bias\": false, LLaMA3 style)":
+            lambda: _write(out / "e1n", no_bias, cfg | {"bias": False}, "bin"),
         "EAGLE-1 vLLM-converted (wrapped config, model. prefixes)": lambda: _write(
             out / "e1w", {k if k.startswith("fc.") else "model." + k: v for k, v in sd.items()},
             {"model_type": "eagle", "model": plain_cfg | {"eagle_fc_bias": True}, "architectures": ["EAGLEModel"]}),
@@ -179,7 +181,8 @@ def run_case(runtime, name: str, make, target: str, prompts, plain, args) -> dic
         report = inspect_pair(target, draft)
         session = load_session(target, draft, threads=1)
         ours = run_ours(session, prompts, args.k, args.max_new_tokens)
-        row |= {"ours_loads": True, "ours_acceptance_length": ours.acceptance_length, "source_layout": report.source_layout}
+        row |= {"ours_loads": True, "ours_acceptance_length": ours.acceptance_length,
+                "source_layout": report.source_layout}
     except Exception as exc:  # our loader refuses it: nothing to compare
         return row | {"ours_loads": False, "ours_error": str(exc)[:300]}
     with tempfile.TemporaryDirectory() as tmp:

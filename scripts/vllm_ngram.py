@@ -69,7 +69,6 @@ def main() -> int:
     torch.set_num_threads(1)
     runtime, session = build_runtime(), load_session(SHIPPED_TARGET, None, threads=1)
     from eagle_demo.bench.run import load_suite
-
     from peer_vllm import PROMPTS
 
     texts = [item.prompt for item in load_suite()] if args.suite else TEST_PROMPTS + PROMPTS

@@ -6,7 +6,7 @@ import hashlib
 
 import torch
 from torch import nn
-from transformers import (AutoModelForCausalLM, DynamicCache, LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config)
+from transformers import AutoModelForCausalLM, DynamicCache, LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config
 
 from eagle_demo.drafts import DraftHead, Eagle1Head, Eagle3Head
 

@@ -372,6 +372,7 @@ def write_mla_eagle3(folder: Path, seed: int = 23) -> Path:
     """Kimi-style MLA EAGLE-3 (`Eagle3DeepseekV2ForCausalLM`, vLLM deepseek_eagle3.py) without an lm_head: MLA
     projections reading the 2H concat, dense MLP, full draft vocabulary (so the target's lm_head serves)."""
     from transformers import DeepseekV3Config
+
     from eagle_demo.drafts.eagle3_mla import MlaEagle3Layer
     torch.manual_seed(seed)
     cfg = {k: v for k, v in MLA_DRAFT.items() if k not in ("architectures", "model_type", "draft_vocab_size")}

@@ -8,11 +8,11 @@ from transformers import AutoModelForCausalLM, LlamaConfig
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import sdpa_mask
 
-from eagle_demo.target import attention
 from eagle_demo.checkpoints import load_pair
 from eagle_demo.common.config import RunConfig, SamplingConfig, TreeConfig
 from eagle_demo.decoding.engine import BaselineEngine, SpeculativeEngine
 from eagle_demo.session import SHIPPED_EAGLE1, SHIPPED_TARGET
+from eagle_demo.target import attention
 from eagle_demo.target.runner import TargetRunner
 from fixtures import random_eagle1, random_eagle3, tiny_target
 from test_engine import PROMPT, hf_greedy, model_of

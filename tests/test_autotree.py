@@ -43,6 +43,7 @@ def test_acceptance_counts_ranks_by_draft_probability():
     assert offered == [[2, 2], [1, 0]] and accepted == [[1, 1], [1, 0]]
 
 
+@pytest.mark.slow
 def test_auto_tree_on_the_shipped_pair_is_cached_per_pair(tmp_path):
     session = load_session(threads=1, device="cpu", dtype="float32")
     choice = auto_tree(session, budget_s=1.0, cache_dir=tmp_path)
@@ -107,11 +108,12 @@ def counted(tmp_path, monkeypatch):
     REGISTRY.clear()
 
 
+@pytest.mark.slow
 def test_the_page_calibrates_once_per_pair_and_again_for_another(counted):
     from eagle_demo.app import REGISTRY, make_key
     from eagle_demo.app.autotune import AUTO, calibrate_ui, choice_for, tuning
-    from eagle_demo.app.forms import make_tree
     from eagle_demo.app.draft_panel import after_load
+    from eagle_demo.app.forms import make_tree
 
     first = make_key("assets/tiny-target", "assets/tiny-eagle1", device="cpu")
     REGISTRY.load(first)
@@ -135,6 +137,7 @@ def test_the_page_calibrates_once_per_pair_and_again_for_another(counted):
     assert again.from_cache and again.tree == t.choice.tree and note == "" and counted == [1, 1]
 
 
+@pytest.mark.slow
 def test_a_run_waits_for_the_calibration_and_auto_runs_losslessly(counted):
     from eagle_demo.app import REGISTRY, make_key
     from eagle_demo.app.autotune import AUTO, page_tree, start_tuning
@@ -181,6 +184,7 @@ def test_a_run_waits_for_the_calibration_and_auto_runs_losslessly(counted):
 
 
 
+@pytest.mark.slow
 def test_generate_without_load_runs_auto_and_a_probe_that_switches_conventions_tunes_again(counted):
     from eagle_demo.app import REGISTRY, make_key
     from eagle_demo.app.autotune import calibrate_ui, page_tree, tuning
@@ -293,6 +297,7 @@ def test_walk_tau_follows_the_rounds_an_engine_would_take():
     assert walk_tau([]) == 1.0
 
 
+@pytest.mark.slow
 def test_the_replay_accepts_exactly_what_the_engine_accepts():
     """On the shipped pair, the replayed accepted length at each state an engine run visits equals that run's
     accepted length in that round, for a chain and for trees (the target's own text, greedy), and for chains over
@@ -326,9 +331,9 @@ def test_the_replay_accepts_exactly_what_the_engine_accepts():
 def test_packed_greedy_texts_equal_each_prompts_own_plain_decoding(family):
     """All prompts continued in one forward per step give, prompt by prompt, plain greedy decoding's tokens
     (prompts of different lengths, one of a single token); the shipped pair and two random targets."""
+    from eagle_demo.autotree.packed_text import greedy_texts
     from eagle_demo.decoding.engine import BaselineEngine
     from eagle_demo.decoding.events import Finish
-    from eagle_demo.autotree.packed_text import greedy_texts
 
     if family == "shipped":
         model = load_session(threads=1, device="cpu", dtype="float32").pair.target
@@ -391,6 +396,7 @@ def test_the_batched_replay_grows_each_states_candidates_as_the_drafter_does(hea
             torch.testing.assert_close(batch.scores[row], want.scores, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_a_page_that_switches_pairs_runs_the_new_pairs_auto_choice(counted):
     """The panel shows auto's choice for the EAGLE-1 pair (a hot vocabulary); the page switches to the EAGLE-3 pair
     and presses Generate: those settings are auto's, not moved by hand, so the new pair's own choice runs (the
@@ -399,9 +405,9 @@ def test_a_page_that_switches_pairs_runs_the_new_pairs_auto_choice(counted):
 
     from eagle_demo.app import REGISTRY, make_key
     from eagle_demo.app.autotune import AUTO, AUTO_SHOWN, calibrate_ui, page_tree, tuning
+    from eagle_demo.app.draft_panel import after_generate, after_load, apply_tree_preset
     from eagle_demo.app.forms import make_tree
     from eagle_demo.app.pages import LAST_RUNS
-    from eagle_demo.app.draft_panel import after_generate, after_load, apply_tree_preset
     from eagle_demo.app.state import start_run
 
     page = SimpleNamespace(session_hash="switching-page")

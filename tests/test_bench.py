@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from eagle_demo.bench.run import CATEGORIES, PromptResult, _summary, load_suite
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -18,6 +20,7 @@ def test_suite_has_every_category():
     assert len({i.id for i in items}) == len(items)
 
 
+@pytest.mark.slow
 def test_bench_cli_writes_json_and_csv(tmp_path):
     out_json, out_csv = tmp_path / "bench.json", tmp_path / "bench.csv"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
@@ -45,6 +48,7 @@ def test_bench_cli_writes_json_and_csv(tmp_path):
     assert len(rows) == 2 and rows[0]["equal_to_baseline"] == "True" and float(rows[0]["tau"]) >= 1.0
 
 
+@pytest.mark.slow
 def test_bench_cli_compares_drafts_on_one_target(tmp_path):
     out_json, out_csv = tmp_path / "cmp.json", tmp_path / "cmp.csv"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
@@ -62,6 +66,7 @@ def test_bench_cli_compares_drafts_on_one_target(tmp_path):
     assert [r["draft"] for r in rows] == ["tiny-eagle1", "tiny-eagle3"] and rows[1]["category"] == "code"
 
 
+@pytest.mark.slow
 def test_bench_cli_sweeps_temperatures(tmp_path):
     out_json = tmp_path / "sweep.json"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
@@ -98,6 +103,7 @@ def test_summary_counts_prompts_and_runs_and_takes_the_ratio_of_means():
     assert min(r.tau / r.speedup for r in rows) <= s.round_cost <= max(r.tau / r.speedup for r in rows)
 
 
+@pytest.mark.slow
 def test_bench_cli_reports_the_auto_choice_next_to_the_measured_speedup(tmp_path):
     out_json = tmp_path / "auto.json"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "EAGLE_DEMO_CACHE": str(tmp_path)}
@@ -122,6 +128,7 @@ def test_tau_over_a_category_is_pooled_over_its_rounds():
     assert abs(s.tau - (10 + 8) / 5) < 1e-9
 
 
+@pytest.mark.slow
 def test_bench_cli_refuses_bad_counts_and_suites_before_loading(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     empty = tmp_path / "suite.jsonl"
@@ -153,6 +160,7 @@ def test_compared_drafts_drop_a_hot_vocabulary_only_where_the_head_has_its_own(t
     assert all(r.overall.all_equal for r in reports)
 
 
+@pytest.mark.slow
 def test_bench_cli_compares_drafts_each_at_its_own_automatic_tree(tmp_path):
     out_json = tmp_path / "cmp.json"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "EAGLE_DEMO_CACHE": str(tmp_path)}

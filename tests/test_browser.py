@@ -176,7 +176,7 @@ def test_stop_then_generate_twenty_cycles(page, app_url, phase):
     20 times on one page; every short run is complete and identical to its baseline."""
     page.locator("#prompt-box textarea").fill(CODE_PROMPT)
     long = long_run(app_url[1]) if phase == "running" else 400  # EAGLE ends quickly, the baseline takes seconds
-    for cycle in range(20):
+    for _cycle in range(20):
         _generate(page, long, ignore_eos=True)
         wait_state(page, phase)
         page.click("#stop-btn")

@@ -7,9 +7,9 @@ from __future__ import annotations
 import os
 
 import eagle_demo.decoding.engine as engine_mod
+from fixtures import accept_every_draft
 from test_browser import SHOTS, app_url, browser, page, set_number, wait_state  # noqa: F401,F811 (fixtures)
 from test_ui_api import CODE_PROMPT
-from fixtures import accept_every_draft
 
 NAMES = "() => document.querySelector('#plot-time .js-plotly-plot').data.map(t => t.name)"
 

@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from eagle_demo.autotree.costs import Costs, Line
+from eagle_demo.autotree.retune import ShapeTable
 from eagle_demo.common.config import ConfigError, RunConfig, SamplingConfig, TreeConfig
 from eagle_demo.decoding.drafter import Drafter
 from eagle_demo.decoding.engine import BaselineEngine, SpeculativeEngine
 from eagle_demo.decoding.events import Round
-from eagle_demo.autotree.retune import ShapeTable
 from fixtures import OracleHead, random_eagle1, tiny_target
 from test_engine import PROMPT, hf_greedy, model_of
 from test_sampling import chi2_pvalue, enumerate_probs, sample_counts
@@ -113,6 +113,7 @@ def test_seeded_sampling_equals_the_seeded_baseline():
         assert set(drafted_depths(events)) == {1, 2}  # the stop cut some rounds' chains, not all
 
 
+@pytest.mark.slow
 def test_sampling_is_the_target_distribution():
     small = tiny_target("llama", layers=2, hidden=32, vocab=8, seed=3)
     cfg = SamplingConfig(temperature=1.3)

@@ -35,8 +35,8 @@ def test_generate_json_contract_and_greedy_equality(pair):
     proc = cli("generate", "--target", target, "--draft", draft, "--prompt-ids", "1,5,9,13", "--max-new-tokens",
                "20", "--ignore-eos", "--depth", "3", "--draft-top-k", "2", "--total-tokens", "8", "--json",
                "--device", "cpu", "--dtype", "float32")
-    lines = [json.loads(l) for l in proc.stdout.strip().splitlines()]
-    kinds = [l["event"] for l in lines]
+    lines = [json.loads(x) for x in proc.stdout.strip().splitlines()]
+    kinds = [e["event"] for e in lines]
     assert kinds[0] == "runstart" and kinds[1] == "prefill" and kinds[-2] == "finish" and kinds[-1] == "summary"
     assert "round" in kinds
     summary = lines[-1]
@@ -52,6 +52,7 @@ def test_generate_json_contract_and_greedy_equality(pair):
     assert base_summary["tau"] == 1.0 and base_summary["draft_family"] == ""
 
 
+@pytest.mark.slow
 def test_generate_text_prompt_chain_and_sampling(pair):
     target, draft = pair
     proc = cli("generate", "--target", target, "--draft", draft, "--prompt", "t5 t9 t13", "--chain", "3",
@@ -240,8 +241,8 @@ def test_plain_decoding_needs_no_room_for_a_tree():
 
 
 def test_flags_a_run_does_not_use_are_named_in_a_note():
-    from eagle_demo.commands.cli import build_parser
     from eagle_demo.commands.args import flag_notes
+    from eagle_demo.commands.cli import build_parser
 
     parse = build_parser().parse_args
     quiet = parse(["generate", "--prompt", "x"])

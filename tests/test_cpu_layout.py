@@ -9,9 +9,9 @@ import torch
 
 from eagle_demo.checkpoints import load_pair
 from eagle_demo.common.config import RunConfig, TreeConfig
-from eagle_demo.target.cpu_layout import column_major_linears, is_column_major, same_layout
 from eagle_demo.decoding.engine import SpeculativeEngine
 from eagle_demo.session import SHIPPED_EAGLE1, SHIPPED_EAGLE3, SHIPPED_TARGET
+from eagle_demo.target.cpu_layout import column_major_linears, is_column_major, same_layout
 from fixtures import random_eagle1, random_eagle3, tiny_target
 
 PROMPT = [1, 5, 17, 33, 8, 61, 12, 40, 7]

@@ -27,8 +27,8 @@ def test_default_tree_is_the_cpu_chain_on_cpu_and_the_family_preset_on_gpu():
 def test_page_api_and_command_line_defaults_agree(device, family):
     from eagle_demo.app.api import request_tree
     from eagle_demo.app.forms import make_tree, tree_values
-    from eagle_demo.commands.cli import build_parser
     from eagle_demo.commands.args import tree_from_args
+    from eagle_demo.commands.cli import build_parser
 
     want = default_tree(device, family)
     page = make_tree(*tree_values(default_preset(device, family)))  # the Draft panel after Load

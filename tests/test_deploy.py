@@ -9,9 +9,18 @@ from eagle_demo.checkpoints import inspect_pair, load_pair
 from eagle_demo.commands.cli import main
 from eagle_demo.common.config import TreeConfig
 from eagle_demo.deploy import deployment_commands, plan_for, write_adapted_copy
-from layouts import (eagle1_weights, eagle3_weights, write_angelslim_eagle3, write_llama3_eagle1,
-                     write_official_eagle3, write_qwen2_eagle1, write_specforge_eagle3, write_target,
-                     write_vicuna_eagle1, write_vllm_eagle1)
+from layouts import (
+    eagle1_weights,
+    eagle3_weights,
+    write_angelslim_eagle3,
+    write_llama3_eagle1,
+    write_official_eagle3,
+    write_qwen2_eagle1,
+    write_specforge_eagle3,
+    write_target,
+    write_vicuna_eagle1,
+    write_vllm_eagle1,
+)
 
 TREE = TreeConfig(depth=5, top_k=8, total_tokens=48)
 

@@ -11,9 +11,9 @@ import torch
 from transformers import DynamicCache
 
 from eagle_demo.checkpoints import inspect_pair, load_pair
+from eagle_demo.checkpoints.fc_fold import fold_fc_bias
 from eagle_demo.common.config import TreeConfig
 from eagle_demo.deploy import plan_for, write_adapted_copy
-from eagle_demo.checkpoints.fc_fold import fold_fc_bias
 from layouts import eagle1_weights, llama_config, write_llama3_eagle1, write_raw_eagle1, write_target
 
 K = TreeConfig.chain(5)
@@ -165,6 +165,7 @@ def test_specforge_nested_ids_need_a_copy_with_the_ids_vllm_reads(tmp_path):
 def _nvidia(tmp_path, ids, edit=None, **kw):
     """An NVIDIA Eagle3 draft (tests/layouts.py) for a 6-layer target, its config edited by `edit(cfg, tensors)`."""
     from safetensors.torch import load_file, save_file
+
     from layouts import write_nvidia_eagle3
 
     target = write_target(tmp_path / "t", layers=6)

@@ -98,4 +98,5 @@ def test_the_explore_table_fits_80_columns_and_the_json_keeps_full_labels():
     assert any(x.startswith("* chain 16 @0.005 hot 2048 ") and x.endswith("ran: tau 3.13") for x in table)
     assert "  chain 5  " in "\n".join(table) and "@P: stop under p=P; hot N: first N ids; tree total/depth/top-k" \
         in table[2]
-    assert d.to_dict()["ran"] == ran.label() and {r["tree"] for r in d.to_dict()["shapes"]} == {t.label() for t in trees}
+    assert d.to_dict()["ran"] == ran.label()
+    assert {r["tree"] for r in d.to_dict()["shapes"]} == {t.label() for t in trees}

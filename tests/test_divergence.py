@@ -8,10 +8,9 @@ import torch
 
 import eagle_demo.decoding.engine as engine_mod
 from eagle_demo.common.config import RunConfig, TreeConfig
-from eagle_demo.diagnose.divergence import explain, rounding_tolerance, top2_by_position
 from eagle_demo.decoding.engine import BaselineEngine, SpeculativeEngine
-from fixtures import random_eagle1, tiny_target
-from fixtures import accept_every_draft
+from eagle_demo.diagnose.divergence import explain, rounding_tolerance, top2_by_position
+from fixtures import accept_every_draft, random_eagle1, tiny_target
 
 PROMPT = [1, 5, 9, 13, 4, 7, 22, 30]
 RUN = RunConfig(max_new_tokens=48, ignore_eos=True, tree=TreeConfig(depth=4, top_k=4, total_tokens=16))

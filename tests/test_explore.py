@@ -9,8 +9,8 @@ import torch
 from eagle_demo.autotree.explore import KNOWN_ERROR, explore, walk
 from eagle_demo.common.config import RunConfig, TreeConfig
 from eagle_demo.decoding.events import Finish
-from eagle_demo.serving.flags import shape_flags, static_tree
 from eagle_demo.decoding.metrics import summarize
+from eagle_demo.serving.flags import shape_flags, static_tree
 from eagle_demo.session import load_session
 
 torch.set_num_threads(1)
@@ -30,6 +30,7 @@ def _run(session, ids, tree, ignore_eos=True, new=48):
     return summarize(events), list(next(e for e in events if isinstance(e, Finish)).token_ids)
 
 
+@pytest.mark.slow
 def test_the_shape_that_ran_replays_to_its_measured_tau(session):
     ids = session.encode(PROMPT)
     shapes = [TreeConfig.chain(5), TreeConfig(3, 4, 12), TreeConfig.chain(7, 0.01), TreeConfig(6, 10, 60)]

@@ -11,9 +11,17 @@ from eagle_demo.checkpoints import inspect_pair
 from eagle_demo.commands.cli import main
 from eagle_demo.common.config import TreeConfig
 from eagle_demo.deploy import deployment_commands, plan_for, write_adapted_copy
-from layouts import (eagle3_weights, write_eagle31, write_multilayer_eagle3, write_nvidia_eagle3,
-                     write_official_eagle3, write_qwen_mtp_target, write_specforge_eagle3, write_target)
-from layouts import write_mimo_mtp_target
+from layouts import (
+    eagle3_weights,
+    write_eagle31,
+    write_mimo_mtp_target,
+    write_multilayer_eagle3,
+    write_nvidia_eagle3,
+    write_official_eagle3,
+    write_qwen_mtp_target,
+    write_specforge_eagle3,
+    write_target,
+)
 from real_shapes import EAGLE3_LLAMA31_8B, LLAMA31_8B, eagle3_shapes, model_shapes, write_header_only
 
 TREE = TreeConfig.chain(3)

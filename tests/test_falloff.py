@@ -8,10 +8,10 @@ import json
 import pytest
 import torch
 
+from eagle_demo.bench.context_sweep import check_lengths, context_ids, filler_text, sweep_context
 from eagle_demo.bench.run import load_suite, run_bench
 from eagle_demo.common.config import ConfigError, RunConfig, TreeConfig
 from eagle_demo.diagnose.falloff import by_kind, by_position, line_kinds, token_lines
-from eagle_demo.bench.context_sweep import check_lengths, context_ids, filler_text, sweep_context
 from eagle_demo.session import load_session
 
 torch.set_num_threads(1)

@@ -12,8 +12,8 @@ from transformers.models.llama.modeling_llama import LlamaRMSNorm
 from eagle_demo.checkpoints import load_pair
 from eagle_demo.common.config import RunConfig, TreeConfig
 from eagle_demo.decoding.engine import SpeculativeEngine
-from eagle_demo.target.fused_norms import fuse_rms_norms, is_fused
 from eagle_demo.session import SHIPPED_EAGLE1, SHIPPED_TARGET
+from eagle_demo.target.fused_norms import fuse_rms_norms, is_fused
 from fixtures import random_eagle1, tiny_target
 
 PROMPT = [1, 5, 17, 33, 8, 61, 12, 40, 7]

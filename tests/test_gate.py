@@ -221,6 +221,7 @@ def test_paused_rounds_keep_seeded_sampling(static):
     assert list(events[-1].token_ids) == list(list(BaselineEngine(model).generate(prompt, run))[-1].token_ids)
 
 
+@pytest.mark.slow
 def test_paused_rounds_sample_the_target_distribution(monkeypatch):
     """Draft, plain, draft, plain... (a window of one round, pauses of one): still the target's distribution."""
     monkeypatch.setattr(gate_mod, "WINDOW", 1)

@@ -15,12 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from tokenizers import pre_tokenizers, processors, trainers
 
 from eagle_demo.training import carry, target_budget
 from eagle_demo.training.corpus import join_documents
 from eagle_demo.training.target2 import write_tokens
 from eagle_demo.training.tokenizer import build_tokenizer, save_tokenizer
-from tokenizers import pre_tokenizers, processors, trainers
 
 ROOT = Path(__file__).resolve().parents[1]
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
@@ -90,6 +90,7 @@ def test_head_data_prompts_end_where_their_kind_says(carried):
     assert prompts(stream, spans, tok, questions, {"code": 20}, seed=5) == [r for r in rows if r[0] == "code"]
 
 
+@pytest.mark.slow
 def test_smoke_pipeline_exports_a_lossless_pair(carried, tmp_path):
     from eagle_demo.common.config import RunConfig, TreeConfig
     from eagle_demo.decoding.metrics import summarize

@@ -7,15 +7,15 @@ import pytest
 import torch
 
 from eagle_demo.autotree.costs import Costs, Line
+from eagle_demo.autotree.replay_batch import hot_table
+from eagle_demo.autotree.retune import ShapeTable
 from eagle_demo.common.config import ConfigError, RunConfig, SamplingConfig, TreeConfig
-from eagle_demo.target.cpu_layout import column_major_linears
-from eagle_demo.drafts.base import shares_target_vocab, top_logp
-from eagle_demo.drafts.hass import HassHead
 from eagle_demo.decoding.engine import BaselineEngine, SpeculativeEngine
 from eagle_demo.decoding.events import Round
 from eagle_demo.decoding.hot_vocab import HotVocab
-from eagle_demo.autotree.replay_batch import hot_table
-from eagle_demo.autotree.retune import ShapeTable
+from eagle_demo.drafts.base import shares_target_vocab, top_logp
+from eagle_demo.drafts.hass import HassHead
+from eagle_demo.target.cpu_layout import column_major_linears
 from fixtures import draft_config, random_eagle1, random_eagle3, tiny_target
 from test_engine import PROMPT, hf_greedy
 

@@ -22,9 +22,7 @@ from huggingface_hub import constants as hub_constants
 from huggingface_hub.errors import DisabledRepoError, GatedRepoError, HfHubHTTPError, RevisionNotFoundError
 from huggingface_hub.utils import hf_raise_for_status
 
-from eagle_demo.checkpoints import hub
-from eagle_demo.checkpoints import CheckpointError
-
+from eagle_demo.checkpoints import CheckpointError, hub
 
 # ---- local paths and ids ------------------------------------------------------------------------------------
 
@@ -88,8 +86,9 @@ def hub_answer(status: int, **headers: str) -> Exception:
      DisabledRepoError, "target meta/llama has been disabled on the Hub; pick another repo"),
     ((404, {"X-Error-Code": "RevisionNotFound", "X-Error-Message": "Invalid rev id: v9"}),
      RevisionNotFoundError, "revision 'v9' does not exist in meta/llama; check the branch, tag or commit"),
-    ((503, {}), HfHubHTTPError, re.compile(r"the Hub refused target meta/llama \([^\n]*'503 Service Unavailable'[^\n]*\); "
-                                           r"try again later or pass a local folder")),  # httpx's own words inside
+    ((503, {}), HfHubHTTPError,
+     re.compile(r"the Hub refused target meta/llama \([^\n]*'503 Service Unavailable'[^\n]*\); "
+                r"try again later or pass a local folder")),  # httpx's own words inside
 ], ids=["gated", "disabled", "revision not found", "server error"])
 def test_hub_answers_map_to_one_line(answer, cls, expected):
     exc = hub_answer(answer[0], **answer[1])

@@ -329,7 +329,7 @@ def test_eight_clients_while_another_pair_loads_from_the_server(app, mirror, fre
     with ThreadPoolExecutor(8) as pool:
         done = list(pool.map(outcome, runs + [loading] + late))
     assert not [d for d in done[:5] if isinstance(d, str)], [d for d in done[:5] if isinstance(d, str)]
-    for text, stats in done[:4]:
+    for _text, stats in done[:4]:
         assert stats["token_ids"] == alone["token_ids"] and stats["draft_family"] == "eagle1"
     assert done[4][1]["family"] == "eagle3"
     for message in done[5:]:
@@ -459,7 +459,8 @@ def test_connection_refused_is_one_line(mirror, fresh_cache, monkeypatch):
 
     closed = f"http://127.0.0.1:{hub_mirror.free_port()}"  # nothing listens there: a real refused connection
     monkeypatch.setattr(hub_constants, "ENDPOINT", closed)
-    monkeypatch.setattr(hub_constants, "HUGGINGFACE_CO_URL_TEMPLATE", closed + "/{repo_id}/resolve/{revision}/{filename}")
+    monkeypatch.setattr(hub_constants, "HUGGINGFACE_CO_URL_TEMPLATE",
+                        closed + "/{repo_id}/resolve/{revision}/{filename}")
     with pytest.raises(CheckpointError) as err:
         hub.resolve(TARGET, None, "target")
     assert str(err.value) == ("could not reach the Hub for target local/tiny-target ([Errno 111] Connection refused); "

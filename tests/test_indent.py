@@ -44,7 +44,7 @@ def test_second_generation_checkpoint_indents(tmp_path):
     from eagle_demo.training.shared import export_model
     from eagle_demo.training.target2 import load_trained
 
-    for attempt in range(3):  # the training job renames last.pt aside for a moment while it writes a new one
+    for _attempt in range(3):  # the training job renames last.pt aside for a moment while it writes a new one
         try:
             model, _, _ = load_trained(CKPT)
             break

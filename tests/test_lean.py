@@ -5,8 +5,8 @@ DynamicCache, and a pooled compaction against a per-layer one."""
 import torch
 from transformers import DynamicCache
 
-from eagle_demo.target import kv
 from eagle_demo.drafts.lean import DraftKV
+from eagle_demo.target import kv
 from eagle_demo.target.kv import BufferCache
 from eagle_demo.target.runner import tree_attention_mask
 from fixtures import random_eagle1, replay_like_dynamic_cache, tiny_target

@@ -10,9 +10,9 @@ from transformers import AutoModelForCausalLM, CohereConfig, Gemma2Config, Gemma
 
 from eagle_demo.common.config import RunConfig, SamplingConfig, TreeConfig
 from eagle_demo.decoding.engine import BaselineEngine, SpeculativeEngine
+from eagle_demo.target.check import check_target
 from eagle_demo.target.logit_head import LogitHead
 from eagle_demo.target.runner import TargetRunner
-from eagle_demo.target.check import check_target
 from fixtures import random_eagle1, tiny_target
 from test_engine import PROMPT, hf_greedy
 from test_sampling import chi2_pvalue, enumerate_probs, sample_counts

@@ -13,8 +13,13 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from eagle_demo.checkpoints import (CheckpointError, CorruptCheckpointError, NotAnEagleDraftError, inspect_pair,
-                                    load_pair)
+from eagle_demo.checkpoints import (
+    CheckpointError,
+    CorruptCheckpointError,
+    NotAnEagleDraftError,
+    inspect_pair,
+    load_pair,
+)
 from layouts import write_mimo_mtp_target, write_safetensors
 
 torch.set_num_threads(1)
@@ -106,6 +111,7 @@ def _broken(tmp_path, edit) -> Path:
     ("body-weight-missing", lambda sd: sd.pop("model.layers.1.mlp.up_proj.weight"),
      CorruptCheckpointError, "is missing weights (e.g. model.layers.1.mlp.up_proj.weight"),
 ])
+@pytest.mark.slow
 def test_broken_mimo_is_refused_in_one_line(tmp_path, case, edit, error, words):
     folder = _broken(tmp_path, edit)
     with pytest.raises(error) as info:

@@ -13,10 +13,22 @@ from eagle_demo.checkpoints import LoadedPair, UnsupportedLayoutError, inspect_p
 from eagle_demo.common.config import RunConfig, TreeConfig
 from eagle_demo.decoding.engine import SpeculativeEngine
 from eagle_demo.decoding.events import Finish
-from layouts import (VOCAB, deepseek_target, eagle3_weights, write_deepseek_mtp_target, write_eagle31,
-                     write_glm_mtp_target, write_hass_eagle1, write_mimo_mtp_target, write_mla_eagle3,
-                     write_multilayer_eagle3, write_nvidia_eagle3, write_qwen_mtp_target, write_speculators_hass,
-                     write_target)
+from layouts import (
+    VOCAB,
+    deepseek_target,
+    eagle3_weights,
+    write_deepseek_mtp_target,
+    write_eagle31,
+    write_glm_mtp_target,
+    write_hass_eagle1,
+    write_mimo_mtp_target,
+    write_mla_eagle3,
+    write_multilayer_eagle3,
+    write_nvidia_eagle3,
+    write_qwen_mtp_target,
+    write_speculators_hass,
+    write_target,
+)
 
 torch.set_num_threads(1)
 PROMPT = [1, 5, 9, 13, 4, 7, 22, 30]
@@ -173,8 +185,9 @@ def test_mtp_head_uses_the_target_family_block(pairs):
 
 
 def test_multi_layer_mla_eagle3_is_refused_in_one_line(tmp_path):
-    from layouts import write_safetensors
     from safetensors.torch import load_file
+
+    from layouts import write_safetensors
     target = write_target(tmp_path / "t", "llama", layers=8)
     draft = write_mla_eagle3(tmp_path / "mla")
     sd = load_file(str(draft / "model.safetensors"))
@@ -188,6 +201,7 @@ def test_multi_layer_mla_eagle3_is_refused_in_one_line(tmp_path):
 
 def test_linear_attention_target_refuses_mtp(tmp_path):
     from transformers import Qwen3NextConfig
+
     from layouts import write_safetensors
     target = tmp_path / "qwen3next"
     cfg = Qwen3NextConfig(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=4, num_attention_heads=4,

@@ -6,6 +6,7 @@ import random
 
 import pytest
 import torch
+from eagle_demo.metrics import summarize
 from transformers.generation.candidate_generator import PromptLookupCandidateGenerator
 
 from eagle_demo.common.config import ConfigError, NgramConfig, RunConfig, SamplingConfig
@@ -22,7 +23,7 @@ PROMPT = [1, 5, 9, 13, 4, 7, 22, 30, 5, 9, 13, 4, 7]  # repeats itself: the draf
 
 def test_the_index_proposes_what_a_scan_of_the_whole_context_proposes():
     rng = random.Random(0)
-    for trial in range(400):
+    for _trial in range(400):
         cfg = NgramConfig(min_n=rng.randint(1, 2), max_n=rng.randint(2, 4), tokens=rng.randint(1, 6),
                           branches=rng.randint(1, 3), repeat=rng.random() < 0.5, by_count=rng.random() < 0.5,
                           weak_tokens=rng.randint(0, 3))
@@ -37,7 +38,7 @@ def test_the_index_proposes_what_a_scan_of_the_whole_context_proposes():
 
 def test_one_branch_without_repeat_proposes_transformers_prompt_lookup_candidates():
     rng = random.Random(1)
-    for trial in range(200):
+    for _trial in range(200):
         max_n, k = rng.randint(1, 3), rng.randint(1, 8)
         context = [rng.randint(0, 6) for _ in range(rng.randint(2, 30))]
         hf = PromptLookupCandidateGenerator(num_output_tokens=k, max_matching_ngram_size=max_n, max_length=10_000)

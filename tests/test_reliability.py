@@ -11,8 +11,7 @@ import torch
 
 from eagle_demo.common.config import RunConfig
 from eagle_demo.session import SHIPPED_EAGLE1, SHIPPED_TARGET, load_session
-from layouts import (eagle1_weights, llama_config, write_json, write_medusa, write_raw_eagle1,
-                     write_vicuna_eagle1)
+from layouts import eagle1_weights, llama_config, write_json, write_medusa, write_raw_eagle1, write_vicuna_eagle1
 from test_ui_api import launch
 
 PROMPT = "def fibonacci(n):\n"

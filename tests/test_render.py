@@ -11,10 +11,23 @@ import pytest
 
 from eagle_demo.decoding.events import DraftNode, Finish, Prefill, Round, RunStart, Step
 from eagle_demo.decoding.metrics import RunView
-from eagle_demo.view.bench_view import (BENCH_COLUMNS, MISSES_COLUMNS, bench_compare_figure, bench_compare_rows,
-                                        bench_figure, bench_misses_rows, bench_rows, bench_sweep_figure)
-from eagle_demo.view.charts import (acceptance_depth_figure, accepted_length_figure, empty_figure, time_split_figure,
-                                    tokens_time_figure)
+from eagle_demo.view.bench_view import (
+    BENCH_COLUMNS,
+    MISSES_COLUMNS,
+    bench_compare_figure,
+    bench_compare_rows,
+    bench_figure,
+    bench_misses_rows,
+    bench_rows,
+    bench_sweep_figure,
+)
+from eagle_demo.view.charts import (
+    acceptance_depth_figure,
+    accepted_length_figure,
+    empty_figure,
+    time_split_figure,
+    tokens_time_figure,
+)
 from eagle_demo.view.stats import stats_html, summary
 from eagle_demo.view.tokens import group_ids, token_html
 from eagle_demo.view.tree_chart import tree_figure

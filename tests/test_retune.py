@@ -11,10 +11,10 @@ import torch
 import eagle_demo.autotree.retune as retune_mod
 from eagle_demo.autotree import choose as autotree
 from eagle_demo.autotree.choose import Acceptance
+from eagle_demo.autotree.retune import Retuner, ShapeTable
 from eagle_demo.common.config import RunConfig, SamplingConfig, TreeConfig
 from eagle_demo.decoding.engine import BaselineEngine, SpeculativeEngine
 from eagle_demo.decoding.events import DraftNode, Round
-from eagle_demo.autotree.retune import Retuner, ShapeTable
 from fixtures import random_eagle1, tiny_target
 from test_autotree import SHAPES, _costs
 from test_engine import PROMPT, hf_greedy, model_of
@@ -154,6 +154,7 @@ def test_a_run_that_switches_shapes_keeps_seeded_sampling(static, monkeypatch):
     assert switched
 
 
+@pytest.mark.slow
 def test_shapes_chosen_from_past_draws_still_sample_the_target_distribution(monkeypatch):
     monkeypatch.setattr(retune_mod, "EVERY", 1)
     monkeypatch.setattr(retune_mod, "MARGIN", 1.0)
@@ -167,6 +168,7 @@ def test_shapes_chosen_from_past_draws_still_sample_the_target_distribution(monk
     assert chi2_pvalue(tally, enumerate_probs(small, cfg), n=n) > 1e-3
 
 
+@pytest.mark.slow
 def test_the_cli_takes_retune_beside_the_automatic_tree():
     from test_cli import cli
 

@@ -7,8 +7,8 @@ import torch
 from scipy.stats import chisquare
 
 import eagle_demo.decoding.engine as engine_mod
-from eagle_demo.decoding.acceptance import Verdict
 from eagle_demo.common.config import ConfigError, RunConfig, SamplingConfig, TreeConfig
+from eagle_demo.decoding.acceptance import Verdict
 from eagle_demo.decoding.engine import BaselineEngine, SpeculativeEngine
 from eagle_demo.decoding.sampling import PositionSampler, process_logits
 from fixtures import random_eagle1, tiny_target
@@ -89,6 +89,7 @@ SETTINGS = [
 
 
 @pytest.mark.parametrize("name,tree,cfg", SETTINGS, ids=[s[0] for s in SETTINGS])
+@pytest.mark.slow
 def test_speculative_sampling_matches_enumerated_distribution(small, name, tree, cfg):
     probs = enumerate_probs(small, cfg)
     engine = SpeculativeEngine(small, random_eagle1(small, seed=5))
@@ -97,6 +98,7 @@ def test_speculative_sampling_matches_enumerated_distribution(small, name, tree,
     assert chi2_pvalue(counts, probs) > 1e-3
 
 
+@pytest.mark.slow
 def test_negative_control_biased_verifier_fails(small, monkeypatch):
     """Accepting any drafted child the target finds plausible (p >= 0.05) is NOT lossless: it must fail."""
     cfg = SamplingConfig(temperature=1.3)

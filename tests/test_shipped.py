@@ -53,6 +53,7 @@ def test_eagle3_report(eagle3):
 
 
 @pytest.mark.parametrize("which", ["eagle1", "eagle3"])
+@pytest.mark.slow
 def test_greedy_equals_baseline_and_tau_floor(which, request):
     session = request.getfixturevalue(which)
     floor = {"eagle1": 2.8, "eagle3": 2.6}[which]

@@ -49,7 +49,7 @@ def test_space_python_satisfies_every_pinned_package():
         try:
             meta = metadata(name)
         except PackageNotFoundError:  # pragma: no cover - the test environment installs requirements.txt
-            raise AssertionError(f"{name} is pinned in requirements.txt but not installed")
+            raise AssertionError(f"{name} is pinned in requirements.txt but not installed") from None
         installed = Version(meta["Version"]).public  # a local build tag (torch's +cpu) is the same release
         assert installed == version, f"installed {name} {installed} is not the pinned {version}"
         needs = meta.get("Requires-Python")

@@ -119,8 +119,8 @@ def test_the_load_report_names_the_engines_path_on_a_gpu(monkeypatch):
 def test_a_long_forward_is_never_captured_nor_are_its_inputs_kept(monkeypatch):
     """A prefill (longer than GRAPH_MAX_TOKENS) runs eagerly every time: a long-running app would otherwise keep
     a graph, and static inputs, per prompt length. A verify-sized forward is captured on its second use."""
-    from eagle_demo.target.static import GRAPH_MAX_TOKENS, StaticTarget
     from eagle_demo.target.runner import TargetRunner
+    from eagle_demo.target.static import GRAPH_MAX_TOKENS, StaticTarget
 
     captured = []
     monkeypatch.setattr(StaticTarget, "_capture", lambda self, n, x: captured.append(n))

@@ -7,12 +7,12 @@ target and the draft static)."""
 import pytest
 import torch
 
-from eagle_demo.decoding import static_draft
 from eagle_demo.common.config import RunConfig, TreeConfig
+from eagle_demo.decoding import static_draft
 from eagle_demo.decoding.drafter import Drafter
 from eagle_demo.decoding.engine import SpeculativeEngine
-from eagle_demo.target.static import pool_size
 from eagle_demo.target.runner import TargetRunner
+from eagle_demo.target.static import pool_size
 from fixtures import random_eagle1, random_eagle3, tiny_target
 from test_engine import PROMPT, hf_greedy, model_of
 

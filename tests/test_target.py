@@ -3,9 +3,9 @@
 import pytest
 import torch
 
+from eagle_demo.decoding.tree import make_tree
 from eagle_demo.target.features import Features
 from eagle_demo.target.runner import TargetRunner
-from eagle_demo.decoding.tree import make_tree
 from fixtures import tiny_target
 
 PREFIX = [1, 7, 3, 9, 12, 4]

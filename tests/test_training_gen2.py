@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from tokenizers import pre_tokenizers, trainers
 
 from eagle_demo.training import packages, target2
 from eagle_demo.training.bpb import file_nats
 from eagle_demo.training.corpus import _dedup
 from eagle_demo.training.tokenizer import build_tokenizer, glued_line_breaks
-from tokenizers import trainers, pre_tokenizers
 
 CODE = ("def f(x):\n    return x  # done\n\n\n\tif a:\r\n        b = [1, 2]   \n"
         "class Stack:\n    \"\"\"A stack.\"\"\"\n\n    def push(self, item):\n        self.items.append(item)\n")

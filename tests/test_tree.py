@@ -12,11 +12,14 @@ from eagle_demo.decoding.tree import Candidates, ancestor_mask, make_tree, selec
 def cands(rows):
     """rows: (token, parent, depth, prob_given_parent); scores are cumulative log-probs."""
     scores, logp = [], []
-    for tok, parent, depth, prob in rows:
+    for _tok, parent, _depth, prob in rows:
         lp = math.log(prob)
         logp.append(lp)
         scores.append(lp + (scores[parent] if parent >= 0 else 0.0))
-    t = lambda x, d=torch.long: torch.tensor(x, dtype=d)
+
+    def t(x, d=torch.long):
+        return torch.tensor(x, dtype=d)
+
     return Candidates(tokens=t([r[0] for r in rows]), parents=t([r[1] for r in rows]), depths=t([r[2] for r in rows]),
                       scores=t(scores, torch.float), logp=t(logp, torch.float))
 

@@ -277,8 +277,8 @@ def test_benchmark_endpoint_returns_table_and_downloads(app):
 
 
 def test_benchmark_compares_drafts_on_the_loaded_target(app):
-    from eagle_demo.session import SHIPPED_EAGLE3
     from eagle_demo.app import CHAIN_MODE
+    from eagle_demo.session import SHIPPED_EAGLE3
 
     client, target, draft = app
     if target != SHIPPED_TARGET:
@@ -387,8 +387,10 @@ def test_streamed_charts_redraw_in_rotation(app, monkeypatch):
 
 
 def test_the_page_explains_a_round_and_defines_every_number():
-    from eagle_demo.decoding.metrics import DEFINITIONS
+    from eagle_demo.metrics import DEFINITIONS
+
     from eagle_demo.app import definitions_markdown as _definitions_markdown
+    from eagle_demo.decoding.metrics import DEFINITIONS
 
     md = _definitions_markdown()
     assert all(f"**{name}**" in md for name in DEFINITIONS)

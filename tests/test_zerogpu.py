@@ -7,13 +7,13 @@ scheduler. One Space serves the shipped EAGLE-1 pair for the whole module (its s
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from processes import end_session, run_in_session
 from test_browser import ARGS, CHROMIUM, TIMEOUT_MS, stop_then_generate
 from test_ui_api import CODE_PROMPT, free_port
 from zerogpu_emulation import HERE, ROOT, Scheduler, space_env, start_space
@@ -31,8 +31,7 @@ def space(tmp_path_factory):
     try:
         yield f"http://127.0.0.1:{port}/", scheduler
     finally:
-        proc.terminate()
-        proc.wait(30)
+        end_session(proc)  # the Space and every GPU worker the package forked from it
         scheduler.close()
 
 
@@ -123,6 +122,7 @@ def test_probe_and_a_benchmark_run_in_gpu_calls(client, space):
     assert ngram["identical_to_baseline"] is True and ngram["new_tokens"] == 24
 
 
+@pytest.mark.browser
 def test_generate_stop_generate_then_analyse_in_chromium(space):
     """Generate, Stop, Generate, then the Diagnose tab's Analyse: the shape explorer runs the target and the draft,
     so it runs in a GPU call (`ExploreTask`); greedy, the shape that ran replays to the run's measured tau."""
@@ -159,8 +159,8 @@ def test_every_schedule_is_released_even_after_an_error_in_the_gpu_function(tmp_
     refused before the worker runs, and that GPU is released too (as failed)."""
     scheduler = Scheduler()
     try:
-        out = subprocess.run([sys.executable, str(HERE / "zerogpu_calls.py")], cwd=ROOT, capture_output=True,
-                             text=True, timeout=240, env=space_env(scheduler, tmp_path, SERVED))
+        out = run_in_session([sys.executable, str(HERE / "zerogpu_calls.py")], cwd=ROOT, timeout=240,
+                             env=space_env(scheduler, tmp_path, SERVED))
         assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
         results = json.loads(out.stdout.strip().splitlines()[-1])
         assert results["error"].startswith("this GPU worker does not hold") and "\n" not in results["error"]

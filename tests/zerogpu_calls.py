@@ -6,7 +6,9 @@ import threading
 
 import zerogpu_fork  # noqa: F401 - first, and imported to the end, before `spaces`
 
+# isort: split
 import spaces  # noqa: F401,E402
+
 from zerogpu_emulation import skip_device_start  # noqa: E402
 
 skip_device_start()
@@ -14,7 +16,6 @@ skip_device_start()
 from eagle_demo.app.gpu_tasks import StreamTask, gpu_task  # noqa: E402
 from eagle_demo.app.registry import make_key  # noqa: E402
 from eagle_demo.common.config import RunConfig  # noqa: E402
-
 
 key, results = make_key("assets/tiny-target", "assets/tiny-eagle1"), {}
 task = StreamTask("eagle", (1, 2, 3), RunConfig())

@@ -26,6 +26,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
+from processes import end_session, start_session
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
@@ -127,20 +129,22 @@ def space_env(scheduler: Scheduler, folder: Path, pairs: str) -> dict[str, str]:
 
 
 def start_space(scheduler: Scheduler, folder: Path, pairs: str, port: int, timeout: float = 240.0):
-    """The app as an emulated ZeroGPU Space on 127.0.0.1:port; returns the running process once it serves."""
+    """The app as an emulated ZeroGPU Space on 127.0.0.1:port; returns the running process once it serves. It runs in
+    a session of its own with the GPU workers the package forks from it: end it with `processes.end_session`."""
     log = open(folder / "space.log", "w")
-    proc = subprocess.Popen([sys.executable, str(HERE / "zerogpu_space.py"), str(port)], cwd=ROOT,
-                            env=space_env(scheduler, folder, pairs), stdout=log, stderr=subprocess.STDOUT)
+    proc = start_session([sys.executable, str(HERE / "zerogpu_space.py"), str(port)], cwd=ROOT,
+                         env=space_env(scheduler, folder, pairs), stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
+            end_session(proc)  # its forked workers, if any
             raise RuntimeError(f"the emulated Space exited: {(folder / 'space.log').read_text()[-3000:]}")
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2).close()
             return proc
         except OSError:
             time.sleep(0.5)
-    proc.kill()
+    end_session(proc)
     raise RuntimeError(f"the emulated Space did not start: {(folder / 'space.log').read_text()[-3000:]}")
 
 

@@ -5,7 +5,9 @@ import sys
 
 import zerogpu_fork  # noqa: F401 - first, and imported to the end, before `spaces`
 
+# isort: split
 import spaces  # noqa: F401,E402 - patches torch in this, the main thread, as on a Space
+
 from zerogpu_emulation import skip_device_start  # noqa: E402
 
 skip_device_start()

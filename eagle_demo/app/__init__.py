@@ -10,8 +10,8 @@
 from .forms import CHAIN_MODE, TREE_MODE
 from .page import PROGRESS_POLL_SECONDS, QUEUE_POLL_SECONDS, build_app, launch_options
 from .playground import PRESETS, definitions_markdown
-from .state import in_worker
 from .registry import REGISTRY, PairKey, make_key
+from .state import in_worker
 from .stream import CHART_TURNS
 
 __all__ = ["build_app", "launch_options", "REGISTRY", "PairKey", "make_key", "in_worker", "PRESETS", "TREE_MODE",

@@ -14,8 +14,8 @@ from .autotune import choice_for
 from .diagnose_tab import diagnose
 from .forms import friendly, make_ngram, make_run
 from .pages import CLIENT_PAIRS
-from .state import ensure, start_run
 from .registry import REGISTRY
+from .state import ensure, start_run
 
 __all__ = ["generate", "request_tree", "register_api"]
 
@@ -34,9 +34,9 @@ def generate(prompt: str, max_new_tokens: int = 64, temperature: float = 0.0, to
     draft settings. repetition_penalty: transformers' rule (1 = off), lossless as the rest. race_ngram: with race, the
     n-gram draft races too (the stats' "race" block), set by ngram_min, ngram_max, ngram_tokens, ngram_branches and
     ngram_transformers (the CLI's --ngram-* flags; the defaults are NgramConfig's). A racer whose output differs from
-    the baseline's has the first difference explained in "divergence". explore: the stats gain a "diagnose" block, the run taken apart as the
-    Diagnose tab does (`diagnosis.RunDiagnosis.to_dict`: tau by position and by kind of line, every draft shape
-    replayed on the run's text). Returns (text, stats)."""
+    the baseline's has the first difference explained in "divergence". explore: the stats gain a "diagnose" block,
+    the run taken apart as the Diagnose tab does (`diagnosis.RunDiagnosis.to_dict`: tau by position and by kind of
+    line, every draft shape replayed on the run's text). Returns (text, stats)."""
     hash_ = request.session_hash if request is not None else None
     key = REGISTRY.for_client(hash_)
     if (newer := REGISTRY.replaced_by(key)) is not None:  # another client's Load freed this client's pair

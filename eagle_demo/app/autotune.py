@@ -21,10 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..common.config import TreeConfig, default_tree
 from ..common.errors import one_line
-from .pages import PerPage
-from .pages import stop_abandoned
-from .state import MODEL_GATE, spawn
+from .pages import PerPage, stop_abandoned
 from .registry import REGISTRY, PairKey
+from .state import MODEL_GATE, spawn
 
 if TYPE_CHECKING:
     from ..autotree.choose import AutoChoice

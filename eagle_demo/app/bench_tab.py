@@ -12,16 +12,25 @@ from typing import Any, NamedTuple
 
 import gradio as gr
 
+from ..bench import run as suite
 from ..common.config import ConfigError
-from ..view.bench_view import (BENCH_COLUMNS, MISSES_COLUMNS, bench_compare_figure, bench_compare_rows, bench_figure,
-                               bench_misses_rows, bench_rows, bench_sweep_figure)
+from ..view.bench_view import (
+    BENCH_COLUMNS,
+    MISSES_COLUMNS,
+    bench_compare_figure,
+    bench_compare_rows,
+    bench_figure,
+    bench_misses_rows,
+    bench_rows,
+    bench_sweep_figure,
+)
 from ..view.charts import empty_figure
 from .autotune import AUTO_SHOWN, PAGE_PRESETS, page_tree
 from .forms import BenchForm, handler, progress_fn, temperatures
-from .playground import Playground
 from .pages import BENCH_STOPS, BenchmarkStopped
-from .state import ensure, in_worker, suite_prompts
+from .playground import Playground
 from .registry import REGISTRY, local_or_repo
+from .state import ensure, in_worker, suite_prompts
 from .stream import stop_ui
 
 __all__ = ["BenchTab", "BenchOutputs", "build_bench_tab", "wire_bench_tab", "benchmark"]
@@ -116,23 +125,21 @@ def benchmark(form: BenchForm, request: gr.Request | None, progress) -> BenchOut
     tree, auto, _ = page_tree(PAGE_PRESETS.get(hash_), run.tree, key, session, AUTO_SHOWN.get(hash_))
     run = auto.run_config(run) if auto is not None else dataclasses.replace(run, tree=tree)
     session.check_tree(run)
-    from ..bench.run import (comparison_csv, comparison_json, compare_drafts, load_suite, run_bench, sweep_temperatures,
-                         with_auto)
 
-    items = load_suite(None, form.chosen)
+    items = suite.load_suite(None, form.chosen)
     stop = threading.Event()  # this page's Stop sets it; the benchmark ends after the prompt it is on
     BENCH_STOPS.put(hash_, stop)
     options = dict(repeats=int(form.repeats), chat=bool(form.chat_on), progress=_steps(progress, stop))
     if REGISTRY.served is not None:  # ZeroGPU: one GPU call that takes and returns data (`gpu_tasks`)
         return _on_gpu(key, session, items, run, temps, form, auto, progress, stop)
     if not others and not temps and not ngram:
-        report = with_auto(in_worker(run_bench, session, items, run, **options), auto)
+        report = suite.with_auto(in_worker(suite.run_bench, session, items, run, **options), auto)
         return BenchOutputs.write(bench_rows(report), bench_figure(report), bench_misses_rows([report]),
                                   report.to_csv(), report.to_json())
     if temps:
         by, figure = "temperature", bench_sweep_figure
-        reports = in_worker(sweep_temperatures, session, items, run, temps, **options)
-        reports = [with_auto(r, auto) if r.settings["temperature"] == 0 else r for r in reports]  # tuned greedy
+        reports = in_worker(suite.sweep_temperatures, session, items, run, temps, **options)
+        reports = [suite.with_auto(r, auto) if r.settings["temperature"] == 0 else r for r in reports]  # tuned greedy
     else:
         by, figure, sessions = "draft", bench_compare_figure, [session]
         for n, draft in enumerate(others):  # each shares the loaded target; freed when this call returns
@@ -142,13 +149,13 @@ def benchmark(form: BenchForm, request: gr.Request | None, progress) -> BenchOut
         autos = [auto] + (in_worker(_own_autos, sessions[1:], progress) if auto is not None
                           else [None] * len(others))
         runs = [a.run_config(run) for a in autos] if auto is not None else None  # each head at its own auto tree
-        reports = in_worker(compare_drafts, sessions, items, run, runs=runs, **options)
-        reports = [with_auto(r, a) for r, a in zip(reports, autos)]
+        reports = in_worker(suite.compare_drafts, sessions, items, run, runs=runs, **options)
+        reports = [suite.with_auto(r, a) for r, a in zip(reports, autos)]
         if ngram:
             plain_run = dataclasses.replace(run, pause_below=0.0, pause_by_length=(), pause_first=False, retune=None)
-            reports.append(in_worker(run_bench, session, items, plain_run, racer="ngram", **options))
+            reports.append(in_worker(suite.run_bench, session, items, plain_run, racer="ngram", **options))
     return BenchOutputs.write(bench_compare_rows(reports, by), figure(reports), bench_misses_rows(reports, by),
-                              comparison_csv(reports, by), comparison_json(reports, by))
+                              suite.comparison_csv(reports, by), suite.comparison_json(reports, by))
 
 
 def _on_gpu(key, session, items, run, temps, form: BenchForm, auto, progress, stop) -> BenchOutputs:

@@ -14,8 +14,8 @@ from typing import Any, Callable
 
 import gradio as gr
 
-from ..common.config import TREE_PRESETS, ConfigError, NgramConfig, RunConfig, SamplingConfig, TreeConfig
 from ..checkpoints.errors import CheckpointError
+from ..common.config import TREE_PRESETS, ConfigError, NgramConfig, RunConfig, SamplingConfig, TreeConfig
 from ..common.errors import one_line
 from .pages import LOAD_STOPS
 from .registry import PairKey, make_key

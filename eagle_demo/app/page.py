@@ -10,9 +10,10 @@ from ..common.devices import resolve_device
 from ..common.paths import STYLE
 from .api import register_api
 from .bench_tab import build_bench_tab, wire_bench_tab
-from .gpu_tasks import serve
-from .deploy_tab import build_deploy_tab, deploy as deploy_fn, wire_deploy_tab
+from .deploy_tab import build_deploy_tab, wire_deploy_tab
+from .deploy_tab import deploy as deploy_fn
 from .diagnose_tab import build_diagnose_tab, wire_diagnose_tab
+from .gpu_tasks import serve
 from .playground import build_playground, default_pair
 from .playground_events import probe_by_default, wire_playground
 from .registry import REGISTRY, make_key

@@ -14,12 +14,12 @@ from ..view.charts import empty_figure
 from ..view.stats import stats_html
 from ..view.tokens import token_html
 from .autotune import AUTO, IDLE_LINE
-from .forms import (CHAIN_MODE, TREE_MODE, tree_values)
-from .state import suite_prompts
-from .registry import REGISTRY, local_or_repo
+from .forms import CHAIN_MODE, TREE_MODE, tree_values
 from .ngram_settings import NgramInputs, build_ngram_settings
-from .zerogpu import offered
+from .registry import REGISTRY, local_or_repo
+from .state import suite_prompts
 from .stream import GenerateOutputs
+from .zerogpu import offered
 
 __all__ = ["Playground", "build_playground", "default_pair", "offered_presets", "PRESETS", "CUSTOM",
            "definitions_markdown"]

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Callable
 
 from ..common.config import ConfigError
 from ..common.paths import ROOT
-from .zerogpu import refusal
 from .pages import CLIENT_PAIRS
+from .zerogpu import refusal
 
 if TYPE_CHECKING:
     from ..session import Session

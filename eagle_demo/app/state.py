@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..common.config import RunConfig
 from ..common.errors import one_line
-from ..decoding.metrics import RunView
 from ..common.paths import SUITE
+from ..decoding.metrics import RunView
 from ..view.tokens import TextCache
 from .pages import BENCH_STOPS, RUNS, RUNS_LOCK, stop_abandoned
 from .registry import REGISTRY, PairKey

@@ -25,17 +25,30 @@ import gradio as gr
 
 from ..common.errors import one_line
 from ..decoding.metrics import RunView
-from ..view.charts import acceptance_depth_figure, accepted_length_figure, empty_figure, time_split_figure, \
-    tokens_time_figure
+from ..view.charts import (
+    acceptance_depth_figure,
+    accepted_length_figure,
+    empty_figure,
+    time_split_figure,
+    tokens_time_figure,
+)
 from ..view.stats import stats_html, summary
 from ..view.tokens import TextCache, token_html
 from ..view.tree_chart import tree_figure
 from .autotune import AUTO_SHOWN, PAGE_PRESETS, page_tree
 from .forms import GenerateForm, progress_fn
-from .pages import (BENCH_STOPS, CLIENT_PAIRS, LAST_RUNS, LOAD_STOPS, PENDING, GenerateRequest, note_stop,
-                    stopped_before_start)
-from .state import LiveRun, best_round, decoder, ensure, start_run
+from .pages import (
+    BENCH_STOPS,
+    CLIENT_PAIRS,
+    LAST_RUNS,
+    LOAD_STOPS,
+    PENDING,
+    GenerateRequest,
+    note_stop,
+    stopped_before_start,
+)
 from .registry import REGISTRY
+from .state import LiveRun, best_round, decoder, ensure, start_run
 
 __all__ = ["GenerateOutputs", "generate_ui", "note_generate", "stop_ui", "COUNT_CLICK_JS", "CLICKS_JS",
            "rerender_tokens", "rerender_tree", "UPDATE_SECONDS", "CHART_SECONDS", "CHART_TURNS"]

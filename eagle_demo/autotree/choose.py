@@ -36,13 +36,12 @@ from typing import Callable
 
 import torch
 
-from .costs import Costs, clock_for
-from .costs import measure_costs as _measure_costs
-from .replay import (  # noqa: F401 (_count: the rank model's counts)
-    Group, _count, replay, shapes_of, timed_runs, walk_drafted, walk_tau)
 from ..common.config import RunConfig, TreeConfig
 from ..decoding.gate import MARGIN
 from .candidates import candidates, groups, hot_sizes
+from .costs import Costs, clock_for
+from .costs import measure_costs as _measure_costs
+from .replay import Group, _count, replay, shapes_of, timed_runs, walk_drafted, walk_tau  # noqa: F401 (_count: the rank model's counts)
 from .retune import ShapeTable, model_tau, rank_model
 
 __all__ = ["AutoChoice", "Acceptance", "auto_tree", "predict_tau", "candidates", "choose", "groups", "hot_sizes",
@@ -279,7 +278,7 @@ def choose(stats: Acceptance, costs: Costs, seconds: float, device: torch.device
            shapes: list[TreeConfig] | None = None) -> AutoChoice:
     """The shape (of `shapes`, default the device's candidates) with the highest predicted tau / round cost;
     ties go to the cheaper round."""
-    best = None
+    best: tuple[float, float, TreeConfig] | None = None
     scale = overhead_scale(stats, costs, OVERHEAD_CAP_CPU if device.type == "cpu" else OVERHEAD_CAP_GPU)
     shapes = shapes or candidates(device)
     taus = [predict_tau(stats, tree) for tree in shapes]
@@ -287,6 +286,8 @@ def choose(stats: Acceptance, costs: Costs, seconds: float, device: torch.device
         cost = round_cost(costs, tree, tau, scale, stats.drafted.get(tree))
         if best is None or (tau / cost, -cost) > (best[0] / best[1], -best[1]):
             best = (tau, cost, tree)
+    if best is None:
+        raise ValueError("no candidate shapes to choose from")
     tau, cost, tree = best
     table = None
     if stats.counts and stats.counts[0]:

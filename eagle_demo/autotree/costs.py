@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 
@@ -52,14 +52,14 @@ class Costs:
     host: Line  # acceptance and bookkeeping of a verified block of n tokens
     hot: dict = field(default_factory=dict)  # hot vocabulary -> Line over depth of its chain's draft
 
-    def verify_at(self, n: int, tree: bool) -> float:
+    def verify_at(self, n: float, tree: bool) -> float:
         return self.plain if n <= 1 else max(self.plain, self.verify(n) + (self.tree_extra if tree else 0.0))
 
     def round(self, tree: TreeConfig, tau: float, drafted: float | None = None) -> float:
         """Predicted seconds of one round of `tree` that commits tau tokens on average; drafted: a stopping
         chain's mean draft tokens per round (its parts are lines in them, so the mean round is their round)."""
-        depth = min(tree.depth, tree.total_tokens - 1) if tree.is_chain else tree.depth
-        size = min(tree.total_tokens, tree.max_draft_nodes + 1)
+        depth: float = min(tree.depth, tree.total_tokens - 1) if tree.is_chain else tree.depth
+        size: float = min(tree.total_tokens, tree.max_draft_nodes + 1)
         if tree.is_chain and drafted is not None:
             depth, size = drafted, drafted + 1
         line = self.hot.get(tree.hot_vocab) or self.draft.get(tree.top_k) or self.draft[max(self.draft)]
@@ -177,7 +177,7 @@ def _jobs(engine, prompt: list[int], chain_sizes, tree_sizes, draft_depths: dict
     drafter.extend(out.features, torch.tensor(prompt[1:] + [root]))
     engine_feats = out.features.repeat(1 + 8 // len(prompt), 1)[:8]  # [8, F]
     engine_logits = out.logits.repeat(1 + max(tree_sizes) // len(prompt), 1)  # [>= n, V]
-    jobs = {("plain", 1): _plain_step(runner, ids[:1])}
+    jobs: dict[tuple, Any] = {("plain", 1): _plain_step(runner, ids[:1])}  # (kind, size) or (kind, k, depth)
     jobs.update({("chain", n): verify(n, False) for n in chain_sizes})
     jobs.update({("tree", n): verify(n, True) for n in tree_sizes})
     for k, (lo, hi) in draft_depths.items():

@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..common.config import TreeConfig
 from . import replay_batch
 from .choose import groups as candidate_groups
 from .choose import hot_sizes, round_cost
 from .costs import Costs
 from .replay import Group, shapes_of
-from ..common.config import TreeConfig
 
 __all__ = ["ShapeRow", "Exploration", "explore", "replay_text", "walk", "KNOWN_ERROR", "KNOWN_ERROR_SOURCE"]
 

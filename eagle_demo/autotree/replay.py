@@ -30,9 +30,9 @@ from typing import Callable
 
 import torch
 
-from . import replay_batch
 from ..common.config import RunConfig, TreeConfig
 from ..decoding.events import DraftNode, Round, Step
+from . import replay_batch
 from .packed_text import greedy_texts
 
 __all__ = ["Group", "Replay", "replay", "replay_prompt", "shapes_of", "walk_drafted", "walk_tau"]
@@ -150,10 +150,10 @@ def replay_prompt(engine, ids: list[int], continuation: list[int], groups: list[
                 per_shape[shape] = got.tolist()
             for shape, got in drafted.items():
                 per_drafted[shape] = got.tolist()
-    for shape, got in per_shape.items():
-        into.accepted.setdefault(shape, []).append(dict(zip(range(first, last + 1), got)))
-    for shape, got in per_drafted.items():
-        into.drafted.setdefault(shape, []).append(dict(zip(range(first, last + 1), got)))
+    for shape, lengths in per_shape.items():
+        into.accepted.setdefault(shape, []).append(dict(zip(range(first, last + 1), lengths)))
+    for shape, lengths in per_drafted.items():
+        into.drafted.setdefault(shape, []).append(dict(zip(range(first, last + 1), lengths)))
     into.states += last - first + 1
     into.tokens += len(text) - len(ids)
 
@@ -203,7 +203,7 @@ def _count_ranks(into: Replay, tokens, parents, depths, logp, path) -> None:
     _count(ev, into.rank_offered, into.rank_accepted, into.lead)
 
 
-def _count(ev: Round, offered, accepted, lead=None) -> None:
+def _count(ev: Round | SimpleNamespace, offered, accepted, lead=None) -> None:
     """Add one round (its nodes and accepted path) to the rank model's counts."""
     kids: dict[int, list[tuple[float, int]]] = {}
     for i, node in enumerate(ev.nodes):

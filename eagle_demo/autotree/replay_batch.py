@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..drafts.lean import DraftKV
 from ..decoding.hot_vocab import HotVocab
+from ..drafts.lean import DraftKV
 
 __all__ = ["Batch", "accepted_lengths", "extend_text", "grow", "true_path"]
 
@@ -72,8 +72,9 @@ def grow(head, kv: DraftKV, g: torch.Tensor, prefixes: torch.Tensor, top_k: int,
     whose rows each state sees up to its own prefix (`TreeConfig.hot_vocab`); None: the head's whole vocabulary."""
     chunk = max(1, ROWS // top_k)  # states per forward
     parts = [_grow(head, kv, g, prefixes[i:i + chunk], top_k, depth, hot) for i in range(0, prefixes.shape[0], chunk)]
-    return Batch(*(torch.cat([getattr(p, f) for p in parts]) for f in ("tokens", "parents", "scores", "logp")),
-                 depths=parts[0].depths, top_k=top_k)
+    tokens, parents, scores, logp = (torch.cat([getattr(p, f) for p in parts]) for f in ("tokens", "parents", "scores",
+                                                                                        "logp"))
+    return Batch(tokens, parents, scores, logp, depths=parts[0].depths, top_k=top_k)
 
 
 def _picker(head, hot: tuple[HotVocab, torch.Tensor] | None, prefixes: torch.Tensor, dtype: torch.dtype):

@@ -22,10 +22,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .costs import Costs, Line
-from .replay import _count
 from ..common.config import TreeConfig
 from ..decoding.events import Round
+from .costs import Costs, Line
+from .replay import _count
 
 __all__ = ["ShapeTable", "Retuner", "rank_model", "model_tau", "EVERY", "PRIOR", "MARGIN", "SEEN", "CAP"]
 
@@ -77,7 +77,7 @@ class ShapeTable:
     taus: tuple[float, ...]  # replayed tau per shape, on the calibration text
     offered: tuple[tuple[float, ...], ...]  # [depth][rank] counts
     accepted: tuple[tuple[float, ...], ...]
-    lead: tuple[tuple[float, float], ...]  # [depth] (all-top-1 parents offered, their top-1 child accepted)
+    lead: tuple[tuple[float, ...], ...]  # [depth] pairs (all-top-1 parents offered, their top-1 child accepted)
     costs: Costs
     scale: float = 1.0
     drafted: tuple[float, ...] = ()  # a stopping chain's mean draft tokens per round, 0 for the other shapes
@@ -87,7 +87,7 @@ class ShapeTable:
         only through `RunConfig.retune`, so the decoding layer never imports the automatic tree)."""
         return Retuner(self, tree)
 
-    def score(self, base: tuple, now: tuple) -> list[tuple[float, float, TreeConfig]]:
+    def score(self, base: tuple[tuple, tuple], now: tuple[tuple, tuple]) -> list[tuple[float, float, TreeConfig]]:
         """(tau, round cost in plain steps, shape) of every candidate: its replayed tau moved by the rank model
         `now` over the rank model `base` (both `rank_model` answers)."""
         out = []

@@ -16,8 +16,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
-from .report import BenchReport, PromptItem
 from ..common.config import ConfigError, RunConfig
+from .report import BenchReport, PromptItem
 
 __all__ = ["filler_text", "context_ids", "sweep_context", "CONTEXT_LENGTHS", "check_lengths"]
 

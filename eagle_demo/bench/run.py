@@ -15,16 +15,27 @@ from typing import Callable, Iterable
 
 import torch
 
-from .report import (CATEGORIES, BenchReport, CategorySummary, PromptItem, PromptResult, _summary,
-                           category_table, comparison_csv, comparison_json, comparison_table, draft_label,
-                           report_label)
 from ..common.config import ConfigError, RunConfig
+from ..common.paths import SUITE
 from ..decoding.hot_vocab import hot_vocab_problem
 from ..decoding.metrics import RunStats, misses, summarize
-from ..race.speedup import race
-from ..common.paths import SUITE
 from ..diagnose.falloff import Where
+from ..race.speedup import race
 from ..session import Session
+from .report import (
+    CATEGORIES,
+    BenchReport,
+    CategorySummary,
+    PromptItem,
+    PromptResult,
+    _summary,
+    category_table,
+    comparison_csv,
+    comparison_json,
+    comparison_table,
+    draft_label,
+    report_label,
+)
 
 __all__ = ["PromptItem", "PromptResult", "CategorySummary", "BenchReport", "load_suite", "run_bench",
            "compare_drafts", "sweep_temperatures", "draft_label", "comparison_table", "comparison_csv",
@@ -45,7 +56,7 @@ def load_suite(path: str | Path | None = None, categories: Iterable[str] | None 
             row = json.loads(line)
             items.append(PromptItem(id=str(row["id"]), category=str(row["category"]), prompt=str(row["prompt"])))
         except (ValueError, KeyError, TypeError) as exc:
-            raise ConfigError(f"{path}:{n} is not a suite line ({exc}); each line needs id, category, prompt")
+            raise ConfigError(f"{path}:{n} is not a suite line ({exc}); each line needs id, category, prompt") from None
         if not items[-1].prompt.strip():
             raise ConfigError(f"{path}:{n} has an empty prompt; give it some text or remove the line")
     if categories:

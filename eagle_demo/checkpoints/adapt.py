@@ -29,7 +29,7 @@ class DraftPlan:
 
     spec: DraftSpec
     target: TargetInfo
-    config: LlamaConfig | None = None
+    config: LlamaConfig | DeepseekV3Config | None = None
     feature_layers: tuple[int, ...] | None = None
     feature_convention: str = "post-norm last hidden state"
     target_feature_width: int = 0  # Ht
@@ -51,6 +51,7 @@ def feature_layers(spec: DraftSpec, num_layers: int) -> tuple[tuple[int, ...], s
     >>> # SpecForge eagle_config ids are output-of-layer ids: [1, 3, 4] -> hidden_states (2, 4, 5)
     """
     warnings: list[str] = []
+    layers: tuple[int, ...]
     if spec.feature_ids is None:
         layers = (2, num_layers // 2, num_layers - 3)
     elif spec.feature_id_rule == "plus_one":

@@ -8,16 +8,16 @@ from typing import Any, Callable
 
 from transformers import PreTrainedModel
 
-from . import hub
 from ..drafts import DraftHead
 from ..target.check import layer_problem
+from . import hub
 from .adapt import DraftPlan, plan_draft
-from .target_info import TargetInfo, read_target
 from .build import describe_target, key_plan, load_target, load_tokenizer, make_head
-from .head_weights import load_head
 from .detect import DraftSpec, detect_draft
 from .errors import CheckpointError, CorruptCheckpointError
+from .head_weights import load_head
 from .report import AdaptationReport
+from .target_info import TargetInfo, read_target
 
 __all__ = ["LoadedPair", "load_pair", "inspect_pair", "attach_draft"]
 

@@ -7,25 +7,25 @@ import torch
 from torch import nn
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
-from ..target.attention import use_grouped_sdpa
-from ..target.cpu_layout import column_major_linears
-from ..target.fused_norms import fuse_rms_norms
 from ..common.cpu_dtype import MIN_PARAMETERS, choose_cpu_dtype
 from ..common.devices import DTYPES, DeviceError, device_failure, resolve_device, resolve_dtype
+from ..decoding.sampling import generation_warnings
 from ..drafts import DraftHead, Eagle1Head, Eagle3Head, Shared
 from ..drafts.eagle3_mla import MlaEagle3Head
 from ..drafts.eagle3x import Eagle3xHead, Variant
 from ..drafts.hass import HassHead
+from ..target.attention import use_grouped_sdpa
+from ..target.check import check_target
+from ..target.cpu_layout import column_major_linears
+from ..target.fused_norms import fuse_rms_norms
 from ..target.logit_head import LogitHead
 from ..target.rope_limit import RopeLimit
-from ..decoding.sampling import generation_warnings
-from ..target.check import check_target
 from ..target.windows import AttentionWindow
 from .adapt import DraftPlan
-from .target_info import TargetInfo
 from .errors import CheckpointError, CorruptCheckpointError, DevicePlacementError, UnsupportedLayoutError
 from .mimo import MimoBody
 from .mtp import make_mtp_head, mtp_key_plan
+from .target_info import TargetInfo
 
 __all__ = ["make_head", "key_plan", "load_target", "load_tokenizer"]
 

@@ -118,7 +118,7 @@ def _modelopt_eagle3(top: dict, names: dict) -> bool:
     """An NVIDIA ModelOpt EAGLE-3 draft (v2/v3, vLLM #40656, SGLang #32334) rather than a SpecForge one: a norm over
     the fused features (`input_norm.weight`, `norm_before_fc`), no fusion (`use_aux_hidden_state: false` or no fc),
     or ModelOpt's own eagle_config keys. Only the label differs: both load through the same readers."""
-    block = top.get("eagle_config") if isinstance(top.get("eagle_config"), dict) else {}
+    block = found if isinstance(found := top.get("eagle_config"), dict) else {}
     return ("input_norm.weight" in names or "fc.weight" not in names or "norm_before_fc" in top
             or block.get("use_aux_hidden_state") is False or any(k in block for k in _MODELOPT_KEYS))
 

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import torch
 
+from .errors import CorruptCheckpointError
+
 __all__ = ["Folded", "fold_fc_bias", "target_embedding", "write_weights"]
 
 MAX_RESIDUAL = 1e-4  # |W_e s - b| / |b| above this: the fold would change the draft's outputs
@@ -54,6 +56,8 @@ def target_embedding(target: Path) -> torch.Tensor:
     from .files import scan_weights
 
     weights = scan_weights(target)
+    if weights is None:
+        raise CorruptCheckpointError(f"target folder {target} has no weight files to read its embedding from")
     name = next(n for n in weights.tensors if n.endswith("embed_tokens.weight"))
     return weights.load([name])[name]
 
@@ -69,6 +73,8 @@ def write_weights(src: Path, out: Path, zero_fc_bias: bool = False, fold: bool =
     from .files import scan_weights
 
     weights = scan_weights(src)
+    if weights is None:
+        raise CorruptCheckpointError(f"draft folder {src} has no weight files to copy")
     if not (zero_fc_bias or fold or strip_prefix):
         for name in list(weights.files) + [p.name for p in src.glob("*.index.json")]:
             shutil.copy2(src / name, out / name)

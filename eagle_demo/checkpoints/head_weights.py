@@ -38,7 +38,7 @@ def load_head(plan: DraftPlan, target: PreTrainedModel) -> HeadResult:
     probe = make_head(plan, lm_head, embed, own_embedding=plan.embedding == "own")
     needed, ignored = key_plan(probe, plan)
     tensors = spec.weights.load(needed.values())
-    for canonical, stored in needed.items():
+    for stored in needed.values():
         t = tensors[stored]
         if t.is_floating_point() and not bool(torch.isfinite(t).all()):
             raise CorruptCheckpointError(f"draft weight {stored} in {spec.folder} contains NaN/inf values; the "

@@ -12,19 +12,35 @@ import os
 from pathlib import Path, PurePosixPath
 from typing import Callable
 
-from huggingface_hub import HfApi, hf_hub_download, snapshot_download
+from huggingface_hub import HfApi, RepoFile, hf_hub_download, snapshot_download
 from huggingface_hub import constants as hub_constants
-from huggingface_hub.errors import (DisabledRepoError, EntryNotFoundError, GatedRepoError, HfHubHTTPError,
-                                    HFValidationError, LocalEntryNotFoundError, OfflineModeIsEnabled,
-                                    RepositoryNotFoundError, RevisionNotFoundError)
+from huggingface_hub.errors import (
+    DisabledRepoError,
+    EntryNotFoundError,
+    GatedRepoError,
+    HfHubHTTPError,
+    HFValidationError,
+    LocalEntryNotFoundError,
+    OfflineModeIsEnabled,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+)
 from huggingface_hub.utils import validate_repo_id
 
+from ..common.errors import brief as _short
 from .errors import CheckpointError
 from .files import read_json
+from .hub_cache import (
+    DownloadBar,
+    cached_listing,
+    check_files,
+    check_space,
+    human,
+    missing_bytes,
+    record_ref,
+    snapshot_folder,
+)
 from .pypi_gguf import ensure, is_pypi_name, spec_for
-from .hub_cache import (DownloadBar, cached_listing, check_files, check_space, human, missing_bytes,
-                        record_ref, snapshot_folder)
-from ..common.errors import brief as _short
 
 __all__ = ["resolve", "select_files", "default_max_bytes", "is_offline"]
 
@@ -156,7 +172,8 @@ def _listing(api: HfApi, repo: str, asked: str, kind: str, weights: bool):
     present = [n for n in sizes if _plain_name(n) and (snapshot_folder(repo, info.sha or asked) / n).is_file()]
     unsized = [f for f in dict.fromkeys(files + present) if sizes.get(f) is None]
     if unsized:  # a listing without sizes (olah): ask for the files' own
-        sizes.update({p.path: p.size for p in api.get_paths_info(repo, unsized, revision=info.sha or asked)})
+        sizes.update({p.path: p.size for p in api.get_paths_info(repo, unsized, revision=info.sha or asked)
+                      if isinstance(p, RepoFile)})
     return info, sizes, files, present
 
 

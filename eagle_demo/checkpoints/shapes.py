@@ -243,8 +243,8 @@ def _eagle3_vocab(spec: DraftSpec, top: dict, layer: dict, hidden: int) -> None:
 
 def _eagle3_knobs(spec: DraftSpec, top: dict, layer: dict, speculators: bool) -> dict:
     """Feature layer ids and variant knobs from the draft's config; returns its `eagle_config` block (or {})."""
-    eagle_config = top.get("eagle_config") if isinstance(top.get("eagle_config"), dict) else (
-        layer.get("eagle_config") if isinstance(layer.get("eagle_config"), dict) else {})
+    eagle_config = found if isinstance(found := top.get("eagle_config"), dict) else (
+        nested if isinstance(nested := layer.get("eagle_config"), dict) else {})
     if top.get("eagle_aux_hidden_state_layer_ids"):
         spec.feature_ids = tuple(int(i) for i in top["eagle_aux_hidden_state_layer_ids"])
         spec.feature_id_rule = "as_given"

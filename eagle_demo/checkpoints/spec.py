@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .files import WeightFiles
 
@@ -79,7 +80,7 @@ class DraftSpec:
 
 
 
-def as_int(value: object) -> int | None:
+def as_int(value: Any) -> int | None:
     if value is None or isinstance(value, bool):
         return None
     try:

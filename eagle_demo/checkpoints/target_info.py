@@ -96,7 +96,7 @@ def tokenizer_vocab_size(folder: Path) -> int | None:
     if not path.is_file():
         return None
     data = read_json(path)
-    model = data.get("model") if isinstance(data.get("model"), dict) else {}
+    model = found if isinstance(found := data.get("model"), dict) else {}
     vocab = model.get("vocab")
     top = -1
     if isinstance(vocab, dict) and vocab:

@@ -7,10 +7,21 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..bench import run as suite
 from ..common.config import ConfigError, RunConfig, SamplingConfig
 from ..decoding.gate import paused_line
-from .args import (add_auto_tree_arg, add_engine_args, add_ngram_args, add_pair_args, add_tree_args, auto_for_session,
-                   flag_notes, load_from_args, ngram_from_args, write_notes)
+from .args import (
+    add_auto_tree_arg,
+    add_engine_args,
+    add_ngram_args,
+    add_pair_args,
+    add_tree_args,
+    auto_for_session,
+    flag_notes,
+    load_from_args,
+    ngram_from_args,
+    write_notes,
+)
 
 __all__ = ["add_parser", "run"]
 
@@ -47,11 +58,9 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from ..bench.run import (comparison_csv, comparison_json, comparison_table, compare_drafts, load_suite, report_label,
-                         run_bench, sweep_temperatures, with_auto)
 
     ngram = _check(args)
-    items = load_suite(args.suite, args.categories)[:args.limit]  # a bad suite fails before the model loads
+    items = suite.load_suite(args.suite, args.categories)[:args.limit]  # a bad suite fails before the model loads
     write_notes(flag_notes(args))
     session = load_from_args(args)
     chat = {"on": True, "off": False}.get(args.chat, session.has_chat_template)
@@ -74,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         return _with_ngram(args, session, items, auto_run, auto, options, bar, RunConfig(
             max_new_tokens=args.max_new_tokens, sampling=SamplingConfig(), ngram=ngram))
     if not args.compare_draft and not args.temperatures:
-        report = with_auto(run_bench(session, items, auto_run, **options), auto)
+        report = suite.with_auto(suite.run_bench(session, items, auto_run, **options), auto)
         bar.close()
         print(report.table())
         plain = sum(r.plain_rounds for r in report.results)
@@ -90,19 +99,19 @@ def run(args: argparse.Namespace) -> int:
         # with no tree flag each draft runs its own automatic tree (calibrated for that head), else the flags' tree
         autos = [auto] + [auto_for_session(args, s)[1] for s in sessions[1:]] if auto is not None else None
         runs = [a.run_config(run_config, args.retune) for a in autos] if autos is not None else None
-        reports = compare_drafts(sessions, items, run_config, runs=runs, **options)
-        reports = [with_auto(r, a) for r, a in zip(reports, autos)] if autos is not None else reports
+        reports = suite.compare_drafts(sessions, items, run_config, runs=runs, **options)
+        reports = [suite.with_auto(r, a) for r, a in zip(reports, autos)] if autos is not None else reports
     else:
         by = "temperature"
-        reports = sweep_temperatures(session, items, auto_run, args.temperatures, **options)
+        reports = suite.sweep_temperatures(session, items, auto_run, args.temperatures, **options)
         # the choice was calibrated greedy: its prediction belongs to the greedy report only
-        reports = [with_auto(r, auto) if r.settings["temperature"] == 0 else r for r in reports]
+        reports = [suite.with_auto(r, auto) if r.settings["temperature"] == 0 else r for r in reports]
     bar.close()
     for r in reports:
-        print(f"{by} {report_label(r, by)} ({r.settings['draft_family']}, {r.settings['tree']})\n{r.table()}\n"
+        print(f"{by} {suite.report_label(r, by)} ({r.settings['draft_family']}, {r.settings['tree']})\n{r.table()}\n"
               f"{r.misses_line()}\n")
-    print(comparison_table(reports, by))
-    _write(args, comparison_json(reports, by), comparison_csv(reports, by))
+    print(suite.comparison_table(reports, by))
+    _write(args, suite.comparison_json(reports, by), suite.comparison_csv(reports, by))
     return 0
 
 
@@ -126,8 +135,15 @@ def _check(args: argparse.Namespace):
 def _with_ngram(args, session, items, auto_run, auto, options, bar, ngram_run) -> int:
     """EAGLE (and each --compare-draft head, each with its own automatic tree) and the n-gram draft on the same
     prompts, each against its own interleaved baseline; one table per category."""
-    from ..bench.run import category_table, comparison_csv, comparison_json, comparison_table, compare_drafts, run_bench, \
-        with_auto
+    from ..bench.run import (
+        category_table,
+        compare_drafts,
+        comparison_csv,
+        comparison_json,
+        comparison_table,
+        run_bench,
+        with_auto,
+    )
 
     sessions = [session] + [session.with_draft(d) for d in args.compare_draft or ()]
     autos = [auto] + [auto_for_session(args, s)[1] for s in sessions[1:]] if auto is not None else None
@@ -147,8 +163,8 @@ def _with_ngram(args, session, items, auto_run, auto, options, bar, ngram_run) -
 
 def _context(args: argparse.Namespace, session, items, run_config, options: dict, bar) -> int:
     """The context-length sweep: one report per length, compared in one table (tau and speedup per length)."""
-    from ..bench.report import comparison_csv, comparison_json, comparison_table
     from ..bench.context_sweep import sweep_context
+    from ..bench.report import comparison_csv, comparison_json, comparison_table
 
     reports = sweep_context(session, items, run_config, args.context_lengths, **options)
     bar.close()

@@ -7,8 +7,15 @@ from __future__ import annotations
 import argparse
 import shlex
 
-from .args import (add_ngram_args, add_pair_args, add_tree_args, ngram_from_args, pair_from_args, tree_from_args,
-                   write_notes)
+from .args import (
+    add_ngram_args,
+    add_pair_args,
+    add_tree_args,
+    ngram_from_args,
+    pair_from_args,
+    tree_from_args,
+    write_notes,
+)
 
 __all__ = ["add_parser", "run"]
 

@@ -12,13 +12,24 @@ import sys
 from ..common.config import ConfigError, RunConfig, SamplingConfig
 from ..decoding.events import Finish, Prefill, Round, Step, to_dict
 from ..decoding.gate import paused_line
-from ..diagnose.run import diagnose_run, too_short
 from ..decoding.metrics import summarize
-from ..race.speedup import RaceResult, verdict
+from ..diagnose.run import diagnose_run, too_short
 from ..race.racers import race_all, race_table, racers_dict, short_labels
+from ..race.speedup import RaceResult, verdict
 from ..target.rope_limit import rope_line
-from .args import (add_auto_tree_arg, add_engine_args, add_ngram_args, add_pair_args, add_tree_args, auto_for_session,
-                   flag_notes, load_from_args, ngram_from_args, tree_from_args, write_notes)
+from .args import (
+    add_auto_tree_arg,
+    add_engine_args,
+    add_ngram_args,
+    add_pair_args,
+    add_tree_args,
+    auto_for_session,
+    flag_notes,
+    load_from_args,
+    ngram_from_args,
+    tree_from_args,
+    write_notes,
+)
 
 __all__ = ["add_parser", "run"]
 
@@ -60,7 +71,7 @@ def _prompt_ids(args: argparse.Namespace) -> list[int] | None:
         try:
             return [int(x) for x in args.prompt_ids.split(",") if x.strip()]
         except ValueError:
-            raise ConfigError(f"--prompt-ids must be comma-separated integers, got '{args.prompt_ids}'")
+            raise ConfigError(f"--prompt-ids must be comma-separated integers, got '{args.prompt_ids}'") from None
     if not args.prompt.strip():
         raise ConfigError("the prompt is empty; pass some text with --prompt")
     return None

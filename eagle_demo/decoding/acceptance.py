@@ -49,6 +49,7 @@ def verify_tree(tree: DraftTree, logits: torch.Tensor, cfg: SamplingConfig,
             path.append(child)
             node = child
         return Verdict(tuple(path), token, tuple(probs_out))
+    assert sampler is not None, "sampling needs the run's sampler"
     while True:
         p = process_logits(logits[node:node + 1], cfg)[0]  # [V]
         token = sampler.sample(p, position + len(path))

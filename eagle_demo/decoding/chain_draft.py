@@ -5,11 +5,17 @@ each top-1 over `hot_vocab.HotVocab`. It uses the drafter's cache, depth step an
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 
 from .hot_vocab import HotVocab
 from .tree import DraftTree, tree_from_device
+
+if TYPE_CHECKING:
+    from ..drafts.base import DraftHead
+    from ..drafts.lean import DraftKV
+    from .static_draft import StaticDraft, StaticDraftKV
 
 __all__ = ["ChainDraft"]
 
@@ -17,6 +23,39 @@ __all__ = ["ChainDraft"]
 class ChainDraft:
     """Chain drafting for `Drafter` (its `head`, `cache`, `static`, `length`, `last_g`, `_depth`, `_positions`,
     `_const` and `_round_inputs`)."""
+
+    # what it reads and writes of `Drafter`, typed here for the checker
+    head: DraftHead
+    cache: DraftKV | StaticDraftKV
+    static: StaticDraft | None
+    hot: HotVocab | None
+    length: int
+    last_g: torch.Tensor | None
+    _context: list[torch.Tensor]
+    _seen: list[int]
+
+    if TYPE_CHECKING:
+        @property
+        def device(self) -> torch.device: ...
+
+        def _const(self, name: str, make): ...
+
+        def _positions(self, start: int, n: int) -> torch.Tensor: ...
+
+        def _round_inputs(self, key: tuple, root_token: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: ...
+
+        def _depth(self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, k: int, start: int,
+                   block: torch.Tensor | None = None, pick=None): ...
+
+    def _on_static(self) -> StaticDraft:
+        """The static pools, in the paths that run only on them."""
+        assert self.static is not None
+        return self.static
+
+    def _last(self) -> torch.Tensor:
+        """The last draft output [1, H] (every extend sets it)."""
+        assert self.last_g is not None, "extend before drafting"
+        return self.last_g[None]
 
     def _hot_table(self, size: int) -> HotVocab:
         """This run's hot vocabulary of `size` first ids, holding every id extended so far (one host read of the
@@ -44,9 +83,9 @@ class ChainDraft:
         if self.static is not None and (self.static.graphs_on or stop_below <= 0.0):
             return self._static_chain(root_token, longest, stop_below, hot)
         pick = self._pick(hot)
-        logp, ids = pick(self.last_g[None], 1)  # [1, 1], [1, 1]
+        logp, ids = pick(self._last(), 1)  # [1, 1], [1, 1]
         all_ids, all_logp = [ids[0]], [logp[0]]
-        g = self.last_g[None]  # [1, H]
+        g = self._last()  # [1, H]
         floor = math.log(stop_below) if stop_below > 0.0 else None
         path, depth = 0.0, 1
         for step in range(2, longest + 1):
@@ -69,7 +108,7 @@ class ChainDraft:
         path's log-probabilities: the depths past it were drafted (on a GPU cheaper than a sync per depth; without
         graphs a stopping chain takes `_chain`'s depth by depth path) and are cut off, as the growing path would
         never have drafted them (a chain's tree cut after d tokens is the tree of its first d)."""
-        st = self.static
+        st = self._on_static()
         st.check(self.length + longest - 1)
         pick = self._pick(hot)  # a hot table takes the context ids since the last round in place
         key = ("chain", longest, hot)

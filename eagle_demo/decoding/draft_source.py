@@ -34,9 +34,21 @@ __all__ = ["DraftSource"]
 @runtime_checkable
 class DraftSource(Protocol):
     mode: str  # the run's mode in `RunStart` and the session's racer name: "eagle" or "ngram"
-    family: str  # `RunStart.draft_family`: the head's family, or "ngram"
-    feature_layers: tuple[int, ...] | None  # the target layers whose features the draft reads; None: the last
-    static: object | None  # the draft side's fixed pools and graphs (`static_draft.StaticDraft`), None without
+
+    @property
+    def family(self) -> str:
+        """`RunStart.draft_family`: the head's family, or "ngram"."""
+        ...
+
+    @property
+    def feature_layers(self) -> tuple[int, ...] | None:
+        """The target layers whose features the draft reads; None: the last."""
+        ...
+
+    @property
+    def static(self) -> object | None:
+        """The draft side's fixed pools and graphs (`static_draft.StaticDraft`), None without."""
+        ...
 
     def run_for(self, run: RunConfig) -> RunConfig:
         """The run as this draft runs it."""

@@ -21,7 +21,6 @@ A static drafter's table is fixed (its graphs keep its addresses) and holds a ro
 
 from __future__ import annotations
 
-
 import torch
 
 from ..common.config import RunConfig, TreeConfig
@@ -87,20 +86,26 @@ class Drafter(ChainDraft):
         need = positions + round_entries if self.static_mode else positions
         rope = getattr(self.head, "rope", None)
         if rope is not None:
-            rope.reserve(need, self.head.fc.weight)
+            rope.reserve(need, self._fc_weight())
         if not self.static_mode:
             self.cache.capacity = max(self.cache.capacity, need)
         elif self.static is None or self.static.capacity < need:
             self.static = StaticDraft(self.head, pool_size(need), self.graphs)  # new pools, no graphs yet
             self.cache = self.static.kv
 
+    def _fc_weight(self) -> torch.Tensor:
+        """The head's fc weight (an empty buffer where the head has no fc): it carries the head's device and dtype."""
+        weight = self.head.fc.weight
+        assert isinstance(weight, torch.Tensor)
+        return weight
+
     @property
     def device(self) -> torch.device:
-        return self.head.fc.weight.device
+        return self._fc_weight().device
 
     @property
     def dtype(self) -> torch.dtype:
-        return self.head.fc.weight.dtype
+        return self._fc_weight().dtype
 
     def _const(self, name: str, make):
         key = (name, self.device, self.dtype)
@@ -143,9 +148,9 @@ class Drafter(ChainDraft):
     def _round_inputs(self, key: tuple, root_token: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The static inputs of a whole-draft graph `key`, set for this round: the draft output to start from [1, H],
         the start slot [1] and the root token [1]."""
-        x = self.static.inputs(key, lambda: (torch.zeros_like(self.last_g[None]),
+        x = self._on_static().inputs(key, lambda: (torch.zeros_like(self._last()),
                                              *torch.zeros(2, 1, dtype=torch.long, device=self.device)))
-        x[0].copy_(self.last_g[None])
+        x[0].copy_(self._last())
         x[1].fill_(self.length)
         x[2].fill_(root_token)
         return x
@@ -185,7 +190,7 @@ class Drafter(ChainDraft):
         """The whole expansion and its selection in one call (one CUDA graph on a GPU): the inputs are the draft
         output to start from, the start slot and the root token, every depth's positions, slots and mask come
         from the start slot on the device, and the tree (its ancestor mask and host pack too) is the output."""
-        st = self.static
+        st = self._on_static()
         st.check(self.length + (cfg.depth - 1) * cfg.top_k)
         key = ("tree", cfg.depth, cfg.top_k, cfg.total_tokens)
         x = self._round_inputs(key, root_token)
@@ -202,7 +207,7 @@ class Drafter(ChainDraft):
         """Every node the EAGLE-2 expansion proposes for cfg's depth and top-k (before the total_tokens
         selection), depth-major; the candidates of a shallower depth are a prefix of these."""
         start = None if self.static is None else torch.full((1,), self.length, device=self.device)
-        return self._expand(cfg, self.last_g[None], start)
+        return self._expand(cfg, self._last(), start)
 
     def _expand(self, cfg: TreeConfig, last_g: torch.Tensor, start: torch.Tensor | None) -> Candidates:
         """The expansion from the draft output last_g [1, H]; start: the static path's start slot [1] (every
@@ -225,7 +230,8 @@ class Drafter(ChainDraft):
                 g, logp, ids = self._depth(frontier_hidden, frontier_tokens, positions, k, prefix + added,
                                            block)  # [k, H], [k, k], [k, k]
             else:
-                g, logp, ids = self.static.tree_depth(frontier_hidden, frontier_tokens, start, step, added, block, k)
+                g, logp, ids = self._on_static().tree_depth(frontier_hidden, frontier_tokens, start, step, added,
+                                                            block, k)
             added += k
             cum = frontier_scores[:, None] + logp  # [k, k]
             tokens.append(ids.reshape(-1))
@@ -244,6 +250,7 @@ class Drafter(ChainDraft):
             offset += k * k
         if added and self.static is None:
             self.cache.crop(-added)  # drop the tree entries; the stable prefix stays
+            assert self._mask is not None  # the growing cache's tree depths set it
             self._mask[:, prefix:prefix + added].zero_()
         return self._candidates(cfg, tokens, scores, logps, frontiers)
 

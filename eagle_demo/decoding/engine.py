@@ -14,17 +14,17 @@ from typing import Iterator
 import torch
 from transformers import PreTrainedModel
 
-from .acceptance import verify_tree
 from ..common.config import RunConfig
+from ..drafts.base import DraftHead
+from ..target.rope_limit import RopeLimit
+from ..target.runner import TargetOutput, TargetRunner
+from .acceptance import verify_tree
 from .draft_source import DraftSource
 from .drafter import Drafter
-from ..drafts.base import DraftHead
 from .events import DraftNode, Event, Finish, Prefill, Round, RunStart, Step
 from .gate import DraftGate
-from ..target.rope_limit import RopeLimit
 from .run_state import Held, Seen, cut, end_reason
 from .sampling import PositionSampler, penalize, pick, process_logits, top_two
-from ..target.runner import TargetOutput, TargetRunner
 
 __all__ = ["BaselineEngine", "SpeculativeEngine", "eos_ids_of"]
 
@@ -111,6 +111,9 @@ class _EngineBase:
         with self.lock:  # one generation at a time on this model
             yield from self._generate(list(prompt_ids), run, stop)
 
+    def _generate(self, prompt_ids, run, stop) -> Iterator[Event]:
+        raise NotImplementedError  # each engine's own loop
+
 
 class BaselineEngine(_EngineBase):
     mode = "baseline"
@@ -149,10 +152,7 @@ class SpeculativeEngine(_EngineBase):
         super().__init__(model, drafter.feature_layers, static)
         self.head: DraftHead | None = draft if isinstance(draft, DraftHead) else None
         self.drafter: DraftSource = drafter
-
-    @property
-    def mode(self) -> str:
-        return self.drafter.mode
+        self.mode = drafter.mode
 
     @property
     def family(self) -> str:

@@ -23,8 +23,8 @@ import torch
 from torch.nn import functional as F
 
 from ..common.config import ConfigError
-from ..target.cpu_layout import is_column_major
 from ..drafts.base import shares_target_vocab, top_logp
+from ..target.cpu_layout import is_column_major
 
 __all__ = ["HotVocab", "hot_vocab_problem"]
 
@@ -113,6 +113,7 @@ class HotVocab:
         """The head's top-k over the table: g [m, H] -> logp [m, k] (over the table), token ids [m, k]. mask [m, n]
         additive (the calibration replay's rows, each seeing the ids of its own context only)."""
         if self.fixed:  # every row, the unused ones masked out (the graph's addresses stay)
+            assert self.hidden is not None  # a fixed table has its mask
             logits = F.linear(self.head.lm_head_input(g), self._rows_of(self._store)) + self.hidden  # [m, cap]
         else:
             logits = F.linear(self.head.lm_head_input(g), self.rows)  # [m, n]

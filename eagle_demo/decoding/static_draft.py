@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import torch
 
-from .hot_vocab import HotVocab
 from ..target.static import GRAPH_MAX_TOKENS, capture_graph
+from .hot_vocab import HotVocab
 
 __all__ = ["StaticDraft", "StaticDraftKV"]
 
@@ -42,6 +42,7 @@ class StaticDraftKV:
             self.keys.append(key.new_zeros(*key.shape[:2], self.capacity, key.shape[-1]))
             self.values.append(value.new_zeros(*value.shape[:2], self.capacity, value.shape[-1]))
         k, v = self.keys[layer_idx], self.values[layer_idx]
+        assert self.slots is not None, "the drafter sets the slots before each head call"
         k.index_copy_(2, self.slots, key)  # [1, kv, n, d] into [1, kv, cap, d]
         v.index_copy_(2, self.slots, value)
         return k, v
@@ -63,7 +64,7 @@ class StaticDraft:
         self.columns = torch.arange(capacity, device=self.device)  # [cap]
         self.hidden_min = torch.finfo(self.dtype).min
         self.graphs_on = graphs and self.device.type == "cuda"
-        self.buffers: dict[tuple, object] = {}
+        self.buffers: dict[tuple, tuple] = {}
         self.graphs: dict[tuple, tuple] = {}
         self.seen: dict[tuple, int] = {}
         self.hot_tables: dict[int, HotVocab] = {}

@@ -58,7 +58,10 @@ class DraftTree:
 
     @cached_property
     def _host(self) -> tuple:
-        return self.host if self.host is not None else _unpack(self.pack.tolist())
+        if self.host is not None:
+            return self.host
+        assert self.pack is not None, "a tree carries its host tuples or their device pack"
+        return _unpack(self.pack.tolist())
 
     def read_with(self, rows: torch.Tensor) -> list:
         """rows [k, N] on the tree's device -> their values as lists, in the same host copy as the tree's own

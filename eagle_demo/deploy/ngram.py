@@ -91,8 +91,8 @@ def ngram_commands(target: str, cfg: NgramConfig) -> NgramCommands:
         notes.append("**Not in either engine**: " + "; ".join(own) + ". These are this playground's: an engine "
                      "proposes by its own rule, so its acceptance is not the one measured here with them on.")
     notes.append(f"**SGLang** `NGRAM` runs on CUDA only: match windows {cfg.min_n}..{cfg.max_n}, {cfg.total_tokens} "
-                 f"tokens verified per step (the root included), BFS breadth 1..{cfg.branches}. It drafts a tree from a "
-                 "cache of recent tokens of all requests, its breadth set by the match length (by recency, or by "
+                 f"tokens verified per step (the root included), BFS breadth 1..{cfg.branches}. It drafts a tree from "
+                 "a cache of recent tokens of all requests, its breadth set by the match length (by recency, or by "
                  "frequency with `--speculative-ngram-match-type PROB`): another rule again, so its acceptance differs "
                  "from both (not run here: SGLang's CPU build is not on PyPI, docs/vllm.md).")
     return NgramCommands(vllm=vllm, sglang=_sglang(target, cfg), spec=spec, notes=tuple(notes))

@@ -24,11 +24,12 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..common.config import ConfigError, TreeConfig
-from ..checkpoints.files import read_config
 from ..checkpoints.fc_fold import write_weights
-from .vllm import draft_config as _draft_config, vllm_eagle1, vllm_eagle3
+from ..checkpoints.files import read_config
+from ..common.config import ConfigError, TreeConfig
 from .aux_layers import guessed_layers
+from .vllm import draft_config as _draft_config
+from .vllm import vllm_eagle1, vllm_eagle3
 
 __all__ = ["Plan", "plan_for", "deployment_commands", "write_adapted_copy"]
 

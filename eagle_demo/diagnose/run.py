@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..autotree.explore import KNOWN_ERROR_SOURCE, Exploration, ShapeRow, explore
-from .falloff import POSITION_BLOCK, KindFigures, by_kind, by_position, position_blocks, round_starts, \
-    token_lines
 from ..decoding.metrics import summarize
+from .falloff import POSITION_BLOCK, KindFigures, by_kind, by_position, position_blocks, round_starts, token_lines
 
 __all__ = ["RunDiagnosis", "diagnose_run", "output_ids", "too_short", "Explorer"]
 

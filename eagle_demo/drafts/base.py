@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import LlamaConfig
+from transformers import LlamaConfig, PretrainedConfig
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
 __all__ = ["DraftHead", "Shared", "embedding", "linear", "shares_target_vocab", "top_logp"]
 
+
+# A stock transformers submodule of any family (LlamaAttention, Qwen2MLP, LlamaRMSNorm, ...), read by attribute name:
+# nn.Module's __getattr__ types each of its attributes as Tensor | Module, so what it holds is only known at run time.
+StockModule = Any
 
 BLOCK = 128  # vocabulary block of the two-stage top-k
 MANY_ROWS = 16  # from this many rows a CPU takes the two-stage top-k
@@ -54,6 +60,11 @@ class Shared:
         return self.module(*args, **kwargs)
 
 
+def qk_heads(config: LlamaConfig) -> int:
+    """Query plus key heads (a config without num_key_value_heads has one key head per query head)."""
+    return int(config.num_attention_heads) + int(config.num_key_value_heads or config.num_attention_heads)
+
+
 def linear(module, x: torch.Tensor) -> torch.Tensor:
     """`module(x)` for an `nn.Linear` (or a `Shared` one) without the module call, whose hook handling costs a few
     microseconds a call on a CPU (a draft depth makes five); any other module is called."""
@@ -94,12 +105,14 @@ class DraftHead(nn.Module):
     # set by each head: the target's embedding (not registered) and, when the checkpoint brings one, its own
     shared_embed: Shared | None
     embed_tokens: nn.Embedding | None
+    lm_head: Any  # the target's lm_head (Shared) or the draft's own nn.Linear
+    fc: nn.Module  # every head has one (Unfused where the draft has none): its weight carries device and dtype
 
     def __init__(self, config: LlamaConfig):
         super().__init__()
-        self.config = config
+        self.config: PretrainedConfig = config  # a head of another family (MLA) sets its own
         self.hidden_size = int(config.hidden_size)
-        self.rotary_emb = LlamaRotaryEmbedding(config=config)
+        self.rotary_emb: nn.Module = LlamaRotaryEmbedding(config=config)
 
     def position_embeddings(self, hidden: torch.Tensor, positions: torch.Tensor):
         return self.rotary_emb(hidden[None], positions[None])  # cos, sin [1, n, hd]

@@ -9,7 +9,7 @@ from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer
 
 from . import lean
-from .base import DraftHead, Shared, top_logp
+from .base import DraftHead, Shared, qk_heads, top_logp
 
 __all__ = ["Eagle1Head"]
 
@@ -29,7 +29,7 @@ class Eagle1Head(DraftHead):
         self.lm_head = Shared(lm_head)
         self.shared_embed = Shared(embed_tokens) if embed_tokens is not None else None
         self.embed_tokens: nn.Embedding | None = None  # set when the checkpoint brings its own
-        self.rope = lean.RopeTable(self, config.num_attention_heads + config.num_key_value_heads)
+        self.rope = lean.RopeTable(self, qk_heads(config))
 
     def forward(self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, cache,
                 mask: torch.Tensor | None, from_target: bool = False) -> torch.Tensor:

@@ -10,7 +10,7 @@ from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaAttention, LlamaMLP, LlamaRMSNorm
 
 from . import lean
-from .base import DraftHead, Shared, top_logp
+from .base import DraftHead, Shared, qk_heads, top_logp
 
 __all__ = ["Eagle3Head", "Eagle3Layer", "widen_inputs"]
 
@@ -47,6 +47,7 @@ class Eagle3Layer(nn.Module):
 
 class Eagle3Head(DraftHead):
     family = "eagle3"
+    d2t: torch.Tensor  # a buffer: draft id -> target id offset
 
     def __init__(self, config: LlamaConfig, target_hidden_size: int, draft_vocab_size: int,
                  embed_tokens: nn.Module | None, feature_layers: tuple[int, ...],
@@ -55,14 +56,15 @@ class Eagle3Head(DraftHead):
         h = self.hidden_size
         self.feature_layers = tuple(feature_layers)
         self.target_hidden_size = target_hidden_size
-        self.fc = nn.Linear(len(self.feature_layers) * target_hidden_size, h, bias=False)
-        self.midlayer = Eagle3Layer(config, 0, norm_before_residual)
-        self.norm = LlamaRMSNorm(h, eps=config.rms_norm_eps)
+        # nn.Module: a subclass may put another kind here (Unfused fc, an MLA layer, its family's norm)
+        self.fc: nn.Module = nn.Linear(len(self.feature_layers) * target_hidden_size, h, bias=False)
+        self.midlayer: nn.Module = Eagle3Layer(config, 0, norm_before_residual)
+        self.norm: nn.Module = LlamaRMSNorm(h, eps=config.rms_norm_eps)
         self.lm_head = nn.Linear(h, draft_vocab_size, bias=False)
         self.register_buffer("d2t", torch.zeros(draft_vocab_size, dtype=torch.long))
         self.shared_embed = Shared(embed_tokens) if embed_tokens is not None else None
         self.embed_tokens: nn.Embedding | None = None
-        self.rope = lean.RopeTable(self, config.num_attention_heads + config.num_key_value_heads)
+        self.rope = lean.RopeTable(self, qk_heads(config))
 
     def forward(self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, cache,
                 mask: torch.Tensor | None, from_target: bool = False) -> torch.Tensor:

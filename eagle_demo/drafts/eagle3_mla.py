@@ -10,8 +10,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 from transformers import DeepseekV3Config
-from transformers.models.deepseek_v3.modeling_deepseek_v3 import (DeepseekV3Attention, DeepseekV3MLP,
-                                                                  DeepseekV3RMSNorm, DeepseekV3RotaryEmbedding)
+from transformers.models.deepseek_v3.modeling_deepseek_v3 import (
+    DeepseekV3Attention,
+    DeepseekV3MLP,
+    DeepseekV3RMSNorm,
+    DeepseekV3RotaryEmbedding,
+)
 
 from .base import Shared
 from .eagle3 import widen_inputs

@@ -64,7 +64,7 @@ class Eagle3xHead(Eagle3Head):
         self.fc = nn.Linear(width, h, bias=False) if self.feature_layers else Unfused()
         self.fc_norm = nn.ModuleList(LlamaRMSNorm(target_hidden_size, eps=eps) for _ in range(fc_norms)) \
             if fc_norms else None
-        self.input_norm = LlamaRMSNorm(width, eps=eps) if input_norm else None
+        self.input_norm: nn.Module | None = LlamaRMSNorm(width, eps=eps) if input_norm else None
         self.layers = nn.ModuleDict({str(i): LlamaDecoderLayer(config, layer_idx=i) for i in range(1, num_layers)})
         self.norm_output = norm_output
         self.spare_fc = nn.Linear(spare_fc_in, h, bias=False) if spare_fc_in else None

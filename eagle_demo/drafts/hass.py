@@ -22,6 +22,10 @@ __all__ = ["HassHead"]
 
 class HassHead(Eagle1Head):
     family = "eagle1"
+    # set in __init__ by name, each a norm or None
+    embed_norm: nn.Module | None
+    hidden_norm: nn.Module | None
+    lm_head_norm: nn.Module | None
 
     def __init__(self, config: LlamaConfig, lm_head: nn.Module, embed_tokens: nn.Module | None, *,
                  norms: tuple[str, ...], layer0_input_norm: bool, fc_bias: bool = True, qkv_bias: bool = False,

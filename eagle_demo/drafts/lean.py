@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..target.cpu_layout import same_layout
-from .base import embedding, linear
+from .base import StockModule, embedding, linear
 
 __all__ = ["DraftKV", "RopeTable", "attention", "embedding", "linear", "mlp", "one_call", "rms_norm"]
 
@@ -78,7 +78,7 @@ class RopeTable:
     table [capacity, 2, (heads + kv_heads) * head_dim] (index 0 cos, 1 sin). Built by the stock rotary module,
     so every RoPE variant it supports (scaling types, attention scaling) comes out the same."""
 
-    def __init__(self, owner: nn.Module, heads: int):
+    def __init__(self, owner: StockModule, heads: int):
         self.owner = [owner]  # the head (not registered as a submodule); its `rotary_emb` may be replaced
         self.heads = heads
         self.table: torch.Tensor | None = None
@@ -108,6 +108,7 @@ class RopeTable:
             if self.table is None or self._key(like) != self.key:
                 self.reserve(self.table.shape[0] if self.table is not None else INITIAL_CAPACITY, like)
             self.checked = call
+        assert self.table is not None  # reserved above
         rows = self.table[positions]  # [..., n, 2, heads*hd]
         return rows[..., 0, :], rows[..., 1, :]
 
@@ -174,7 +175,7 @@ def _cached(module: nn.Module, name: str, sources: tuple, build):
     return hit[1]
 
 
-def _fused_qkv(attn: nn.Module, head_dim: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+def _fused_qkv(attn: StockModule, head_dim: int) -> tuple[torch.Tensor, torch.Tensor | None]:
     if (hit := _checked(attn, "_lean_qkv")) is not None:
         return hit
     q, k, v = attn.q_proj, attn.k_proj, attn.v_proj
@@ -191,7 +192,7 @@ def _fused_qkv(attn: nn.Module, head_dim: int) -> tuple[torch.Tensor, torch.Tens
     return _cached(attn, "_lean_qkv", (q.weight, k.weight, v.weight, q.bias, k.bias, v.bias), build)
 
 
-def attention(attn: nn.Module, x: torch.Tensor, rope: RopeTable, positions: torch.Tensor, cache, layer_idx: int,
+def attention(attn: StockModule, x: torch.Tensor, rope: RopeTable, positions: torch.Tensor, cache, layer_idx: int,
               mask: torch.Tensor | None) -> torch.Tensor:
     """A stock LlamaAttention's weights, run lean. x [b, n, in]; positions [n] or [b, n]; mask additive
     [1, 1, n, kv] or None (None means n == 1 or plain causal attention over keys that are all new)."""
@@ -223,7 +224,7 @@ def _causal_tail(n: int, total: int, like: torch.Tensor) -> torch.Tensor:
     return hidden.triu_(total - n + 1)[None, None]  # row i sees keys 0..total-n+i
 
 
-def _fused_gate_up(module: nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
+def _fused_gate_up(module: StockModule) -> tuple[torch.Tensor, torch.Tensor | None]:
     if (hit := _checked(module, "_lean_gate_up")) is not None:
         return hit
     gate, up = module.gate_proj, module.up_proj
@@ -235,7 +236,7 @@ def _fused_gate_up(module: nn.Module) -> tuple[torch.Tensor, torch.Tensor | None
     return _cached(module, "_lean_gate_up", (gate.weight, up.weight, gate.bias, up.bias), build)
 
 
-def mlp(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
+def mlp(module: StockModule, x: torch.Tensor) -> torch.Tensor:
     """A stock LlamaMLP (down(act(gate x) * up x)) with gate and up fused into one linear."""
     w, bias = _fused_gate_up(module)  # [2I, H], [2I] or None
     width = w.shape[0] // 2
@@ -243,7 +244,7 @@ def mlp(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return linear(module.down_proj, module.act_fn(y[..., :width]) * y[..., width:])  # [b, n, H]
 
 
-def rms_norm(norm: nn.Module, x: torch.Tensor) -> torch.Tensor:
+def rms_norm(norm: StockModule, x: torch.Tensor) -> torch.Tensor:
     """A stock LlamaRMSNorm (float32 statistics, weight applied in the input dtype); Identity passes through."""
     if isinstance(norm, nn.Identity):
         return x

@@ -52,12 +52,16 @@ class MtpHead(DraftHead):
         self.block = parts.layer_cls(config, layer_idx=block_index)
         self.block.self_attn.layer_idx = 0  # the draft keeps its own one-layer cache
         self.out_norm = parts.norm_cls(h, eps=eps)  # DeepSeek shared_head.norm / Qwen3-Next norm / MiMo final_layernorm
-        self.lm_head = nn.Linear(h, int(config.vocab_size), bias=False) if own_lm_head else Shared(lm_head)
+        # a probe head is built from the plan alone (make_head(plan, None, ...)), the target's lm_head shared later
+        self.lm_head = nn.Linear(h, int(config.vocab_size), bias=False) if own_lm_head \
+            else Shared(lm_head)  # type: ignore[arg-type]
         self.shared_embed = Shared(embed_tokens) if embed_tokens is not None else None
         self.embed_tokens: nn.Embedding | None = None
 
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
         table = self.embed_tokens if self.embed_tokens is not None else self.shared_embed
+        if table is None:
+            raise ValueError("the MTP head has no token embedding: neither its own nor the target's")
         return table(tokens)  # [n, H]
 
     def forward(self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, cache,

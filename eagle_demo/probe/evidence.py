@@ -6,7 +6,8 @@ text is cut into blocks of BLOCK new tokens, and each block's rounds under the d
 under the alternative is one sample. An alternative is adoptable when it commits at least MARGIN more tokens per
 round (gain = declared rounds / its rounds - 1, the text being the same) and the mean saving stands Z standard
 errors clear of zero over at least MIN_BLOCKS blocks, or when its gain is GROSS or more on any text (a misreading
-that gross shows on the first stage's 6 blocks and needs no more evidence). One-sided, Z = 2.5 passes by chance about 0.6% of the time
+that gross shows on the first stage's 6 blocks and needs no more evidence). One-sided, Z = 2.5 passes by chance
+about 0.6% of the time
 per alternative when nothing differs (tests/test_probe_moderate.py draws it: under 1%).
 """
 
@@ -33,8 +34,7 @@ def compare(base: list[list[int]], alt: list[list[int]], stage: tuple[int, int])
     saved = []
     for b, a in zip(base, alt):
         blocks = max(max(b, default=0), max(a, default=0)) // BLOCK + 1
-        count = lambda starts: [sum(1 for s in starts if s // BLOCK == k) for k in range(blocks)]  # noqa: E731
-        saved += [x - y for x, y in zip(count(b), count(a))]
+        saved += [x - y for x, y in zip(_per_block(b, blocks), _per_block(a, blocks))]
     rounds_b, rounds_a = sum(map(len, base)), sum(map(len, alt))
     n = len(saved)
     mean = sum(saved) / n if n else 0.0
@@ -43,6 +43,11 @@ def compare(base: list[list[int]], alt: list[list[int]], stage: tuple[int, int])
     return {"tau": round(tau_of(alt, stage[1]), 4), "declared_tau": round(tau_of(base, stage[1]), 4),
             "gain": round(rounds_b / rounds_a - 1, 4) if rounds_a else 0.0, "z": round(min(z, 99.0), 2),
             "blocks": n, "prompts": len(base), "tokens": stage[1]}
+
+
+def _per_block(starts: list[int], blocks: int) -> list[int]:
+    """How many of `starts` fall in each of `blocks` blocks of BLOCK tokens."""
+    return [sum(1 for s in starts if s // BLOCK == k) for k in range(blocks)]
 
 
 def adoptable(evidence: dict) -> bool:

@@ -34,10 +34,10 @@ from ..checkpoints.detect import DraftSpec, detect_draft
 from ..checkpoints.report import AdaptationReport
 from ..checkpoints.variants import declared_family
 from ..common.config import RunConfig, TreeConfig
-from ..drafts.eagle3x import Unfused
+from ..common.paths import SUITE
 from ..decoding.engine import SpeculativeEngine
 from ..decoding.events import Round
-from ..common.paths import SUITE
+from ..drafts.eagle3x import Unfused
 from . import evidence as _rule
 from .evidence import BLOCK, MARGIN, MIN_BLOCKS, STAGES, Z, adoptable, compare, tau_of
 from .evidence import report_with as _report

@@ -9,8 +9,8 @@ from typing import Callable
 
 from ..common.config import RunConfig
 from ..decoding.events import Event, RunStart
-from ..diagnose.divergence import Divergence, explain
 from ..decoding.metrics import RunStats, summarize
+from ..diagnose.divergence import Divergence, explain
 from .speedup import RaceResult, race, verdict
 
 __all__ = ["Racer", "race_all", "race_table", "short_labels", "racers_dict", "NAMES"]

@@ -5,8 +5,10 @@ runs on it; the worker (`worker.py`) runs inside vLLM's virtualenv."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
+import signal
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
@@ -81,6 +83,24 @@ def _root_cause(log: str, fallback: str) -> str:
     return causes[-1] if causes else fallback
 
 
+def _run_in_session(runtime: VllmRuntime, job: str, log, timeout: float) -> subprocess.CompletedProcess:
+    """The worker in a process session of its own, ended as a whole group once it exits or times out: vLLM's engine
+    core is a child process of the worker, and outlives a worker that is only killed."""
+    proc = subprocess.Popen(runtime.worker_cmd(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
+                            env=runtime.env, start_new_session=True)
+    try:
+        out, _ = proc.communicate(job, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        raise VllmError(f"vLLM did not finish within {timeout:.0f} s") from exc
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # whatever the worker started and left
+        except ProcessLookupError:
+            pass
+        proc.wait()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, None)
+
+
 def run_vllm(runtime: VllmRuntime, target: str, speculative_config: dict | None, runs: list[dict],
              timeout: float = 600.0, threads: int = 1, max_model_len: int = 512, enforce_eager: bool = False,
              ) -> VllmResult:
@@ -90,11 +110,7 @@ def run_vllm(runtime: VllmRuntime, target: str, speculative_config: dict | None,
            "max_model_len": max_model_len, "enforce_eager": enforce_eager,
            "max_num_seqs": max(len(r["prompts"]) for r in runs)}
     with tempfile.TemporaryFile(mode="w+") as log:  # vLLM's own logging; a pipe nobody reads could block it
-        try:
-            proc = subprocess.run(runtime.worker_cmd(), input=json.dumps(job), stdout=subprocess.PIPE, stderr=log,
-                                  text=True, env=runtime.env, timeout=timeout)
-        except subprocess.TimeoutExpired as exc:
-            raise VllmError(f"vLLM did not finish within {timeout:.0f} s") from exc
+        proc = _run_in_session(runtime, json.dumps(job), log, timeout)
         lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
         errors = [x["error"] for x in lines if "error" in x]
         if errors or not lines:

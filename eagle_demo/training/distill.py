@@ -104,8 +104,9 @@ def _play(model, tokenizer, convs: list[Conversation], settings: DistillSettings
     return [_render(tokenizer, h, False) for h in history]
 
 
-def distill(model, tokenizer, conversations: list[Conversation], out: Path, settings: DistillSettings = DistillSettings(),
-            limit_shards: int | None = None, progress: bool = True) -> int:
+def distill(model, tokenizer, conversations: list[Conversation], out: Path,
+            settings: DistillSettings = DistillSettings(), limit_shards: int | None = None,
+            progress: bool = True) -> int:
     """Writes the missing shards of `out` (resumable); returns how many it wrote. `limit_shards` stops early."""
     out.mkdir(parents=True, exist_ok=True)
     n_shards = (len(conversations) + settings.shard_size - 1) // settings.shard_size

@@ -261,7 +261,8 @@ class HeadTrainer:
             pred = g[0].float()  # [m, H]
             goal = f[(positions + 1).clamp_max(n)]  # [m, H]
             logq = torch.log_softmax(self.head.lm_head(pred.to(self.target.dtype)).float(), -1)  # [m, V]
-            per = F.smooth_l1_loss(pred, goal, reduction="none").mean(-1) - self.s.ce_weight * (p[positions] * logq).sum(-1)
+            token_loss = -(p[positions] * logq).sum(-1)
+            per = F.smooth_l1_loss(pred, goal, reduction="none").mean(-1) + self.s.ce_weight * token_loss
             valid = usable[positions] & (positions >= positions[0] + max(0, j - 1))
             hits = ((logq.argmax(-1) == label[positions]) & valid).sum().item()
             return (per * valid).sum() / valid.sum().clamp_min(1), valid.sum().item(), hits

@@ -28,7 +28,6 @@ import json
 import random
 import re
 import subprocess
-import tarfile
 from collections import defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -99,7 +98,7 @@ def wordnet_topics(root: Path, min_tagged: int = 1) -> dict[str, list[tuple[str,
         if line.startswith(" "):
             continue
         parts = line.split()
-        lemma, synsets, n_ptr = parts[0], int(parts[2]), int(parts[3])
+        lemma, _synsets, n_ptr = parts[0], int(parts[2]), int(parts[3])
         tagged = int(parts[5 + n_ptr])
         if tagged >= min_tagged and lemma.isascii() and lemma.islower() and len(lemma) > 2:
             first_sense[lemma] = (tagged, parts[6 + n_ptr])
@@ -157,7 +156,8 @@ def doc_passages(root: Path, low: int = 350, high: int = 900) -> list[tuple[str,
 # ---------------------------------------------------------------------------------------------
 # requests
 
-WRITING = ["Write a short poem about {t}.", "Write a haiku about {t}.", "Write a short story in which {a} plays a part.",
+WRITING = ["Write a short poem about {t}.", "Write a haiku about {t}.",
+           "Write a short story in which {a} plays a part.",
            "Write a friendly email inviting a friend to learn about {t}.", "Write a product description for {a}.",
            "Write a limerick about {t}.", "Write a paragraph describing {a} to a child.",
            "Write a catchy slogan for a shop that sells {p}.", "Write a four-line rhyme about {t} for a birthday card.",
@@ -177,7 +177,8 @@ HUMANITIES = ["What does the word \"{t}\" mean, and how is it used?", "Explain t
 EVERYDAY = ["How do I take care of {a}?", "Give me some tips for choosing {a}.", "What can I cook with {t}?",
             "How do I clean {a}?", "What should I know before buying {a}?", "Suggest a weekend plan that involves {t}.",
             "How can I save money on {t}?", "What is a good way to store {t}?"]
-CODE = ["Write a Python function that {d}", "Write a {lang} function that {d}", "How do I {v} in Python?", "Explain this Python idea: {t}.",
+CODE = ["Write a Python function that {d}", "Write a {lang} function that {d}", "How do I {v} in Python?",
+        "Explain this Python idea: {t}.",
         "Write a Python program that counts how many times each word appears in a text.",
         "What is the difference between a list and a tuple in Python?"]
 CODE_TASKS = ["reverses a string", "checks whether a number is prime", "returns the largest item of a list",
@@ -226,7 +227,8 @@ def math_problem(rng: random.Random) -> str:
         f"{name} has {a} {item} and buys {b} more, then gives away {c}. How many {item} does {name} have now?",
         f"A box holds {c} {item}. How many boxes are needed for {a * c + rng.randint(1, c - 1)} {item}?",
         f"What is {a} times {b}, plus {c}?", f"What is {rng.randint(5, 40)}% of {rng.randint(2, 50) * 10}?",
-        f"Solve for x: {c}x + {b} = {c * a + b}.", f"A train travels {a * 10} km in {c} hours. What is its average speed?",
+        f"Solve for x: {c}x + {b} = {c * a + b}.",
+        f"A train travels {a * 10} km in {c} hours. What is its average speed?",
         f"If {c} workers build a wall in {a} days, how long do {c * 2} workers take at the same rate?",
         f"What is the area of a rectangle {a} cm long and {b} cm wide?",
         f"{name} saves {b} dollars a week. How many weeks until {name} has {b * a} dollars?",
@@ -282,7 +284,8 @@ def build(topics: dict[str, list[tuple[str, str]]], faq: list[str], passages: li
         elif cat == "extraction":
             form = rng.choice(EXTRACTION)
             if "{g}" in form:
-                t, g = rng.choice([x for f in ("substance", "artifact", "cognition", "process") for x in topics.get(f, [])])
+                kinds = ("substance", "artifact", "cognition", "process")
+                t, g = rng.choice([x for f in kinds for x in topics.get(f, [])])
                 first, source = form.format(t=t, g=g), "wordnet+templates"
             else:
                 first, source = form.format(p=rng.choice(passages)[1]), "pydoc+templates"

@@ -226,7 +226,7 @@ def time_step(model, ctx: int, new: int, reps: int, rounds: int = 3) -> float:
     medians = []
     for _ in range(rounds):
         times = []
-        for r in range(reps + 5):
+        for _rep in range(reps + 5):
             x = torch.randint(1, TIMING_VOCAB, (1, new))
             t = time.perf_counter()
             model(input_ids=x, cache=cache, use_cache=True)

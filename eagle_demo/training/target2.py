@@ -46,8 +46,18 @@ import numpy as np
 import torch
 
 from eagle_demo.training.corpus import default_cache_dir, read_split
-from eagle_demo.training.shared import (WindowSampler, file_digest, evaluate, init_weights, lr_at, time_step,
-                                        lm_loss, make_optimizer, save_checkpoint, val_windows)
+from eagle_demo.training.shared import (
+    WindowSampler,
+    evaluate,
+    file_digest,
+    init_weights,
+    lm_loss,
+    lr_at,
+    make_optimizer,
+    save_checkpoint,
+    time_step,
+    val_windows,
+)
 
 SPECIAL_ID = 0
 SHAPE = dict(hidden_size=128, num_hidden_layers=24, num_attention_heads=4, num_key_value_heads=2,

@@ -162,7 +162,7 @@ def line_boundaries_stable(hf) -> bool:
 def glued_line_breaks(tok: Tokenizer) -> list[str]:
     """Vocabulary entries that hold a line break together with anything else (decoded text)."""
     out = []
-    for piece, idx in tok.get_vocab().items():
+    for idx in tok.get_vocab().values():
         text = tok.decode([idx])
         if idx != SPECIAL_ID and "\n" in text and text not in ("\n", "\r\n"):
             out.append(text)

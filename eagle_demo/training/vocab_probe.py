@@ -26,8 +26,7 @@ from pathlib import Path
 import torch
 
 from eagle_demo.training.corpus import read_split
-from eagle_demo.training.shared import (WindowSampler, evaluate, init_weights, lm_loss, lr_at, make_optimizer,
-                                        time_step)
+from eagle_demo.training.shared import WindowSampler, evaluate, init_weights, lm_loss, lr_at, make_optimizer, time_step
 from eagle_demo.training.target2 import SHAPE, build_model, default_corpus
 
 PROBE_TRAIN_BYTES = 2_000_000

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..bench.report import draft_label, report_label
 from ..race.speedup import verdict
-from .charts import (BASELINE_COLOR, DEPTH_COLORS, EAGLE_COLOR, REJECTED_COLOR, TARGET_COLOR, Figure, figure)
+from .charts import BASELINE_COLOR, DEPTH_COLORS, EAGLE_COLOR, REJECTED_COLOR, TARGET_COLOR, Figure, figure
 from .tokens import escape, visible
 
 __all__ = ["BENCH_COLUMNS", "MISSES_COLUMNS", "bench_rows", "bench_figure", "bench_compare_rows",

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from ..decoding.gate import paused_line
-from ..target.rope_limit import rope_line
 from ..decoding.metrics import RunView
-from ..race.speedup import race, verdict
 from ..race.racers import race_all, racers_dict
+from ..race.speedup import race, verdict
+from ..target.rope_limit import rope_line
 from .tokens import escape
 
 __all__ = ["summary", "run_race", "stats_html", "race_block"]

@@ -9,8 +9,17 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from ..decoding.events import Round
-from .charts import (DEPTH_COLORS, EAGLE_COLOR, REJECTED_COLOR, ROOT_COLOR, TARGET_COLOR, UNREACHED_COLOR, Figure,
-                     axis, figure)
+from .charts import (
+    DEPTH_COLORS,
+    EAGLE_COLOR,
+    REJECTED_COLOR,
+    ROOT_COLOR,
+    TARGET_COLOR,
+    UNREACHED_COLOR,
+    Figure,
+    axis,
+    figure,
+)
 from .tokens import MAX_STYLED_DEPTH, Decode, fmt_prob, rejected_children, visible
 
 __all__ = ["tree_figure", "tree_mask_trace"]

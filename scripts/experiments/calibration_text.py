@@ -4,7 +4,8 @@ How well a calibration text stands for the runs: the shape the automatic tree pi
 predicted speedup on the suite's and the fresh prompts' own texts as a share of the best shape's there. One set
 of measured costs scores every text, so only the text differs. A measurement, not a test.
 
-    OMP_NUM_THREADS=1 python scripts/experiments/calibration_text.py [--draft assets/tiny-eagle1] [--reference-tokens 128]
+    OMP_NUM_THREADS=1 python scripts/experiments/calibration_text.py [--draft assets/tiny-eagle1] \
+        [--reference-tokens 128]
 
 Texts: "before" (the calibration text until 2026-12-05: 40-token continuations of a code, a history and an
 arithmetic prompt) and "now" (`autotree.choose.PROMPTS`, `autotree.choose.NEW_TOKENS` tokens each).
@@ -20,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from _texts import pair_args, reference_texts  # noqa: E402
+
 from eagle_demo.autotree import choose as autotree  # noqa: E402
 from eagle_demo.autotree.replay import replay, walk_tau  # noqa: E402
 from eagle_demo.session import load_session  # noqa: E402

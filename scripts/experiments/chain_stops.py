@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from _texts import pair_args, reference_texts  # noqa: E402
+
 from eagle_demo.autotree import choose as autotree  # noqa: E402
 from eagle_demo.autotree.costs import measure_costs  # noqa: E402
 from eagle_demo.autotree.replay import Group, replay, walk_drafted, walk_tau  # noqa: E402

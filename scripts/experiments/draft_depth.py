@@ -35,9 +35,9 @@ sys.path.insert(0, str(ROOT))
 
 from eagle_demo.bench.run import load_suite  # noqa: E402
 from eagle_demo.common.config import RunConfig, TreeConfig  # noqa: E402
+from eagle_demo.decoding.events import Finish  # noqa: E402
 from eagle_demo.drafts.base import shares_target_vocab  # noqa: E402
 from eagle_demo.drafts.lean import one_call  # noqa: E402
-from eagle_demo.decoding.events import Finish  # noqa: E402
 from eagle_demo.session import load_session  # noqa: E402
 
 
@@ -88,8 +88,8 @@ def depth_parts(session, hot_sizes: list[int]) -> dict:
            "8 MB sweep": best_us(lambda: sweep.add_(1.0)), "8 MB sweep, then the head forward": best_us(after_sweep)}
     for hot in hot_sizes:
         drafter._pick(hot)  # the run's table, up to date, as a round's first depth brings it
-        out[f"depth, top-1 over the first {hot} ids"] = best_us(lambda: depth(hot))
-        out[f"lm_head and top-1 over the first {hot} ids alone"] = best_us(lambda: drafter._pick(hot)(g, 1))
+        out[f"depth, top-1 over the first {hot} ids"] = best_us(lambda hot=hot: depth(hot))
+        out[f"lm_head and top-1 over the first {hot} ids alone"] = best_us(lambda hot=hot: drafter._pick(hot)(g, 1))
     drafter.reset()
     return {k: round(v, 1) for k, v in out.items()}
 
