@@ -21,7 +21,8 @@ from .forms import BenchForm, handler, progress_fn, temperatures
 from .playground import Playground
 from .pages import BENCH_STOPS, BenchmarkStopped
 from .state import ensure, in_worker, suite_prompts
-from .registry import REGISTRY, local_or_repo
+from . import public
+from .registry import REGISTRY, entry
 from .stream import stop_ui
 
 __all__ = ["BenchTab", "BenchOutputs", "build_bench_tab", "wire_bench_tab", "benchmark"]
@@ -99,7 +100,7 @@ def benchmark(form: BenchForm, request: gr.Request | None, progress) -> BenchOut
         raise ConfigError("pick at least one category")
     names = [x.strip() for x in (form.compare_text or "").replace(",", "\n").splitlines()]
     ngram = any(x.lower() in NGRAM_NAMES for x in names)  # the n-gram draft races too (`decoding.ngram`)
-    others = [d for d in (local_or_repo(x) for x in names if x.lower() not in NGRAM_NAMES) if d]
+    others = [d for d in (entry(x, "draft") for x in names if x.lower() not in NGRAM_NAMES) if d]
     temps = temperatures(form.temps_text)
     if (others or ngram) and temps:
         raise ConfigError("compare drafts or sweep temperatures, one at a time; clear one of the two boxes")
@@ -138,7 +139,8 @@ def benchmark(form: BenchForm, request: gr.Request | None, progress) -> BenchOut
         for n, draft in enumerate(others):  # each shares the loaded target; freed when this call returns
             if progress is not None:
                 progress(0.0, desc=f"loading draft {n + 1} of {len(others)}: {draft}")
-            sessions.append(session.with_draft(draft))
+            sessions.append(session.with_draft(draft, max_download_bytes=public.max_download_bytes()
+                                               if public.enabled() else None))
         autos = [auto] + (in_worker(_own_autos, sessions[1:], progress) if auto is not None
                           else [None] * len(others))
         runs = [a.run_config(run) for a in autos] if auto is not None else None  # each head at its own auto tree

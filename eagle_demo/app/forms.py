@@ -16,7 +16,7 @@ import gradio as gr
 
 from ..common.config import TREE_PRESETS, ConfigError, NgramConfig, RunConfig, SamplingConfig, TreeConfig
 from ..checkpoints.errors import CheckpointError
-from ..common.errors import one_line
+from . import public
 from .pages import LOAD_STOPS
 from .registry import PairKey, make_key
 
@@ -203,7 +203,7 @@ def _one_line_errors():
         raise
     except Exception as exc:
         log.info("request failed: %s", exc, exc_info=not isinstance(exc, ValueError))
-        raise gr.Error(one_line(exc), print_exception=False) from None
+        raise gr.Error(public.message(exc), print_exception=False) from None
 
 
 def friendly(fn: Callable) -> Callable:

@@ -8,6 +8,7 @@ import gradio as gr
 from .autotune import calibrate_ui
 from .draft_panel import after_generate, after_load, apply_tree_preset
 from .forms import GenerateForm, LoadForm, PairForm, handler, progress_fn, stoppable
+from . import public
 from .pages import CLIENT_PAIRS
 from .playground import Playground, offered_presets
 from .registry import REGISTRY
@@ -19,11 +20,11 @@ __all__ = ["load", "probe", "apply_preset", "probe_by_default", "wire_playground
 def load(form: LoadForm, request: gr.Request | None, progress):
     """Load the panel's pair (`/load`); with `probe`, probe it too (a pair without a draft has nothing to probe)."""
     key, say = form.key(), stoppable(progress_fn(progress), request)
-    session = REGISTRY.load(key, say)
+    session = REGISTRY.load(key, say, client=request.session_hash if request is not None else None)
     if form.probe and session.eagle is not None:
         session = REGISTRY.probe(key, say)
     CLIENT_PAIRS.put(request.session_hash if request is not None else None, key)
-    return session.report_markdown(), session.report.to_dict(), key
+    return public.scrub(session.report_markdown()), public.shown_report(session.report.to_dict()), key
 
 
 def probe(form: PairForm, request: gr.Request | None, progress):
@@ -33,7 +34,8 @@ def probe(form: PairForm, request: gr.Request | None, progress):
     loaded_now = REGISTRY.get(key) is None
     session = REGISTRY.probe(key, progress_fn(progress))
     CLIENT_PAIRS.put(request.session_hash if request is not None else None, key)
-    return session.report_markdown(), session.report.to_dict(), key, key if loaded_now else None
+    return (public.scrub(session.report_markdown()), public.shown_report(session.report.to_dict()), key,
+            key if loaded_now else None)
 
 
 def apply_preset(name: str):
