@@ -12,6 +12,7 @@ from ..diagnosis import too_short
 from ..view.stats import summary
 from .autotune import choice_for
 from .diagnose_tab import diagnose
+from .api_types import typed
 from .forms import friendly, make_ngram, make_run
 from .pages import CLIENT_PAIRS
 from .state import ensure, start_run
@@ -88,4 +89,4 @@ def request_tree(device: str, family: str, draft_mode: str = "auto", depth: int 
 
 def register_api() -> None:
     """Inside a gr.Blocks: the named `/generate` endpoint (one model event at a time, like the page's)."""
-    gr.api(friendly(generate), api_name="generate", concurrency_limit=1, concurrency_id="model")
+    gr.api(friendly(typed(generate)), api_name="generate", concurrency_limit=1, concurrency_id="model")

@@ -5,9 +5,7 @@ drafts for the same target, or a sweep of sampling temperatures."""
 from __future__ import annotations
 
 import dataclasses
-import tempfile
 import threading
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import gradio as gr
@@ -16,8 +14,9 @@ from ..common.config import ConfigError
 from ..view.bench_view import (BENCH_COLUMNS, MISSES_COLUMNS, bench_compare_figure, bench_compare_rows, bench_figure,
                                bench_misses_rows, bench_rows, bench_sweep_figure)
 from ..view.charts import empty_figure
+from .downloads import BENCH_FILES
 from .autotune import AUTO_SHOWN, PAGE_PRESETS, page_tree
-from .forms import BenchForm, handler, progress_fn, temperatures
+from .forms import BenchForm, PairForm, handler, progress_fn, temperatures
 from .playground import Playground
 from .pages import BENCH_STOPS, BenchmarkStopped
 from .state import ensure, in_worker, suite_prompts
@@ -39,8 +38,8 @@ class BenchOutputs(NamedTuple):
 
     @classmethod
     def write(cls, table, figure, misses, csv_text: str, json_text: str) -> "BenchOutputs":
-        """The CSV and JSON written to a fresh folder for download."""
-        folder = Path(tempfile.mkdtemp(prefix="eagle-bench-"))
+        """The CSV and JSON written for download (`downloads.BENCH_FILES`: one folder per process, removed at exit)."""
+        folder = BENCH_FILES.fresh()
         (folder / "bench.csv").write_text(csv_text, encoding="utf-8")
         (folder / "bench.json").write_text(json_text, encoding="utf-8")
         return cls(table, figure, misses, str(folder / "bench.csv"), str(folder / "bench.json"))
@@ -193,9 +192,16 @@ def _steps(progress, stop: threading.Event):
     return step
 
 
-def wire_bench_tab(tab: BenchTab, pg: Playground) -> None:
+def bench_pair(*panel):
+    """The pair a finished benchmark ran on: the page's pair from then on (Deploy shows its commands)."""
+    return PairForm(*panel).key()
+
+
+def wire_bench_tab(tab: BenchTab, pg: Playground):
+    """Wires the tab; returns the step after a benchmark that succeeded (it sets the page's pair)."""
     inputs = [*pg.panel, tab.categories, tab.repeats, tab.max_new, pg.out.chat, *pg.tree_inputs, tab.compare, tab.temps,
               pg.top_p, pg.top_k, pg.seed]  # BenchForm's fields, in order
-    tab.button.click(handler(BenchForm, benchmark), inputs, list(tab.out),
-                     api_name="benchmark", concurrency_limit=1, concurrency_id="model")
+    done = tab.button.click(handler(BenchForm, benchmark), inputs, list(tab.out),
+                            api_name="benchmark", concurrency_limit=1, concurrency_id="model")
     tab.stop.click(stop_ui, None, None, queue=False, api_visibility="private")  # the Playground's Stop
+    return done.success(bench_pair, pg.panel, pg.out.pair_state, api_visibility="private", queue=False)

@@ -10,6 +10,7 @@ import functools
 import inspect
 import logging
 import threading
+import typing
 from typing import Any, Callable
 
 import gradio as gr
@@ -17,6 +18,7 @@ import gradio as gr
 from ..common.config import TREE_PRESETS, ConfigError, NgramConfig, RunConfig, SamplingConfig, TreeConfig
 from ..checkpoints.errors import CheckpointError
 from . import public
+from .api_types import coerce
 from .pages import LOAD_STOPS
 from .registry import PairKey, make_key
 
@@ -248,6 +250,7 @@ def handler(form: type, fn: Callable[..., Any]) -> Callable:
     order (so the event's inputs and the API's parameter names follow the form), then `request` and `progress`,
     which Gradio fills in. Errors become one-line gr.Errors."""
     fields = dataclasses.fields(form)
+    hints = typing.get_type_hints(form)
     params = [inspect.Parameter(f.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
                                 default=inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default)
               for f in fields]
@@ -260,7 +263,8 @@ def handler(form: type, fn: Callable[..., Any]) -> Callable:
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
         values = bound.arguments
-        return form(*(values[f.name] for f in fields)), values["request"], values["progress"]
+        return form(*(coerce(f.name, values[f.name], hints.get(f.name)) for f in fields)), values["request"], \
+            values["progress"]
 
     if inspect.isgeneratorfunction(fn):
         def event(*args, **kwargs):

@@ -46,8 +46,8 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
         playground = build_playground(default_target, default_draft, device_type)
         bench, diagnose, deploy = build_bench_tab(), build_diagnose_tab(), build_deploy_tab()
         after_pair = wire_playground(playground)  # the last steps of Load, Probe and Generate
-        wire_deploy_tab(deploy, playground, *after_pair)
-        wire_bench_tab(bench, playground)
+        benched = wire_bench_tab(bench, playground)  # a benchmark sets the page's pair too
+        wire_deploy_tab(deploy, playground, *after_pair, benched)
         wire_diagnose_tab(diagnose, playground, deploy_fn, list(deploy.out))
         probe_by_default(demo, playground, device_type)
         register_api()

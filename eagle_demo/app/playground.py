@@ -18,6 +18,8 @@ from .forms import (CHAIN_MODE, TREE_MODE, tree_values)
 from .state import suite_prompts
 from .registry import REGISTRY, local_or_repo
 from .ngram_settings import NgramInputs, build_ngram_settings
+from .page_limits import SLIDER_MAX
+from .page_scripts import FOLLOW_OUTPUT_JS
 from .zerogpu import offered
 from .stream import GenerateOutputs
 
@@ -219,7 +221,7 @@ def _prompt_column() -> dict[str, Any]:
         chat = gr.Checkbox(False, label="chat template", elem_id="chat-box")
         ignore_eos = gr.Checkbox(False, label="ignore EOS", elem_id="ignore-eos-box")
     ngram = build_ngram_settings()
-    max_new = gr.Slider(1, 8192, value=128, step=1, label="max new tokens", elem_id="max-new")
+    max_new = gr.Slider(1, SLIDER_MAX, value=128, step=1, label="max new tokens", elem_id="max-new")
     with gr.Row():
         generate_btn = gr.Button("Generate", variant="primary", elem_id="generate-btn")
         stop_btn = gr.Button("Stop", variant="stop", elem_id="stop-btn")
@@ -270,7 +272,7 @@ def _run_views() -> dict[str, Any]:
                               "per token.")
     stats = gr.HTML(stats_html(None, None, True, "idle"), elem_id="eagle-stats", js_on_load=None)
     gr.HTML(LEGEND, js_on_load=None)
-    tokens = gr.HTML(empty_tokens, elem_id="eagle-output", js_on_load=None, padding=True)
+    tokens = gr.HTML(empty_tokens, elem_id="eagle-output", js_on_load=FOLLOW_OUTPUT_JS, padding=True)
     with gr.Row():
         fig_time = gr.Plot(empty_figure("Tokens vs decode time"), label="tokens vs time", elem_id="plot-time")
         fig_accept = gr.Plot(empty_figure("Accepted length per round"), label="accepted length", elem_id="plot-accept")

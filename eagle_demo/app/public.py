@@ -31,7 +31,8 @@ from ..common.paths import ASSETS, ROOT
 __all__ = ["Refused", "message", "PUBLIC_SETTING", "REPOS_SETTING", "CAP_SETTING", "PAIRS_SETTING", "HOLD_SETTING",
            "enabled",
            "allowed_patterns", "admit", "refusal", "cut", "scrub", "max_download_bytes", "slots", "hold_seconds",
-           "to_free", "shown_path", "shown_report"]
+           "to_free", "shown_path", "shown_report", "relative",
+           "relative_text"]
 
 PUBLIC_SETTING = "EAGLE_PUBLIC"
 REPOS_SETTING = "EAGLE_PUBLIC_REPOS"
@@ -151,6 +152,25 @@ def shown_path(path: str | None) -> str | None:
             rest = path[len(prefix) + 1:]
             return rest if shown == "." else f"{shown}/{rest}"
     return path
+
+
+def relative(path: str | None) -> str | None:
+    """A local folder as a command line may name it: relative to the working folder, else to the app's folder,
+    when it lies inside one of them (the shipped assets as `assets/...`); anything else (a repo id) unchanged."""
+    if not path or not os.path.isabs(path):
+        return path
+    for base in sorted({os.getcwd(), str(ROOT)}, key=len, reverse=True):
+        if path == base or path.startswith(base.rstrip("/") + "/"):
+            return os.path.relpath(path, base)
+    return path
+
+
+def relative_text(text: str) -> str:
+    """`text` with the working folder and the app's folder taken off the paths it names."""
+    for base in sorted({os.getcwd(), str(ROOT)}, key=len, reverse=True):
+        if len(base) > 1:
+            text = text.replace(base.rstrip("/") + "/", "")
+    return text
 
 
 def shown_report(report: dict) -> dict:
