@@ -66,7 +66,8 @@ def build_bench_tab() -> BenchTab:
         with gr.Row():
             chosen = gr.CheckboxGroup(categories, value=categories[:2], label="categories", elem_id="bench-categories")
             repeats = gr.Slider(1, 5, value=1, step=1, label="repeats")
-            max_new = gr.Slider(8, 512, value=128, step=8, label="max new tokens")  # as `bench` and the README
+            max_new = gr.Slider(8, 512, value=128, step=8, label="max new tokens",
+                                elem_id="bench-max-new")  # as `bench` and the README
         with gr.Row():
             compare = gr.Textbox(label="compare with other drafts for this target (optional)", lines=2,
                                  placeholder="repo ids or folders, one per line, e.g. assets/tiny-eagle3; "

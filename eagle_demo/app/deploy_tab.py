@@ -41,7 +41,7 @@ def build_deploy_tab() -> DeployTab:
     with gr.Tab("Deploy", id="deploy"):
         gr.Markdown("Serve the loaded pair with the current draft settings.")
         button = gr.Button("Refresh commands", elem_id="deploy-btn")
-        message = gr.Markdown("Load a pair to see its commands.")
+        message = gr.Markdown("Load a pair to see its commands.", elem_id="deploy-message")
         code = dict(language="shell", interactive=False, lines=2, max_lines=6, wrap_lines=True,
                     value="# load a pair (Playground tab) to see this command")
         vllm = gr.Code(label="vLLM", elem_id="vllm-cmd", **code)

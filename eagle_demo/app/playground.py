@@ -213,7 +213,7 @@ def _prompt_column() -> dict[str, Any]:
     prompt = gr.Textbox(label="prompt", lines=5, elem_id="prompt-box", value=code_prompts[0] if code_prompts else "")
     if code_prompts:
         gr.Examples([[p] for p in code_prompts], inputs=[prompt], label="code prompts")
-    with gr.Row():
+    with gr.Row(elem_id="run-options"):  # wraps two a line on a phone (style.css)
         race = gr.Checkbox(True, label="race the baseline", elem_id="race-box")
         race_ngram = gr.Checkbox(False, label="race the n-gram draft too", elem_id="race-ngram-box",
                                  info="prompt lookup: no head, lossless (its settings below)")
@@ -245,7 +245,7 @@ def _settings_column(tree_default: str) -> dict[str, Any]:
             draft_top_k = gr.Slider(1, 16, value=topk0, step=1, label="draft top-k")
         with gr.Row():
             total_tokens = gr.Slider(2, 128, value=total0, step=1, label="total tokens")
-            chain_k = gr.Slider(1, 16, value=chain0, step=1, label="chain k")
+            chain_k = gr.Slider(1, 16, value=chain0, step=1, label="chain k", elem_id="chain-k")
         chain_stop = gr.Slider(0.0, 0.2, value=stop0, step=0.001, label="chain stop",
                                info="chain mode: a round's chain stops after the first draft token whose path "
                                     "probability is under this (0 = always chain k tokens)")

@@ -123,8 +123,7 @@ def acceptance_depth_figure(eagle: RunView) -> Figure:
                "customdata": [[g, t] for g, t in pairs],
                "hovertemplate": "depth %{x}: %{y:.1%} (%{customdata[0]} of %{customdata[1]} rounds)<extra></extra>"}]
     few = sum(1 for _, t in pairs if t < FEW_ROUNDS)
-    title = "Acceptance rate by depth (accepted/reached rounds)" + (
-        f"; pale: fewer than {FEW_ROUNDS} rounds" if few else "")
+    title = "Acceptance by depth (accepted/reached)" + (f"; pale: under {FEW_ROUNDS} rounds" if few else "")
     return figure(traces, title, "draft depth", "accepted / reached",
                    yaxis={"range": [0, 1.15], "tickformat": ".0%"}, xaxis={"dtick": 1})
 
