@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from test_browser import ARGS, CHROMIUM, TIMEOUT_MS, set_number, wait_state
+from test_browser import CHROMIUM, TIMEOUT_MS, browser, set_number, wait_state  # noqa: F401 - browser: a fixture
 from test_ui_api import CODE_PROMPT, launch
 
 SHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
@@ -46,18 +46,6 @@ def app_url():
             REGISTRY.clear()
 
 
-@pytest.fixture(scope="module")
-def browser(app_url):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-
-
 def open_page(browser, url: str, width: int):
     page = browser.new_page(viewport={"width": width, "height": 900})
     page.set_default_timeout(TIMEOUT_MS)
@@ -82,12 +70,14 @@ def generate(page, max_new: int, ignore_eos: bool = True) -> None:
     wait_state(page, "done")
 
 
-def test_phone_layout_run_options_and_draft_tree(browser, app_url):
-    page = open_page(browser, app_url, 390)
+@pytest.mark.parametrize("width", [390, 1400])
+def test_run_options_and_draft_tree_at_phone_and_desktop_widths(browser, app_url, width):
+    """At 390 px the run options were ~41 px each ("race base", "shou rejec draf") and the tree's labels overlapped."""
+    page = open_page(browser, app_url, width)
     try:
         widths = page.evaluate("() => [...document.querySelectorAll('#run-options label')]"
                                ".map(l => l.getBoundingClientRect().width)")
-        assert len(widths) == 5 and min(widths) >= 120, widths  # was ~41 px each: "race base", "shou rejec draf"
+        assert len(widths) == 5 and min(widths) >= 120, widths
         load(page)
         generate(page, 48)
         page.wait_for_selector("#plot-tree .textpoint text")
@@ -95,51 +85,36 @@ def test_phone_layout_run_options_and_draft_tree(browser, app_url):
         assert labels >= 4 and overlapping == 0, (labels, overlapping)
         if os.environ.get("EAGLE_DEMO_SCREENSHOTS") == "1":
             page.wait_for_timeout(1000)
-            page.screenshot(path=str(SHOTS / "public-390.png"), full_page=True)
+            page.screenshot(path=str(SHOTS / f"public-{width}.png"), full_page=True)
     finally:
         page.close()
 
 
-def test_wide_page_and_screenshot(browser, app_url):
+@pytest.fixture
+def loaded(browser, app_url):
+    """A 1400 px page with the shipped pair loaded and its auto tree chosen."""
     page = open_page(browser, app_url, 1400)
-    try:
-        load(page)
-        generate(page, 64)
-        labels, overlapping = page.evaluate(OVERLAPS)
-        assert labels >= 4 and overlapping == 0, (labels, overlapping)
-        if os.environ.get("EAGLE_DEMO_SCREENSHOTS") == "1":
-            page.wait_for_timeout(1000)
-            page.screenshot(path=str(SHOTS / "public-1400.png"), full_page=True)
-    finally:
-        page.close()
+    load(page)
+    yield page
+    page.close()
 
 
-def test_hand_set_chain_k_shows_what_runs_and_the_slider_stops_at_the_context(browser, app_url):
-    page = open_page(browser, app_url, 1400)
-    try:
-        load(page)
-        assert page.locator("#max-new input[type=number]").get_attribute("max") == "2047"  # context 2048
-        assert "auto: chain k=16" in page.locator("#auto-tree").inner_text()
-        set_number(page, "chain-k", 4)
-        page.wait_for_function("() => document.querySelector('#auto-tree').innerText.includes('runs chain k=4')")
-        generate(page, 24)
-        line = page.locator("#auto-tree").inner_text()
-        assert "runs chain k=4" in line and "settings moved by hand" in line and "auto chose chain k=16" in line, line
-        assert not line.startswith("auto: chain k=16"), line
-    finally:
-        page.close()
+def test_hand_set_chain_k_shows_what_runs_and_the_slider_stops_at_the_context(loaded):
+    assert loaded.locator("#max-new input[type=number]").get_attribute("max") == "2047"  # context 2048
+    assert "auto: chain k=16" in loaded.locator("#auto-tree").inner_text()
+    set_number(loaded, "chain-k", 4)
+    loaded.wait_for_function("() => document.querySelector('#auto-tree').innerText.includes('runs chain k=4')")
+    generate(loaded, 24)
+    line = loaded.locator("#auto-tree").inner_text()
+    assert "runs chain k=4" in line and "settings moved by hand" in line and "auto chose chain k=16" in line, line
+    assert not line.startswith("auto: chain k=16"), line
 
 
-def test_output_box_follows_a_long_run(browser, app_url):
-    page = open_page(browser, app_url, 1400)
-    try:
-        load(page)
-        generate(page, 600)
-        gap = page.evaluate("() => { const b = document.querySelector('#eagle-output .eagle-tokens'); "
-                            "const room = b.scrollHeight - b.clientHeight; return [room, room - b.scrollTop]; }")
-        assert gap[0] > 100 and gap[1] <= 30, gap  # it scrolls, and it sits at the bottom
-    finally:
-        page.close()
+def test_output_box_follows_a_long_run(loaded):
+    generate(loaded, 600)
+    gap = loaded.evaluate("() => { const b = document.querySelector('#eagle-output .eagle-tokens'); "
+                          "const room = b.scrollHeight - b.clientHeight; return [room, room - b.scrollTop]; }")
+    assert gap[0] > 100 and gap[1] <= 30, gap  # it scrolls, and it sits at the bottom
 
 
 def test_deploy_after_a_benchmark_on_a_fresh_page(browser, app_url):
