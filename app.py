@@ -4,7 +4,10 @@ Builds the page without loading any model; the shipped tiny pair loads on Load o
 """
 
 import os
+import sys
 
+if "--public" in sys.argv[1:]:  # public mode (eagle_demo/app/public.py; on by default on a Space)
+    os.environ["EAGLE_PUBLIC"] = "1"
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 

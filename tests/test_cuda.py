@@ -6,7 +6,6 @@ seeded baseline."""
 
 import pytest
 import torch
-from eagle_demo.metrics import summarize
 
 from eagle_demo.common.config import TREE_PRESETS, RunConfig, SamplingConfig, TreeConfig
 from eagle_demo.decoding.metrics import summarize

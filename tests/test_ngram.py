@@ -6,7 +6,6 @@ import random
 
 import pytest
 import torch
-from eagle_demo.metrics import summarize
 from transformers.generation.candidate_generator import PromptLookupCandidateGenerator
 
 from eagle_demo.common.config import ConfigError, NgramConfig, RunConfig, SamplingConfig

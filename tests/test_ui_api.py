@@ -387,8 +387,6 @@ def test_streamed_charts_redraw_in_rotation(app, monkeypatch):
 
 
 def test_the_page_explains_a_round_and_defines_every_number():
-    from eagle_demo.metrics import DEFINITIONS
-
     from eagle_demo.app import definitions_markdown as _definitions_markdown
     from eagle_demo.decoding.metrics import DEFINITIONS
 

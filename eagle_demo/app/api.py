@@ -10,6 +10,7 @@ import gradio as gr
 from ..common.config import default_tree, tree_from
 from ..diagnose.run import too_short
 from ..view.stats import summary
+from .api_types import typed
 from .autotune import choice_for
 from .diagnose_tab import diagnose
 from .forms import friendly, make_ngram, make_run
@@ -88,4 +89,4 @@ def request_tree(device: str, family: str, draft_mode: str = "auto", depth: int 
 
 def register_api() -> None:
     """Inside a gr.Blocks: the named `/generate` endpoint (one model event at a time, like the page's)."""
-    gr.api(friendly(generate), api_name="generate", concurrency_limit=1, concurrency_id="model")
+    gr.api(friendly(typed(generate)), api_name="generate", concurrency_limit=1, concurrency_id="model")

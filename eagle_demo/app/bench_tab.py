@@ -5,9 +5,7 @@ drafts for the same target, or a sweep of sampling temperatures."""
 from __future__ import annotations
 
 import dataclasses
-import tempfile
 import threading
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import gradio as gr
@@ -25,11 +23,13 @@ from ..view.bench_view import (
     bench_sweep_figure,
 )
 from ..view.charts import empty_figure
+from . import public
 from .autotune import AUTO_SHOWN, PAGE_PRESETS, page_tree
-from .forms import BenchForm, handler, progress_fn, temperatures
+from .downloads import BENCH_FILES
+from .forms import BenchForm, PairForm, handler, progress_fn, temperatures
 from .pages import BENCH_STOPS, BenchmarkStopped
 from .playground import Playground
-from .registry import REGISTRY, local_or_repo
+from .registry import REGISTRY, entry
 from .state import ensure, in_worker, suite_prompts
 from .stream import stop_ui
 
@@ -47,8 +47,8 @@ class BenchOutputs(NamedTuple):
 
     @classmethod
     def write(cls, table, figure, misses, csv_text: str, json_text: str) -> "BenchOutputs":
-        """The CSV and JSON written to a fresh folder for download."""
-        folder = Path(tempfile.mkdtemp(prefix="eagle-bench-"))
+        """The CSV and JSON written for download (`downloads.BENCH_FILES`: one folder per process, removed at exit)."""
+        folder = BENCH_FILES.fresh()
         (folder / "bench.csv").write_text(csv_text, encoding="utf-8")
         (folder / "bench.json").write_text(json_text, encoding="utf-8")
         return cls(table, figure, misses, str(folder / "bench.csv"), str(folder / "bench.json"))
@@ -75,7 +75,8 @@ def build_bench_tab() -> BenchTab:
         with gr.Row():
             chosen = gr.CheckboxGroup(categories, value=categories[:2], label="categories", elem_id="bench-categories")
             repeats = gr.Slider(1, 5, value=1, step=1, label="repeats")
-            max_new = gr.Slider(8, 512, value=128, step=8, label="max new tokens")  # as `bench` and the README
+            max_new = gr.Slider(8, 512, value=128, step=8, label="max new tokens",
+                                elem_id="bench-max-new")  # as `bench` and the README
         with gr.Row():
             compare = gr.Textbox(label="compare with other drafts for this target (optional)", lines=2,
                                  placeholder="repo ids or folders, one per line, e.g. assets/tiny-eagle3; "
@@ -108,7 +109,7 @@ def benchmark(form: BenchForm, request: gr.Request | None, progress) -> BenchOut
         raise ConfigError("pick at least one category")
     names = [x.strip() for x in (form.compare_text or "").replace(",", "\n").splitlines()]
     ngram = any(x.lower() in NGRAM_NAMES for x in names)  # the n-gram draft races too (`decoding.ngram`)
-    others = [d for d in (local_or_repo(x) for x in names if x.lower() not in NGRAM_NAMES) if d]
+    others = [d for d in (entry(x, "draft") for x in names if x.lower() not in NGRAM_NAMES) if d]
     temps = temperatures(form.temps_text)
     if (others or ngram) and temps:
         raise ConfigError("compare drafts or sweep temperatures, one at a time; clear one of the two boxes")
@@ -145,7 +146,8 @@ def benchmark(form: BenchForm, request: gr.Request | None, progress) -> BenchOut
         for n, draft in enumerate(others):  # each shares the loaded target; freed when this call returns
             if progress is not None:
                 progress(0.0, desc=f"loading draft {n + 1} of {len(others)}: {draft}")
-            sessions.append(session.with_draft(draft))
+            sessions.append(session.with_draft(draft, max_download_bytes=public.max_download_bytes()
+                                               if public.enabled() else None))
         autos = [auto] + (in_worker(_own_autos, sessions[1:], progress) if auto is not None
                           else [None] * len(others))
         runs = [a.run_config(run) for a in autos] if auto is not None else None  # each head at its own auto tree
@@ -198,9 +200,16 @@ def _steps(progress, stop: threading.Event):
     return step
 
 
-def wire_bench_tab(tab: BenchTab, pg: Playground) -> None:
+def bench_pair(*panel):
+    """The pair a finished benchmark ran on: the page's pair from then on (Deploy shows its commands)."""
+    return PairForm(*panel).key()
+
+
+def wire_bench_tab(tab: BenchTab, pg: Playground):
+    """Wires the tab; returns the step after a benchmark that succeeded (it sets the page's pair)."""
     inputs = [*pg.panel, tab.categories, tab.repeats, tab.max_new, pg.out.chat, *pg.tree_inputs, tab.compare, tab.temps,
               pg.top_p, pg.top_k, pg.seed]  # BenchForm's fields, in order
-    tab.button.click(handler(BenchForm, benchmark), inputs, list(tab.out),
-                     api_name="benchmark", concurrency_limit=1, concurrency_id="model")
+    done = tab.button.click(handler(BenchForm, benchmark), inputs, list(tab.out),
+                            api_name="benchmark", concurrency_limit=1, concurrency_id="model")
     tab.stop.click(stop_ui, None, None, queue=False, api_visibility="private")  # the Playground's Stop
+    return done.success(bench_pair, pg.panel, pg.out.pair_state, api_visibility="private", queue=False)

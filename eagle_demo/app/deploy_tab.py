@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 import gradio as gr
 
 from ..common.errors import one_line
+from . import public
 from .forms import make_ngram, make_tree
 from .playground import Playground
 from .registry import REGISTRY, PairKey
@@ -40,7 +41,7 @@ def build_deploy_tab() -> DeployTab:
     with gr.Tab("Deploy", id="deploy"):
         gr.Markdown("Serve the loaded pair with the current draft settings.")
         button = gr.Button("Refresh commands", elem_id="deploy-btn")
-        message = gr.Markdown("Load a pair to see its commands.")
+        message = gr.Markdown("Load a pair to see its commands.", elem_id="deploy-message")
         code = dict(language="shell", interactive=False, lines=2, max_lines=6, wrap_lines=True,
                     value="# load a pair (Playground tab) to see this command")
         vllm = gr.Code(label="vLLM", elem_id="vllm-cmd", **code)
@@ -67,12 +68,21 @@ def ngram_section(target: str, *settings) -> tuple[str, str, str]:
 
 def deploy(key: PairKey | None, mode_value, depth_value, topk_value, total_value, chain_value,
            chain_stop_value=0.0, hot_value=0, *ngram_settings) -> DeployOutputs:
-    """The tab's commands; `ngram_settings`: the Playground's n-gram settings (`ngram_settings.NgramInputs`)."""
+    """The tab's commands; `ngram_settings`: the Playground's n-gram settings (`ngram_settings.NgramInputs`). Paths
+    are shown relative to where the commands run (`public.relative`), never as the server's absolute paths."""
     session = REGISTRY.get(key) if key is not None else None
     if session is None:
         return DeployOutputs("Load a pair to see its commands.")
+    return DeployOutputs(*(public.relative_text(v) if isinstance(v, str) else v for v in
+                           _commands(key, session, mode_value, depth_value, topk_value, total_value, chain_value,
+                                     chain_stop_value, hot_value, *ngram_settings)))
+
+
+def _commands(key: PairKey, session, mode_value, depth_value, topk_value, total_value, chain_value,
+              chain_stop_value, hot_value, *ngram_settings) -> DeployOutputs:
+    target, draft = public.relative(key.target), public.relative(key.draft)
     try:
-        ngram = ngram_section(key.target, *ngram_settings)
+        ngram = ngram_section(target, *ngram_settings)
     except Exception as exc:
         ngram = ("", "", f"Cannot build the n-gram commands: {one_line(exc)}")
     if not key.draft:
@@ -84,7 +94,7 @@ def deploy(key: PairKey | None, mode_value, depth_value, topk_value, total_value
         return DeployOutputs("Deployment commands are not available in this version (eagle_demo.deploy is missing).")
     try:
         tree = make_tree(mode_value, depth_value, topk_value, total_value, chain_value, chain_stop_value, hot_value)
-        out = deployment_commands(key.target, key.draft, session.report, tree)
+        out = deployment_commands(target, draft, session.report, tree)
     except Exception as exc:
         return DeployOutputs(f"Cannot build commands: {one_line(exc)}", "", "", "", *ngram)
     from ..serving.flags import shape_flags

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import gradio as gr
 
-from ..common.config import TREE_PRESETS, default_preset
+from ..common.config import TREE_PRESETS, default_preset, default_tree
 from .autotune import AUTO, AUTO_SHOWN, PAGE_PRESETS, auto_line, tuning
 from .forms import make_tree, tree_settings, tree_values
 from .pages import LAST_RUNS
 from .registry import REGISTRY, PairKey
 
-__all__ = ["after_load", "after_generate", "apply_tree_preset"]
+__all__ = ["after_load", "after_generate", "apply_tree_preset", "draft_line", "hand_line"]
 
 
 def after_load(key: PairKey | None, request: gr.Request = None):
@@ -36,6 +36,9 @@ def after_generate(key: PairKey | None, request: gr.Request = None):
     and calibrate it), and the auto line follows the pair that ran. Settings moved by hand stay as they are."""
     hash_ = request.session_hash if request is not None else None
     live = LAST_RUNS.get(hash_)
+    if live is not None and live.auto is None and live.key == key and getattr(live, "tree", None) is not None:
+        return (gr.skip(),) * 7 + (draft_line(PAGE_PRESETS.get(hash_), key, *tree_settings(live.tree),
+                                              request=request),)  # what ran: settings by hand say so
     if live is None or live.auto is None or live.key != key:
         return (gr.skip(),) * 7 + (auto_line(key),)
     shown = tree_settings(live.auto.tree)
@@ -61,3 +64,30 @@ def apply_tree_preset(name: str, key: PairKey | None = None, request: gr.Request
         _note_auto_shown(request, shown)
         return shown
     return tree_values(name) if name in TREE_PRESETS else (gr.skip(),) * 7
+
+
+def hand_line(tree, key: PairKey | None, preset: str | None = None) -> str:
+    """The line under the draft panel when the settings that run are not auto's: what runs, and auto's choice."""
+    t = tuning(key)
+    chose = f"; auto chose {t.choice.tree.label()} for this pair" if t is not None and t.choice is not None else ""
+    how = f"the preset {preset}" if preset and preset != AUTO else "settings moved by hand"
+    return f"runs {tree.label()} ({how}{chose}; pick the preset auto to run its choice)"
+
+
+def draft_line(preset: str | None, key: PairKey | None, *settings, request: gr.Request = None) -> str:
+    """The line under the draft panel once its settings change: auto's line while they are auto's (the static
+    default while it calibrates), else what will run (`hand_line`)."""
+    session = REGISTRY.get(key) if key is not None else None
+    if session is None or session.eagle is None:
+        return auto_line(key)
+    try:
+        tree = make_tree(*settings)
+    except Exception:  # noqa: BLE001 - a half-typed value: Generate will name it
+        return auto_line(key)
+    t = tuning(key)
+    auto_trees = {default_tree(session.device.type, session.family),
+                  t.choice.tree if t is not None and t.choice is not None else None,
+                  AUTO_SHOWN.get(request.session_hash if request is not None else None)}
+    if (preset in (None, AUTO)) and tree in auto_trees:
+        return auto_line(key)
+    return hand_line(tree, key, preset)

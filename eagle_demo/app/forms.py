@@ -10,13 +10,15 @@ import functools
 import inspect
 import logging
 import threading
+import typing
 from typing import Any, Callable
 
 import gradio as gr
 
 from ..checkpoints.errors import CheckpointError
 from ..common.config import TREE_PRESETS, ConfigError, NgramConfig, RunConfig, SamplingConfig, TreeConfig
-from ..common.errors import one_line
+from . import public
+from .api_types import coerce
 from .pages import LOAD_STOPS
 from .registry import PairKey, make_key
 
@@ -203,7 +205,7 @@ def _one_line_errors():
         raise
     except Exception as exc:
         log.info("request failed: %s", exc, exc_info=not isinstance(exc, ValueError))
-        raise gr.Error(one_line(exc), print_exception=False) from None
+        raise gr.Error(public.message(exc), print_exception=False) from None
 
 
 def friendly(fn: Callable) -> Callable:
@@ -248,6 +250,7 @@ def handler(form: type, fn: Callable[..., Any]) -> Callable:
     order (so the event's inputs and the API's parameter names follow the form), then `request` and `progress`,
     which Gradio fills in. Errors become one-line gr.Errors."""
     fields = dataclasses.fields(form)
+    hints = typing.get_type_hints(form)
     params = [inspect.Parameter(f.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
                                 default=inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default)
               for f in fields]
@@ -260,7 +263,8 @@ def handler(form: type, fn: Callable[..., Any]) -> Callable:
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
         values = bound.arguments
-        return form(*(values[f.name] for f in fields)), values["request"], values["progress"]
+        return form(*(coerce(f.name, values[f.name], hints.get(f.name)) for f in fields)), values["request"], \
+            values["progress"]
 
     if inspect.isgeneratorfunction(fn):
         def event(*args, **kwargs):

@@ -34,11 +34,11 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
     (`zerogpu`) the pairs it serves load here, in the main thread, before the page is built."""
     if ZERO_GPU and REGISTRY.served is None:
         pairs = served_pairs()
-        serve([make_key(t, d) for t, d in pairs])
+        serve([make_key(t, d, owner=True) for t, d in pairs])
         if default_target is None:
             default_target, default_draft = pairs[0]
     target, draft, _ = default_pair(default_target, default_draft)
-    REGISTRY.fallback = make_key(target, draft)  # what /generate loads when no pair is loaded
+    REGISTRY.fallback = make_key(target, draft, owner=True)  # what /generate loads when no pair is loaded
     with gr.Blocks(title="EAGLE Playground", analytics_enabled=False) as demo:
         gr.Markdown("# EAGLE Playground\nLossless EAGLE speculative decoding over a stock transformers target: "
                     "watch which tokens the draft guessed, which the target corrected, and how much faster it is "
@@ -47,8 +47,8 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
         playground = build_playground(default_target, default_draft, device_type)
         bench, diagnose, deploy = build_bench_tab(), build_diagnose_tab(), build_deploy_tab()
         after_pair = wire_playground(playground)  # the last steps of Load, Probe and Generate
-        wire_deploy_tab(deploy, playground, *after_pair)
-        wire_bench_tab(bench, playground)
+        benched = wire_bench_tab(bench, playground)  # a benchmark sets the page's pair too
+        wire_deploy_tab(deploy, playground, *after_pair, benched)
         wire_diagnose_tab(diagnose, playground, deploy_fn, list(deploy.out))
         probe_by_default(demo, playground, device_type)
         register_api()

@@ -42,6 +42,10 @@ class PerPage:
         with self._lock:
             return list(self._items.values())
 
+    def items(self) -> dict[str, Any]:
+        with self._lock:
+            return dict(self._items)
+
 
 LAST_RUNS = PerPage()  # session hash -> LiveRun
 CLIENT_PAIRS = PerPage()  # session hash -> the PairKey that page or API client used last

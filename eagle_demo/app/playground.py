@@ -16,6 +16,8 @@ from ..view.tokens import token_html
 from .autotune import AUTO, IDLE_LINE
 from .forms import CHAIN_MODE, TREE_MODE, tree_values
 from .ngram_settings import NgramInputs, build_ngram_settings
+from .page_limits import SLIDER_MAX
+from .page_scripts import FOLLOW_OUTPUT_JS
 from .registry import REGISTRY, local_or_repo
 from .state import suite_prompts
 from .stream import GenerateOutputs
@@ -211,7 +213,7 @@ def _prompt_column() -> dict[str, Any]:
     prompt = gr.Textbox(label="prompt", lines=5, elem_id="prompt-box", value=code_prompts[0] if code_prompts else "")
     if code_prompts:
         gr.Examples([[p] for p in code_prompts], inputs=[prompt], label="code prompts")
-    with gr.Row():
+    with gr.Row(elem_id="run-options"):  # wraps two a line on a phone (style.css)
         race = gr.Checkbox(True, label="race the baseline", elem_id="race-box")
         race_ngram = gr.Checkbox(False, label="race the n-gram draft too", elem_id="race-ngram-box",
                                  info="prompt lookup: no head, lossless (its settings below)")
@@ -219,7 +221,7 @@ def _prompt_column() -> dict[str, Any]:
         chat = gr.Checkbox(False, label="chat template", elem_id="chat-box")
         ignore_eos = gr.Checkbox(False, label="ignore EOS", elem_id="ignore-eos-box")
     ngram = build_ngram_settings()
-    max_new = gr.Slider(1, 8192, value=128, step=1, label="max new tokens", elem_id="max-new")
+    max_new = gr.Slider(1, SLIDER_MAX, value=128, step=1, label="max new tokens", elem_id="max-new")
     with gr.Row():
         generate_btn = gr.Button("Generate", variant="primary", elem_id="generate-btn")
         stop_btn = gr.Button("Stop", variant="stop", elem_id="stop-btn")
@@ -243,7 +245,7 @@ def _settings_column(tree_default: str) -> dict[str, Any]:
             draft_top_k = gr.Slider(1, 16, value=topk0, step=1, label="draft top-k")
         with gr.Row():
             total_tokens = gr.Slider(2, 128, value=total0, step=1, label="total tokens")
-            chain_k = gr.Slider(1, 16, value=chain0, step=1, label="chain k")
+            chain_k = gr.Slider(1, 16, value=chain0, step=1, label="chain k", elem_id="chain-k")
         chain_stop = gr.Slider(0.0, 0.2, value=stop0, step=0.001, label="chain stop",
                                info="chain mode: a round's chain stops after the first draft token whose path "
                                     "probability is under this (0 = always chain k tokens)")
@@ -270,7 +272,7 @@ def _run_views() -> dict[str, Any]:
                               "per token.")
     stats = gr.HTML(stats_html(None, None, True, "idle"), elem_id="eagle-stats", js_on_load=None)
     gr.HTML(LEGEND, js_on_load=None)
-    tokens = gr.HTML(empty_tokens, elem_id="eagle-output", js_on_load=None, padding=True)
+    tokens = gr.HTML(empty_tokens, elem_id="eagle-output", js_on_load=FOLLOW_OUTPUT_JS, padding=True)
     with gr.Row():
         fig_time = gr.Plot(empty_figure("Tokens vs decode time"), label="tokens vs time", elem_id="plot-time")
         fig_accept = gr.Plot(empty_figure("Accepted length per round"), label="accepted length", elem_id="plot-accept")

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import gradio as gr
 
+from . import public
 from .autotune import calibrate_ui
-from .draft_panel import after_generate, after_load, apply_tree_preset
+from .draft_panel import after_generate, after_load, apply_tree_preset, draft_line
 from .forms import GenerateForm, LoadForm, PairForm, handler, progress_fn, stoppable
+from .page_limits import max_new_update
 from .pages import CLIENT_PAIRS
 from .playground import Playground, offered_presets
 from .registry import REGISTRY
@@ -19,11 +21,11 @@ __all__ = ["load", "probe", "apply_preset", "probe_by_default", "wire_playground
 def load(form: LoadForm, request: gr.Request | None, progress):
     """Load the panel's pair (`/load`); with `probe`, probe it too (a pair without a draft has nothing to probe)."""
     key, say = form.key(), stoppable(progress_fn(progress), request)
-    session = REGISTRY.load(key, say)
+    session = REGISTRY.load(key, say, client=request.session_hash if request is not None else None)
     if form.probe and session.eagle is not None:
         session = REGISTRY.probe(key, say)
     CLIENT_PAIRS.put(request.session_hash if request is not None else None, key)
-    return session.report_markdown(), session.report.to_dict(), key
+    return public.scrub(session.report_markdown()), public.shown_report(session.report.to_dict()), key
 
 
 def probe(form: PairForm, request: gr.Request | None, progress):
@@ -33,7 +35,8 @@ def probe(form: PairForm, request: gr.Request | None, progress):
     loaded_now = REGISTRY.get(key) is None
     session = REGISTRY.probe(key, progress_fn(progress))
     CLIENT_PAIRS.put(request.session_hash if request is not None else None, key)
-    return session.report_markdown(), session.report.to_dict(), key, key if loaded_now else None
+    return (public.scrub(session.report_markdown()), public.shown_report(session.report.to_dict()), key,
+            key if loaded_now else None)
 
 
 def apply_preset(name: str):
@@ -57,8 +60,12 @@ def wire_playground(pg: Playground) -> tuple:
     Generate share the "model" concurrency id: a probe changes the draft head, so it never runs beside a
     generation."""
     pg.preset.change(apply_preset, pg.preset, [pg.target, pg.draft], api_visibility="private", queue=False)
+    line_inputs = [pg.tree_preset, pg.out.pair_state, *pg.tree_inputs]  # the line says what will run
     pg.tree_preset.change(apply_tree_preset, [pg.tree_preset, pg.out.pair_state], pg.tree_inputs,
-                          api_visibility="private", queue=False)
+                          api_visibility="private", queue=False).then(
+        draft_line, line_inputs, pg.auto_line, api_visibility="private", queue=False)
+    for box in pg.tree_inputs:
+        box.input(draft_line, line_inputs, pg.auto_line, api_visibility="private", queue=False)
     pair_outputs = [pg.out.report_md, pg.out.report_json, pg.out.pair_state]
     load_event = pg.load_btn.click(handler(LoadForm, load), [*pg.panel, pg.probe_box], pair_outputs, api_name="load",
                                    concurrency_limit=1, concurrency_id="model")
@@ -84,6 +91,9 @@ def wire_playground(pg: Playground) -> tuple:
                concurrency_id="model", show_progress="hidden").then(
         apply_tree_preset, [pg.tree_preset, pg.out.pair_state], pg.tree_inputs, api_visibility="private")
     probed = probe_event.success(after_load, pg.probe_loaded, defaults, api_visibility="private")
+    for event in (after, probed, generated):  # the slider stops at the loaded target's context
+        event.then(max_new_update, [pg.out.pair_state, pg.max_new], pg.max_new, api_visibility="private",
+                   queue=False)
     # a probe that switched the draft's conventions makes the pair's auto choice stale: tune it again
     probed.then(calibrate_ui, pg.out.pair_state, pg.auto_line, api_visibility="private", concurrency_limit=1,
                 concurrency_id="model", show_progress="hidden").then(

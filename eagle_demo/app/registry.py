@@ -8,6 +8,7 @@ import gc
 import logging
 import os
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +16,8 @@ from typing import TYPE_CHECKING, Callable
 
 from ..common.config import ConfigError
 from ..common.paths import ROOT
-from .pages import CLIENT_PAIRS
+from . import public
+from .pages import CLIENT_PAIRS, RUNS, RUNS_LOCK
 from .zerogpu import refusal
 
 if TYPE_CHECKING:
@@ -25,7 +27,7 @@ from .pages import stop_abandoned
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PairKey", "make_key", "local_or_repo", "Registry", "REGISTRY"]
+__all__ = ["PairKey", "make_key", "entry", "local_or_repo", "Registry", "REGISTRY"]
 
 
 @dataclass(frozen=True)
@@ -38,27 +40,43 @@ class PairKey:
     device: str = "auto"
 
     def label(self) -> str:
-        return f"{self.target} + {self.draft or 'no draft'}"
+        return f"{public.shown_path(self.target)} + {public.shown_path(self.draft) or 'no draft'}"
 
 
-def local_or_repo(text: str | None) -> str | None:
+def local_or_repo(text: str | None, kind: str = "") -> str | None:
     """A local folder as an absolute path (one key per folder, however it is typed; paths relative to the
     repository, like assets/tiny-target, work from any working directory); anything else unchanged."""
     text = (text or "").strip()
     if not text:
         return None
     for path in (Path(text).expanduser(), ROOT / text):
-        if path.exists():
-            return str(path.resolve())
+        try:
+            if path.exists():
+                return str(path.resolve())
+        except OSError:  # e.g. a name too long: the resolver says so, in a line that cuts it
+            return text
     return text
 
 
+def entry(text: str | None, kind: str) -> str | None:
+    """A target or draft box as a key holds it: `local_or_repo`, or in public mode `public.admit` (the shipped
+    assets, the presets and the owner's Hub repos only; nothing else is looked up on the disk)."""
+    if public.enabled():
+        from .playground import PRESETS
+
+        return public.admit(text, kind, PRESETS)
+    return local_or_repo(text)
+
+
 def make_key(target: str, draft: str | None, revision: str | None = None, dtype: str = "auto",
-             device: str = "auto", draft_revision: str | None = None) -> PairKey:
-    target_path = local_or_repo(target)
+             device: str = "auto", draft_revision: str | None = None, owner: bool = False) -> PairKey:
+    """owner: the pair comes from the app's owner (the page's default, a ZeroGPU Space's pairs), not a visitor:
+    public mode does not restrict it."""
+    pick = local_or_repo if owner else entry
+    target_path, draft = pick(target, "target"), pick(draft, "draft")
     if target_path is None:
         raise ConfigError("the target is empty; pick a preset or type a repo id or folder")
-    return PairKey(target_path, local_or_repo(draft), (revision or "").strip() or None,
+    return PairKey(target_path, draft, (revision or "").strip() or None,
                    (draft_revision or "").strip() or None, dtype or "auto", device or "auto")
 
 
@@ -78,6 +96,7 @@ class Registry:
         self.gpu_stream: Callable | None = None  # what runs the engines and the probe in GPU calls
         self.gpu_probe: Callable | None = None
         self._replaced: OrderedDict[PairKey, PairKey] = OrderedDict()  # freed pair -> the pair whose load freed it
+        self._used: dict[PairKey, float] = {}  # when each loaded pair was last asked for (public mode's holds)
 
     def replaced_by(self, key: PairKey) -> PairKey | None:
         """The pair loaded in place of `key` when `key` was freed by another load and is still not loaded."""
@@ -86,6 +105,8 @@ class Registry:
 
     def get(self, key: PairKey) -> Session | None:
         with self._lock:
+            if key in self._sessions:
+                self._used[key] = time.monotonic()
             return self._sessions.get(key)
 
     def current(self) -> PairKey | None:
@@ -99,7 +120,9 @@ class Registry:
             raise ConfigError("no pair is loaded; load one with /load first")
         return key
 
-    def load(self, key: PairKey, progress: Callable[[str, float], None] | None = None, check: bool = True) -> Session:
+    def load(self, key: PairKey, progress: Callable[[str, float], None] | None = None, check: bool = True,
+             client: str | None = None) -> Session:
+        """`client`: the session hash asking (public mode frees no pair another client holds, `public.to_free`)."""
         from ..checkpoints import CheckpointError, inspect_pair
         from ..session import load_session
 
@@ -107,20 +130,25 @@ class Registry:
             with self._lock:
                 if key in self._sessions:
                     self._sessions.move_to_end(key)
+                    self._used[key] = time.monotonic()
                     return self._sessions[key]
             if self.served is not None:  # ZeroGPU: only the start-up pairs (a load here would reach CUDA)
                 raise ConfigError(refusal(key.label(), [k.label() for k in self.served]))
             say = progress or (lambda stage, fraction: None)
             say("checking the pair", 0.0)
-            report = inspect_pair(key.target, key.draft, key.revision, key.draft_revision)  # fails before freeing
+            cap = public.max_download_bytes() if public.enabled() else None  # declared sizes, before downloading
+            report = inspect_pair(key.target, key.draft, key.revision, key.draft_revision,  # fails before freeing
+                                  max_download_bytes=cap)
             if report.problem:
                 raise CheckpointError(report.problem)
-            freed = self._evict(self.capacity - 1)
+            freed = self._free_for(key, client) if public.enabled() else self._evict(self.capacity - 1)
             session = load_session(key.target, key.draft, revision=key.revision, draft_revision=key.draft_revision,
                                    dtype=key.dtype, device=key.device, progress=say, check=check,
+                                   max_download_bytes=cap,
                                    threads=int(os.environ.get("EAGLE_DEMO_THREADS", "0") or 0))
             with self._lock:
                 self._sessions[key] = session
+                self._used[key] = time.monotonic()
                 self._replaced.pop(key, None)
                 self._replaced.update((old, key) for old in freed)  # only a load that succeeded replaced them
                 while len(self._replaced) > 64:
@@ -140,14 +168,25 @@ class Registry:
                 session.probe(progress)
         return session
 
-    def _evict(self, keep: int) -> list[PairKey]:
-        """Drop all but the `keep` most recent sessions and hand their memory back; returns their keys."""
+    def _free_for(self, key: PairKey, client: str | None) -> list[PairKey]:
+        """Public mode: free the pairs `public.to_free` picks for `key` (none another visitor holds), or refuse."""
+        with RUNS_LOCK:
+            running = {r.key for r in RUNS if not r.done.is_set()}
+        with self._lock:
+            loaded, used = list(self._sessions), dict(self._used)
+        return self._evict(0, public.to_free(loaded, key, client, CLIENT_PAIRS.items(), used, running))
+
+    def _evict(self, keep: int, only: list[PairKey] | None = None) -> list[PairKey]:
+        """Drop all but the `keep` most recent sessions (or exactly the sessions of `only`) and hand their memory
+        back; returns their keys."""
         with self._lock:
             dropped, keys = [], []
-            while len(self._sessions) > max(keep, 0):
-                old, session = self._sessions.popitem(last=False)
+            for old in list(self._sessions) if only is None else [k for k in only if k in self._sessions]:
+                if only is None and len(self._sessions) <= max(keep, 0):
+                    break
                 keys.append(old)
-                dropped.append(session)
+                dropped.append(self._sessions.pop(old))
+                self._used.pop(old, None)
         if not dropped:
             return keys
         del dropped  # a run still streaming keeps its session alive until it ends

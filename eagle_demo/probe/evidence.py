@@ -109,8 +109,9 @@ def _changes(conv: dict, declared: dict) -> dict:
 
 def _evidence(e: dict) -> str:
     """"+12% tokens per round, z 4.1 over 28 blocks (7 prompts x 64 tokens)"."""
+    where = f", half of them after {e['context']} tokens of other text" if e.get("context") else ""
     return (f"{e['gain']:+.0%} tokens per round, z {e['z']:.1f} over {e['blocks']} blocks "
-            f"({e['prompts']} prompts x {e['tokens']} tokens)")
+            f"({e['prompts']} prompts x {e['tokens']} tokens{where})")
 
 
 def _fmt(conv: dict) -> str:

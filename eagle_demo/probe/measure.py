@@ -43,9 +43,10 @@ from .evidence import BLOCK, MARGIN, MIN_BLOCKS, STAGES, Z, adoptable, compare, 
 from .evidence import report_with as _report
 
 __all__ = ["probe_pair", "probe_report", "adopt_probe", "declared_family", "MARGIN", "Z", "BLOCK", "MIN_BLOCKS",
-           "STAGES", "NEAR", "compare", "adoptable"]
+           "STAGES", "NEAR", "LONG_POSITIONS", "compare", "adoptable"]
 
 
+LONG_POSITIONS = 512  # where a rope_theta reading is measured: its prompts start this many tokens into the context
 NEAR = 0.05  # alternatives within this fraction of the best tau count as tied (the probe measures a few
 # prompts, so a few percent is noise): the first listed, i.e. the likeliest reading, wins
 MAX_PROMPTS, MAX_TOKENS = 3, 32
@@ -77,25 +78,43 @@ def probe_pair(pair: LoadedPair, prompts: list[list[int]] | None = None, max_new
     say = progress or (lambda stage, fraction: None)
     stages = ((MAX_PROMPTS, max_new_tokens),) + tuple(s for s in STAGES[1:] if s[1] > max_new_tokens)
 
-    def measure(conv: dict, what: str, stage: int, done: float) -> list[list[int]]:
-        n, tokens = stages[stage]
-        say(f"probe: measuring tau with {what} ({min(n, len(pool))} prompts x {tokens} tokens)", done)
-        return _rounds(pair, head, original, conv, stored_d2t, pool[:n], tokens)
+    # a rope_theta reading barely shows a few dozen positions in (the slow pairs have not turned yet): those
+    # readings are measured on the prompts as they are and again placed after LONG_POSITIONS tokens of other text,
+    # and judged on both together (one test, so the rule's chance of a false adoption stays what it was)
+    far = {i for i, c in enumerate(alternatives) if c.get("rope_theta") != declared.get("rope_theta")}
+    pools = {False: pool, True: _far_prompts(pair, pool, max(n for n, _ in stages), stages[-1][1]) if far else pool}
+    context = len(pools[True][0]) - len(pool[0]) if far else 0
 
-    base = measure(declared, "the declared conventions", 0, 0.0)
-    first = [measure(c, f"alternative {i} of {len(alternatives)}", 0, i / (len(alternatives) + 2))
+    def measure(conv: dict, what: str, stage: int, done: float, long: bool = False) -> list[list[int]]:
+        n, tokens = stages[stage]
+        where = f" after {context} tokens of other text" if long else ""
+        say(f"probe: measuring tau with {what} ({min(n, len(pool))} prompts x {tokens} tokens{where})", done)
+        return _rounds(pair, head, original, conv, stored_d2t, pools[long][:n], tokens)
+
+    def judged(i: int, declared_rounds: tuple, rounds: tuple, stage: int) -> dict:
+        """compare() on the prompts as they are, and for a rope_theta reading on the far ones too."""
+        if i not in far:
+            return compare(declared_rounds[0], rounds[0], stages[stage])
+        return compare(declared_rounds[0] + declared_rounds[1], rounds[0] + rounds[1], stages[stage]) | {
+            "context": context}
+
+    def both(conv: dict, what: str, stage: int, done: float, long: bool) -> tuple:
+        return (measure(conv, what, stage, done), measure(conv, what, stage, done, True) if long else [])
+
+    base = both(declared, "the declared conventions", 0, 0.0, bool(far))
+    first = [both(c, f"alternative {i} of {len(alternatives)}", 0, i / (len(alternatives) + 2), i - 1 in far)
              for i, c in enumerate(alternatives, 1)]
-    tau_declared = tau_of(base, stages[0][1])
-    evidence = [compare(base, r, stages[0]) for r in first]
+    tau_declared = tau_of(base[0], stages[0][1])
+    evidence = [judged(i, base, r, 0) for i, r in enumerate(first)]
     for stage in range(1, len(stages)):  # contenders past the margin but not clear of the noise: more text
         open_ = [i for i, e in enumerate(evidence) if e["gain"] >= _rule.MARGIN and not adoptable(e)]
         if not open_ or any(adoptable(e) for e in evidence):
             break
-        more = measure(declared, "the declared conventions again", stage, 0.8)
+        more = both(declared, "the declared conventions again", stage, 0.8, any(i in far for i in open_))
         for i in open_:
-            evidence[i] = compare(more, measure(alternatives[i], f"alternative {i + 1} again", stage, 0.9),
-                                  stages[stage])
-    results = [{"conventions": conv, "tau": round(tau_of(r, stages[0][1]), 4), "evidence": e}
+            evidence[i] = judged(i, more, both(alternatives[i], f"alternative {i + 1} again", stage, 0.9, i in far),
+                                 stage)
+    results = [{"conventions": conv, "tau": round(tau_of(r[0], stages[0][1]), 4), "evidence": e}
                for conv, r, e in zip(alternatives, first, evidence)]
     winners = [r for r in results if adoptable(r["evidence"])]
     top = max((r["evidence"]["tau"] for r in winners), default=None)
@@ -113,8 +132,9 @@ def probe_pair(pair: LoadedPair, prompts: list[list[int]] | None = None, max_new
     probe = {"tau": round(tau_used, 4), "used": used, "declared": declared, "declared_tau": round(tau_declared, 4),
              "alternatives": results, "prompts": min(MAX_PROMPTS, len(pool)), "max_new_tokens": max_new_tokens,
              "loaded": loaded, "rule": {"margin": _rule.MARGIN, "z": _rule.Z, "min_blocks": MIN_BLOCKS,
-             "block": BLOCK}, "not_adopted": [r for r in results if r["evidence"]["gain"] >= _rule.MARGIN
-                                              and not adoptable(r["evidence"])]}
+             "block": BLOCK}, "far_context": context,
+             "not_adopted": [r for r in results if r["evidence"]["gain"] >= _rule.MARGIN
+                             and not adoptable(r["evidence"])]}
     say("probe: done", 1.0)
     return dataclasses.replace(pair, report=_report(pair.report, probe, switch, tau_declared))
 
@@ -273,6 +293,27 @@ def _rounds(pair: LoadedPair, head, snap: dict, conv: dict, stored_d2t, prompts:
 
 
 # ---- prompts and report ---------------------------------------------------------------------------------
+
+def _far_prompts(pair: LoadedPair, pool: list[list[int]], count: int, tokens: int) -> list[list[int]]:
+    """The first `count` prompts of `pool`, each after the same LONG_POSITIONS tokens of other text (the shipped
+    suite's other prompts, or fixed ids), so that the new tokens sit where a positional misreading shows; cut to
+    leave room for `tokens` new tokens and a draft chain within the target's and the draft's contexts."""
+    limits = [pair.report.max_position_embeddings or 0, _context(pair)]
+    room = min([n for n in limits if n] or [LONG_POSITIONS * 4]) - tokens - 16 - max(map(len, pool[:count]))
+    length = max(0, min(LONG_POSITIONS, room))
+    filler: list[int] = []
+    if pair.tokenizer is not None and SUITE.is_file():
+        texts = [json.loads(line)["prompt"] for line in SUITE.read_text(encoding="utf-8").splitlines() if line.strip()]
+        filler = list(pair.tokenizer("\n\n".join(reversed(texts)))["input_ids"])
+    if len(filler) < length:
+        vocab = pair.report.target_vocab
+        filler += [(11 * i + 5) % vocab for i in range(length - len(filler))]
+    return [filler[:length] + p for p in pool[:count]]
+
+
+def _context(pair: LoadedPair) -> int:
+    return int(getattr(pair.target.config.get_text_config(), "max_position_embeddings", 0) or 0)
+
 
 def _default_prompts(pair: LoadedPair, count: int = MAX_PROMPTS) -> list[list[int]]:
     """The first prompt of each of the shipped suite's first `count` categories, or fixed token ids."""

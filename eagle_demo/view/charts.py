@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from ..decoding.metrics import RunView
+from ..decoding.metrics import RunView, depth_counts
 from .tokens import MAX_STYLED_DEPTH
 
 __all__ = ["Figure", "figure", "axis", "empty_figure", "tokens_time_figure", "accepted_length_figure",
@@ -22,6 +22,7 @@ DEPTH_COLORS = ("#b7e4c7", "#95d5b2", "#74c69d", "#52b788", "#40a98f", "#2f9aa0"
 TARGET_COLOR = "#f59f00"
 REJECTED_COLOR = "#e03131"
 UNREACHED_COLOR = "#adb5bd"
+FEW_ROUNDS = 10  # a depth reached in fewer rounds is drawn pale on the acceptance chart: its rate is a guess
 ROOT_COLOR = "#495057"
 BASELINE_COLOR = "#868e96"
 EAGLE_COLOR = "#2b8a3e"
@@ -107,16 +108,23 @@ def accepted_length_figure(eagle: RunView) -> Figure:
 
 
 def acceptance_depth_figure(eagle: RunView) -> Figure:
-    """metrics' acceptance rate at each depth the tree could reach (deeper depths are left out)."""
-    rates = list(eagle.stats().acceptance_by_depth)
+    """metrics' acceptance rate at each depth the tree could reach (deeper depths are left out), each bar labelled
+    with its counts ("2/2"), so a rate from a few rounds reads as such; a depth reached in fewer than
+    `FEW_ROUNDS` rounds is drawn pale."""
+    got, tried = depth_counts(eagle.rounds)
     drafted = max((n.depth for r in eagle.rounds for n in r.nodes), default=0)
-    rates = rates[:drafted]
+    pairs = [(g, t) for g, t in zip(got, tried) if t][:drafted]
+    rates = [g / t for g, t in pairs]
     depths = list(range(1, len(rates) + 1))
-    colors = [DEPTH_COLORS[min(d, MAX_STYLED_DEPTH) - 1] for d in depths]
+    colors = [DEPTH_COLORS[min(d, MAX_STYLED_DEPTH) - 1] if t >= FEW_ROUNDS else UNREACHED_COLOR
+              for d, (_, t) in zip(depths, pairs)]
     traces = [{"type": "bar", "x": depths, "y": rates, "name": "acceptance", "marker": {"color": colors},
-               "text": [f"{r:.0%}" for r in rates], "textposition": "outside", "cliponaxis": False,
-               "hovertemplate": "depth %{x}: %{y:.1%}<extra></extra>"}]
-    return figure(traces, "Acceptance rate by depth", "draft depth", "accepted / reached",
+               "text": [f"{g}/{t}" for g, t in pairs], "textposition": "outside", "cliponaxis": False,
+               "customdata": [[g, t] for g, t in pairs],
+               "hovertemplate": "depth %{x}: %{y:.1%} (%{customdata[0]} of %{customdata[1]} rounds)<extra></extra>"}]
+    few = sum(1 for _, t in pairs if t < FEW_ROUNDS)
+    title = "Acceptance by depth (accepted/reached)" + (f"; pale: under {FEW_ROUNDS} rounds" if few else "")
+    return figure(traces, title, "draft depth", "accepted / reached",
                    yaxis={"range": [0, 1.15], "tickformat": ".0%"}, xaxis={"dtick": 1})
 
 

@@ -96,7 +96,8 @@ def stats_html(eagle: RunView | None, baseline: RunView | None, greedy: bool, st
     if eagle is not None and eagle.prefill is not None:
         extra += _divergence_lines(s)
     if eagle is not None and eagle.prefill is not None and s["plain_rounds"] and auto is not None:
-        gate = paused_line(s["plain_rounds"], s["rounds"], auto.predicted_round_cost, auto.pays_nothing)
+        by_length = getattr(auto, "break_even_by_length", tuple)()  # a stopping chain's, by drafted length
+        gate = paused_line(s["plain_rounds"], s["rounds"], auto.predicted_round_cost, auto.pays_nothing, by_length)
         extra += f'<div class="stat-gate">{escape(gate)}</div>'
     if eagle is not None and eagle.prefill is not None and s["rope_rounds"]:
         extra += f'<div class="stat-gate">{escape(rope_line(s["rope_rounds"], s["rounds"]))}</div>'
