@@ -16,10 +16,11 @@ from ..common.config import ConfigError
 from ..view.bench_view import (BENCH_COLUMNS, MISSES_COLUMNS, bench_compare_figure, bench_compare_rows, bench_figure,
                                bench_misses_rows, bench_rows, bench_sweep_figure)
 from ..view.charts import empty_figure
-from .autotune import AUTO_SHOWN, PAGE_PRESETS, page_tree
+from .autotune import page_tree_choice
 from .forms import BenchForm, handler, progress_fn, temperatures
+from .gpu_tasks import BenchTask, run_to_end
 from .playground import Playground
-from .pages import BENCH_STOPS, BenchmarkStopped
+from .pages import PAGES, BenchmarkStopped
 from .state import ensure, in_worker, suite_prompts
 from .registry import REGISTRY, local_or_repo
 from .stream import stop_ui
@@ -111,20 +112,20 @@ def benchmark(form: BenchForm, request: gr.Request | None, progress) -> BenchOut
                           "compare them on a dedicated GPU or locally")
     session = ensure(key, progress_fn(progress))
     run = form.run()  # sweeps set the temperature
-    hash_ = request.session_hash if request is not None else None
+    page = PAGES.of(request.session_hash if request is not None else None)
     # the Playground's "auto" runs here as there: the pair's choice with its gate (waits for a calibration)
-    tree, auto, _ = page_tree(PAGE_PRESETS.get(hash_), run.tree, key, session, AUTO_SHOWN.get(hash_))
-    run = auto.run_config(run) if auto is not None else dataclasses.replace(run, tree=tree)
+    run, auto, _ = page_tree_choice(page, key, session)(run)
     session.check_tree(run)
     from ..bench import (comparison_csv, comparison_json, compare_drafts, load_suite, run_bench, sweep_temperatures,
                          with_auto)
 
     items = load_suite(None, form.chosen)
     stop = threading.Event()  # this page's Stop sets it; the benchmark ends after the prompt it is on
-    BENCH_STOPS.put(hash_, stop)
+    page.bench_stop = stop
     options = dict(repeats=int(form.repeats), chat=bool(form.chat_on), progress=_steps(progress, stop))
     if REGISTRY.served is not None:  # ZeroGPU: one GPU call that takes and returns data (`gpu_tasks`)
-        return _on_gpu(key, session, items, run, temps, form, auto, progress, stop)
+        task = BenchTask(tuple(items), run, tuple(temps), int(form.repeats), bool(form.chat_on))
+        return _on_gpu(key, session, task, auto, progress_fn(progress), stop)
     if not others and not temps and not ngram:
         report = with_auto(in_worker(run_bench, session, items, run, **options), auto)
         return BenchOutputs.write(bench_rows(report), bench_figure(report), bench_misses_rows([report]),
@@ -151,15 +152,12 @@ def benchmark(form: BenchForm, request: gr.Request | None, progress) -> BenchOut
                               comparison_csv(reports, by), comparison_json(reports, by))
 
 
-def _on_gpu(key, session, items, run, temps, form: BenchForm, auto, progress, stop) -> BenchOutputs:
-    """The benchmark on ZeroGPU: one GPU call (`gpu_tasks.BenchTask`) whose progress comes back as yields; the
-    page's Stop closes it after the prompt it is on."""
+def _on_gpu(key, session, task: BenchTask, auto, say, stop) -> BenchOutputs:
+    """The benchmark on ZeroGPU: one GPU call (`gpu_tasks.BenchTask`) whose progress comes back as yields (to
+    `say`); the page's Stop closes it after the prompt it is on."""
     from ..bench import comparison_csv, comparison_json, with_auto
-    from .gpu_tasks import BenchTask, run_to_end
-
-    task = BenchTask(tuple(items), run, tuple(temps), int(form.repeats), bool(form.chat_on))
-    result = run_to_end(key, session, task, progress_fn(progress), stop)
-    if not temps:
+    result = run_to_end(key, session, task, say, stop)
+    if not task.temperatures:
         report = with_auto(result, auto)
         return BenchOutputs.write(bench_rows(report), bench_figure(report), bench_misses_rows([report]),
                                   report.to_csv(), report.to_json())

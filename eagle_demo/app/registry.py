@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Callable
 from ..common.config import ConfigError
 from ..common.paths import ROOT
 from .zerogpu import refusal
-from .pages import CLIENT_PAIRS
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -92,14 +91,16 @@ class Registry:
         with self._lock:
             return next(reversed(self._sessions), None)
 
-    def for_client(self, session_hash: str | None) -> PairKey:
-        """The pair a client's request runs on: the one it used last, else the last loaded, else the default."""
-        key = CLIENT_PAIRS.get(session_hash) or self.current() or self.fallback
+    def for_client(self, used: PairKey | None) -> PairKey:
+        """The pair a client's request runs on: the one it `used` last (`pages.Page.pair`), else the last loaded,
+        else the default."""
+        key = used or self.current() or self.fallback
         if key is None:
             raise ConfigError("no pair is loaded; load one with /load first")
         return key
 
-    def load(self, key: PairKey, progress: Callable[[str, float], None] | None = None, check: bool = True) -> Session:
+    def load(self, key: PairKey, progress: Callable[[str, float], None] | None = None, *,
+             check: bool = True) -> Session:
         from ..checkpoints import CheckpointError, inspect_pair
         from ..session import load_session
 
