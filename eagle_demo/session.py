@@ -21,20 +21,9 @@ from .target.rope_limit import RopeLimit
 if TYPE_CHECKING:
     from .checkpoints import AdaptationReport, LoadedPair
 
-__all__ = [
-    "Session",
-    "load_session",
-    "ASSETS",
-    "SHIPPED_TARGET",
-    "SHIPPED_EAGLE1",
-    "SHIPPED_EAGLE3",
-    "SMOLLM2_TARGET",
-    "SMOLLM2_EAGLE3",
-    "SMOLLM2_EAGLE1",
-    "TokenStreamDecoder",
-    "PromptError",
-    "is_shipped_target",
-]
+__all__ = ["Session", "load_session", "ASSETS", "SHIPPED_TARGET", "SHIPPED_EAGLE1", "SHIPPED_EAGLE3",
+           "SMOLLM2_TARGET", "SMOLLM2_EAGLE3", "SMOLLM2_EAGLE1", "TokenStreamDecoder", "PromptError",
+           "is_shipped_target"]
 
 SHIPPED_TARGET = str(ASSETS / "tiny-target")
 SHIPPED_EAGLE1 = str(ASSETS / "tiny-eagle1")
@@ -44,9 +33,8 @@ SMOLLM2_EAGLE3 = str(ASSETS / "smollm2-eagle3")
 SMOLLM2_EAGLE1 = str(ASSETS / "smollm2-eagle1")
 
 
-NO_DRAFT = (
-    "no draft is loaded; name an EAGLE draft (--draft, the page's draft box) or run plain decoding (--mode baseline)"
-)
+NO_DRAFT = ("no draft is loaded; name an EAGLE draft (--draft, the page's draft box) or run plain decoding "
+            "(--mode baseline)")
 
 
 class PromptError(ValueError):
@@ -86,11 +74,8 @@ class Session:
         md = self.report.to_markdown()
         if self.device.type != "cuda":
             return md
-        path = (
-            "static caches + CUDA graphs (each shape captured on its second use)"
-            if self.static
-            else "growing caches, eager kernels"
-        )
+        path = ("static caches + CUDA graphs (each shape captured on its second use)" if self.static
+                else "growing caches, eager kernels")
         return f"{md}\n\nBoth engines run over {path}; plain decoding gets the same treatment."
 
     @property
@@ -123,9 +108,8 @@ class Session:
         if chat:
             if not getattr(tok, "chat_template", None):
                 raise PromptError("this tokenizer has no chat template; turn the chat template off (leave out --chat)")
-            ids = tok.apply_chat_template(
-                [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=True
-            )
+            ids = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
+                                          tokenize=True)
             if hasattr(ids, "keys"):  # some tokenizers return a BatchEncoding
                 ids = ids["input_ids"]
             return [int(i) for i in ids]
@@ -143,8 +127,7 @@ class Session:
             raise PromptError(
                 f"prompt ({len(prompt_ids)} tokens) + max new tokens ({run.max_new_tokens}){parts} exceeds the "
                 f"target's context of {limit}; shorten the prompt or lower max new tokens"
-                + (" (or draft a smaller tree)" if tree else "")
-            )
+                + (" (or draft a smaller tree)" if tree else ""))
         vocab = int(self.pair.target.get_input_embeddings().weight.shape[0])
         bad = [i for i in prompt_ids if not 0 <= i < vocab]
         if bad:
@@ -165,10 +148,8 @@ class Session:
         reach = prompt_tokens + run.max_new_tokens
         if not limit or reach <= limit:
             return ""
-        return (
-            f"this run can reach position {reach}, past the {limit} positions the draft is configured for: "
-            "acceptance may fall there (the output stays exactly the target's)"
-        )
+        return (f"this run can reach position {reach}, past the {limit} positions the draft is configured for: "
+                "acceptance may fall there (the output stays exactly the target's)")
 
     def graph_note(self) -> str:
         """One line when a CUDA graph capture failed on this pair's engines (those calls run eagerly from then on:
@@ -184,14 +165,11 @@ class Session:
                 errors.append(f"draft {drafter.static.capture_error}")
         if not errors:
             return ""
-        return (
-            f"a CUDA graph capture failed ({' '.join(errors[0].split())[:160]}); those calls run eagerly: "
-            "slower, the same output"
-        )
+        return (f"a CUDA graph capture failed ({' '.join(errors[0].split())[:160]}); those calls run eagerly: "
+                "slower, the same output")
 
-    def stream(
-        self, prompt_ids: list[int], run: RunConfig, mode: str = "eagle", stop: threading.Event | None = None
-    ) -> Iterator[Event]:
+    def stream(self, prompt_ids: list[int], run: RunConfig, mode: str = "eagle",
+               stop: threading.Event | None = None) -> Iterator[Event]:
         self.check_length(prompt_ids, run, mode)
         if mode == "baseline":
             return self.baseline.generate(prompt_ids, run, stop)
@@ -236,9 +214,8 @@ class Session:
         from .checkpoints import attach_draft
 
         pair = attach_draft(self.pair, draft, draft_revision=draft_revision, **kwargs)
-        return Session(
-            pair=pair, eagle=SpeculativeEngine(pair.target, pair.head, static=self.static), baseline=self.baseline
-        )
+        return Session(pair=pair, eagle=SpeculativeEngine(pair.target, pair.head, static=self.static),
+                       baseline=self.baseline)
 
     def decode(self, ids) -> str:
         if self.tokenizer is None:
@@ -246,9 +223,8 @@ class Session:
         return self.tokenizer.decode(list(ids), skip_special_tokens=False)
 
 
-def load_session(
-    target: str | None = None, draft: str | None = "default", threads: int = 0, static: bool | None = None, **kwargs
-) -> Session:
+def load_session(target: str | None = None, draft: str | None = "default", threads: int = 0,
+                 static: bool | None = None, **kwargs) -> Session:
     """Load a pair (the shipped tiny pair by default) and build both engines.
 
     threads: torch CPU threads, see `devices.apply_cpu_threads` (0 = automatic: one thread for a small
@@ -307,11 +283,11 @@ class TokenStreamDecoder:
         if not text.startswith(self.emitted):  # a merge changed earlier text; emit nothing new
             self.emitted = text
             return ""
-        new, self.emitted = text[len(self.emitted) :], text
+        new, self.emitted = text[len(self.emitted):], text
         return new
 
     def flush(self) -> str:
         text = self.decode(self.ids)
-        new = text[len(self.emitted) :] if text.startswith(self.emitted) else ""
+        new = text[len(self.emitted):] if text.startswith(self.emitted) else ""
         self.emitted = text
         return new

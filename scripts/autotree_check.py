@@ -46,11 +46,8 @@ def calibrate(session, times: int):
         for _ in range(times):
             wall, cpu = time.perf_counter(), time.thread_time()
             choice = autotree.auto_tree(session, refresh=True, cache_dir=Path(tempfile.mkdtemp()))
-            print(
-                f"  {choice.line()}; {time.thread_time() - cpu:.2f} s CPU, {time.perf_counter() - wall:.2f} s wall, "
-                f"load {os.getloadavg()[0]:.1f}",
-                flush=True,
-            )
+            print(f"  {choice.line()}; {time.thread_time() - cpu:.2f} s CPU, {time.perf_counter() - wall:.2f} s wall, "
+                  f"load {os.getloadavg()[0]:.1f}", flush=True)
     finally:
         autotree.choose = real
     return choice, seen["stats"], seen["costs"]
@@ -79,9 +76,8 @@ def check(name: str, draft: str, args) -> None:
     choice, stats, costs = calibrate(session, args.calibrations)
     scale = autotree.overhead_scale(stats, costs)
     prompts = [session.encode(p) for p in PROMPTS]
-    shapes = [("plain", None)] + [
-        (label, choice.tree) if label == "auto" else parse_tree(label, session) for label in args.shapes
-    ]
+    shapes = [("plain", None)] + [(label, choice.tree) if label == "auto" else parse_tree(label, session)
+                                  for label in args.shapes]
     totals = {label: [0, 0, 0.0, 0, 0] for label, _ in shapes}
     cpu_run(session, prompts[:1], choice.tree, 16)  # warm-up
     for _ in range(args.repeats):  # interleaved
@@ -89,10 +85,8 @@ def check(name: str, draft: str, args) -> None:
             for i, x in enumerate(cpu_run(session, prompts, tree, args.max_new_tokens)):
                 totals[label][i] += x
     base = totals["plain"][0] / totals["plain"][2]
-    print(
-        f"  {'shape':<44}{'speedup':>8}{'tau':>7}{'cost':>7}{'model':>7}   (CPU time, {len(prompts)} prompts x "
-        f"{args.repeats}, {args.max_new_tokens} tokens)"
-    )
+    print(f"  {'shape':<44}{'speedup':>8}{'tau':>7}{'cost':>7}{'model':>7}   (CPU time, {len(prompts)} prompts x "
+          f"{args.repeats}, {args.max_new_tokens} tokens)")
     for label, tree in shapes[1:]:
         new, rounds, cpu, drafting, drafted = totals[label]
         speedup, tau = new / cpu / base, new / rounds
@@ -109,11 +103,8 @@ def main(argv=None) -> int:
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=2)
     args = ap.parse_args(argv)
-    drafts = (
-        [(Path(d).name, d) for d in args.draft]
-        if args.draft
-        else [("shipped", str(ROOT / "assets" / "tiny-eagle1")), (f"weak (noise {WEAK_NOISE:g})", str(weak_head()))]
-    )
+    drafts = [(Path(d).name, d) for d in args.draft] if args.draft else [
+        ("shipped", str(ROOT / "assets" / "tiny-eagle1")), (f"weak (noise {WEAK_NOISE:g})", str(weak_head()))]
     for name, draft in drafts:
         check(name, draft, args)
     return 0

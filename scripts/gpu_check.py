@@ -72,11 +72,8 @@ def env() -> dict:
 
     info = {"torch": torch.__version__, "transformers": transformers.__version__, "device": DEVICE}
     if DEVICE == "cuda":
-        info |= {
-            "cuda": torch.version.cuda,
-            "gpu": torch.cuda.get_device_name(0),
-            "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
-        }
+        info |= {"cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(0),
+                 "tf32_matmul": torch.backends.cuda.matmul.allow_tf32}
     return info
 
 
@@ -84,18 +81,13 @@ def bench_summary(report) -> dict:
     o = report.overall
     equal = [r.equal_to_baseline for r in report.results if r.equal_to_baseline is not None]
     rounds = sum(r.rounds for r in report.results) or 1
-    return {
-        "prompts": o.prompts,
-        "runs": o.runs,
-        "tau": round(o.tau, 3),
-        "eagle_tok_s": round(o.eagle_tokens_per_second, 1),
-        "baseline_tok_s": round(o.baseline_tokens_per_second, 1),
-        "speedup": round(o.speedup, 3),
-        "equal": f"{sum(equal)}/{len(equal)}",
-        "ms_per_round_draft": round(1e3 * sum(r.draft_seconds for r in report.results) / rounds, 3),
-        "ms_per_round_verify": round(1e3 * sum(r.verify_seconds for r in report.results) / rounds, 3),
-        "ms_per_round_host": round(1e3 * sum(r.host_seconds for r in report.results) / rounds, 3),
-    }
+    return {"prompts": o.prompts, "runs": o.runs, "tau": round(o.tau, 3),
+            "eagle_tok_s": round(o.eagle_tokens_per_second, 1),
+            "baseline_tok_s": round(o.baseline_tokens_per_second, 1),
+            "speedup": round(o.speedup, 3), "equal": f"{sum(equal)}/{len(equal)}",
+            "ms_per_round_draft": round(1e3 * sum(r.draft_seconds for r in report.results) / rounds, 3),
+            "ms_per_round_verify": round(1e3 * sum(r.verify_seconds for r in report.results) / rounds, 3),
+            "ms_per_round_host": round(1e3 * sum(r.host_seconds for r in report.results) / rounds, 3)}
 
 
 def shipped(dtype: str, limit: int | None, shapes: dict[str, TreeConfig]) -> dict:
@@ -113,11 +105,8 @@ def shipped(dtype: str, limit: int | None, shapes: dict[str, TreeConfig]) -> dic
         if dtype == "float32":  # seeded sampling: EAGLE equals the seeded baseline token for token
             same = 0
             for i, item in enumerate(items[:6]):  # (GPU: a CPU-made uniform once crashed searchsorted here)
-                run = RunConfig(
-                    max_new_tokens=64,
-                    tree=TREE_PRESETS["gpu-eagle2"],
-                    sampling=SamplingConfig(temperature=0.8, top_p=0.95, seed=100 + i),
-                )
+                run = RunConfig(max_new_tokens=64, tree=TREE_PRESETS["gpu-eagle2"],
+                                sampling=SamplingConfig(temperature=0.8, top_p=0.95, seed=100 + i))
                 ids = session.encode(item.prompt)
                 a = summarize(session.stream(ids, run, "eagle")).token_ids
                 b = summarize(session.stream(ids, run, "baseline")).token_ids
@@ -132,30 +121,12 @@ def llama31_8b_config():
     from transformers import LlamaConfig
 
     if SMOKE:
-        return LlamaConfig(
-            vocab_size=128256,
-            hidden_size=256,
-            intermediate_size=512,
-            num_hidden_layers=32,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            max_position_embeddings=8192,
-            rope_theta=500000.0,
-            eos_token_id=128009,
-        )
-    return LlamaConfig(
-        vocab_size=128256,
-        hidden_size=4096,
-        intermediate_size=14336,
-        num_hidden_layers=32,
-        num_attention_heads=32,
-        num_key_value_heads=8,
-        max_position_embeddings=8192,
-        rope_theta=500000.0,
-        rms_norm_eps=1e-5,
-        tie_word_embeddings=False,
-        eos_token_id=128009,
-    )
+        return LlamaConfig(vocab_size=128256, hidden_size=256, intermediate_size=512, num_hidden_layers=32,
+                           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=8192,
+                           rope_theta=500000.0, eos_token_id=128009)
+    return LlamaConfig(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                       num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=8192,
+                       rope_theta=500000.0, rms_norm_eps=1e-5, tie_word_embeddings=False, eos_token_id=128009)
 
 
 def economics_8b() -> dict:
@@ -186,22 +157,14 @@ def economics_8b() -> dict:
         def step(runner=runner, ids=ids, depths=depths, mask=mask):  # bound now: `runner` is deleted below
             runner.forward(ids, depths, mask)
             runner.commit([])  # drop the block: the next call sees the same 512-token prefix
-
         costs[n] = timed(step, repeats=2 if SMOKE else 15)
     out["target_forward_ms_by_tokens"] = {n: round(1e3 * t, 3) for n, t in costs.items()}
     log(f"  8B target forward (tree mask, prefix 512) ms by tokens: {out['target_forward_ms_by_tokens']}")
 
     h = cfg.hidden_size
-    dcfg = LlamaConfig(
-        vocab_size=128256,
-        hidden_size=h,
-        intermediate_size=cfg.intermediate_size,
-        num_hidden_layers=1,
-        num_attention_heads=cfg.num_attention_heads,
-        num_key_value_heads=cfg.num_key_value_heads,
-        max_position_embeddings=8192,
-        rms_norm_eps=1e-5,
-    )
+    dcfg = LlamaConfig(vocab_size=128256, hidden_size=h, intermediate_size=cfg.intermediate_size, num_hidden_layers=1,
+                       num_attention_heads=cfg.num_attention_heads, num_key_value_heads=cfg.num_key_value_heads,
+                       max_position_embeddings=8192, rms_norm_eps=1e-5)
     dcfg._attn_implementation = "sdpa"
     with torch.device(DEVICE):
         head = Eagle3Head(dcfg, h, 32000, model.get_input_embeddings(), (2, 16, 29)).to(torch.bfloat16).eval()
@@ -210,39 +173,23 @@ def economics_8b() -> dict:
     eagle = SpeculativeEngine(model, head)
     base = BaselineEngine(model)
     prompt = torch.randint(0, 128000, (256,)).tolist()
-    for label, tree in (
-        ("chain k=7", TreeConfig.chain(7)),
-        ("gpu-eagle3 60/8/10", TREE_PRESETS["gpu-eagle3"]),
-        ("gpu-eagle2 60/6/10", TREE_PRESETS["gpu-eagle2"]),
-    ):
+    for label, tree in (("chain k=7", TreeConfig.chain(7)), ("gpu-eagle3 60/8/10", TREE_PRESETS["gpu-eagle3"]),
+                        ("gpu-eagle2 60/6/10", TREE_PRESETS["gpu-eagle2"])):
         run = RunConfig(max_new_tokens=16 if SMOKE else 96, ignore_eos=True, tree=tree)
         summarize(eagle.generate(prompt, RunConfig(max_new_tokens=8, ignore_eos=True, tree=tree)))  # warm-up
         tries = []
         for _ in range(3):  # the first H200 host scattered round times 3x between runs: keep every try
             s = summarize(eagle.generate(prompt, run))
             r = max(s.rounds, 1)
-            tries.append(
-                {
-                    "draft_ms": 1e3 * s.draft_seconds / r,
-                    "verify_ms": 1e3 * s.verify_seconds / r,
-                    "host_ms": 1e3 * s.host_seconds / r,
-                    "round_ms": 1e3 * s.decode_seconds / r,
-                }
-            )
+            tries.append({"draft_ms": 1e3 * s.draft_seconds / r, "verify_ms": 1e3 * s.verify_seconds / r,
+                          "host_ms": 1e3 * s.host_seconds / r, "round_ms": 1e3 * s.decode_seconds / r})
         split = min(tries, key=lambda t: t["round_ms"])
         out[f"round {label}"] = {k: round(v, 3) for k, v in split.items()} | {
-            "tau_random_head": round(s.tau, 3),
-            "round_ms_tries": [round(t["round_ms"], 2) for t in tries],
-        }
+            "tau_random_head": round(s.tau, 3), "round_ms_tries": [round(t["round_ms"], 2) for t in tries]}
         log(f"  8B round {label}: {out[f'round {label}']}")
     summarize(base.generate(prompt, RunConfig(max_new_tokens=8, ignore_eos=True)))
-    b = min(
-        (
-            summarize(base.generate(prompt, RunConfig(max_new_tokens=16 if SMOKE else 96, ignore_eos=True)))
-            for _ in range(3)
-        ),
-        key=lambda x: x.decode_seconds / max(x.rounds, 1),
-    )
+    b = min((summarize(base.generate(prompt, RunConfig(max_new_tokens=16 if SMOKE else 96, ignore_eos=True)))
+             for _ in range(3)), key=lambda x: x.decode_seconds / max(x.rounds, 1))
     step_ms = 1e3 * b.decode_seconds / max(b.rounds, 1)
     out["baseline_step_ms"] = round(step_ms, 3)
     out["baseline_tok_s"] = round(b.tokens_per_second, 1)
@@ -266,21 +213,10 @@ def loader_1b() -> dict:
     from layouts import eagle3_weights, write_official_eagle3
 
     hidden, inter, layers = (128, 256, 4) if SMOKE else (2048, 8192, 16)
-    cfg = LlamaConfig(
-        vocab_size=128256,
-        hidden_size=hidden,
-        intermediate_size=inter,
-        num_hidden_layers=layers,
-        num_attention_heads=32 if not SMOKE else 2,
-        num_key_value_heads=8 if not SMOKE else 1,
-        max_position_embeddings=8192,
-        rope_theta=500000.0,
-        rms_norm_eps=1e-5,
-        tie_word_embeddings=True,
-        head_dim=64,
-        bos_token_id=128000,
-        eos_token_id=128009,
-    )
+    cfg = LlamaConfig(vocab_size=128256, hidden_size=hidden, intermediate_size=inter, num_hidden_layers=layers,
+                      num_attention_heads=32 if not SMOKE else 2, num_key_value_heads=8 if not SMOKE else 1,
+                      max_position_embeddings=8192, rope_theta=500000.0, rms_norm_eps=1e-5,
+                      tie_word_embeddings=True, head_dim=64, bos_token_id=128000, eos_token_id=128009)
     torch.manual_seed(0)
     with torch.device(DEVICE):
         model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
@@ -292,25 +228,10 @@ def loader_1b() -> dict:
     model.to(torch.bfloat16).save_pretrained(root / "target")
     del model
     heads, kv = cfg.num_attention_heads, cfg.num_key_value_heads
-    sd = eagle3_weights(
-        hidden=hidden,
-        target_hidden=hidden,
-        vocab=128256,
-        draft_vocab=32000,
-        heads=heads,
-        kv=kv,
-        head_dim=64,
-        inter=inter,
-    )
-    write_official_eagle3(
-        root / "draft",
-        sd,
-        hidden_size=hidden,
-        intermediate_size=inter,
-        num_attention_heads=heads,
-        num_key_value_heads=kv,
-        vocab_size=128256,
-    )
+    sd = eagle3_weights(hidden=hidden, target_hidden=hidden, vocab=128256, draft_vocab=32000, heads=heads, kv=kv,
+                        head_dim=64, inter=inter)
+    write_official_eagle3(root / "draft", sd, hidden_size=hidden, intermediate_size=inter, num_attention_heads=heads,
+                          num_key_value_heads=kv, vocab_size=128256)
     out = {}
     t = time.perf_counter()
     pair = load_pair(str(root / "target"), str(root / "draft"), device=DEVICE, dtype="float32")
@@ -350,7 +271,6 @@ def overhead() -> dict:
     def step():
         runner.forward(one)
         runner.commit([])
-
     out["shipped_step_ms"] = round(1e3 * timed(step, repeats=30), 3)
     with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if DEVICE == "cuda" else [])) as prof:
         for _ in range(5):
@@ -367,13 +287,8 @@ def cuda_tests() -> dict:
     """tests/test_cuda.py (greedy and seeded sampling on CUDA) under pytest, in a child process."""
     import subprocess
 
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_cuda.py"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_cuda.py"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
     tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:]
     log(f"  pytest tests/test_cuda.py: exit {proc.returncode}, {tail}")
     return {"exit": proc.returncode, "summary": tail}
@@ -396,23 +311,14 @@ def main() -> int:
     start = time.perf_counter()
     REPORT["env"] = env()
     log(REPORT["env"])
-    gpu_shapes = {
-        "chain k=7": TreeConfig.chain(7),
-        "gpu-eagle2": TREE_PRESETS["gpu-eagle2"],
-        "gpu-eagle3": TREE_PRESETS["gpu-eagle3"],
-    }
+    gpu_shapes = {"chain k=7": TreeConfig.chain(7), "gpu-eagle2": TREE_PRESETS["gpu-eagle2"],
+                  "gpu-eagle3": TREE_PRESETS["gpu-eagle3"]}
     sections = [
         ("cuda-tests", cuda_tests),
         ("shipped-fp32", lambda: shipped("float32", 2 if SMOKE else args.limit or None, gpu_shapes)),
         ("economics-8b", economics_8b),
-        (
-            "shipped-bf16",
-            lambda: shipped(
-                "bfloat16",
-                2 if SMOKE else 8,
-                {"chain k=7": TreeConfig.chain(7), "gpu-eagle2": TREE_PRESETS["gpu-eagle2"]},
-            ),
-        ),
+        ("shipped-bf16", lambda: shipped("bfloat16", 2 if SMOKE else 8, {"chain k=7": TreeConfig.chain(7),
+                                                         "gpu-eagle2": TREE_PRESETS["gpu-eagle2"]})),
         ("loader-1b", loader_1b),
         ("overhead", overhead),
     ]

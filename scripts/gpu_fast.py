@@ -71,13 +71,10 @@ def peak_gb() -> float:
 
 def best_run(engine, prompt, run, tries: int = 3):
     """Fastest of a few runs (after a warm-up that also captures the graphs): summarize() stats."""
-    summarize(
-        engine.generate(prompt, RunConfig(max_new_tokens=min(run.max_new_tokens, 16), ignore_eos=True, tree=run.tree))
-    )
-    return min(
-        (summarize(engine.generate(prompt, run)) for _ in range(tries)),
-        key=lambda s: s.decode_seconds / max(s.rounds, 1),
-    )
+    summarize(engine.generate(prompt, RunConfig(max_new_tokens=min(run.max_new_tokens, 16), ignore_eos=True,
+                                                 tree=run.tree)))
+    return min((summarize(engine.generate(prompt, run)) for _ in range(tries)),
+               key=lambda s: s.decode_seconds / max(s.rounds, 1))
 
 
 def race(model, head, prompt, tree, static: bool, new: int) -> dict:
@@ -89,22 +86,16 @@ def race(model, head, prompt, tree, static: bool, new: int) -> dict:
     step = b.decode_seconds / max(b.rounds, 1)
     rnd = e.decode_seconds / max(e.rounds, 1)
     static_target, static_draft = eagle.runner.static, eagle.drafter.static
-    return {
-        "plain_step_ms": round(1e3 * step, 3),
-        "round_ms": round(1e3 * rnd, 3),
-        "round_cost": round(rnd / step, 3),
-        "tau": round(e.tau, 3),
-        "speedup": round(e.tau * step / rnd, 3),
-        "peak_gb": peak_gb(),
-        "equal": e.token_ids == b.token_ids,  # promised in float32 only
-        "first_divergence": divergence(model, prompt, b.token_ids, e.token_ids),
-        "draft_ms": round(1e3 * e.draft_seconds / max(e.rounds, 1), 3),
-        "verify_ms": round(1e3 * e.verify_seconds / max(e.rounds, 1), 3),
-        "graphs": sorted(static_target.graphs) if static_target is not None else [],
-        "capture_error": static_target.capture_error if static_target is not None else None,
-        "draft_graphs": sorted(static_draft.graphs) if static_draft is not None else [],
-        "draft_capture_error": static_draft.capture_error if static_draft is not None else None,
-    }
+    return {"plain_step_ms": round(1e3 * step, 3), "round_ms": round(1e3 * rnd, 3), "round_cost": round(rnd / step, 3),
+            "tau": round(e.tau, 3), "speedup": round(e.tau * step / rnd, 3), "peak_gb": peak_gb(),
+            "equal": e.token_ids == b.token_ids,  # promised in float32 only
+            "first_divergence": divergence(model, prompt, b.token_ids, e.token_ids),
+            "draft_ms": round(1e3 * e.draft_seconds / max(e.rounds, 1), 3),
+            "verify_ms": round(1e3 * e.verify_seconds / max(e.rounds, 1), 3),
+            "graphs": sorted(static_target.graphs) if static_target is not None else [],
+            "capture_error": static_target.capture_error if static_target is not None else None,
+            "draft_graphs": sorted(static_draft.graphs) if static_draft is not None else [],
+            "draft_capture_error": static_draft.capture_error if static_draft is not None else None}
 
 
 @torch.inference_mode()
@@ -118,23 +109,14 @@ def divergence(model, prompt, plain, eagle) -> dict | None:
     device = model.get_output_embeddings().weight.device
     ids = torch.tensor([list(prompt) + list(plain[:i])], device=device)  # [1, P+i]
     top = model(input_ids=ids).logits[0, -1].float().topk(2)  # values [2], indices [2]
-    return {
-        "index": i,
-        "plain": int(plain[i]),
-        "eagle": int(eagle[i]),
-        "top2": [int(t) for t in top.indices],
-        "top2_gap": round(float(top.values[0] - top.values[1]), 5),
-    }
+    return {"index": i, "plain": int(plain[i]), "eagle": int(eagle[i]),
+            "top2": [int(t) for t in top.indices], "top2_gap": round(float(top.values[0] - top.values[1]), 5)}
 
 
 def section_tests() -> dict:
     tests = ["tests/test_static.py", "tests/test_static_draft.py", "tests/test_lean.py", "tests/test_cuda.py"]
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], cwd=ROOT,
+                          capture_output=True, text=True)
     tail = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr[-500:]
     log(f"  {tail}")
     return {"rc": proc.returncode, "summary": tail}
@@ -149,11 +131,10 @@ def section_shipped() -> dict:
         for static in (False, True):  # auto calibrates on the path it then runs (graphs price a round differently)
             path = "static+graphs" if static else "eager"
             session = load_session(device=DEVICE, dtype=dtype, threads=0, static=static)
-            prompt = session.encode('def binary_search(items, target):\n    """Return the index of target."""\n')
+            prompt = session.encode("def binary_search(items, target):\n    \"\"\"Return the index of target.\"\"\"\n")
             t0 = time.perf_counter()  # each calibration stage's start (bf16 eager took 27 s on an H100, fp32 4.8 s)
-            choice = auto_tree(
-                session, refresh=True, progress=lambda stage: log(f"    {time.perf_counter() - t0:.2f} s: {stage}")
-            )
+            choice = auto_tree(session, refresh=True,
+                               progress=lambda stage: log(f"    {time.perf_counter() - t0:.2f} s: {stage}"))
             out[f"{dtype} {path} auto"] = choice.line()
             out[f"{dtype} {path} calibration s"] = round(choice.calibration_seconds, 2)
             if choice.table is not None:  # the engine's own rounds over the parts' prediction (capped at 1.6)
@@ -191,7 +172,7 @@ def section_verify_profile() -> dict:
     for dtype in ("float32", "bfloat16"):
         session = load_session(device=DEVICE, dtype=dtype, threads=0, static=True)
         model, head = session.pair.target, session.pair.head
-        prompt = session.encode('def binary_search(items, target):\n    """Return the index of target."""\n')
+        prompt = session.encode("def binary_search(items, target):\n    \"\"\"Return the index of target.\"\"\"\n")
         ms, _ = verify_by_size(model, head, prompt, (1, 8, 64))  # a 64-token tree verified in 3.8 ms there
         out[f"{dtype} replayed ms"] = {n: round(1e3 * v, 3) for n, v in ms.items()}
         log(f"  {dtype} static verify replayed ms: {out[f'{dtype} replayed ms']}")
@@ -213,10 +194,8 @@ def section_verify_profile() -> dict:
             device_us = lambda e: getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0)  # noqa: E731
             events = sorted(prof.key_averages(), key=device_us, reverse=True)
             out[f"{dtype} n{n} kernels"] = {
-                "count": sum(e.count for e in events),
-                "total_ms": round(sum(map(device_us, events)) / 1e3, 3),
-                "top": [[e.key[:90], e.count, round(device_us(e) / 1e3, 3)] for e in events[:6]],
-            }
+                "count": sum(e.count for e in events), "total_ms": round(sum(map(device_us, events)) / 1e3, 3),
+                "top": [[e.key[:90], e.count, round(device_us(e) / 1e3, 3)] for e in events[:6]]}
             log(f"  {dtype} n{n} kernels: {out[f'{dtype} n{n} kernels']}")
     return out
 
@@ -239,13 +218,10 @@ def section_sdpa() -> dict:
                 mask = torch.zeros(1, 1, n, 512, device=DEVICE, dtype=dtype)
                 mask[..., 400:] = torch.finfo(dtype).min
                 rep = heads // kv
-                calls = {
-                    "mask+gqa": lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True),
-                    "mask+repeat": lambda: F.scaled_dot_product_attention(
-                        q, k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1), attn_mask=mask
-                    ),
-                    "gqa, no mask": lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
-                }
+                calls = {"mask+gqa": lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True),
+                         "mask+repeat": lambda: F.scaled_dot_product_attention(
+                             q, k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1), attn_mask=mask),
+                         "gqa, no mask": lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)}
                 row = {}
                 for label, fn in calls.items():
                     fn()
@@ -275,30 +251,14 @@ def big_models():
 
     h, inter, layers, heads, kv = (256, 512, 4, 4, 2) if SMOKE else (4096, 14336, 32, 32, 8)
     vocab = 4096 if SMOKE else 128256
-    cfg = LlamaConfig(
-        vocab_size=vocab,
-        hidden_size=h,
-        intermediate_size=inter,
-        num_hidden_layers=layers,
-        num_attention_heads=heads,
-        num_key_value_heads=kv,
-        max_position_embeddings=8192,
-        rope_theta=500000.0,
-        rms_norm_eps=1e-5,
-        tie_word_embeddings=False,
-    )
+    cfg = LlamaConfig(vocab_size=vocab, hidden_size=h, intermediate_size=inter, num_hidden_layers=layers,
+                      num_attention_heads=heads, num_key_value_heads=kv, max_position_embeddings=8192,
+                      rope_theta=500000.0, rms_norm_eps=1e-5, tie_word_embeddings=False)
     torch.manual_seed(0)
     with torch.device(DEVICE):
         model = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa", dtype=torch.bfloat16).eval()
-        dcfg = LlamaConfig(
-            vocab_size=vocab,
-            hidden_size=h,
-            intermediate_size=inter,
-            num_hidden_layers=1,
-            num_attention_heads=heads,
-            num_key_value_heads=kv,
-            max_position_embeddings=8192,
-        )
+        dcfg = LlamaConfig(vocab_size=vocab, hidden_size=h, intermediate_size=inter, num_hidden_layers=1,
+                           num_attention_heads=heads, num_key_value_heads=kv, max_position_embeddings=8192)
         dcfg._attn_implementation = "sdpa"
         draft_vocab = min(32000, vocab)
         fl = (2, layers // 2, layers - 3)
@@ -325,25 +285,19 @@ def section_big(hbm_tbps: float) -> dict:
     out["verify_ms_by_size"] = {n: round(1e3 * v, 3) for n, v in verify.items()}
     log(f"  8B verify ms by size (static): {out['verify_ms_by_size']}")
     out["packed_heads"] = packed_heads(model, head, prompt, tuple(sorted({*sizes[::2], sizes[-1]})), logits)
-    profile = Acceptance(
-        rank=tuple((0.88, 0.06, 0.02, 0.01) for _ in range(8)), chain=tuple(0.88 ** (d + 1) for d in range(8)), rounds=0
-    )
+    profile = Acceptance(rank=tuple((0.88, 0.06, 0.02, 0.01) for _ in range(8)),
+                         chain=tuple(0.88 ** (d + 1) for d in range(8)), rounds=0)
     # the costs as the product's calibration measures them on this engine (static, graphs): plain step, verify
     # by size, each top-k's draft by depth (a whole chain or tree replayed), extend, host
     engine = SpeculativeEngine(model, head, static=True)
     costs = measure_costs(engine, prompt[:64], 1.0 if SMOKE else 6.0)
-    out["measured_costs_ms"] = {
-        "plain": round(1e3 * costs.plain, 3),
-        "verify 8": round(1e3 * costs.verify(8), 3),
-        "verify 64": round(1e3 * costs.verify(64), 3),
-        "draft at depth 7 by top-k": {k: round(1e3 * f(7), 3) for k, f in costs.draft.items()},
-        "extend 1": round(1e3 * costs.extend(1), 3),
-    }
+    out["measured_costs_ms"] = {"plain": round(1e3 * costs.plain, 3), "verify 8": round(1e3 * costs.verify(8), 3),
+                                "verify 64": round(1e3 * costs.verify(64), 3),
+                                "draft at depth 7 by top-k": {k: round(1e3 * f(7), 3) for k, f in costs.draft.items()},
+                                "extend 1": round(1e3 * costs.extend(1), 3)}
     chain7 = TreeConfig.chain(7)
-    out["chain7 at tau 6"] = {
-        "round_cost": round(round_cost(costs, chain7, 6.0), 3),
-        "speedup": round(6.0 / round_cost(costs, chain7, 6.0), 3),
-    }
+    out["chain7 at tau 6"] = {"round_cost": round(round_cost(costs, chain7, 6.0), 3),
+                              "speedup": round(6.0 / round_cost(costs, chain7, 6.0), 3)}
     log(f"  8B measured costs: {out['measured_costs_ms']}; chain 7 at tau 6: {out['chain7 at tau 6']}")
     choice = choose(profile, costs, 0.0, torch.device(DEVICE))
     out["auto_at_tau6_profile"] = choice.line()
@@ -371,15 +325,9 @@ def hot_draft(model) -> dict:
     from eagle_demo.drafts import Eagle1Head
 
     t = model.config
-    dcfg = LlamaConfig(
-        vocab_size=t.vocab_size,
-        hidden_size=t.hidden_size,
-        intermediate_size=t.intermediate_size,
-        num_hidden_layers=1,
-        num_attention_heads=t.num_attention_heads,
-        num_key_value_heads=t.num_key_value_heads,
-        max_position_embeddings=8192,
-    )
+    dcfg = LlamaConfig(vocab_size=t.vocab_size, hidden_size=t.hidden_size, intermediate_size=t.intermediate_size,
+                       num_hidden_layers=1, num_attention_heads=t.num_attention_heads,
+                       num_key_value_heads=t.num_key_value_heads, max_position_embeddings=8192)
     dcfg._attn_implementation = "sdpa"
     head = Eagle1Head(dcfg, model.get_output_embeddings(), model.get_input_embeddings()).to(DEVICE, torch.bfloat16)
     prompt = torch.randint(0, 4000, (65,), device=DEVICE)  # [65]
@@ -442,11 +390,9 @@ def packed_heads(model, head, prompt: list[int], sizes: tuple[int, ...], stock_l
         verify, logits = verify_by_size(model, head, prompt, sizes)
     finally:
         model.set_attn_implementation("sdpa")
-    out = {
-        "verify_ms_by_size": {n: round(1e3 * v, 3) for n, v in verify.items()},
-        "max_logit_diff_vs_stock": round(float((logits - stock_logits).abs().max()), 5),
-        "same_argmax": bool(torch.equal(logits.argmax(-1), stock_logits.argmax(-1))),
-    }
+    out = {"verify_ms_by_size": {n: round(1e3 * v, 3) for n, v in verify.items()},
+           "max_logit_diff_vs_stock": round(float((logits - stock_logits).abs().max()), 5),
+           "same_argmax": bool(torch.equal(logits.argmax(-1), stock_logits.argmax(-1)))}
     log(f"  8B packed heads: {out}")
     return out
 
@@ -454,7 +400,6 @@ def packed_heads(model, head, prompt: list[int], sizes: tuple[int, ...], stock_l
 def issue_checks(report: dict) -> dict:
     """Issue 21's GPU checks read off the report: each figure with its goal and "met" / "not met" (absent when
     its section did not run)."""
-
     def verdict(value, goal: str, ok: bool) -> str:
         return f"{value} ({goal}): {'met' if ok else 'not met'}"
 
@@ -462,14 +407,12 @@ def issue_checks(report: dict) -> dict:
     big = report.get("big", {})
     graphs = big.get("static+graphs", {})
     if "plain_step_vs_bandwidth" in graphs:
-        out["plain step with graphs / bandwidth time"] = verdict(
-            graphs["plain_step_vs_bandwidth"], "<= 2", graphs["plain_step_vs_bandwidth"] <= 2.0
-        )
+        out["plain step with graphs / bandwidth time"] = verdict(graphs["plain_step_vs_bandwidth"], "<= 2",
+                                                                 graphs["plain_step_vs_bandwidth"] <= 2.0)
     if "round_cost" in big.get("chosen static+graphs", {}):
         cost = big["chosen static+graphs"]["round_cost"]
-        out["round cost at the chosen shape"] = verdict(
-            f"{cost} plain steps ({big.get('auto_at_tau6_profile')})", "<= 1.5", cost <= 1.5
-        )
+        out["round cost at the chosen shape"] = verdict(f"{cost} plain steps ({big.get('auto_at_tau6_profile')})",
+                                                        "<= 1.5", cost <= 1.5)
     if "chain7 at tau 6" in big:
         speedup = big["chain7 at tau 6"]["speedup"]
         out["predicted speedup at tau 6 (chain 7)"] = verdict(f"{speedup}x", ">= 3.5", speedup >= 3.5)
@@ -477,13 +420,11 @@ def issue_checks(report: dict) -> dict:
     bf16, fp32 = shipped.get("bfloat16 chain7 static+graphs", {}), shipped.get("float32 chain7 static+graphs", {})
     if "round_ms" in bf16 and "round_ms" in fp32:
         out["bf16 round no slower than fp32 (shipped, chain 7, graphs)"] = verdict(
-            f"{bf16['round_ms']} vs {fp32['round_ms']} ms", "bf16 <= fp32", bf16["round_ms"] <= fp32["round_ms"]
-        )
+            f"{bf16['round_ms']} vs {fp32['round_ms']} ms", "bf16 <= fp32", bf16["round_ms"] <= fp32["round_ms"])
     equal = [v["equal"] for k, v in shipped.items() if k.startswith("float32") and isinstance(v, dict) and "equal" in v]
     if equal:
-        out["fp32 greedy equal to plain decoding (shipped)"] = verdict(
-            f"{sum(equal)} of {len(equal)}", "all", all(equal)
-        )
+        out["fp32 greedy equal to plain decoding (shipped)"] = verdict(f"{sum(equal)} of {len(equal)}", "all",
+                                                                       all(equal))
     return out
 
 
@@ -500,12 +441,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="gpu_fast.json")
     p.add_argument("--seconds", type=float, default=500.0, help="skip sections that start after this")
-    p.add_argument(
-        "--hbm-tbps",
-        type=float,
-        default=None,
-        help="GPU memory bandwidth in TB/s (default from the GPU's name: H100 3.35, H200 4.8)",
-    )
+    p.add_argument("--hbm-tbps", type=float, default=None,
+                   help="GPU memory bandwidth in TB/s (default from the GPU's name: H100 3.35, H200 4.8)")
     p.add_argument("--only", nargs="*")
     p.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU (checks this script)")
     args = p.parse_args()
@@ -513,21 +450,11 @@ def main() -> int:
         DEVICE, SMOKE = "cpu", True
     name = torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu"
     hbm = args.hbm_tbps or hbm_tbps(name)
-    REPORT["env"] = {
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "device": name,
-        "hbm_tbps": hbm,
-        "smoke": SMOKE,
-    }
+    REPORT["env"] = {"torch": torch.__version__, "transformers": transformers.__version__, "device": name,
+                     "hbm_tbps": hbm, "smoke": SMOKE}
     start = time.perf_counter()
-    sections = [
-        ("tests", section_tests),
-        ("big", lambda: section_big(hbm)),
-        ("shipped", section_shipped),
-        ("verify_profile", section_verify_profile),
-        ("sdpa", section_sdpa),
-    ]  # the issue's checks first
+    sections = [("tests", section_tests), ("big", lambda: section_big(hbm)), ("shipped", section_shipped),
+                ("verify_profile", section_verify_profile), ("sdpa", section_sdpa)]  # the issue's checks first
     if args.only:  # in the order given
         sections = sorted((x for x in sections if x[0] in args.only), key=lambda x: args.only.index(x[0]))
     for name, fn in sections:

@@ -56,16 +56,10 @@ sys.path.insert(0, str(ROOT))
 from eagle_demo.training import carry as carried  # noqa: E402
 from eagle_demo.training.target_budget import TargetRun  # noqa: E402
 
-SMOKE_SHAPE = dict(
-    hidden_size=64, num_hidden_layers=8, num_attention_heads=2, num_key_value_heads=1, intermediate_size=128
-)
-CODE_PROMPTS = (
-    "def f(x):\n",
-    "def parse_args(argv):\n",
-    'class LRUCache:\n    """',
-    "The for statement is used to iterate over",
-    "import os\nimport sys\n\n\ndef main(argv):\n",
-)
+SMOKE_SHAPE = dict(hidden_size=64, num_hidden_layers=8, num_attention_heads=2, num_key_value_heads=1,
+                   intermediate_size=128)
+CODE_PROMPTS = ("def f(x):\n", "def parse_args(argv):\n", 'class LRUCache:\n    """',
+                "The for statement is used to iterate over", "import os\nimport sys\n\n\ndef main(argv):\n")
 CHAT_QUESTION = "How do I read a file line by line?"
 
 
@@ -100,11 +94,8 @@ class Report:
             self.data[name] = {**(result or {}), "stage_seconds": round(time.perf_counter() - t, 1)}
             ok = True
         except Exception as exc:  # recorded, and the stages that do not need this one still run
-            self.data[name] = {
-                "error": f"{type(exc).__name__}: {exc}",
-                "trace": traceback.format_exc()[-3000:],
-                "stage_seconds": round(time.perf_counter() - t, 1),
-            }
+            self.data[name] = {"error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()[-3000:],
+                               "stage_seconds": round(time.perf_counter() - t, 1)}
             log(f"{name} failed: {exc}")
             ok = False
         self.write()
@@ -117,12 +108,8 @@ class Report:
 def env(device: str) -> dict:
     import transformers
 
-    info = {
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "device": device,
-        "threads": torch.get_num_threads(),
-    }
+    info = {"torch": torch.__version__, "transformers": transformers.__version__, "device": device,
+            "threads": torch.get_num_threads()}
     if device == "cuda":
         info |= {"cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(0)}
     return info
@@ -164,12 +151,8 @@ def target_stage(ctx: dict, args, clock: Clock) -> dict:
     from eagle_demo.training.shared import export_model
     from eagle_demo.training.target_budget import train_target
 
-    run = TargetRun(
-        minutes=clock.allot(args.target_minutes, args.reserve_minutes),
-        chat_ratio=args.chat_ratio,
-        batch_sizes=(4, 8) if args.smoke else (64, 128, 256),
-        eval_seconds=10 if args.smoke else 30,
-    )
+    run = TargetRun(minutes=clock.allot(args.target_minutes, args.reserve_minutes), chat_ratio=args.chat_ratio,
+                    batch_sizes=(4, 8) if args.smoke else (64, 128, 256), eval_seconds=10 if args.smoke else 30)
     shape = SMOKE_SHAPE if args.smoke else None
     model, record = train_target(ctx["train"], ctx["val"], ctx["chat"], ctx["vocab"], run, args.device, shape, log)
     folder = export_model(model.cpu(), ctx["work"] / "target2", args.carry / "tokenizer-code")
@@ -201,11 +184,8 @@ def after_stage(ctx: dict, args) -> dict:
     prompts = list(CODE_PROMPTS) + [prompt_text(CHAT_QUESTION, bos="")]
     out["samples"] = dict(zip(prompts, generate_samples(folder, prompts, 24 if args.smoke else 64)))
     rows = check_folder(folder)
-    out["indent"] = {
-        "indented": sum(r.indented for r in rows),
-        "of": len(rows),
-        "first_lines": {r.prompt: r.first_line for r in rows},
-    }
+    out["indent"] = {"indented": sum(r.indented for r in rows), "of": len(rows),
+                     "first_lines": {r.prompt: r.first_line for r in rows}}
     log(f"indentation: {out['indent']['indented']}/{len(rows)} prompts ending in ':\\n' continue indented")
     with tarfile.open(args.out / "target2.tar", "w") as tar:
         tar.add(folder, arcname="target2")
@@ -227,23 +207,13 @@ def data_stage(ctx: dict, args, clock: Clock) -> dict:
     spans = carried.document_spans(ctx["train"], carried.manifest_names(args.carry, "train"))
     questions = [e.question for e in ctx["examples"]]
     questions = [questions[i] for i in torch.randperm(len(questions), generator=torch.Generator().manual_seed(7))]
-    run = DataRun(
-        sequences=args.sequences,
-        batch=args.data_batch,
-        minutes=clock.allot(args.data_minutes, args.reserve_minutes * 0.6),
-    )
+    run = DataRun(sequences=args.sequences, batch=args.data_batch,
+                  minutes=clock.allot(args.data_minutes, args.reserve_minutes * 0.6))
     ctx["data"], record = build(ctx["target"], ctx["train"], spans, tok, questions, run, log)
     if args.head_tokens:  # the costly part (the target's own continuations), kept for a later run
         args.head_tokens.parent.mkdir(parents=True, exist_ok=True)
-        torch.save(
-            {
-                "tokens": ctx["data"]["tokens"].cpu(),
-                "n_corpus": ctx["data"]["n_corpus"],
-                "target": stamp,
-                "record": record,
-            },
-            args.head_tokens,
-        )
+        torch.save({"tokens": ctx["data"]["tokens"].cpu(), "n_corpus": ctx["data"]["n_corpus"], "target": stamp,
+                    "record": record}, args.head_tokens)
     return record
 
 
@@ -253,10 +223,8 @@ def _saved_tokens(ctx: dict, args, stamp: str) -> dict:
 
     saved = torch.load(args.head_tokens, weights_only=True)
     if saved["target"] != stamp:
-        raise ValueError(
-            f"{args.head_tokens} holds head data for another target (weights {saved['target']}, this "
-            f"one {stamp}); remove it or name another --head-tokens file"
-        )
+        raise ValueError(f"{args.head_tokens} holds head data for another target (weights {saved['target']}, this "
+                         f"one {stamp}); remove it or name another --head-tokens file")
     ctx["data"] = features(ctx["target"], saved["tokens"], max(1, args.data_batch // 2))
     ctx["data"]["n_corpus"] = int(saved["n_corpus"])
     log(f"head data: {saved['tokens'].shape[0]} rows read from {args.head_tokens}")
@@ -291,31 +259,19 @@ def head_stage(ctx: dict, args, clock: Clock, family: str) -> dict:
         extra.update(draft_vocab=int(t2d.sum()), coverage=round(t2d[tokens].float().mean().item(), 4))
     (ctx["work"] / f"training_log_{family}.json").write_text(json.dumps(hlog))
     last = hlog[-1]
-    log(
-        f"{family}: {len(hlog)} steps in {last['seconds']:.0f} s, loss {last['loss']:.4f}, top-1 by unroll step "
-        + " ".join(f"{a:.3f}" for a in last["top1_by_step"])
-    )
+    log(f"{family}: {len(hlog)} steps in {last['seconds']:.0f} s, loss {last['loss']:.4f}, top-1 by unroll step "
+        + " ".join(f"{a:.3f}" for a in last["top1_by_step"]))
     tail = hlog[-20:]
-    return {
-        **extra,
-        "steps": len(hlog),
-        "batch": batch,
-        "minutes": round(minutes, 2),
-        "seconds": round(last["seconds"], 1),
-        "loss_first": round(hlog[0]["loss"], 4),
-        "loss_last20": round(sum(r["loss"] for r in tail) / len(tail), 4),
-        "top1_by_step_last20": [
-            round(sum(r["top1_by_step"][j] for r in tail) / len(tail), 4) for j in range(len(last["top1_by_step"]))
-        ],
-    }
+    return {**extra, "steps": len(hlog), "batch": batch, "minutes": round(minutes, 2),
+            "seconds": round(last["seconds"], 1),
+            "loss_first": round(hlog[0]["loss"], 4), "loss_last20": round(sum(r["loss"] for r in tail) / len(tail), 4),
+            "top1_by_step_last20": [round(sum(r["top1_by_step"][j] for r in tail) / len(tail), 4)
+                                    for j in range(len(last["top1_by_step"]))]}
 
 
 def pack_heads(ctx: dict, args) -> dict:
-    names = [
-        n
-        for n in ("eagle1", "eagle3", "training_log_eagle1.json", "training_log_eagle3.json")
-        if (ctx["work"] / n).exists()
-    ]
+    names = [n for n in ("eagle1", "eagle3", "training_log_eagle1.json", "training_log_eagle3.json")
+             if (ctx["work"] / n).exists()]
     with tarfile.open(args.out / "heads.tar", "w") as tar:
         for name in names:
             tar.add(ctx["work"] / name, arcname=name)
@@ -341,15 +297,10 @@ def check_stage(ctx: dict, args) -> dict:
             ids = session.encode(prompt, chat=chat)
             eagle = summarize(session.stream(ids, run, "eagle"))
             base = summarize(session.stream(ids, run, "baseline"))
-            rows.append(
-                {"prompt": prompt, "chat": chat, "equal": eagle.token_ids == base.token_ids, "tau": round(eagle.tau, 3)}
-            )
-        out[family] = {
-            "tree": str(run.tree),
-            "equal": f"{sum(r['equal'] for r in rows)}/{len(rows)}",
-            "tau_mean": round(sum(r["tau"] for r in rows) / len(rows), 3),
-            "prompts": rows,
-        }
+            rows.append({"prompt": prompt, "chat": chat, "equal": eagle.token_ids == base.token_ids,
+                         "tau": round(eagle.tau, 3)})
+        out[family] = {"tree": str(run.tree), "equal": f"{sum(r['equal'] for r in rows)}/{len(rows)}",
+                       "tau_mean": round(sum(r["tau"] for r in rows) / len(rows), 3), "prompts": rows}
         log(f"{family}: greedy equal to plain decoding {out[family]['equal']}, mean tau {out[family]['tau_mean']}")
         del session
     if not out:
@@ -371,15 +322,9 @@ def load_stage(ctx: dict, args) -> dict:
     tok = Tokenizer.from_file(str(args.carry / "tokenizer-code" / "tokenizer.json"))
     ctx["chat"] = chat_stream(ctx["examples"], tok)
     ctx["heldout"] = heldout(args.carry, args.smoke)
-    return {
-        "train_tokens": ctx["train"].numel(),
-        "val_tokens": ctx["val"].numel(),
-        "vocab": ctx["vocab"],
-        "chat_examples": len(ctx["examples"]),
-        "chat_tokens": ctx["chat"].numel(),
-        "heldout_files": len(ctx["heldout"]),
-        "seconds": round(time.perf_counter() - t, 1),
-    }
+    return {"train_tokens": ctx["train"].numel(), "val_tokens": ctx["val"].numel(), "vocab": ctx["vocab"],
+            "chat_examples": len(ctx["examples"]), "chat_tokens": ctx["chat"].numel(),
+            "heldout_files": len(ctx["heldout"]), "seconds": round(time.perf_counter() - t, 1)}
 
 
 def parse(argv):
@@ -402,53 +347,21 @@ def parse(argv):
     ap.add_argument("--draft-vocab", type=int, default=4096, help="EAGLE-3 draft vocabulary (of 8192)")
     ap.add_argument("--target-dir", type=Path, default=None, help="skip target training: heads for this export")
     ap.add_argument("--threads", type=int, default=0, help="CPU: torch threads (default: the cores, up to 8)")
-    ap.add_argument(
-        "--head-tokens",
-        type=Path,
-        default=None,
-        help="head data's token rows: read when the file exists (made for this same target), else "
-        "written after generating them, for a later run",
-    )
-    ap.add_argument(
-        "--init-heads",
-        type=Path,
-        default=None,
-        help="warm start: DIR/eagle1 and DIR/eagle3, heads exported for this target, trained further",
-    )
-    ap.add_argument(
-        "--save-every",
-        type=float,
-        default=0.0,
-        help="minutes between exports of a head under training into OUT/partial/ (0: only at the end), "
-        "so a run stopped from outside keeps its progress (a CPU run across sessions)",
-    )
-    ap.add_argument(
-        "--heads",
-        nargs="+",
-        default=["eagle1", "eagle3"],
-        choices=["eagle1", "eagle3"],
-        help="head families to train (two CPU runs can train one each, side by side)",
-    )
-    ap.add_argument(
-        "--skip",
-        nargs="*",
-        default=[],
-        choices=["bpb_before", "target_after"],
-        help="measurements to leave out (a CPU run of the heads for an export measured already)",
-    )
+    ap.add_argument("--head-tokens", type=Path, default=None,
+                    help="head data's token rows: read when the file exists (made for this same target), else "
+                         "written after generating them, for a later run")
+    ap.add_argument("--init-heads", type=Path, default=None,
+                    help="warm start: DIR/eagle1 and DIR/eagle3, heads exported for this target, trained further")
+    ap.add_argument("--save-every", type=float, default=0.0,
+                    help="minutes between exports of a head under training into OUT/partial/ (0: only at the end), "
+                         "so a run stopped from outside keeps its progress (a CPU run across sessions)")
+    ap.add_argument("--heads", nargs="+", default=["eagle1", "eagle3"], choices=["eagle1", "eagle3"],
+                    help="head families to train (two CPU runs can train one each, side by side)")
+    ap.add_argument("--skip", nargs="*", default=[], choices=["bpb_before", "target_after"],
+                    help="measurements to leave out (a CPU run of the heads for an export measured already)")
     if "--smoke" in (sys.argv[1:] if argv is None else argv):  # tiny budgets unless given explicitly
-        ap.set_defaults(
-            device="cpu",
-            minutes=3.0,
-            target_minutes=0.3,
-            data_minutes=0.3,
-            eagle1_minutes=0.15,
-            eagle3_minutes=0.15,
-            reserve_minutes=1.0,
-            sequences=24,
-            data_batch=12,
-            head_batch=4,
-        )
+        ap.set_defaults(device="cpu", minutes=3.0, target_minutes=0.3, data_minutes=0.3, eagle1_minutes=0.15,
+                        eagle3_minutes=0.15, reserve_minutes=1.0, sequences=24, data_batch=12, head_batch=4)
     args = ap.parse_args(argv)
     args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     out = args.out or (Path(os.environ["OUT"]) if os.environ.get("OUT") else Path(tempfile.mkdtemp(prefix="gpu_pair-")))

@@ -62,59 +62,37 @@ def build_layouts(mirrors: Path) -> None:
     if (mirrors / "models" / ORG / "both-weights").exists():
         return
     config = (ASSETS / "tiny-target" / "config.json").read_text(encoding="utf-8")
-    both = _repo(
-        mirrors,
-        f"{ORG}/both-weights",
-        {
-            "pytorch_model.bin": lambda p: _state_dict(p, **{"lm_head.weight": (4, 4)}),
-            "training_args.bin": lambda p: _state_dict(p, steps=(1,)),
-            "README.md": "a target with both weight formats\n",
-            "original/consolidated.pth": lambda p: _state_dict(p, w=(64, 64)),
-        },
-    )
+    both = _repo(mirrors, f"{ORG}/both-weights", {
+        "pytorch_model.bin": lambda p: _state_dict(p, **{"lm_head.weight": (4, 4)}),
+        "training_args.bin": lambda p: _state_dict(p, steps=(1,)),
+        "README.md": "a target with both weight formats\n",
+        "original/consolidated.pth": lambda p: _state_dict(p, w=(64, 64)),
+    })
     for file in (ASSETS / "tiny-target").iterdir():
         shutil.copy2(file, both / file.name)
     _commit_folder(both, None, "the shipped target next to the others")
-    index = {
-        "metadata": {"total_size": 64},
-        "weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"},
-    }
-    _repo(
-        mirrors,
-        f"{ORG}/sharded-extra",
-        {
-            "config.json": config,
-            "model.safetensors.index.json": json.dumps(index),
-            "model-00001-of-00002.safetensors": lambda p: _tensors(p, a=(4,)),
-            "model-00002-of-00002.safetensors": lambda p: _tensors(p, b=(4,)),
-            "consolidated.safetensors": lambda p: _tensors(p, a=(4,), b=(4,)),
-        },
-    )
-    _repo(
-        mirrors,
-        f"{ORG}/escaping-index",
-        {
-            "config.json": config,
-            "model.safetensors.index.json": json.dumps({"weight_map": {"a": "../x.safetensors"}}),
-            "x.safetensors": lambda p: _tensors(p, a=(4,)),
-        },
-    )
-    _repo(
-        mirrors,
-        f"{ORG}/odd-names",
-        {
-            "config.json": config,
-            "weights.safetensors": lambda p: _tensors(p, a=(4,)),
-            "sub/x.safetensors": lambda p: _tensors(p, a=(4,)),
-            "..\\evil.safetensors": lambda p: _tensors(p, a=(4,)),
-            "c:evil.safetensors": lambda p: _tensors(p, a=(4,)),
-        },
-    )
+    index = {"metadata": {"total_size": 64}, "weight_map": {"a": "model-00001-of-00002.safetensors",
+                                                            "b": "model-00002-of-00002.safetensors"}}
+    _repo(mirrors, f"{ORG}/sharded-extra", {
+        "config.json": config, "model.safetensors.index.json": json.dumps(index),
+        "model-00001-of-00002.safetensors": lambda p: _tensors(p, a=(4,)),
+        "model-00002-of-00002.safetensors": lambda p: _tensors(p, b=(4,)),
+        "consolidated.safetensors": lambda p: _tensors(p, a=(4,), b=(4,)),
+    })
+    _repo(mirrors, f"{ORG}/escaping-index", {
+        "config.json": config,
+        "model.safetensors.index.json": json.dumps({"weight_map": {"a": "../x.safetensors"}}),
+        "x.safetensors": lambda p: _tensors(p, a=(4,)),
+    })
+    _repo(mirrors, f"{ORG}/odd-names", {
+        "config.json": config, "weights.safetensors": lambda p: _tensors(p, a=(4,)),
+        "sub/x.safetensors": lambda p: _tensors(p, a=(4,)),
+        "..\\evil.safetensors": lambda p: _tensors(p, a=(4,)),
+        "c:evil.safetensors": lambda p: _tensors(p, a=(4,)),
+    })
     _repo(mirrors, f"{ORG}/no-weights", {"config.json": config, "README.md": "configs only\n"})
-    _repo(mirrors, f"{ORG}/no-config", {"sub/config.json": config, "model.safetensors": lambda p: _tensors(p, a=(4,))})
-    _repo(
-        mirrors,
-        "tinybare",
-        {name: (ASSETS / "tiny-eagle1" / name).read_bytes() for name in ("config.json", "pytorch_model.bin")},
-    )
+    _repo(mirrors, f"{ORG}/no-config", {"sub/config.json": config,
+                                        "model.safetensors": lambda p: _tensors(p, a=(4,))})
+    _repo(mirrors, "tinybare", {name: (ASSETS / "tiny-eagle1" / name).read_bytes()
+                                for name in ("config.json", "pytorch_model.bin")})
     _repo(mirrors, f"{ORG}/chat-data", {"data.jsonl": '{"text": "hello"}\n'}, kind="datasets")

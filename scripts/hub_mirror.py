@@ -52,15 +52,9 @@ def olah_runtime() -> Path:
 
 # ---- repos -----------------------------------------------------------------------------------------------------
 
-
 def _git(folder: Path, *args: str) -> str:
-    env = dict(
-        os.environ,
-        GIT_AUTHOR_NAME="EAGLE dev",
-        GIT_AUTHOR_EMAIL="dev@eagle.local",
-        GIT_COMMITTER_NAME="EAGLE dev",
-        GIT_COMMITTER_EMAIL="dev@eagle.local",
-    )
+    env = dict(os.environ, GIT_AUTHOR_NAME="EAGLE dev", GIT_AUTHOR_EMAIL="dev@eagle.local",
+               GIT_COMMITTER_NAME="EAGLE dev", GIT_COMMITTER_EMAIL="dev@eagle.local")
     done = subprocess.run(["git", "-C", str(folder), *args], check=True, capture_output=True, text=True, env=env)
     return done.stdout.strip()
 
@@ -151,18 +145,14 @@ def build_repos(root: Path) -> Repos:
     for name in ("tiny-eagle1", "tiny-eagle3"):
         _commit_folder(models / name, ASSETS / name, f"the shipped {name}")
     _commit_folder(models / "sharded-target", _sharded(ASSETS / "tiny-target", root / "work" / "sharded"), "shards")
-    _commit_folder(
-        models / "missing-shard",
-        _sharded(ASSETS / "tiny-target", root / "work" / "missing", True),
-        "an index that names a shard not committed",
-    )
+    _commit_folder(models / "missing-shard", _sharded(ASSETS / "tiny-target", root / "work" / "missing", True),
+                   "an index that names a shard not committed")
     _commit_folder(models / "refused", ASSETS / "tiny-eagle1", "refused by the server's rules")
     stamp.write_text(json.dumps({"first_commit": first, "refused": f"{ORG}/refused"}))
     return Repos(root / "mirrors", first, perturbed, f"{ORG}/refused")
 
 
 # ---- the server ------------------------------------------------------------------------------------------------
-
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -196,34 +186,17 @@ class Olah:
     def start(self) -> "Olah":
         python = olah_runtime()
         self.workdir.mkdir(parents=True, exist_ok=True)
-        rules = [
-            {"repo": "*", "allow": True},
-            {"repo": "*/*", "allow": True},
-            {"repo": self.repos.refused, "allow": False},
-        ]  # olah: the last rule that matches decides
-        toml = "\n".join(
-            [
-                "[basic]",
-                'host = "127.0.0.1"',
-                f"port = {self.port}",
-                f'repos-path = "{self.workdir / "repos"}"',
-                f'mirrors-path = ["{self.repos.mirrors}"]',
-                "",
-                "[accessibility]",
-                "offline = true",
-                *[f'[[accessibility.proxy]]\nrepo = "{r["repo"]}"\nallow = {str(r["allow"]).lower()}' for r in rules],
-            ]
-        )
+        rules = [{"repo": "*", "allow": True}, {"repo": "*/*", "allow": True},
+                 {"repo": self.repos.refused, "allow": False}]  # olah: the last rule that matches decides
+        toml = "\n".join([
+            "[basic]", 'host = "127.0.0.1"', f"port = {self.port}", f'repos-path = "{self.workdir / "repos"}"',
+            f'mirrors-path = ["{self.repos.mirrors}"]', "", "[accessibility]", "offline = true",
+            *[f'[[accessibility.proxy]]\nrepo = "{r["repo"]}"\nallow = {str(r["allow"]).lower()}' for r in rules]])
         (self.workdir / "olah.toml").write_text(toml + "\n")
         log = open(self.workdir / "olah.log", "ab")
         # a session of its own: `stop` ends olah with whatever it started
-        self.proc = subprocess.Popen(
-            [str(python.parent / "olah-cli"), "-c", "olah.toml"],
-            cwd=self.workdir,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        self.proc = subprocess.Popen([str(python.parent / "olah-cli"), "-c", "olah.toml"], cwd=self.workdir,
+                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         _wait_port(self.port, 60, lambda: self.proc.poll() is None)
         return self
@@ -250,7 +223,6 @@ class Olah:
 
 
 # ---- a faulty network in front of it ---------------------------------------------------------------------------
-
 
 class Relay:
     """A loopback TCP relay in front of a server: clients connect to `port`, bytes go to and from `upstream` as
@@ -372,11 +344,8 @@ def main() -> int:
 
     build_layouts(repos.mirrors)
     server = Olah(repos, root / "olah", args.port).start()
-    print(
-        f"HF_ENDPOINT={server.url}  (repos {ORG}/tiny-target, {ORG}/tiny-eagle1, {ORG}/tiny-eagle3, "
-        f"{ORG}/sharded-target and the layouts of scripts/hub_layouts.py; Ctrl-C stops)",
-        flush=True,
-    )
+    print(f"HF_ENDPOINT={server.url}  (repos {ORG}/tiny-target, {ORG}/tiny-eagle1, {ORG}/tiny-eagle3, "
+          f"{ORG}/sharded-target and the layouts of scripts/hub_layouts.py; Ctrl-C stops)", flush=True)
     try:
         server.proc.wait()
     except KeyboardInterrupt:

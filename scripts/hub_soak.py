@@ -40,10 +40,8 @@ def main() -> int:
     from eagle_demo.common.config import RunConfig
 
     torch.set_num_threads(1)
-    pairs = [
-        make_key("local/tiny-target", "local/tiny-eagle1", dtype="float32", device="cpu"),
-        make_key("local/tiny-target", "local/tiny-eagle3", dtype="float32", device="cpu"),
-    ]
+    pairs = [make_key("local/tiny-target", "local/tiny-eagle1", dtype="float32", device="cpu"),
+             make_key("local/tiny-target", "local/tiny-eagle3", dtype="float32", device="cpu")]
     proc, rows, outputs, started = psutil.Process(), [], {}, time.monotonic()
     try:
         for i in range(args.loads):
@@ -55,33 +53,16 @@ def main() -> int:
             del session
             if i in (1, args.loads // 2, args.loads - 1) or i % 20 == 19:
                 gc.collect()
-                rows.append(
-                    dict(
-                        load=i + 1,
-                        rss_mb=round(proc.memory_info().rss / 1e6, 1),
-                        files=proc.num_fds(),
-                        cache_mb=round(du(root / "hf-cache") / 1e6, 2),
-                        seconds=round(time.monotonic() - started, 1),
-                    )
-                )
+                rows.append(dict(load=i + 1, rss_mb=round(proc.memory_info().rss / 1e6, 1), files=proc.num_fds(),
+                                 cache_mb=round(du(root / "hf-cache") / 1e6, 2),
+                                 seconds=round(time.monotonic() - started, 1)))
                 print(json.dumps(rows[-1]), flush=True)
     finally:
         server.stop()
     first, last = rows[0], rows[-1]
-    print(
-        json.dumps(
-            dict(
-                loads=args.loads,
-                rss_growth=round(last["rss_mb"] / first["rss_mb"] - 1, 4),
-                files_growth=last["files"] - first["files"],
-                cache_mb=last["cache_mb"],
-                identical_outputs=True,
-                first=first,
-                last=last,
-            )
-        ),
-        flush=True,
-    )
+    print(json.dumps(dict(loads=args.loads, rss_growth=round(last["rss_mb"] / first["rss_mb"] - 1, 4),
+                          files_growth=last["files"] - first["files"], cache_mb=last["cache_mb"],
+                          identical_outputs=True, first=first, last=last)), flush=True)
     return 0
 
 

@@ -60,22 +60,16 @@ def sides(session, ids: list[int], args, rounds: dict | None = None) -> dict:
 
     model = session.pair.target
     eos = sorted(session.baseline.eos)
-    shipped = RunConfig(
-        max_new_tokens=args.max_new_tokens, ngram=NgramConfig(1, args.ngram_max, args.tokens, branches=args.branches)
-    )
+    shipped = RunConfig(max_new_tokens=args.max_new_tokens,
+                        ngram=NgramConfig(1, args.ngram_max, args.tokens, branches=args.branches))
     lookup = replace(shipped, ngram=NgramConfig.transformers(args.ngram_max, args.tokens))
     x = torch.tensor([ids])
-    hf_kwargs = dict(
-        do_sample=False,
-        max_new_tokens=args.max_new_tokens,
-        attention_mask=torch.ones_like(x),
-        pad_token_id=eos[0] if eos else 0,
-        eos_token_id=eos or None,
-    )
+    hf_kwargs = dict(do_sample=False, max_new_tokens=args.max_new_tokens, attention_mask=torch.ones_like(x),
+                     pad_token_id=eos[0] if eos else 0, eos_token_id=eos or None)
 
     def hf(**extra):
         with torch.inference_mode():
-            return model.generate(x, **hf_kwargs, **extra)[0, len(ids) :].tolist()
+            return model.generate(x, **hf_kwargs, **extra)[0, len(ids):].tolist()
 
     def ours(mode, run, name):
         finish = list(session.stream(ids, run, mode))[-1]
@@ -83,13 +77,10 @@ def sides(session, ids: list[int], args, rounds: dict | None = None) -> dict:
             rounds[name] = rounds.get(name, 0) + finish.rounds
         return list(finish.token_ids)
 
-    return {
-        "hf_lookup": lambda: hf(prompt_lookup_num_tokens=args.tokens, max_matching_ngram_size=args.ngram_max),
-        "ours_ngram": lambda: ours("ngram", shipped, "ours_ngram"),
-        "ours_lookup": lambda: ours("ngram", lookup, "ours_lookup"),
-        "hf_plain": lambda: hf(),
-        "ours_plain": lambda: ours("baseline", shipped, "ours_plain"),
-    }
+    return {"hf_lookup": lambda: hf(prompt_lookup_num_tokens=args.tokens, max_matching_ngram_size=args.ngram_max),
+            "ours_ngram": lambda: ours("ngram", shipped, "ours_ngram"),
+            "ours_lookup": lambda: ours("ngram", lookup, "ours_lookup"), "hf_plain": lambda: hf(),
+            "ours_plain": lambda: ours("baseline", shipped, "ours_plain")}
 
 
 def main(argv=None) -> int:
@@ -101,7 +92,7 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(args.threads)
     session = load_session(args.target, draft=None, threads=-1)
-    items = load_suite(args.suite)[: args.limit]
+    items = load_suite(args.suite)[:args.limit]
     encoded = [session.encode(i.prompt) for i in items]
     for fn in sides(session, encoded[0], args).values():  # warm-up, dropped
         fn()
@@ -121,48 +112,30 @@ def main(argv=None) -> int:
             same_lookup += out["ours_ngram"] == out["ours_lookup"] == out["hf_lookup"]
             same_plain += out["ours_ngram"] == out["hf_plain"] == out["ours_plain"]
             runs += 1
-            print(
-                f"{item.id}: {len(out['ours_ngram'])} tokens, identical to prompt lookup: "
-                f"{out['ours_ngram'] == out['hf_lookup']}",
-                file=sys.stderr,
-            )
+            print(f"{item.id}: {len(out['ours_ngram'])} tokens, identical to prompt lookup: "
+                  f"{out['ours_ngram'] == out['hf_lookup']}", file=sys.stderr)
     rate = {name: (t[0] / t[1], t[0] / t[2]) for name, t in totals.items()}
     print(f"{'side':<12}{'tokens':>8}{'tokens/s':>10}{'tokens/CPU s':>14}")
     for name, (wall, cpu) in rate.items():
         print(f"{name:<12}{totals[name][0]:>8}{wall:>10.1f}{cpu:>14.1f}")
-    ratio = {
-        "ngram_vs_prompt_lookup": [rate["ours_ngram"][i] / rate["hf_lookup"][i] for i in (0, 1)],
-        "same_proposals_vs_prompt_lookup": [rate["ours_lookup"][i] / rate["hf_lookup"][i] for i in (0, 1)],
-        "plain_vs_generate": [rate["ours_plain"][i] / rate["hf_plain"][i] for i in (0, 1)],
-        "prompt_lookup_vs_generate": [rate["hf_lookup"][i] / rate["hf_plain"][i] for i in (0, 1)],
-        "ngram_vs_our_plain": [rate["ours_ngram"][i] / rate["ours_plain"][i] for i in (0, 1)],
-    }
+    ratio = {"ngram_vs_prompt_lookup": [rate["ours_ngram"][i] / rate["hf_lookup"][i] for i in (0, 1)],
+             "same_proposals_vs_prompt_lookup": [rate["ours_lookup"][i] / rate["hf_lookup"][i] for i in (0, 1)],
+             "plain_vs_generate": [rate["ours_plain"][i] / rate["hf_plain"][i] for i in (0, 1)],
+             "prompt_lookup_vs_generate": [rate["hf_lookup"][i] / rate["hf_plain"][i] for i in (0, 1)],
+             "ngram_vs_our_plain": [rate["ours_ngram"][i] / rate["ours_plain"][i] for i in (0, 1)]}
     for name, (wall, cpu) in ratio.items():
         print(f"{name}: {wall:.2f}x wall, {cpu:.2f}x CPU")
     tau = {name: totals[name][0] / n for name, n in rounds.items() if n}
     print("tokens per round (ours): " + ", ".join(f"{name} {t:.2f}" for name, t in tau.items()))
-    print(
-        f"identical to transformers' prompt lookup (ours both ways): {same_lookup}/{runs}; "
-        f"to plain greedy (both): {same_plain}/{runs}"
-    )
-    print(
-        json.dumps(
-            {
-                "prompts": len(items),
-                "repeats": args.repeats,
-                "max_new_tokens": args.max_new_tokens,
-                "tokens": args.tokens,
-                "ngram_max": args.ngram_max,
-                "threads": args.threads,
-                "tokens_per_second": {k: v[0] for k, v in rate.items()},
-                "tokens_per_cpu_second": {k: v[1] for k, v in rate.items()},
-                "ratios_wall_cpu": ratio,
-                "tokens_per_round": tau,
-                "identical_to_prompt_lookup": [same_lookup, runs],
-                "identical_to_plain": [same_plain, runs],
-            }
-        )
-    )
+    print(f"identical to transformers' prompt lookup (ours both ways): {same_lookup}/{runs}; "
+          f"to plain greedy (both): {same_plain}/{runs}")
+    print(json.dumps({"prompts": len(items), "repeats": args.repeats, "max_new_tokens": args.max_new_tokens,
+                      "tokens": args.tokens, "ngram_max": args.ngram_max, "threads": args.threads,
+                      "tokens_per_second": {k: v[0] for k, v in rate.items()},
+                      "tokens_per_cpu_second": {k: v[1] for k, v in rate.items()},
+                      "ratios_wall_cpu": ratio, "tokens_per_round": tau,
+                      "identical_to_prompt_lookup": [same_lookup, runs],
+                      "identical_to_plain": [same_plain, runs]}))
     return 0 if same_lookup == same_plain == runs else 1
 
 

@@ -43,7 +43,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPTS = (
-    'def quicksort(items):\n    """Sort a list with quicksort."""\n',
+    "def quicksort(items):\n    \"\"\"Sort a list with quicksort.\"\"\"\n",
     "class LinkedList:\n    def __init__(self):\n        self.head = None\n\n    def append(self, value):\n",
     "The river flowed slowly through the valley, and the old miller",
     "import json\n\n\ndef load_config(path):\n",
@@ -59,7 +59,6 @@ def cache_root() -> Path:
 
 
 # ---- the official side (runs inside the peer venv) ----------------------------------------------------------
-
 
 def worker(args) -> int:
     import torch
@@ -81,16 +80,9 @@ def worker(args) -> int:
         eos_token_id = None
 
     em.AutoTokenizer = type("T", (), {"from_pretrained": staticmethod(lambda *a, **k: NoTokenizer())})
-    model = (
-        em.EaModel.from_pretrained(
-            base_model_path=args.target,
-            ea_model_path=args.draft,
-            torch_dtype=getattr(torch, args.dtype),
-            low_cpu_mem_usage=True,
-        )
-        .to(args.device)
-        .eval()
-    )
+    model = em.EaModel.from_pretrained(base_model_path=args.target, ea_model_path=args.draft,
+                                       torch_dtype=getattr(torch, args.dtype), low_cpu_mem_usage=True
+                                       ).to(args.device).eval()
     print(json.dumps({"transformers": transformers.__version__, "torch": torch.__version__}), flush=True)
     for line in sys.stdin:  # one prompt (a JSON list of token ids) per line, one result line back
         ids = json.loads(line)
@@ -102,23 +94,12 @@ def worker(args) -> int:
             torch.cuda.synchronize()
         seconds, cpu = time.perf_counter() - t, time.thread_time() - cpu
         new = out.shape[1] - len(ids)
-        print(
-            json.dumps(
-                {
-                    "new_tokens": int(new),
-                    "seconds": seconds,
-                    "cpu_seconds": cpu,
-                    "rounds": rounds[0],
-                    "tokens": out[0, len(ids) :].tolist(),
-                }
-            ),
-            flush=True,
-        )
+        print(json.dumps({"new_tokens": int(new), "seconds": seconds, "cpu_seconds": cpu, "rounds": rounds[0],
+                          "tokens": out[0, len(ids):].tolist()}), flush=True)
     return 0
 
 
 # ---- our side and the race ----------------------------------------------------------------------------------
-
 
 def venv_env(**extra: str) -> dict:
     """The environment for the official code: without PYTHONPATH, which would put this project's own transformers
@@ -143,20 +124,8 @@ def official_runtime(wheels: Path | None = None) -> tuple[Path, dict]:
         return python, env
     if wheels is not None:  # exactly these; their other needs (numpy, requests, ...) are the machine's own
         print(f"installing the official code from {wheels} into {site} (once)", file=sys.stderr)
-        pip = [
-            str(python),
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--no-index",
-            "--no-deps",
-            "--find-links",
-            str(wheels),
-            "--upgrade",
-            "--target",
-            str(site),
-        ]
+        pip = [str(python), "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--find-links", str(wheels),
+               "--upgrade", "--target", str(site)]
         subprocess.run(pip + list(OFFLINE_PINS) + ["eagle-llm==1.2.1"], check=True, env=env)
     else:
         print(f"building the official code's virtualenv at {venv} (once)", file=sys.stderr)
@@ -195,33 +164,17 @@ def weak_head(noise: float = WEAK_NOISE, seed: int = 0) -> Path:
     return out
 
 
-BIG = {
-    "8b": {"hidden": 4096, "inter": 14336, "layers": 32, "heads": 32, "kv": 8, "vocab": 128256},  # Llama-3.1-8B
-    "smoke": {"hidden": 256, "inter": 512, "layers": 4, "heads": 4, "kv": 2, "vocab": 4096},
-}
+BIG = {"8b": {"hidden": 4096, "inter": 14336, "layers": 32, "heads": 32, "kv": 8, "vocab": 128256},  # Llama-3.1-8B
+       "smoke": {"hidden": 256, "inter": 512, "layers": 4, "heads": 4, "kv": 2, "vocab": 4096}}
 
 
 def _llama_config(c: dict, layers: int, dtype: str, **extra) -> dict:
     """A config.json both transformers 4.36 and 5.x read the same way (rope theta 10000, their shared default)."""
-    return {
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
-        "hidden_size": c["hidden"],
-        "intermediate_size": c["inter"],
-        "num_attention_heads": c["heads"],
-        "num_key_value_heads": c["kv"],
-        "num_hidden_layers": layers,
-        "hidden_act": "silu",
-        "max_position_embeddings": 4096,
-        "rms_norm_eps": 1e-5,
-        "vocab_size": c["vocab"],
-        "bos_token_id": 0,
-        "eos_token_id": 0,
-        "pad_token_id": 0,
-        "tie_word_embeddings": False,
-        "torch_dtype": dtype,
-        **extra,
-    }
+    return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": c["hidden"],
+            "intermediate_size": c["inter"], "num_attention_heads": c["heads"], "num_key_value_heads": c["kv"],
+            "num_hidden_layers": layers, "hidden_act": "silu", "max_position_embeddings": 4096,
+            "rms_norm_eps": 1e-5, "vocab_size": c["vocab"], "bos_token_id": 0, "eos_token_id": 0,
+            "pad_token_id": 0, "tie_word_embeddings": False, "torch_dtype": dtype, **extra}
 
 
 def big_pair(shape: str, dtype: str) -> tuple[Path, Path]:
@@ -244,35 +197,22 @@ def big_pair(shape: str, dtype: str) -> tuple[Path, Path]:
 
     def layer(p: str, first_norm: bool) -> dict:
         h, i, hd = c["hidden"], c["inter"], c["hidden"] // c["heads"]
-        part = {
-            p + "self_attn.q_proj.weight": w(h, h),
-            p + "self_attn.k_proj.weight": w(c["kv"] * hd, h),
-            p + "self_attn.v_proj.weight": w(c["kv"] * hd, h),
-            p + "self_attn.o_proj.weight": w(h, h),
-            p + "mlp.gate_proj.weight": w(i, h),
-            p + "mlp.up_proj.weight": w(i, h),
-            p + "mlp.down_proj.weight": w(h, i),
-            p + "post_attention_layernorm.weight": torch.ones(h, dtype=dt),
-        }
+        part = {p + "self_attn.q_proj.weight": w(h, h), p + "self_attn.k_proj.weight": w(c["kv"] * hd, h),
+                p + "self_attn.v_proj.weight": w(c["kv"] * hd, h), p + "self_attn.o_proj.weight": w(h, h),
+                p + "mlp.gate_proj.weight": w(i, h), p + "mlp.up_proj.weight": w(i, h),
+                p + "mlp.down_proj.weight": w(h, i), p + "post_attention_layernorm.weight": torch.ones(h, dtype=dt)}
         return part | ({p + "input_layernorm.weight": torch.ones(h, dtype=dt)} if first_norm else {})
 
-    state = {
-        "model.embed_tokens.weight": w(c["vocab"], c["hidden"]),
-        "lm_head.weight": w(c["vocab"], c["hidden"]),
-        "model.norm.weight": torch.ones(c["hidden"], dtype=dt),
-    }
+    state = {"model.embed_tokens.weight": w(c["vocab"], c["hidden"]), "lm_head.weight": w(c["vocab"], c["hidden"]),
+             "model.norm.weight": torch.ones(c["hidden"], dtype=dt)}
     for i in range(c["layers"]):
         state |= layer(f"model.layers.{i}.", True)
     target.mkdir(parents=True, exist_ok=True)
     head.mkdir(parents=True, exist_ok=True)
     (target / "config.json").write_text(json.dumps(_llama_config(c, c["layers"], dtype), indent=1))
     (head / "config.json").write_text(json.dumps(_llama_config(c, 1, dtype, bias=True), indent=1))
-    drafts = {
-        "fc.weight": w(c["hidden"], 2 * c["hidden"]),
-        "fc.bias": torch.zeros(c["hidden"], dtype=dt),
-        **layer("layers.0.", False),
-        "embed_tokens.weight": state["model.embed_tokens.weight"],
-    }
+    drafts = {"fc.weight": w(c["hidden"], 2 * c["hidden"]), "fc.bias": torch.zeros(c["hidden"], dtype=dt),
+              **layer("layers.0.", False), "embed_tokens.weight": state["model.embed_tokens.weight"]}
     # each file under a temporary name first: a run cut off while writing 16 GB leaves no half file to reuse
     torch.save(drafts, head / "pytorch_model.bin.tmp")
     os.replace(head / "pytorch_model.bin.tmp", head / "pytorch_model.bin")
@@ -286,39 +226,13 @@ class Official:
 
     def __init__(self, peer: tuple[Path, dict], target: str, draft: str, args):
         python, env = peer
-        env = env | {
-            "OMP_NUM_THREADS": str(args.threads),
-            "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
-            "HF_HUB_OFFLINE": "1",
-            "PYTHONWARNINGS": "ignore",
-        }
-        cmd = [
-            str(python),
-            __file__,
-            "--worker",
-            "--target",
-            target,
-            "--draft",
-            draft,
-            "--device",
-            args.device,
-            "--threads",
-            str(args.threads),
-            "--max-new-tokens",
-            str(args.max_new_tokens),
-            "--dtype",
-            args.dtype,
-        ]
+        env = env | {"OMP_NUM_THREADS": str(args.threads), "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
+                     "HF_HUB_OFFLINE": "1", "PYTHONWARNINGS": "ignore"}
+        cmd = [str(python), __file__, "--worker", "--target", target, "--draft", draft, "--device", args.device,
+               "--threads", str(args.threads), "--max-new-tokens", str(args.max_new_tokens), "--dtype", args.dtype]
         self.log = tempfile.TemporaryFile(mode="w+")  # its warnings; a pipe nobody reads could fill and block it
-        self.proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self.log,
-            text=True,
-            env=env,
-            cwd=str(cache_root()),
-        )
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+                                     text=True, env=env, cwd=str(cache_root()))
         self.versions = self._read()
 
     def _read(self) -> dict:
@@ -343,21 +257,14 @@ def run_ours(session, ids: list[int], tree, max_new: int, fields: dict | None = 
     from eagle_demo.common.config import RunConfig
     from eagle_demo.decoding.events import Finish
 
-    run = RunConfig(
-        max_new_tokens=max_new, ignore_eos=True, **(fields or {}), **({"tree": tree} if tree is not None else {})
-    )  # fields: pause_below, retune (`_shapes`)
+    run = RunConfig(max_new_tokens=max_new, ignore_eos=True, **(fields or {}),
+                    **({"tree": tree} if tree is not None else {}))  # fields: pause_below, retune (`_shapes`)
     t, cpu = time.perf_counter(), time.thread_time()
     mode = "eagle" if tree is not None else "baseline"  # tree None: plain decoding of the same target
     finish = [ev for ev in session.stream(ids, run, mode) if isinstance(ev, Finish)][0]
     seconds, cpu = time.perf_counter() - t, time.thread_time() - cpu
-    return {
-        "new_tokens": finish.new_tokens,
-        "seconds": seconds,
-        "cpu_seconds": cpu,
-        "rounds": finish.rounds,
-        "tokens": list(finish.token_ids),
-        "retuned": finish.extra.get("retuned", []),
-    }
+    return {"new_tokens": finish.new_tokens, "seconds": seconds, "cpu_seconds": cpu, "rounds": finish.rounds,
+            "tokens": list(finish.token_ids), "retuned": finish.extra.get("retuned", [])}
 
 
 def _common_prefix_equal(a: list[int], b: list[int]) -> bool:
@@ -368,12 +275,10 @@ def _common_prefix_equal(a: list[int], b: list[int]) -> bool:
 
 def summary(runs: list[dict]) -> dict:
     tps = [r["new_tokens"] / r["seconds"] for r in runs]
-    return {
-        "tokens_per_second": statistics.median(tps),
-        "tokens_per_cpu_second": sum(r["new_tokens"] for r in runs) / sum(r["cpu_seconds"] for r in runs),
-        "tau": sum(r["new_tokens"] for r in runs) / max(1, sum(r["rounds"] for r in runs)),
-        "round_ms": 1e3 * sum(r["seconds"] for r in runs) / max(1, sum(r["rounds"] for r in runs)),
-    }
+    return {"tokens_per_second": statistics.median(tps),
+            "tokens_per_cpu_second": sum(r["new_tokens"] for r in runs) / sum(r["cpu_seconds"] for r in runs),
+            "tau": sum(r["new_tokens"] for r in runs) / max(1, sum(r["rounds"] for r in runs)),
+            "round_ms": 1e3 * sum(r["seconds"] for r in runs) / max(1, sum(r["rounds"] for r in runs))}
 
 
 def race(name: str, target: str, draft: str, peer: tuple[Path, dict], args) -> dict:
@@ -383,9 +288,8 @@ def race(name: str, target: str, draft: str, peer: tuple[Path, dict], args) -> d
     from _shapes import parse_shape
     from eagle_demo.session import load_session
 
-    session = load_session(
-        target, draft, threads=args.threads, device=args.device, dtype=args.dtype, static=args.static
-    )
+    session = load_session(target, draft, threads=args.threads, device=args.device, dtype=args.dtype,
+                           static=args.static)
     if session.tokenizer is not None:
         prompts = [session.encode(p) for p in PROMPTS]
     else:  # the random big pair: seeded token ids, as many prompts
@@ -403,25 +307,21 @@ def race(name: str, target: str, draft: str, peer: tuple[Path, dict], args) -> d
         for _ in range(args.repeats):  # per prompt: the official run, then each of ours, their order rotated
             for ids in prompts:  # (the run right after the official process meets colder caches)
                 official.append(peer.run(ids))
-                for label, tree, pause in shapes[turn % len(shapes) :] + shapes[: turn % len(shapes)]:
+                for label, tree, pause in shapes[turn % len(shapes):] + shapes[:turn % len(shapes)]:
                     ours[label].append(run_ours(session, ids, tree, args.max_new_tokens, pause))
                 turn += 1
     finally:
         peer.close()
     ref = summary(official)
     load = os.getloadavg()
-    print(
-        f"\n[{name}] {target} + {draft}, {args.dtype}{'; ours static + graphs' if args.static else ''}; "
-        f"torch threads {torch.get_num_threads()}, {len(prompts)} prompts x "
-        f"{args.repeats} repeats, {args.max_new_tokens} new tokens, greedy, EOS ignored; load average at the end "
-        f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}"
-    )
+    print(f"\n[{name}] {target} + {draft}, {args.dtype}{'; ours static + graphs' if args.static else ''}; "
+          f"torch threads {torch.get_num_threads()}, {len(prompts)} prompts x "
+          f"{args.repeats} repeats, {args.max_new_tokens} new tokens, greedy, EOS ignored; load average at the end "
+          f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}")
     print(f"  {'':<62}{'wall tok/s':>11}{'CPU tok/s':>11}")
-    print(
-        f"  {'official eagle-llm 1.2.1 (static tree mc_sim_7b_63, 26 nodes)':<62}"
-        f"{ref['tokens_per_second']:>11.1f}{ref['tokens_per_cpu_second']:>11.1f}  tau {ref['tau']:.2f}  "
-        f"round {ref['round_ms']:.2f} ms"
-    )
+    print(f"  {'official eagle-llm 1.2.1 (static tree mc_sim_7b_63, 26 nodes)':<62}"
+          f"{ref['tokens_per_second']:>11.1f}{ref['tokens_per_cpu_second']:>11.1f}  tau {ref['tau']:.2f}  "
+          f"round {ref['round_ms']:.2f} ms")
     rows = {"official": ref}
     for label, runs in ours.items():
         s = summary(runs)
@@ -430,12 +330,10 @@ def race(name: str, target: str, draft: str, peer: tuple[Path, dict], args) -> d
         same = all(_common_prefix_equal(a["tokens"], b["tokens"]) for a, b in zip(runs, official))
         s["same_tokens_as_official"] = same
         s["retuned_runs"] = sum(1 for r in runs if r["retuned"])  # runs whose shape moved (`retune`)
-        print(
-            f"  {'ours ' + label:<62}{s['tokens_per_second']:>11.1f}{s['tokens_per_cpu_second']:>11.1f}  tau "
-            f"{s['tau']:.2f}  round {s['round_ms']:.2f} ms  ratio {s['ratio']:.2f}x wall, {s['cpu_ratio']:.2f}x CPU"
-            f"  same tokens: {same}"
-            + (f"  retuned in {s['retuned_runs']} of {len(runs)} runs" if s["retuned_runs"] else "")
-        )
+        print(f"  {'ours ' + label:<62}{s['tokens_per_second']:>11.1f}{s['tokens_per_cpu_second']:>11.1f}  tau "
+              f"{s['tau']:.2f}  round {s['round_ms']:.2f} ms  ratio {s['ratio']:.2f}x wall, {s['cpu_ratio']:.2f}x CPU"
+              f"  same tokens: {same}"
+              + (f"  retuned in {s['retuned_runs']} of {len(runs)} runs" if s["retuned_runs"] else ""))
         rows[label] = s
     return rows
 
@@ -445,37 +343,22 @@ def main(argv=None) -> int:
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--target", default=None)
     ap.add_argument("--draft", default=None)
-    ap.add_argument(
-        "--pair",
-        choices=["shipped", "weak", "both", "big"],
-        default="both",
-        help="big: a random Llama-3.1-8B-shaped target and EAGLE-1 head, written once (`big_pair`)",
-    )
+    ap.add_argument("--pair", choices=["shipped", "weak", "both", "big"], default="both",
+                    help="big: a random Llama-3.1-8B-shaped target and EAGLE-1 head, written once (`big_pair`)")
     ap.add_argument("--big-shape", choices=sorted(BIG), default="8b")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
-    ap.add_argument(
-        "--ours",
-        nargs="+",
-        default=["auto", "plain"],
-        help="our shapes: auto, auto-retune (auto moving its shape, `retune`), auto-fixed (never paused), "
-        "chainK, treeT/D/K, or plain (our plain decoding of the target)",
-    )
+    ap.add_argument("--ours", nargs="+", default=["auto", "plain"],
+                    help="our shapes: auto, auto-retune (auto moving its shape, `retune`), auto-fixed (never paused), "
+                         "chainK, treeT/D/K, or plain (our plain decoding of the target)")
     ap.add_argument("--weak-noise", type=float, default=WEAK_NOISE)
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--device", default="cpu")
-    ap.add_argument(
-        "--static",
-        action="store_true",
-        help="our engines over fixed-size caches, CUDA graphs on a GPU (`load_session(static=True)`)",
-    )
-    ap.add_argument(
-        "--wheels",
-        type=Path,
-        default=None,
-        help="install the official code offline from this folder of wheels (docs/gpu/README.md)",
-    )
+    ap.add_argument("--static", action="store_true",
+                    help="our engines over fixed-size caches, CUDA graphs on a GPU (`load_session(static=True)`)")
+    ap.add_argument("--wheels", type=Path, default=None,
+                    help="install the official code offline from this folder of wheels (docs/gpu/README.md)")
     args = ap.parse_args(argv)
     if args.worker:
         return worker(args)

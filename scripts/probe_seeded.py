@@ -39,15 +39,10 @@ def _row(name: str, source: str, truth: dict, probe: dict) -> str:
     used = _fmt(probe["used"], declared) if probe["used"] != declared else "declared (kept)"
     best = max(probe["alternatives"], key=lambda a: a["evidence"]["gain"], default=None)
     e = best["evidence"] if best else None
-    seen = (
-        f"{_fmt(best['conventions'], declared)}: {e['gain']:+.0%}, z {e['z']:.1f}, {e['prompts']} x {e['tokens']}"
-        if e
-        else "-"
-    )
-    return (
-        f"| {name} | {source} | {_fmt(truth) if truth else '-'} | {_fmt(declared)} | "
-        f"{probe['declared_tau']:.2f} | {alts} | {seen} | {used} | {probe['tau']:.2f} |"
-    )
+    seen = (f"{_fmt(best['conventions'], declared)}: {e['gain']:+.0%}, z {e['z']:.1f}, {e['prompts']} x {e['tokens']}"
+            if e else "-")
+    return (f"| {name} | {source} | {_fmt(truth) if truth else '-'} | {_fmt(declared)} | "
+            f"{probe['declared_tau']:.2f} | {alts} | {seen} | {used} | {probe['tau']:.2f} |")
 
 
 def main(argv=None) -> None:
@@ -55,10 +50,8 @@ def main(argv=None) -> None:
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore")
     t0 = time.time()
-    print(
-        "| case | seen in | trained / built with | declared | declared tau | alternatives (tau) | "
-        "strongest evidence (gain, z, text) | used | used tau |"
-    )
+    print("| case | seen in | trained / built with | declared | declared tau | alternatives (tau) | "
+          "strongest evidence (gain, z, text) | used | used tau |")
     print("|---|---|---|---|---|---|---|---|---|")
     pair = probe_pair(load_pair(str(TARGET), str(SHIPPED), dtype="float32", device="cpu"))
     print(_row("shipped pair (no seeding)", "", {}, pair.report.probe))
@@ -68,10 +61,8 @@ def main(argv=None) -> None:
             pair = probe_pair(load_pair(str(TARGET), str(folder), dtype="float32", device="cpu"))
             print(_row(case.name, case.source, case.truth, pair.report.probe))
             print(f"<!-- {pair.report.adaptations[-1]} -->")
-    print(
-        f"\n{len(SEEDED) + 1} pairs probed in {time.time() - t0:.0f} s "
-        f"({pair.report.probe['prompts']} prompts x {pair.report.probe['max_new_tokens']} tokens each)"
-    )
+    print(f"\n{len(SEEDED) + 1} pairs probed in {time.time() - t0:.0f} s "
+          f"({pair.report.probe['prompts']} prompts x {pair.report.probe['max_new_tokens']} tokens each)")
 
 
 if __name__ == "__main__":

@@ -33,10 +33,8 @@ from eagle_demo.decoding.events import Finish, Round  # noqa: E402
 from eagle_demo.session import load_session  # noqa: E402
 
 PARTS = ("draft", "verify", "accept", "commit")
-PROMPT = (
-    'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n    if n < 2:\n        return n\n'
-    "    return fibonacci(n - 1) + fibonacci(n - 2)\n\n\ndef factorial(n):\n"
-)
+PROMPT = ("def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n    if n < 2:\n        return n\n"
+          "    return fibonacci(n - 1) + fibonacci(n - 2)\n\n\ndef factorial(n):\n")
 
 
 class Counter:
@@ -78,7 +76,6 @@ def graphs_count_once(mode: OpCount):
                 return fn(*a, **k)
             finally:
                 mode.in_graph -= 1
-
         return wrapped
 
     run, replayed = StaticTarget._run, StaticDraft.replayed
@@ -201,36 +198,28 @@ def profile(session, ids, run, repeats: int) -> dict:
     med = {k: statistics.median(v) for k, v in times.items()}
     step = statistics.median(plain)
     return {
-        "plain_ops": base_c.ops["other"] / steps,
-        "plain_reads": base_c.reads["other"] / steps,
-        "plain_ms": step * 1e3,
+        "plain_ops": base_c.ops["other"] / steps, "plain_reads": base_c.reads["other"] / steps, "plain_ms": step * 1e3,
         "ops": {p: eagle_c.ops[p] / rounds for p in PARTS},
         "reads": {p: eagle_c.reads[p] / rounds for p in PARTS},
-        "other_ops": eagle_c.ops["other"] / rounds,
-        "other_reads": eagle_c.reads["other"] / rounds,
-        "ms": {p: med[p] * 1e3 for p in PARTS},
-        "round_ms": med["round"] * 1e3,
-        "tau": med["tau"],
+        "other_ops": eagle_c.ops["other"] / rounds, "other_reads": eagle_c.reads["other"] / rounds,
+        "ms": {p: med[p] * 1e3 for p in PARTS}, "round_ms": med["round"] * 1e3, "tau": med["tau"],
         "rounds": rounds,
     }
 
 
+
+
 def table(label: str, r: dict) -> str:
     step = r["plain_ms"]
-    lines = [
-        f"**{label}**: tau {r['tau']:.2f}, round {r['round_ms']:.2f} ms = {r['round_ms'] / step:.2f} plain steps "
-        f"(plain step {step:.2f} ms, {r['plain_ops']:.0f} ops, {r['plain_reads']:.0f} host reads); "
-        f"predicted speedup tau / cost = {r['tau'] * step / r['round_ms']:.2f}x",
-        "",
-        "| part | ops / round | host reads / round | ms / round | plain steps |",
-        "|---|---:|---:|---:|---:|",
-    ]
+    lines = [f"**{label}**: tau {r['tau']:.2f}, round {r['round_ms']:.2f} ms = {r['round_ms'] / step:.2f} plain steps "
+             f"(plain step {step:.2f} ms, {r['plain_ops']:.0f} ops, {r['plain_reads']:.0f} host reads); "
+             f"predicted speedup tau / cost = {r['tau'] * step / r['round_ms']:.2f}x", "",
+             "| part | ops / round | host reads / round | ms / round | plain steps |", "|---|---:|---:|---:|---:|"]
     for p in PARTS:
         lines.append(f"| {p} | {r['ops'][p]:.0f} | {r['reads'][p]:.1f} | {r['ms'][p]:.2f} | {r['ms'][p] / step:.2f} |")
     rest = r["round_ms"] - sum(r["ms"].values())
-    lines.append(
-        f"| rest of the loop | {r['other_ops']:.0f} | {r['other_reads']:.1f} | {rest:.2f} | {rest / step:.2f} |"
-    )
+    lines.append(f"| rest of the loop | {r['other_ops']:.0f} | {r['other_reads']:.1f} | {rest:.2f} "
+                 f"| {rest / step:.2f} |")
     return "\n".join(lines)
 
 
@@ -244,22 +233,15 @@ def main(argv=None) -> int:
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument(
-        "--static",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="static caches (default on CUDA): each call a GPU replays as one CUDA graph counts as one op",
-    )
+    ap.add_argument("--static", action=argparse.BooleanOptionalAction, default=None,
+                    help="static caches (default on CUDA): each call a GPU replays as one CUDA graph counts as one op")
     args = ap.parse_args(argv)
-    session = load_session(
-        args.target, args.draft, threads=args.threads, device=args.device, dtype=args.dtype, static=args.static
-    )
+    session = load_session(args.target, args.draft, threads=args.threads, device=args.device, dtype=args.dtype,
+                           static=args.static)
     ids = session.encode(PROMPT)
     static = ", static (a graph replay counts as one op)" if session.static else ""
-    print(
-        f"device {args.device}, dtype {args.dtype}{static}, torch threads {torch.get_num_threads()}, "
-        f"prompt {len(ids)} tokens, {args.max_new_tokens} new tokens, greedy, median of {args.repeats}\n"
-    )
+    print(f"device {args.device}, dtype {args.dtype}{static}, torch threads {torch.get_num_threads()}, "
+          f"prompt {len(ids)} tokens, {args.max_new_tokens} new tokens, greedy, median of {args.repeats}\n")
     for text in args.tree:
         label, tree = parse_tree(text, session)
         run = RunConfig(max_new_tokens=args.max_new_tokens, ignore_eos=True, tree=tree)

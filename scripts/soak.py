@@ -40,9 +40,8 @@ def main(argv=None) -> int:
 
     def one(i: int) -> None:
         sampling = SamplingConfig(temperature=0.0 if i % 2 == 0 else 0.8, seed=i)
-        run = RunConfig(
-            max_new_tokens=args.max_new_tokens, tree=TreeConfig(depth=5, top_k=4, total_tokens=16), sampling=sampling
-        )
+        run = RunConfig(max_new_tokens=args.max_new_tokens, tree=TreeConfig(depth=5, top_k=4, total_tokens=16),
+                        sampling=sampling)
         mode = "baseline" if i % 5 == 4 else "eagle"
         for _ in session.stream(prompts[i % len(prompts)], run, mode):
             pass
@@ -59,10 +58,8 @@ def main(argv=None) -> int:
             samples.append(rss_mb())
     end = rss_mb()
     growth = 100.0 * (end - start) / start
-    print(
-        f"runs {args.runs} in {time.time() - t0:.1f}s; RSS after warm-up {start:.1f} MiB, at end {end:.1f} MiB, "
-        f"growth {growth:+.2f}%; every 10 runs: " + ", ".join(f"{s:.1f}" for s in samples)
-    )
+    print(f"runs {args.runs} in {time.time() - t0:.1f}s; RSS after warm-up {start:.1f} MiB, at end {end:.1f} MiB, "
+          f"growth {growth:+.2f}%; every 10 runs: " + ", ".join(f"{s:.1f}" for s in samples))
     return 0
 
 

@@ -42,14 +42,8 @@ from eagle_demo.decoding.metrics import RunView  # noqa: E402
 from eagle_demo.session import SHIPPED_EAGLE1, SHIPPED_TARGET  # noqa: E402  # noqa: E402
 
 PROMPT = 'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n'
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
 
 
 def free_port() -> int:
@@ -90,39 +84,9 @@ def through_client(url: str, target: str, draft: str, prompt: str, run: RunConfi
     client = Client(url, verbose=False)
     t = run.tree
     t0 = time.perf_counter()
-    job = client.submit(
-        target,
-        draft,
-        "",
-        "auto",
-        "auto",
-        "",
-        prompt,
-        False,
-        run.max_new_tokens,
-        0.0,
-        1.0,
-        0,
-        0,
-        TREE_MODE,
-        t.depth,
-        t.top_k,
-        t.total_tokens,
-        4,
-        0.0,
-        0,
-        False,
-        True,
-        True,
-        1.0,
-        False,
-        1,
-        2,
-        10,
-        2,
-        False,
-        api_name="/generate_stream",
-    )
+    job = client.submit(target, draft, "", "auto", "auto", "", prompt, False, run.max_new_tokens, 0.0, 1.0, 0, 0,
+                        TREE_MODE, t.depth, t.top_k, t.total_tokens, 4, 0.0, 0, False, True, True, 1.0, False, 1, 2, 10,
+                        2, False, api_name="/generate_stream")
     updates = sum(1 for _ in job)
     final = job.outputs()[-1]
     wall = time.perf_counter() - t0
@@ -202,15 +166,10 @@ def main() -> int:
     ap.add_argument("--race", action="store_true", help="with --browser: race plain decoding after EAGLE both ways")
     ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's choice)")
     ap.add_argument("--update-seconds", type=float, default=None, help=f"redraw interval (app: {ui.UPDATE_SECONDS})")
-    ap.add_argument(
-        "--chart-seconds", type=float, default=None, help=f"chart redraw interval (app: {ui.CHART_SECONDS})"
-    )
-    ap.add_argument(
-        "--switch-seconds",
-        type=float,
-        default=None,
-        help="sys.setswitchinterval for the whole process (default: Python's 5 ms)",
-    )
+    ap.add_argument("--chart-seconds", type=float, default=None,
+                    help=f"chart redraw interval (app: {ui.CHART_SECONDS})")
+    ap.add_argument("--switch-seconds", type=float, default=None,
+                    help="sys.setswitchinterval for the whole process (default: Python's 5 ms)")
     args = ap.parse_args()
     for name, value in (("UPDATE_SECONDS", args.update_seconds), ("CHART_SECONDS", args.chart_seconds)):
         if value is not None:
@@ -227,9 +186,8 @@ def main() -> int:
 
     key = make_key(args.target, args.draft, "", "auto", "auto", "")
     session = REGISTRY.load(key)  # the app finds this same loaded model
-    run = RunConfig(
-        max_new_tokens=args.max_new_tokens, ignore_eos=True, tree=TREE_PRESETS["cpu"], sampling=SamplingConfig()
-    )
+    run = RunConfig(max_new_tokens=args.max_new_tokens, ignore_eos=True, tree=TREE_PRESETS["cpu"],
+                    sampling=SamplingConfig())
     ids = session.encode(args.prompt)
     session.check_length(ids, run)
     demo = build_app(key.target, key.draft)
@@ -271,33 +229,23 @@ def main() -> int:
 
     how = "headless Chromium" if args.browser else "gradio_client"
     print(f"pair: {key.label()}  tree: {run.tree.label()}  new tokens: {args.max_new_tokens}  repeats: {args.repeats}")
-    print(
-        f"redraws every {ui.UPDATE_SECONDS} s, charts every {ui.CHART_SECONDS} s, "
-        f"GIL switch interval {sys.getswitchinterval() * 1000:g} ms"
-    )
+    print(f"redraws every {ui.UPDATE_SECONDS} s, charts every {ui.CHART_SECONDS} s, "
+          f"GIL switch interval {sys.getswitchinterval() * 1000:g} ms")
     print(f"UI read by {how}" + (f", {statistics.median(updates):.0f} streamed updates per run" if updates else ""))
     if busy is not None:
-        print(
-            f"the browser kept {busy:.2f} of a core busy while a run streamed (median; per repeat: "
-            f"{', '.join(f'{b:.2f}' for b in page.busy)})"
-        )
+        print(f"the browser kept {busy:.2f} of a core busy while a run streamed (median; per repeat: "
+              f"{', '.join(f'{b:.2f}' for b in page.busy)})")
     if args.race:  # head: (EAGLE, baseline) tokens/s; the page: EAGLE's, and its baseline's in page.baseline
         pairs = [(h[0] / h[1], u[0] / b, b / h[1]) for h, u, b in zip(head, streamed, page.baseline)]
-        print(
-            "per repeat (headless speedup, page speedup, page baseline / headless baseline): "
-            + "; ".join(f"{a:.2f}x, {b:.2f}x, {c:.2f}" for a, b, c in pairs)
-        )
-        print(
-            f"median speedup: headless {statistics.median(p[0] for p in pairs):.2f}x, "
-            f"page {statistics.median(p[1] for p in pairs):.2f}x; median baseline ratio "
-            f"{statistics.median(p[2] for p in pairs):.2f}"
-        )
+        print("per repeat (headless speedup, page speedup, page baseline / headless baseline): "
+              + "; ".join(f"{a:.2f}x, {b:.2f}x, {c:.2f}" for a, b, c in pairs))
+        print(f"median speedup: headless {statistics.median(p[0] for p in pairs):.2f}x, "
+              f"page {statistics.median(p[1] for p in pairs):.2f}x; median baseline ratio "
+              f"{statistics.median(p[2] for p in pairs):.2f}")
         return 0
     ratios = [u[0] / h[0] for h, u in zip(head, streamed)]  # each repeat's pair ran back to back
-    print(
-        f"engine tokens/s ratio per repeat: {', '.join(f'{r:.2f}' for r in ratios)} "
-        f"(median {statistics.median(ratios):.2f})"
-    )
+    print(f"engine tokens/s ratio per repeat: {', '.join(f'{r:.2f}' for r in ratios)} "
+          f"(median {statistics.median(ratios):.2f})")
     print(f"{'':<22}{'headless':>10}{'through UI':>12}{'ratio':>8}")
     for label, i in (("engine tokens/s", 0), ("end-to-end tokens/s", 1)):
         h, u = med(head, i), med(streamed, i)

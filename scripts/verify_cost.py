@@ -30,9 +30,8 @@ def low(times: list[float]) -> float:
     return sorted(times)[len(times) // 5]
 
 
-def forward_costs(
-    runner: TargetRunner, vocab: int, context: int, sizes: tuple[int, ...], repeats: int, attentions: tuple[str, ...]
-) -> dict:
+def forward_costs(runner: TargetRunner, vocab: int, context: int, sizes: tuple[int, ...], repeats: int,
+                  attentions: tuple[str, ...]) -> dict:
     """{(attention, n): seconds}; every attention call runs on the same weights and context."""
     runner.reset(context + max(sizes) + 8)
     runner.forward(torch.randint(0, vocab, (context,)))  # [context]
@@ -88,15 +87,15 @@ def main() -> None:
     sizes = (1, 2, 3, 4, 5, 8, 12)
     loaded = model.config._attn_implementation
     attentions = (loaded, "sdpa") if loaded != "sdpa" else ("sdpa",)
-    costs = forward_costs(TargetRunner(model), model.config.vocab_size, args.context, sizes, args.repeats, attentions)
+    costs = forward_costs(TargetRunner(model), model.config.vocab_size, args.context, sizes, args.repeats,
+                          attentions)
     print(f"target {args.target}, context {args.context}, {args.threads} thread(s), CPU time, 20th percentile")
     print("| tokens | " + " | ".join(f"{a}: ms | plain steps" for a in attentions) + " |")
     print("|---:|" + "---:|---:|" * len(attentions))
     for n in sizes:  # plain steps: against the loader's own one-token step (the stock call's is the same call)
         base = costs[attentions[0], 1]
-        print(
-            f"| {n} | " + " | ".join(f"{costs[a, n] * 1e3:.2f} | {costs[a, n] / base:.2f}" for a in attentions) + " |"
-        )
+        print(f"| {n} | " + " | ".join(f"{costs[a, n] * 1e3:.2f} | {costs[a, n] / base:.2f}" for a in attentions)
+              + " |")
     print("\n| fp32 linear (K -> N) | " + " | ".join(f"{n} rows (us)" for n in sizes) + " |")
     print("|---|" + "---:|" * len(sizes))
     for name, cost in linear_costs(model, sizes):

@@ -31,10 +31,8 @@ PROMPTS = ("def quicksort(items):\n", "class LinkedList:\n    def __init__(self)
 
 def _load(name: str) -> tuple[dict, dict]:
     src = ROOT / "assets" / name
-    return (
-        torch.load(src / "pytorch_model.bin", map_location="cpu", weights_only=True),
-        json.loads((src / "config.json").read_text()),
-    )
+    return (torch.load(src / "pytorch_model.bin", map_location="cpu", weights_only=True),
+            json.loads((src / "config.json").read_text()))
 
 
 def _write(folder: Path, sd: dict, cfg: dict, fmt: str = "safetensors") -> Path:
@@ -57,46 +55,24 @@ def eagle1_layouts(out: Path) -> dict:
     h = sd["fc.weight"].shape[0]
     no_bias = {k: v for k, v in sd.items() if k != "fc.bias"}
     plain_cfg = {k: v for k, v in cfg.items() if k != "bias"}
-    spec = {
-        ("fusion_fc." + k[3:])
-        if k.startswith("fc.")
-        else ("transformer." + k[9:])
-        if k.startswith("layers.0.")
-        else k: v
-        for k, v in sd.items()
-    }
+    spec = {("fusion_fc." + k[3:]) if k.startswith("fc.") else ("transformer." + k[9:]) if k.startswith("layers.0.")
+            else k: v for k, v in sd.items()}
     hass = dict(sd, **{n: _norm(h, i) for i, n in enumerate(("embed_layernorm.weight", "hidden_layernorm.weight"))})
     return {
-        'EAGLE-1 official (yuhuili: fc.bias, "bias": true)': lambda: _write(out / "e1", sd, cfg, "bin"),
-        'EAGLE-1 with fc.bias, config without "bias" (Vicuna style)': lambda: _write(out / "e1v", sd, plain_cfg, "bin"),
-        'EAGLE-1 without fc.bias ("bias": false, LLaMA3 style)': lambda: _write(
-            out / "e1n", no_bias, cfg | {"bias": False}, "bin"
-        ),
+        "EAGLE-1 official (yuhuili: fc.bias, \"bias\": true)": lambda: _write(out / "e1", sd, cfg, "bin"),
+        "EAGLE-1 with fc.bias, config without \"bias\" (Vicuna style)":
+            lambda: _write(out / "e1v", sd, plain_cfg, "bin"),
+        "EAGLE-1 without fc.bias (\"bias\": false, LLaMA3 style)":
+            lambda: _write(out / "e1n", no_bias, cfg | {"bias": False}, "bin"),
         "EAGLE-1 vLLM-converted (wrapped config, model. prefixes)": lambda: _write(
-            out / "e1w",
-            {k if k.startswith("fc.") else "model." + k: v for k, v in sd.items()},
-            {"model_type": "eagle", "model": plain_cfg | {"eagle_fc_bias": True}, "architectures": ["EAGLEModel"]},
-        ),
-        "EAGLE-1 speculators (EagleSpeculator, fusion_fc)": lambda: _write(
-            out / "e1s",
-            spec,
-            {
-                "architectures": ["EagleSpeculator"],
-                "speculators_model_type": "eagle",
-                "transformer_layer_config": plain_cfg,
-                "fusion_bias": True,
-                "layernorms": False,
-                "speculators_config": {
-                    "algorithm": "eagle",
-                    "default_proposal_method": "greedy",
-                    "proposal_methods": [{"proposal_type": "greedy", "speculative_tokens": 5}],
-                    "verifier": {
-                        "name_or_path": str(ROOT / "assets" / "tiny-target"),
-                        "architectures": ["LlamaForCausalLM"],
-                    },
-                },
-            },
-        ),
+            out / "e1w", {k if k.startswith("fc.") else "model." + k: v for k, v in sd.items()},
+            {"model_type": "eagle", "model": plain_cfg | {"eagle_fc_bias": True}, "architectures": ["EAGLEModel"]}),
+        "EAGLE-1 speculators (EagleSpeculator, fusion_fc)": lambda: _write(out / "e1s", spec, {
+            "architectures": ["EagleSpeculator"], "speculators_model_type": "eagle", "transformer_layer_config":
+            plain_cfg, "fusion_bias": True, "layernorms": False, "speculators_config": {
+                "algorithm": "eagle", "default_proposal_method": "greedy", "proposal_methods": [
+                    {"proposal_type": "greedy", "speculative_tokens": 5}], "verifier": {
+                    "name_or_path": str(ROOT / "assets" / "tiny-target"), "architectures": ["LlamaForCausalLM"]}}}),
         "HASS EAGLE-1 (raw, extra embed/hidden norms)": lambda: _write(out / "e1h", hass, cfg, "bin"),
     }
 
@@ -107,54 +83,29 @@ def eagle3_layouts(out: Path) -> dict:
     layers0 = {("layers.0." + k[9:]) if k.startswith("midlayer.") else k: v for k, v in sd.items()}
     ids = [2, 12, 21]  # the shipped head's features: hidden_states indices (the default rule), as given
     # SpecForge/SGLang write output-of-layer ids, read as hidden_states[id + 1]: (1, 11, 20) for this head
-    sf = cfg | {
-        "architectures": ["LlamaForCausalLMEagle3"],
-        "rope_theta": 10000.0,
-        "eagle_config": {"eagle_aux_hidden_state_layer_ids": [i - 1 for i in ids], "use_aux_hidden_state": True},
-    }
+    sf = cfg | {"architectures": ["LlamaForCausalLMEagle3"], "rope_theta": 10000.0, "eagle_config": {
+        "eagle_aux_hidden_state_layer_ids": [i - 1 for i in ids], "use_aux_hidden_state": True}}
     gen = torch.Generator().manual_seed(7)
-    second = {
-        f"layers.1.{k[9:]}": (
-            v.float() * 0.0 if k.endswith("o_proj.weight") or k.endswith("down_proj.weight") else v.float()
-        ).half()
-        for k, v in layers0.items()
-        if k.startswith("layers.0.")
-        and "hidden_norm" not in k
-        and "q_proj" not in k
-        and "k_proj" not in k
-        and "v_proj" not in k
-    }
+    second = {f"layers.1.{k[9:]}": (v.float() * 0.0 if k.endswith("o_proj.weight") or k.endswith("down_proj.weight")
+                                    else v.float()).half()
+              for k, v in layers0.items() if k.startswith("layers.0.") and "hidden_norm" not in k
+              and "q_proj" not in k and "k_proj" not in k and "v_proj" not in k}
     for name, rows in (("q_proj", 128), ("k_proj", 64), ("v_proj", 64)):
         second[f"layers.1.self_attn.{name}.weight"] = (0.02 * torch.randn(rows, h, generator=gen)).half()
     return {
         "EAGLE-3 official (yuhuili, LlamaForCausalLM, midlayer.)": lambda: _write(out / "e3", sd, cfg, "bin"),
         "EAGLE-3 SpecForge (LlamaForCausalLMEagle3, nested output-of-layer ids)": lambda: _write(out / "e3f", sd, sf),
-        "EAGLE-3 speculators (Eagle3Speculator, layers.0., top-level ids)": lambda: _write(
-            out / "e3s",
-            layers0,
-            {
-                "architectures": ["Eagle3Speculator"],
-                "speculators_model_type": "eagle3",
-                "transformer_layer_config": {k: v for k, v in cfg.items() if k != "draft_vocab_size"},
-                "draft_vocab_size": cfg["draft_vocab_size"],
-                "target_hidden_size": ht,
-                "eagle_aux_hidden_state_layer_ids": ids,
-                "speculators_config": {
-                    "algorithm": "eagle3",
-                    "default_proposal_method": "greedy",
-                    "proposal_methods": [],
-                    "verifier": {"name_or_path": str(ROOT / "assets" / "tiny-target")},
-                },
-            },
-        ),
+        "EAGLE-3 speculators (Eagle3Speculator, layers.0., top-level ids)": lambda: _write(out / "e3s", layers0, {
+            "architectures": ["Eagle3Speculator"], "speculators_model_type": "eagle3", "transformer_layer_config":
+            {k: v for k, v in cfg.items() if k != "draft_vocab_size"}, "draft_vocab_size": cfg["draft_vocab_size"],
+            "target_hidden_size": ht, "eagle_aux_hidden_state_layer_ids": ids, "speculators_config": {
+                "algorithm": "eagle3", "default_proposal_method": "greedy", "proposal_methods": [],
+                "verifier": {"name_or_path": str(ROOT / "assets" / "tiny-target")}}}),
         "EAGLE-3.1 (fc_norm.{0,1,2}, norm_output false)": lambda: _write(
-            out / "e31",
-            dict(sd, **{f"fc_norm.{i}.weight": _norm(ht, 10 + i) for i in range(3)}),
-            sf | {"norm_output": False},
-        ),
+            out / "e31", dict(sd, **{f"fc_norm.{i}.weight": _norm(ht, 10 + i) for i in range(3)}),
+            sf | {"norm_output": False}),
         "multi-layer EAGLE-3 (2 layers, config says 40)": lambda: _write(
-            out / "e3m", dict(layers0, **second), sf | {"num_hidden_layers": 40}
-        ),
+            out / "e3m", dict(layers0, **second), sf | {"num_hidden_layers": 40}),
     }
 
 
@@ -181,10 +132,8 @@ def _nvidia_parts() -> tuple[dict, dict]:
     NVIDIA's LlamaForCausalLMEagle3 (ModelOpt) without eagle_config."""
     sd, cfg = _load("tiny-eagle3")
     norm = (_norm(sd["fc.weight"].shape[1], 31).float() * _feature_rms((2, 12, 21))).half()
-    return dict(sd, **{"input_norm.weight": norm}), cfg | {
-        "architectures": ["LlamaForCausalLMEagle3"],
-        "rope_theta": 10000.0,
-    }
+    return dict(sd, **{"input_norm.weight": norm}), cfg | {"architectures": ["LlamaForCausalLMEagle3"],
+                                                            "rope_theta": 10000.0}
 
 
 def write_nvidia_v3(folder: Path, ids: tuple[int, ...] | list[int] | None = (2, 12, 21)) -> Path:
@@ -192,9 +141,8 @@ def write_nvidia_v3(folder: Path, ids: tuple[int, ...] | list[int] | None = (2, 
     SGLang #32334), `use_aux_hidden_state` true and `norm_before_fc` true (vLLM PR #42143), `input_norm.weight`."""
     sd, cfg = _nvidia_parts()
     block = {"use_aux_hidden_state": True, "norm_before_fc": True}
-    return _write(
-        folder, sd, cfg | {"eagle_config": block | ({"eagle_aux_hidden_state_layer_ids": list(ids)} if ids else {})}
-    )
+    return _write(folder, sd, cfg | {"eagle_config": block | ({"eagle_aux_hidden_state_layer_ids": list(ids)}
+                                                             if ids else {})})
 
 
 def nvidia_layouts(out: Path) -> dict:
@@ -204,27 +152,20 @@ def nvidia_layouts(out: Path) -> dict:
     top = base | {"eagle_aux_hidden_state_layer_ids": [2, 12, 21]}
     return {
         "NVIDIA v3 (eagle_config: output-of-layer ids 1, 11, 20, norm_before_fc; input_norm)": lambda: write_nvidia_v3(
-            out / "n3o", [1, 11, 20]
-        ),
+            out / "n3o", [1, 11, 20]),
         "NVIDIA v3 (eagle_config: boundary ids 2, 12, 21, norm_before_fc; input_norm)": lambda: write_nvidia_v3(
-            out / "n3b", [2, 12, 21]
-        ),
+            out / "n3b", [2, 12, 21]),
         "NVIDIA v3 without aux ids (norm_before_fc; input_norm)": lambda: write_nvidia_v3(out / "n3n", None),
         "NVIDIA v3 with the final boundary L (ids 2, 12, 24, as gpt-oss-120b's 36 of 36)": lambda: write_nvidia_v3(
-            out / "n3l", [2, 12, 24]
-        ),
+            out / "n3l", [2, 12, 24]),
         "NVIDIA v2 (eagle_config: use_aux_hidden_state false, fc kept)": lambda: _write(
-            out / "n2", sd, base | {"eagle_config": {"use_aux_hidden_state": False}}
-        ),
+            out / "n2", sd, base | {"eagle_config": {"use_aux_hidden_state": False}}),
         "input_norm.weight without norm_before_fc (top-level ids)": lambda: _write(
-            out / "nwf", _nvidia_parts()[0], top
-        ),
+            out / "nwf", _nvidia_parts()[0], top),
         "norm_before_fc true without input_norm.weight (top-level ids)": lambda: _write(
-            out / "nfw", sd, top | {"eagle_config": {"norm_before_fc": True}}
-        ),
+            out / "nfw", sd, top | {"eagle_config": {"norm_before_fc": True}}),
         "EAGLE-3 without fc.weight, no use_aux_hidden_state key (top-level ids)": lambda: _write(
-            out / "nof", {k: v for k, v in sd.items() if k != "fc.weight"}, top
-        ),
+            out / "nof", {k: v for k, v in sd.items() if k != "fc.weight"}, top),
     }
 
 
@@ -240,11 +181,8 @@ def run_case(runtime, name: str, make, target: str, prompts, plain, args) -> dic
         report = inspect_pair(target, draft)
         session = load_session(target, draft, threads=1)
         ours = run_ours(session, prompts, args.k, args.max_new_tokens)
-        row |= {
-            "ours_loads": True,
-            "ours_acceptance_length": ours.acceptance_length,
-            "source_layout": report.source_layout,
-        }
+        row |= {"ours_loads": True, "ours_acceptance_length": ours.acceptance_length,
+                "source_layout": report.source_layout}
     except Exception as exc:  # our loader refuses it: nothing to compare
         return row | {"ours_loads": False, "ours_error": str(exc)[:300]}
     with tempfile.TemporaryDirectory() as tmp:
@@ -255,20 +193,11 @@ def run_case(runtime, name: str, make, target: str, prompts, plain, args) -> dic
         row["export"] = "copy: " + "; ".join(changes) if changes else "as published"
         for way, sp in ways:
             try:
-                run = run_vllm(
-                    runtime,
-                    target,
-                    sp,
-                    [{"prompts": prompts, "max_new_tokens": args.max_new_tokens}],
-                    enforce_eager=True,
-                ).runs[0]
-                row[way] = {
-                    "loads": True,
-                    "identical": run.tokens == plain.tokens and run.tokens == ours.tokens,
-                    "acceptance_length": run.acceptance_length,
-                    "accepted": run.accepted_tokens,
-                    "drafted": run.draft_tokens,
-                }
+                run = run_vllm(runtime, target, sp, [{"prompts": prompts, "max_new_tokens": args.max_new_tokens}],
+                               enforce_eager=True).runs[0]
+                row[way] = {"loads": True, "identical": run.tokens == plain.tokens and run.tokens == ours.tokens,
+                            "acceptance_length": run.acceptance_length, "accepted": run.accepted_tokens,
+                            "drafted": run.draft_tokens}
             except VllmError as exc:
                 row[way] = {"loads": False, "error": str(exc)[:300]}
             print(json.dumps({name: {way: row[way]}}), flush=True)
@@ -290,9 +219,8 @@ def main(argv=None) -> int:
     runtime = build_runtime()
     base = load_session(SHIPPED_TARGET, None, threads=1)
     prompts = [base.encode(p) for p in PROMPTS]
-    plain = run_vllm(
-        runtime, SHIPPED_TARGET, None, [{"prompts": prompts, "max_new_tokens": args.max_new_tokens}], enforce_eager=True
-    ).runs[0]
+    plain = run_vllm(runtime, SHIPPED_TARGET, None, [{"prompts": prompts, "max_new_tokens": args.max_new_tokens}],
+                     enforce_eager=True).runs[0]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         cases = eagle1_layouts(Path(tmp)) | eagle3_layouts(Path(tmp)) | nvidia_layouts(Path(tmp))

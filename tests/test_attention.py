@@ -17,13 +17,9 @@ from eagle_demo.target.runner import TargetRunner
 from fixtures import random_eagle1, random_eagle3, tiny_target
 from test_engine import PROMPT, hf_greedy, model_of
 
-TREES = [
-    TreeConfig.chain(1),
-    TreeConfig.chain(6),
-    TreeConfig.chain(16, 0.05),
-    TreeConfig(depth=3, top_k=2, total_tokens=8),
-    TreeConfig(depth=4, top_k=4, total_tokens=16),
-]
+TREES = [TreeConfig.chain(1), TreeConfig.chain(6), TreeConfig.chain(16, 0.05), TreeConfig(depth=3, top_k=2,
+                                                                                          total_tokens=8),
+         TreeConfig(depth=4, top_k=4, total_tokens=16)]
 _GROUPED = {}
 
 
@@ -46,11 +42,8 @@ def test_forward_equals_the_stock_sdpa_call(n, kind):
     q, k, v = torch.randn(1, 4, n, 32), torch.randn(1, 2, 20, 32), torch.randn(1, 2, 20, 32)  # [b, h|kv, ., d]
     visible = torch.ones(1, 1, n, 20, dtype=torch.bool).tril(20 - n)  # [1, 1, n, 20] causal after a prefix
     visible[..., -1, 3] = False  # a hole, as a tree mask has
-    mask = {
-        "bool": visible,
-        "none": None,
-        "additive": torch.zeros(visible.shape).masked_fill_(~visible, torch.finfo(torch.float32).min),
-    }[kind]
+    mask = {"bool": visible, "none": None,
+            "additive": torch.zeros(visible.shape).masked_fill_(~visible, torch.finfo(torch.float32).min)}[kind]
     want, _ = sdpa_attention_forward(_Module(), q, k, v, mask, scaling=0.2)
     for call in (attention.grouped_sdpa_forward, attention.packed_sdpa_forward):
         got, _ = call(_Module(), q, k, v, mask, scaling=0.2)  # [1, n, 4, 32]
@@ -98,13 +91,9 @@ def test_greedy_equals_the_stock_generate(family, tree, static):
 def engine_tokens(model, tree: TreeConfig, static: bool) -> list[list[int]]:
     """Greedy tokens of EAGLE (a random EAGLE-1 head) and of the baseline on `model`, 32 new, EOS ignored."""
     run = RunConfig(max_new_tokens=32, ignore_eos=True, tree=tree)
-    return [
-        list(list(engine.generate(PROMPT, run))[-1].token_ids)
-        for engine in (
-            SpeculativeEngine(model, random_eagle1(model), static=static),
-            BaselineEngine(model, static=static),
-        )
-    ]
+    return [list(list(engine.generate(PROMPT, run))[-1].token_ids)
+            for engine in (SpeculativeEngine(model, random_eagle1(model), static=static),
+                           BaselineEngine(model, static=static))]
 
 
 @pytest.mark.parametrize("family", ["llama", "qwen2"])
@@ -129,12 +118,8 @@ def test_greedy_eagle3_equals_the_stock_generate():
 def test_seeded_sampling_equals_the_stock_baseline(static):
     model, stock = grouped("qwen2"), model_of("qwen2")
     for seed in (0, 1):
-        run = RunConfig(
-            max_new_tokens=24,
-            ignore_eos=True,
-            tree=TreeConfig(3, 2, 6),
-            sampling=SamplingConfig(temperature=0.9, top_p=0.95, seed=seed),
-        )
+        run = RunConfig(max_new_tokens=24, ignore_eos=True, tree=TreeConfig(3, 2, 6),
+                        sampling=SamplingConfig(temperature=0.9, top_p=0.95, seed=seed))
         want = list(BaselineEngine(stock).generate(PROMPT, run))[-1].token_ids
         got = list(SpeculativeEngine(model, random_eagle1(model), static=static).generate(PROMPT, run))[-1]
         assert got.token_ids == want
@@ -154,18 +139,9 @@ def test_sliding_window_target_equals_the_stock_generate():
     """A Mistral target whose window is shorter than the text: the mask builder passes the window through."""
     from transformers import MistralConfig
 
-    cfg = MistralConfig(
-        vocab_size=96,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        sliding_window=6,
-        bos_token_id=1,
-        eos_token_id=2,
-        pad_token_id=0,
-    )
+    cfg = MistralConfig(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=2, sliding_window=6, bos_token_id=1,
+                        eos_token_id=2, pad_token_id=0)
     models = []
     for attn in ("sdpa", attention.NAME):
         torch.manual_seed(3)
@@ -177,6 +153,5 @@ def test_sliding_window_target_equals_the_stock_generate():
                 p.mul_(3.0)
     assert hf_greedy(ours, PROMPT, 24) == hf_greedy(stock, PROMPT, 24)
     run = RunConfig(max_new_tokens=24, ignore_eos=True, tree=TreeConfig.chain(4))
-    assert list(list(SpeculativeEngine(ours, random_eagle1(ours)).generate(PROMPT, run))[-1].token_ids) == hf_greedy(
-        stock, PROMPT, 24
-    )
+    assert list(list(SpeculativeEngine(ours, random_eagle1(ours)).generate(PROMPT, run))[-1].token_ids) == \
+        hf_greedy(stock, PROMPT, 24)

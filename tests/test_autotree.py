@@ -22,26 +22,15 @@ def test_chain_tau_is_one_plus_the_survival_sum():
 def test_tree_tau_follows_eagle2_selection_over_expected_acceptance():
     stats = Acceptance(rank=((0.6, 0.3), (0.5, 0.2)), chain=(0.6, 0.3), rounds=10)
     # candidates: depth 1 -> .6, .3; depth 2 -> .3, .12 under .6 and .15, .06 under .3; keep the best 3
-    assert predict_tau(stats, TreeConfig(depth=2, top_k=2, total_tokens=4)) == pytest.approx(1 + 0.6 + 0.3 + 0.3)
+    assert predict_tau(stats, TreeConfig(depth=2, top_k=2, total_tokens=4)) == pytest.approx(1 + .6 + .3 + .3)
     wider = predict_tau(stats, TreeConfig(depth=2, top_k=2, total_tokens=7))
-    assert wider == pytest.approx(1 + 0.6 + 0.3 + 0.3 + 0.12 + 0.15 + 0.06)
+    assert wider == pytest.approx(1 + .6 + .3 + .3 + .12 + .15 + .06)
 
 
 def _round(nodes, path):
-    return Round(
-        index=0,
-        nodes=tuple(DraftNode(t, p, d, q, q) for t, p, d, q in nodes),
-        accepted_path=path,
-        accepted_ids=(),
-        bonus_id=0,
-        committed_ids=(),
-        target_probs=(),
-        draft_seconds=0.0,
-        verify_seconds=0.0,
-        host_seconds=0.0,
-        elapsed=0.0,
-        total_new_tokens=1,
-    )
+    return Round(index=0, nodes=tuple(DraftNode(t, p, d, q, q) for t, p, d, q in nodes), accepted_path=path,
+                 accepted_ids=(), bonus_id=0, committed_ids=(), target_probs=(), draft_seconds=0.0,
+                 verify_seconds=0.0, host_seconds=0.0, elapsed=0.0, total_new_tokens=1)
 
 
 def test_acceptance_counts_ranks_by_draft_probability():
@@ -73,7 +62,6 @@ def test_auto_tree_on_the_shipped_pair_is_cached_per_pair(tmp_path):
     ids = session.encode("def add(a, b):\n")
     run = RunConfig(max_new_tokens=24, tree=choice.tree)
     from eagle_demo.decoding.metrics import summarize
-
     eagle, base = summarize(session.stream(ids, run)), summarize(session.stream(ids, run, mode="baseline"))
     assert eagle.token_ids == base.token_ids
     # fixed-size caches price the round's parts otherwise: their own choice, in a file of their own
@@ -105,7 +93,6 @@ def test_the_calibration_times_the_engine_on_the_shape_it_chose(tmp_path, monkey
 
 
 # ---- the page and /generate: "auto" per loaded pair ------------------------------------------------------------
-
 
 @pytest.fixture
 def counted(tmp_path, monkeypatch):
@@ -196,6 +183,7 @@ def test_a_run_waits_for_the_calibration_and_auto_runs_losslessly(counted):
     assert "stat-auto" not in stats_html(eagle, baseline, True, "done")  # a tree picked by hand: no auto line
 
 
+
 @pytest.mark.slow
 def test_generate_without_load_runs_auto_and_a_probe_that_switches_conventions_tunes_again(counted):
     from eagle_demo.app import REGISTRY, make_key
@@ -223,9 +211,7 @@ def test_generate_without_load_runs_auto_and_a_probe_that_switches_conventions_t
     list(calibrate_ui(key))  # the same conventions: nothing measured again
     assert tuning(key) is again and counted == [1, 1]
 
-
 # ---- the choice from measured tables, the fits and the replay ---------------------------------------------------
-
 
 def _costs():
     """A plain step of 10 ms; verify 9 ms + 0.4 ms a token (+1 ms for a tree mask); draft per depth 0.4 ms (chain),
@@ -233,24 +219,14 @@ def _costs():
     from eagle_demo.autotree.costs import Costs, Line
 
     ms = 1e-3
-    return Costs(
-        plain=10 * ms,
-        verify=Line(9 * ms, 0.0, 0.4 * ms),
-        tree_extra=1 * ms,
-        draft={1: Line(0.4 * ms, 1.0, 0.4 * ms), 4: Line(1.0 * ms, 2.0, 0.6 * ms), 8: Line(1.4 * ms, 2.0, 1.0 * ms)},
-        extend=Line(0.2 * ms, 1.0, 0.05 * ms),
-        host=Line(0.1 * ms, 2.0, 0.01 * ms),
-    )
+    return Costs(plain=10 * ms, verify=Line(9 * ms, 0.0, 0.4 * ms), tree_extra=1 * ms,
+                 draft={1: Line(0.4 * ms, 1.0, 0.4 * ms), 4: Line(1.0 * ms, 2.0, 0.6 * ms),
+                        8: Line(1.4 * ms, 2.0, 1.0 * ms)},
+                 extend=Line(0.2 * ms, 1.0, 0.05 * ms), host=Line(0.1 * ms, 2.0, 0.01 * ms))
 
 
-SHAPES = [
-    TreeConfig.chain(2),
-    TreeConfig.chain(4),
-    TreeConfig.chain(7),
-    TreeConfig(2, 4, 8),
-    TreeConfig(2, 8, 12),
-    TreeConfig(6, 4, 24),
-]
+SHAPES = [TreeConfig.chain(2), TreeConfig.chain(4), TreeConfig.chain(7), TreeConfig(2, 4, 8), TreeConfig(2, 8, 12),
+          TreeConfig(6, 4, 24)]
 
 
 def _stats(taus):
@@ -274,9 +250,8 @@ def test_the_choice_is_the_best_measured_speedup_not_the_longest_or_the_cheapest
     # a verify twice as steep per token tips the weak head to the cheaper chain 2: (1.6 / 1.254 = 1.276x) over
     # tree 8/2/4 (2.2 / 1.782 = 1.235x)
     steep = dataclasses.replace(costs, verify=dataclasses.replace(costs.verify, slope=0.8e-3))
-    assert autotree.choose(
-        _stats([1.6, 1.7, 1.72, 2.2, 2.45, 2.6]), steep, 1.0, torch.device("cpu"), SHAPES
-    ).tree == TreeConfig.chain(2)
+    assert autotree.choose(_stats([1.6, 1.7, 1.72, 2.2, 2.45, 2.6]), steep, 1.0, torch.device("cpu"),
+                           SHAPES).tree == TreeConfig.chain(2)
 
 
 def test_the_engine_run_scales_the_prediction_but_never_the_choice():
@@ -331,7 +306,7 @@ def test_the_replay_accepts_exactly_what_the_engine_accepts():
 
     session = load_session(threads=1, device="cpu", dtype="float32")
     engine = session.eagle
-    ids = session.encode('def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n')
+    ids = session.encode("def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n")
     groups = [Group(1, 5), Group(4, 3, (8, 12)), Group(8, 2, (6, 16)), Group(1, 5, stops=((5, 0.3),), hot=600)]
     got = replay(engine, [ids], groups, 40)
     assert got.states == 40 - 5
@@ -369,12 +344,8 @@ def test_packed_greedy_texts_equal_each_prompts_own_plain_decoding(family):
         model = tiny_target(family, seed=3)
         prompts = [[5, 9, 20, 17, 3, 44, 91], [1], [30, 12, 12, 7], list(range(40, 75))]
     plain = BaselineEngine(model)
-    want = [
-        [ev for ev in plain.generate(p, RunConfig(max_new_tokens=24, ignore_eos=True)) if isinstance(ev, Finish)][
-            0
-        ].token_ids
-        for p in prompts
-    ]
+    want = [[ev for ev in plain.generate(p, RunConfig(max_new_tokens=24, ignore_eos=True))
+             if isinstance(ev, Finish)][0].token_ids for p in prompts]
     assert greedy_texts(plain.runner, prompts, 24) == [list(w) for w in want]
     assert greedy_texts(plain.runner, prompts[:1], 1) == [list(want[0][:1])]
     with pytest.raises(ValueError, match="at least one token"):
@@ -403,7 +374,7 @@ def test_the_batched_replay_grows_each_states_candidates_as_the_drafter_does(hea
 
     session = load_session(None, str(ASSETS / head), threads=1, device="cpu", dtype="float32")
     engine = session.eagle
-    text = torch.tensor(session.encode('class Queue:\n    """A first-in, first-out queue."""\n\n    def '))
+    text = torch.tensor(session.encode("class Queue:\n    \"\"\"A first-in, first-out queue.\"\"\"\n\n    def "))
     with torch.inference_mode():
         engine.runner.reset(len(text))
         features = engine.runner.forward(text[:-1]).features  # [N-1, F]
@@ -418,7 +389,7 @@ def test_the_batched_replay_grows_each_states_candidates_as_the_drafter_does(hea
         assert kv.get_seq_length() == len(text) - 1  # the tree entries are dropped again
         for row, m in enumerate(states.tolist()):
             drafter.reset()
-            drafter.extend(features[:m], text[1 : m + 1])
+            drafter.extend(features[:m], text[1:m + 1])
             want = drafter.candidates(TreeConfig(depth=depth, top_k=k, total_tokens=2))
             assert torch.equal(batch.tokens[row], want.tokens) and torch.equal(batch.parents[row], want.parents)
             assert torch.equal(batch.depths, want.depths)

@@ -24,51 +24,19 @@ def test_suite_has_every_category():
 def test_bench_cli_writes_json_and_csv(tmp_path):
     out_json, out_csv = tmp_path / "bench.json", tmp_path / "bench.csv"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "eagle_demo",
-            "bench",
-            "--categories",
-            "code",
-            "--limit",
-            "2",
-            "--max-new-tokens",
-            "24",
-            "--json",
-            str(out_json),
-            "--csv",
-            str(out_csv),
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = subprocess.run([sys.executable, "-m", "eagle_demo", "bench", "--categories", "code", "--limit", "2",
+                           "--max-new-tokens", "24", "--json", str(out_json), "--csv", str(out_csv)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert "overall" in proc.stdout
     report = json.loads(out_json.read_text())
-    assert (
-        report["overall"]["prompts"] == 2 and report["overall"]["runs"] == 2 and report["overall"]["all_equal"] is True
-    )
+    assert (report["overall"]["prompts"] == 2 and report["overall"]["runs"] == 2
+            and report["overall"]["all_equal"] is True)
     assert report["settings"]["draft_family"] == "eagle1" and report["machine"]["torch"]
     assert report["settings"]["attention"] == "sdpa_grouped_cpu"  # the shipped target's, as the loader set it
     row = report["results"][0]
-    for key in (
-        "id",
-        "category",
-        "new_tokens",
-        "rounds",
-        "tau",
-        "eagle_tokens_per_second",
-        "baseline_tokens_per_second",
-        "speedup",
-        "acceptance_by_depth",
-        "equal_to_baseline",
-        "round_cost",
-    ):
+    for key in ("id", "category", "new_tokens", "rounds", "tau", "eagle_tokens_per_second",
+                "baseline_tokens_per_second", "speedup", "acceptance_by_depth", "equal_to_baseline", "round_cost"):
         assert key in row
     assert all(r["equal_to_baseline"] for r in report["results"])
     assert all(abs(r["tau"] / r["round_cost"] - r["speedup"]) < 1e-9 for r in report["results"])
@@ -84,33 +52,10 @@ def test_bench_cli_writes_json_and_csv(tmp_path):
 def test_bench_cli_compares_drafts_on_one_target(tmp_path):
     out_json, out_csv = tmp_path / "cmp.json", tmp_path / "cmp.csv"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "eagle_demo",
-            "bench",
-            "--categories",
-            "code",
-            "--limit",
-            "1",
-            "--max-new-tokens",
-            "16",
-            "--chain",
-            "3",
-            "--compare-draft",
-            "assets/tiny-eagle3",
-            "--json",
-            str(out_json),
-            "--csv",
-            str(out_csv),
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = subprocess.run([sys.executable, "-m", "eagle_demo", "bench", "--categories", "code", "--limit", "1",
+                           "--max-new-tokens", "16", "--chain", "3", "--compare-draft", "assets/tiny-eagle3",
+                           "--json", str(out_json), "--csv", str(out_csv)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     last = proc.stdout.strip().splitlines()[-2:]
     assert last[0].startswith("tiny-eagle1") and last[1].startswith("tiny-eagle3")
@@ -125,66 +70,24 @@ def test_bench_cli_compares_drafts_on_one_target(tmp_path):
 def test_bench_cli_sweeps_temperatures(tmp_path):
     out_json = tmp_path / "sweep.json"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "eagle_demo",
-            "bench",
-            "--categories",
-            "code",
-            "--limit",
-            "1",
-            "--max-new-tokens",
-            "16",
-            "--chain",
-            "3",
-            "--temperatures",
-            "0",
-            "0.8",
-            "--json",
-            str(out_json),
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = subprocess.run([sys.executable, "-m", "eagle_demo", "bench", "--categories", "code", "--limit", "1",
+                           "--max-new-tokens", "16", "--chain", "3", "--temperatures", "0", "0.8",
+                           "--json", str(out_json)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     reports = json.loads(out_json.read_text())["temperatures"]
     assert [r["settings"]["temperature"] for r in reports] == [0.0, 0.8]
     assert all(r["results"][0]["equal_to_baseline"] is True for r in reports)  # float32: seeded baseline too
     assert proc.stdout.strip().splitlines()[-1].startswith("0.8")
-    both = subprocess.run(
-        [sys.executable, "-m", "eagle_demo", "bench", "--temperatures", "0", "--compare-draft", "assets/tiny-eagle3"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    both = subprocess.run([sys.executable, "-m", "eagle_demo", "bench", "--temperatures", "0", "--compare-draft",
+                           "assets/tiny-eagle3"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert both.returncode == 2 and "one at a time" in both.stderr
 
 
 def _row(pid: str, repeat: int, eagle: float, base: float) -> PromptResult:
-    return PromptResult(
-        id=pid,
-        category="code",
-        repeat=repeat,
-        prompt_tokens=5,
-        new_tokens=10,
-        rounds=4,
-        tau=2.5,
-        eagle_tokens_per_second=eagle,
-        baseline_tokens_per_second=base,
-        speedup=eagle / base,
-        acceptance_by_depth=(0.5,),
-        draft_seconds=0.0,
-        verify_seconds=0.0,
-        host_seconds=0.0,
-        equal_to_baseline=True,
-    )
+    return PromptResult(id=pid, category="code", repeat=repeat, prompt_tokens=5, new_tokens=10, rounds=4, tau=2.5,
+                        eagle_tokens_per_second=eagle, baseline_tokens_per_second=base, speedup=eagle / base,
+                        acceptance_by_depth=(0.5,), draft_seconds=0.0, verify_seconds=0.0, host_seconds=0.0,
+                        equal_to_baseline=True)
 
 
 def test_summary_counts_prompts_and_runs_and_takes_the_ratio_of_means():
@@ -204,27 +107,9 @@ def test_summary_counts_prompts_and_runs_and_takes_the_ratio_of_means():
 def test_bench_cli_reports_the_auto_choice_next_to_the_measured_speedup(tmp_path):
     out_json = tmp_path / "auto.json"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "EAGLE_DEMO_CACHE": str(tmp_path)}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "eagle_demo",
-            "bench",
-            "--categories",
-            "code",
-            "--limit",
-            "1",
-            "--max-new-tokens",
-            "16",
-            "--json",
-            str(out_json),
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = subprocess.run([sys.executable, "-m", "eagle_demo", "bench", "--categories", "code", "--limit", "1",
+                           "--max-new-tokens", "16", "--json", str(out_json)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(out_json.read_text())
     auto = report["extra"]["auto"]
@@ -248,22 +133,13 @@ def test_bench_cli_refuses_bad_counts_and_suites_before_loading(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     empty = tmp_path / "suite.jsonl"
     empty.write_text('{"id": "a", "category": "code", "prompt": "  "}\n')
-    cases = [
-        (["--repeats", "0"], "--repeats must be at least 1"),
-        (["--limit", "0"], "--limit must be at least 1"),
-        (["--suite", str(tmp_path / "none.jsonl")], "does not exist"),
-        (["--categories", "poetry"], "unknown categories ['poetry']"),
-        (["--suite", str(empty)], "suite.jsonl:1 has an empty prompt"),
-    ]
+    cases = [(["--repeats", "0"], "--repeats must be at least 1"), (["--limit", "0"], "--limit must be at least 1"),
+             (["--suite", str(tmp_path / "none.jsonl")], "does not exist"),
+             (["--categories", "poetry"], "unknown categories ['poetry']"),
+             (["--suite", str(empty)], "suite.jsonl:1 has an empty prompt")]
     for flags, message in cases:
-        proc = subprocess.run(
-            [sys.executable, "-m", "eagle_demo", "bench", "--target", str(tmp_path / "no-model"), *flags],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+        proc = subprocess.run([sys.executable, "-m", "eagle_demo", "bench", "--target", str(tmp_path / "no-model"),
+                               *flags], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
         # the target does not exist: an error about it would mean the model was loaded first
         assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [f"error: {proc.stderr[7:].strip()}"]
         assert message in proc.stderr and "Error:" not in proc.stderr, (flags, proc.stderr)
@@ -288,29 +164,9 @@ def test_compared_drafts_drop_a_hot_vocabulary_only_where_the_head_has_its_own(t
 def test_bench_cli_compares_drafts_each_at_its_own_automatic_tree(tmp_path):
     out_json = tmp_path / "cmp.json"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "EAGLE_DEMO_CACHE": str(tmp_path)}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "eagle_demo",
-            "bench",
-            "--categories",
-            "code",
-            "--limit",
-            "1",
-            "--max-new-tokens",
-            "16",
-            "--compare-draft",
-            "assets/tiny-eagle3",
-            "--json",
-            str(out_json),
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = subprocess.run([sys.executable, "-m", "eagle_demo", "bench", "--categories", "code", "--limit", "1",
+                           "--max-new-tokens", "16", "--compare-draft", "assets/tiny-eagle3", "--json", str(out_json)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     reports = json.loads(out_json.read_text())["drafts"]
     assert [r["settings"]["draft_family"] for r in reports] == ["eagle1", "eagle3"]

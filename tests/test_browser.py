@@ -14,14 +14,8 @@ import pytest
 from test_ui_api import CODE_PROMPT, demo_pair, launch
 
 CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync"]
 SHOTS = Path(__file__).resolve().parent.parent / "assets" / "screenshots"
 TIMEOUT_MS = 120_000
 
@@ -30,10 +24,8 @@ PLOT_POINTS = """(id) => {
   if (!el || !el.data) return -1;
   return el.data.reduce((n, t) => n + ((t.x && t.x.length) || 0), 0);
 }"""
-TREE_TITLE = (
-    "() => { const el = document.querySelector('#plot-tree .js-plotly-plot'); "
-    "return el && el.layout && el.layout.title ? el.layout.title.text : ''; }"
-)
+TREE_TITLE = "() => { const el = document.querySelector('#plot-tree .js-plotly-plot'); " \
+             "return el && el.layout && el.layout.title ? el.layout.title.text : ''; }"
 
 
 @pytest.fixture(scope="module")
@@ -277,10 +269,8 @@ def test_benchmark_compares_the_two_shipped_heads(page, app_url):
             box.check()
     page.locator("#bench-compare textarea").fill(str(ASSETS / "tiny-eagle3"))
     page.click("#bench-btn")
-    page.wait_for_function(
-        "() => (document.querySelector('#bench-table').innerText.match(/overall/g) || []).length >= 2",
-        timeout=600_000 if shots else TIMEOUT_MS,
-    )  # both drafts' rows
+    page.wait_for_function("() => (document.querySelector('#bench-table').innerText.match(/overall/g) || [])"
+                           ".length >= 2", timeout=600_000 if shots else TIMEOUT_MS)  # both drafts' rows
     rows = page.locator("#bench-table").inner_text()
     assert "tiny-eagle1" in rows and "tiny-eagle3" in rows and "Traceback" not in rows
     assert "yes" in rows.split() and "NO" not in rows.split()  # every category's runs equal plain decoding
@@ -310,10 +300,8 @@ def test_probe_button_and_probe_after_load_show_the_probe_line(page):
     REGISTRY.clear()
     box.uncheck()
     page.click("#load-btn")
-    page.wait_for_function(
-        "() => { const t = document.querySelector('#report').innerText; "
-        "return t.includes('Adaptations') && !t.includes('Probe ('); }"
-    )
+    page.wait_for_function("() => { const t = document.querySelector('#report').innerText; "
+                           "return t.includes('Adaptations') && !t.includes('Probe ('); }")
     page.click("#probe-btn")
     assert _probe_line(page) == line  # greedy measurements: the same figures
 
@@ -333,8 +321,7 @@ def test_a_gpu_page_probes_after_load_by_default_and_the_api_does_not(browser, a
         page.goto(url, wait_until="domcontentloaded")
         page.wait_for_function("() => { const b = document.querySelector('#probe-box input'); return b && b.checked; }")
         params = Client(url, verbose=False).view_api(print_info=False, return_format="dict")["named_endpoints"][
-            "/load"
-        ]["parameters"]
+            "/load"]["parameters"]
         assert params[-1]["parameter_name"] == "probe" and params[-1]["parameter_default"] is False
     finally:
         page.close()

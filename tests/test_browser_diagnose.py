@@ -45,9 +45,8 @@ def test_diagnose_shows_where_acceptance_falls_and_the_shapes_and_uses_one(page)
     flags = page.locator("#shape-flags").inner_text()
     steps = flags.split("--speculative-num-steps ")[1].split()[0]
     page.get_by_role("tab", name="Deploy").click()
-    page.wait_for_function(
-        f"() => document.querySelector('#sglang-cmd').innerText.includes('--speculative-num-steps {steps} ')"
-    )
+    page.wait_for_function(f"() => document.querySelector('#sglang-cmd').innerText.includes("
+                           f"'--speculative-num-steps {steps} ')")
     assert page.get_by_text("vLLM's tree is static").count() + page.get_by_text('{"num_speculative_tokens"').count() > 0
     page.wait_for_function("() => document.querySelector('#vllm-ngram-cmd').innerText.includes('ngram')")
     ngram = page.locator("#vllm-ngram-cmd").inner_text()  # the target with the n-gram draft, the race's settings

@@ -58,17 +58,14 @@ def open_page(browser, url: str, width: int):
 def load(page) -> None:
     page.click("#load-btn")
     page.wait_for_selector("#report :text('EAGLE-1/2 head')")
-    page.wait_for_function(
-        "() => document.querySelector('#auto-tree').innerText.includes('calibrated') || "
-        "document.querySelector('#auto-tree').innerText.includes('from the cache')"
-    )
+    page.wait_for_function("() => document.querySelector('#auto-tree').innerText.includes('calibrated') || "
+                           "document.querySelector('#auto-tree').innerText.includes('from the cache')")
     # the choice reaches the draft panel a step after the line: settings moved before that would be overwritten
     line = page.locator("#auto-tree").inner_text()
     chosen = re.search(r"chain k=(\d+)", line)
     if chosen:
-        page.wait_for_function(
-            f"() => document.querySelector('#chain-k input[type=number]').value === '{chosen.group(1)}'"
-        )
+        page.wait_for_function(f"() => document.querySelector('#chain-k input[type=number]').value === "
+                               f"'{chosen.group(1)}'")
     else:
         page.wait_for_timeout(3000)
 
@@ -87,9 +84,8 @@ def test_run_options_and_draft_tree_at_phone_and_desktop_widths(browser, app_url
     """At 390 px the run options were ~41 px each ("race base", "shou rejec draf") and the tree's labels overlapped."""
     page = open_page(browser, app_url, width)
     try:
-        widths = page.evaluate(
-            "() => [...document.querySelectorAll('#run-options label')].map(l => l.getBoundingClientRect().width)"
-        )
+        widths = page.evaluate("() => [...document.querySelectorAll('#run-options label')]"
+                               ".map(l => l.getBoundingClientRect().width)")
         assert len(widths) == 5 and min(widths) >= 120, widths
         load(page)
         generate(page, 48)
@@ -130,10 +126,8 @@ def test_hand_set_chain_k_shows_what_runs_and_the_slider_stops_at_the_context(lo
 
 def test_output_box_follows_a_long_run(loaded):
     generate(loaded, 600)
-    gap = loaded.evaluate(
-        "() => { const b = document.querySelector('#eagle-output .eagle-tokens'); "
-        "const room = b.scrollHeight - b.clientHeight; return [room, room - b.scrollTop]; }"
-    )
+    gap = loaded.evaluate("() => { const b = document.querySelector('#eagle-output .eagle-tokens'); "
+                          "const room = b.scrollHeight - b.clientHeight; return [room, room - b.scrollTop]; }")
     assert gap[0] > 100 and gap[1] <= 30, gap  # it scrolls, and it sits at the bottom
 
 
@@ -146,9 +140,8 @@ def test_deploy_after_a_benchmark_on_a_fresh_page(browser, app_url):
             box.uncheck()
         set_number(page, "bench-max-new", 16)
         page.click("#bench-btn")
-        page.wait_for_function(
-            "() => (document.querySelector('#bench-table').innerText.match(/overall/g) || []).length >= 1"
-        )
+        page.wait_for_function("() => (document.querySelector('#bench-table').innerText.match(/overall/g) || [])"
+                               ".length >= 1")
         page.get_by_role("tab", name="Deploy").click()
         page.wait_for_function("() => document.querySelector('#deploy-message').innerText.includes('Commands for')")
         message = page.locator("#deploy-message").inner_text()

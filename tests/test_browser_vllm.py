@@ -13,14 +13,8 @@ import pytest
 from test_ui_api import CODE_PROMPT, launch, shipped_pair
 
 CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync"]
 VLLM_MS = 420_000  # vLLM's start-up on a loaded 2-core machine
 
 
@@ -85,9 +79,8 @@ def test_the_ngram_draft_runs_in_vllm_at_the_pages_settings(page):
     page.click("#deploy-btn")
     page.wait_for_selector("#ngram-notes :text('n-gram 2..3, up to 3 tokens')")
     page.click("#vllm-ngram-btn")
-    page.wait_for_selector(
-        "#vllm-result :text('prompt_lookup_min 2, prompt_lookup_max 3, num_speculative_tokens 3')", timeout=VLLM_MS
-    )
+    page.wait_for_selector("#vllm-result :text('prompt_lookup_min 2, prompt_lookup_max 3, num_speculative_tokens 3')",
+                           timeout=VLLM_MS)
     same = page.locator("#vllm-result tr", has_text="output identical").inner_text()
     assert same.split()[-2:] == ["yes", "yes"], same
     row = page.locator("#vllm-result tr", has_text="acceptance length").inner_text()

@@ -70,7 +70,7 @@ def test_the_drafter_stops_where_the_path_probability_falls_under_the_stop(stati
         path = fixed.scores[1:]  # path probability at depths 1..10
         want = next((d for d, p in enumerate(path, 1) if p < stop), 10)
         got = drafter.draft(PROMPT[-1], TreeConfig.chain(10, stop))
-        assert got.token_list == fixed.token_list[: want + 1], stop
+        assert got.token_list == fixed.token_list[:want + 1], stop
         assert drafter.length == len(PROMPT) - 1  # the round's entries are dropped again
         lengths.add(want)
     assert len(lengths) >= 3  # the stops really cut the chain at different depths
@@ -94,7 +94,7 @@ def test_greedy_on_the_shipped_pair_with_chains_of_every_length(static):
     from eagle_demo.session import load_session
 
     session = load_session(threads=1, device="cpu", dtype="float32", static=static)
-    ids = session.encode('def parse_args(argv):\n    """Parse the command line."""\n')
+    ids = session.encode("def parse_args(argv):\n    \"\"\"Parse the command line.\"\"\"\n")
     run = RunConfig(max_new_tokens=96, ignore_eos=True, tree=TreeConfig.chain(12, 0.01))
     events = list(session.eagle.generate(ids, run))
     assert list(events[-1].token_ids) == list(list(session.baseline.generate(ids, run))[-1].token_ids)
@@ -124,14 +124,8 @@ def test_sampling_is_the_target_distribution():
 
 def test_the_round_cost_of_a_stopping_chain_is_priced_at_its_mean_length():
     line = lambda at, slope: Line(at=at, x0=0.0, slope=slope)  # noqa: E731
-    costs = Costs(
-        plain=1.0,
-        verify=line(1.0, 0.05),
-        tree_extra=0.1,
-        draft={1: line(0.0, 0.04)},
-        extend=line(0.1, 0.0),
-        host=line(0.02, 0.0),
-    )
+    costs = Costs(plain=1.0, verify=line(1.0, 0.05), tree_extra=0.1, draft={1: line(0.0, 0.04)},
+                  extend=line(0.1, 0.0), host=line(0.02, 0.0))
     fixed = costs.round(TreeConfig.chain(16), 5.0)
     assert fixed == pytest.approx(0.04 * 16 + 1.0 + 0.05 * 17 + 0.1 + 0.02)
     stopping = costs.round(TreeConfig.chain(16, 0.01), 5.0, drafted=6.5)
@@ -141,15 +135,8 @@ def test_the_round_cost_of_a_stopping_chain_is_priced_at_its_mean_length():
 def test_the_shape_table_keeps_the_stop_and_the_mean_length():
     line = Line(at=1.0, x0=0.0, slope=0.1)
     costs = Costs(plain=1.0, verify=line, tree_extra=0.0, draft={1: line}, extend=line, host=line)
-    table = ShapeTable(
-        shapes=(TreeConfig.chain(4), TreeConfig.chain(16, 0.005)),
-        taus=(3.0, 4.5),
-        offered=((1.0,),),
-        accepted=((1.0,),),
-        lead=((1.0, 1.0),),
-        costs=costs,
-        drafted=(0.0, 6.2),
-    )
+    table = ShapeTable(shapes=(TreeConfig.chain(4), TreeConfig.chain(16, 0.005)), taus=(3.0, 4.5),
+                       offered=((1.0,),), accepted=((1.0,),), lead=((1.0, 1.0),), costs=costs, drafted=(0.0, 6.2))
     again = ShapeTable.from_dict(table.to_dict())
     assert again == table
     scored = again.score((((0.5,),), (0.5,)), (((0.5,),), (0.5,)))
@@ -164,7 +151,7 @@ def test_the_replay_drafts_and_accepts_exactly_what_the_engine_does():
 
     session = load_session(threads=1, device="cpu", dtype="float32")
     engine = session.eagle
-    ids = session.encode('class Stack:\n    """A last-in, first-out stack of items."""\n')
+    ids = session.encode("class Stack:\n    \"\"\"A last-in, first-out stack of items.\"\"\"\n")
     shapes = [TreeConfig.chain(10, 0.01), TreeConfig.chain(6, 0.2)]
     group = Group(1, 10, stops=((10, 0.01), (6, 0.2)), fixed=3)
     got = replay(engine, [ids], [group], 64)
@@ -208,33 +195,12 @@ def test_the_automatic_choice_gives_the_gate_each_lengths_break_even():
     from eagle_demo.autotree.choose import AutoChoice
 
     line = Line(at=0.0, x0=0.0, slope=0.1)
-    costs = Costs(
-        plain=1.0,
-        verify=Line(at=1.0, x0=0.0, slope=0.05),
-        tree_extra=0.0,
-        draft={1: line},
-        extend=Line(at=0.1, x0=0.0, slope=0.0),
-        host=Line(at=0.0, x0=0.0, slope=0.0),
-    )
-    table = ShapeTable(
-        shapes=(TreeConfig.chain(4, 0.01),),
-        taus=(3.0,),
-        offered=((1.0,),),
-        accepted=((1.0,),),
-        lead=((1.0, 1.0),),
-        costs=costs,
-        scale=1.1,
-        drafted=(2.5,),
-    )
-    choice = AutoChoice(
-        tree=TreeConfig.chain(4, 0.01),
-        predicted_tau=3.0,
-        predicted_round_cost=1.5,
-        predicted_speedup=2.0,
-        plain_step_ms=1.0,
-        calibration_seconds=1.0,
-        table=table,
-    )
+    costs = Costs(plain=1.0, verify=Line(at=1.0, x0=0.0, slope=0.05), tree_extra=0.0, draft={1: line},
+                  extend=Line(at=0.1, x0=0.0, slope=0.0), host=Line(at=0.0, x0=0.0, slope=0.0))
+    table = ShapeTable(shapes=(TreeConfig.chain(4, 0.01),), taus=(3.0,), offered=((1.0,),), accepted=((1.0,),),
+                       lead=((1.0, 1.0),), costs=costs, scale=1.1, drafted=(2.5,))
+    choice = AutoChoice(tree=TreeConfig.chain(4, 0.01), predicted_tau=3.0, predicted_round_cost=1.5,
+                        predicted_speedup=2.0, plain_step_ms=1.0, calibration_seconds=1.0, table=table)
     run = choice.run_config(RunConfig())
     want = tuple(round(1.1 * (0.1 * d + 1.0 + 0.05 * (d + 1) + 0.1), 3) for d in range(1, 5))
     assert run.pause_by_length == want and run.pause_below == 1.5

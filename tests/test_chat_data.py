@@ -59,12 +59,9 @@ manipulating, formatting and converting dates, times and timestamps.
 
 
 def _docs():
-    return [
-        ("pydoc/_sources/tutorial/datastructures.rst.txt", RST),
-        ("pydoc/_sources/whatsnew/3.11.rst.txt", RST.replace("Lists", "Tuples")),
-        ("pypi/arrow/README.rst", PACKAGE_README),
-        ("stdlib/os.py", '"""OS routines."""\n'),
-    ]
+    return [("pydoc/_sources/tutorial/datastructures.rst.txt", RST),
+            ("pydoc/_sources/whatsnew/3.11.rst.txt", RST.replace("Lists", "Tuples")),
+            ("pypi/arrow/README.rst", PACKAGE_README), ("stdlib/os.py", '"""OS routines."""\n')]
 
 
 def test_sections_questions_and_answers():
@@ -77,10 +74,8 @@ def test_sections_questions_and_answers():
     stack = by_heading["Using Lists as Stacks"].answer
     assert stack.split("\n\n")[0].endswith("For example:")
     assert stack.split("\n\n")[1] == "    >>> stack = [3, 4, 5]\n    >>> stack.append(6)"  # the literal block, dedented
-    assert by_heading["Using Lists as Stacks"].question in (
-        "Explain using lists as stacks.",
-        "Tell me about using lists as stacks.",
-    )
+    assert by_heading["Using Lists as Stacks"].question in ("Explain using lists as stacks.",
+                                                            "Tell me about using lists as stacks.")
     # no changelog, no package
     assert all(e.source == "pydoc/_sources/tutorial/datastructures.rst.txt" for e in examples)
 
@@ -118,10 +113,8 @@ def test_add_template_writes_the_tokenizer_config(tmp_path):
 CORPUS2 = Path.home() / ".cache" / "eagle_demo" / "corpus2"
 
 
-@pytest.mark.skipif(
-    not (CORPUS2 / "manifest.json").is_file(),
-    reason="corpus2 not built on this machine (python -m eagle_demo.training.corpus --generation 2)",
-)
+@pytest.mark.skipif(not (CORPUS2 / "manifest.json").is_file(), reason="corpus2 not built on this machine "
+                    "(python -m eagle_demo.training.corpus --generation 2)")
 def test_real_corpus_examples_come_from_training_docs_only():
     docs = chat.corpus_docs(CORPUS2)
     examples = chat.build_examples(docs)

@@ -83,7 +83,6 @@ def target(root):
 
 def target_embedding(folder: Path) -> torch.Tensor:
     from safetensors import safe_open
-
     with safe_open(str(folder / "model.safetensors"), "pt") as f:
         return f.get_tensor("model.embed_tokens.weight")
 
@@ -92,22 +91,15 @@ def greedy_matches(pair: LoadedPair, tree: TreeConfig = TREE) -> None:
     """Greedy EAGLE equals the target's own generate, on the growing path and on the static one (fixed pools
     for the target and the draft: what CUDA graphs replay on a GPU)."""
     run = RunConfig(max_new_tokens=24, ignore_eos=True, tree=tree)
-    ref = pair.target.generate(
-        torch.tensor([PROMPT]),
-        do_sample=False,
-        max_new_tokens=24,
-        eos_token_id=None,
-        pad_token_id=0,
-        attention_mask=torch.ones(1, len(PROMPT), dtype=torch.long),
-    )
+    ref = pair.target.generate(torch.tensor([PROMPT]), do_sample=False, max_new_tokens=24, eos_token_id=None,
+                               pad_token_id=0, attention_mask=torch.ones(1, len(PROMPT), dtype=torch.long))
     for static in (False, True):
         finish = list(SpeculativeEngine(pair.target, pair.head, static=static).generate(PROMPT, run))[-1]
         assert isinstance(finish, Finish)
-        assert list(finish.token_ids) == ref[0, len(PROMPT) :].tolist(), f"static={static}"
+        assert list(finish.token_ids) == ref[0, len(PROMPT):].tolist(), f"static={static}"
 
 
 # ---- every layout: load, report, sharing, lossless greedy --------------------------------------------------
-
 
 def _embed_equal_to_target(folder, target_folder):
     sd = eagle1_weights(embed=False, seed=4)
@@ -146,189 +138,55 @@ def _sharded_bin_draft(folder, _):
 
 LAYOUTS = [
     # id, target, writer(folder, target_folder), family, layout, extra expectations
-    (
-        "vicuna",
-        "llama4",
-        lambda f, t: write_vicuna_eagle1(f),
-        "eagle1",
-        "yuhuili-eagle1",
-        dict(
-            fc_bias=True,
-            qkv_bias=False,
-            num_kv_heads=4,
-            embedding="own",
-            source_dtype="float32",
-            notes=[
-                "k/v heads 4 from k_proj rows (config has none)",
-                "rope_theta 10000 (absent in config, EAGLE default)",
-                "own embedding kept (differs from the target's)",
-                "lm_head shared from target (same tensor)",
-            ],
-        ),
-    ),
-    (
-        "llama3",
-        "llama4",
-        lambda f, t: write_llama3_eagle1(f),
-        "eagle1",
-        "yuhuili-eagle1",
-        dict(
-            fc_bias=False,
-            num_kv_heads=2,
-            rope_theta=500000.0,
-            source_dtype="float16",
-            notes=["weights cast float16 -> float32", "rope_theta 500000 (draft config)"],
-        ),
-    ),
-    (
-        "qwen2",
-        "qwen2_4",
-        lambda f, t: write_qwen2_eagle1(f),
-        "eagle1",
-        "yuhuili-eagle1",
-        dict(
-            fc_bias=True,
-            qkv_bias=True,
-            num_kv_heads=4,
-            source_dtype="bfloat16",
-            notes=["q/k/v biases found in weights (Qwen2-style), kept", "weights cast bfloat16 -> float32"],
-        ),
-    ),
-    (
-        "vllm",
-        "llama4",
-        lambda f, t: write_vllm_eagle1(f, eagle1_weights(seed=3)),
-        "eagle1",
-        "vllm-eagle1",
-        dict(
-            fc_bias=True,
-            ignored=["lm_head.weight"],
-            notes=[
-                "config wrapped {model_type: eagle} -> inner llama config",
-                "lm_head inside the draft ignored; the target's lm_head is shared (same tensor)",
-            ],
-        ),
-    ),
-    (
-        "no-embed-tied",
-        "tied4",
-        lambda f, t: write_raw_eagle1(f, eagle1_weights(embed=False), fmt="safetensors"),
-        "eagle1",
-        "yuhuili-eagle1",
-        dict(embedding="shared", notes=["embedding shared from target"]),
-    ),
-    (
-        "no-embed-sharded-target",
-        "sharded4",
-        lambda f, t: write_raw_eagle1(f, eagle1_weights(embed=False, fc_bias=False)),
-        "eagle1",
-        "yuhuili-eagle1",
-        dict(embedding="shared", fc_bias=False),
-    ),
-    (
-        "embed-equal",
-        "llama4",
-        _embed_equal_to_target,
-        "eagle1",
-        "yuhuili-eagle1",
-        dict(embedding="shared", notes=["embedding in the draft equals the target's; shared from target"]),
-    ),
+    ("vicuna", "llama4", lambda f, t: write_vicuna_eagle1(f), "eagle1", "yuhuili-eagle1",
+     dict(fc_bias=True, qkv_bias=False, num_kv_heads=4, embedding="own", source_dtype="float32",
+          notes=["k/v heads 4 from k_proj rows (config has none)", "rope_theta 10000 (absent in config, EAGLE default)",
+                 "own embedding kept (differs from the target's)", "lm_head shared from target (same tensor)"])),
+    ("llama3", "llama4", lambda f, t: write_llama3_eagle1(f), "eagle1", "yuhuili-eagle1",
+     dict(fc_bias=False, num_kv_heads=2, rope_theta=500000.0, source_dtype="float16",
+          notes=["weights cast float16 -> float32", "rope_theta 500000 (draft config)"])),
+    ("qwen2", "qwen2_4", lambda f, t: write_qwen2_eagle1(f), "eagle1", "yuhuili-eagle1",
+     dict(fc_bias=True, qkv_bias=True, num_kv_heads=4, source_dtype="bfloat16",
+          notes=["q/k/v biases found in weights (Qwen2-style), kept", "weights cast bfloat16 -> float32"])),
+    ("vllm", "llama4", lambda f, t: write_vllm_eagle1(f, eagle1_weights(seed=3)), "eagle1", "vllm-eagle1",
+     dict(fc_bias=True, ignored=["lm_head.weight"],
+          notes=["config wrapped {model_type: eagle} -> inner llama config",
+                 "lm_head inside the draft ignored; the target's lm_head is shared (same tensor)"])),
+    ("no-embed-tied", "tied4", lambda f, t: write_raw_eagle1(f, eagle1_weights(embed=False), fmt="safetensors"),
+     "eagle1", "yuhuili-eagle1", dict(embedding="shared", notes=["embedding shared from target"])),
+    ("no-embed-sharded-target", "sharded4",
+     lambda f, t: write_raw_eagle1(f, eagle1_weights(embed=False, fc_bias=False)), "eagle1", "yuhuili-eagle1",
+     dict(embedding="shared", fc_bias=False)),
+    ("embed-equal", "llama4", _embed_equal_to_target, "eagle1", "yuhuili-eagle1",
+     dict(embedding="shared", notes=["embedding in the draft equals the target's; shared from target"])),
     ("sharded-draft", "llama4", _sharded_draft, "eagle1", "yuhuili-eagle1", dict()),
     ("sharded-bin-draft", "llama4", _sharded_bin_draft, "eagle1", "yuhuili-eagle1", dict()),
-    (
-        "speculators-eagle1",
-        "llama4",
-        lambda f, t: write_speculators_eagle1(f, eagle1_weights(embed=False)),
-        "eagle1",
-        "speculators-eagle1",
-        dict(embedding="shared", notes=["speculators config: layer settings from transformer_layer_config (llama)"]),
-    ),
-    (
-        "eagle3-official",
-        "llama8",
-        lambda f, t: write_official_eagle3(f, eagle3_weights()),
-        "eagle3",
-        "yuhuili-eagle3",
-        dict(
-            feature_layers=(2, 4, 5),
-            feature_convention="default [2, L//2, L-3]",
-            draft_vocab=64,
-            rope_theta=10000.0,
-            norm_before_residual=False,
-            ignored=["t2d"],
-            notes=[
-                "rope_theta 10000 (absent in config, EAGLE default)",
-                "weights cast float16 -> float32",
-                "t2d ignored (d2t maps draft ids to target ids)",
-            ],
-        ),
-    ),
-    (
-        "eagle3-vicuna",
-        "llama8",
-        _vicuna_style_eagle3,
-        "eagle3",
-        "yuhuili-eagle3",
-        dict(
-            draft_vocab=VOCAB,
-            notes=[
-                "config says num_hidden_layers 40, weights hold 1 layer; following the weights",
-                "d2t identity (draft vocab == target vocab)",
-            ],
-        ),
-    ),
-    (
-        "eagle3-specforge",
-        "llama8",
-        _specforge_with_embed,
-        "eagle3",
-        "specforge-eagle3",
-        dict(
-            feature_layers=(2, 4, 5),
-            feature_convention="specforge/sglang eagle_config ids +1",
-            embedding="shared",
-            notes=["embedding in the draft equals the target's; shared from target"],
-        ),
-    ),
-    (
-        "eagle3-angelslim",
-        "qwen3_8",
-        lambda f, t: write_angelslim_eagle3(f, eagle3_weights(head_dim=32)),
-        "eagle3",
-        "angelslim-eagle3",
-        dict(
-            head_dim=32,
-            num_heads=4,
-            lm_head="own",
-            notes=[
-                "head_dim 32 from config (heads x head_dim = 128 != hidden 64)",
-                "tie_word_embeddings true in config ignored: the draft lm_head is never tied",
-            ],
-        ),
-    ),
-    (
-        "eagle3-speculators",
-        "llama8",
-        lambda f, t: write_speculators_eagle3(f, eagle3_weights(), ids=(1, 4, 6)),
-        "eagle3",
-        "speculators-eagle3",
-        dict(
-            feature_layers=(1, 4, 6),
-            feature_convention="speculators ids as given",
-            norm_before_residual=True,
-            notes=["norm_before_residual true (speculators default)"],
-        ),
-    ),
-    (
-        "eagle3-own-embed",
-        "llama8",
-        _wide_target_eagle3,
-        "eagle3",
-        "yuhuili-eagle3",
-        dict(
-            draft_hidden=48, embedding="own", notes=["own embedding kept (draft hidden size differs from the target's)"]
-        ),
-    ),
+    ("speculators-eagle1", "llama4", lambda f, t: write_speculators_eagle1(f, eagle1_weights(embed=False)),
+     "eagle1", "speculators-eagle1",
+     dict(embedding="shared", notes=["speculators config: layer settings from transformer_layer_config (llama)"])),
+    ("eagle3-official", "llama8", lambda f, t: write_official_eagle3(f, eagle3_weights()), "eagle3", "yuhuili-eagle3",
+     dict(feature_layers=(2, 4, 5), feature_convention="default [2, L//2, L-3]", draft_vocab=64, rope_theta=10000.0,
+          norm_before_residual=False, ignored=["t2d"],
+          notes=["rope_theta 10000 (absent in config, EAGLE default)", "weights cast float16 -> float32",
+                 "t2d ignored (d2t maps draft ids to target ids)"])),
+    ("eagle3-vicuna", "llama8", _vicuna_style_eagle3, "eagle3", "yuhuili-eagle3",
+     dict(draft_vocab=VOCAB, notes=["config says num_hidden_layers 40, weights hold 1 layer; following the weights",
+                                    "d2t identity (draft vocab == target vocab)"])),
+    ("eagle3-specforge", "llama8", _specforge_with_embed, "eagle3", "specforge-eagle3",
+     dict(feature_layers=(2, 4, 5), feature_convention="specforge/sglang eagle_config ids +1", embedding="shared",
+          notes=["embedding in the draft equals the target's; shared from target"])),
+    ("eagle3-angelslim", "qwen3_8", lambda f, t: write_angelslim_eagle3(f, eagle3_weights(head_dim=32)), "eagle3",
+     "angelslim-eagle3",
+     dict(head_dim=32, num_heads=4, lm_head="own",
+          notes=["head_dim 32 from config (heads x head_dim = 128 != hidden 64)",
+                 "tie_word_embeddings true in config ignored: the draft lm_head is never tied"])),
+    ("eagle3-speculators", "llama8", lambda f, t: write_speculators_eagle3(f, eagle3_weights(), ids=(1, 4, 6)),
+     "eagle3", "speculators-eagle3",
+     dict(feature_layers=(1, 4, 6), feature_convention="speculators ids as given", norm_before_residual=True,
+          notes=["norm_before_residual true (speculators default)"])),
+    ("eagle3-own-embed", "llama8", _wide_target_eagle3, "eagle3", "yuhuili-eagle3",
+     dict(draft_hidden=48, embedding="own",
+          notes=["own embedding kept (draft hidden size differs from the target's)"])),
 ]
 
 
@@ -354,21 +212,9 @@ def test_layout_loads_adapts_and_decodes_losslessly(loaded, layout_id, tname, wr
     assert report.problem is None and report.target_path == pair.target_path
     assert pair.target.config._attn_implementation in ("sdpa", attention.NAME) and not pair.target.training
     assert report.draft_hidden == expect.get("draft_hidden", 64)
-    for key in (
-        "fc_bias",
-        "qkv_bias",
-        "num_kv_heads",
-        "num_heads",
-        "head_dim",
-        "embedding",
-        "lm_head",
-        "feature_layers",
-        "feature_convention",
-        "draft_vocab",
-        "rope_theta",
-        "norm_before_residual",
-        "source_dtype",
-    ):
+    for key in ("fc_bias", "qkv_bias", "num_kv_heads", "num_heads", "head_dim", "embedding", "lm_head",
+                "feature_layers", "feature_convention", "draft_vocab", "rope_theta", "norm_before_residual",
+                "source_dtype"):
         if key in expect:
             assert getattr(report, key) == expect[key], key
     for note in expect.get("notes", []):
@@ -384,10 +230,8 @@ def test_layout_loads_adapts_and_decodes_losslessly(loaded, layout_id, tname, wr
     else:
         assert head.feature_layers == report.feature_layers
         assert isinstance(head.lm_head, torch.nn.Linear)
-        assert head.lm_head.weight.data_ptr() not in (
-            lm.weight.data_ptr(),
-            pair.target.get_input_embeddings().weight.data_ptr(),
-        )
+        assert head.lm_head.weight.data_ptr() not in (lm.weight.data_ptr(),
+                                                      pair.target.get_input_embeddings().weight.data_ptr())
     if report.embedding == "shared":
         assert head.embed_tokens is None
         assert head.shared_embed.module is pair.target.get_input_embeddings()
@@ -407,21 +251,9 @@ def test_report_is_json_and_readable(loaded):
     report = loaded("eagle3-official").report
     data = json.loads(report.to_json())
     assert data["family"] == "eagle3" and data["feature_layers"] == [2, 4, 5] and data["loadable"] is True
-    for key in (
-        "source_layout",
-        "target_model_type",
-        "target_layers",
-        "target_hidden",
-        "draft_hidden",
-        "target_vocab",
-        "draft_vocab",
-        "feature_convention",
-        "adaptations",
-        "ignored_keys",
-        "warnings",
-        "draft_param_bytes",
-        "shared_bytes",
-    ):
+    for key in ("source_layout", "target_model_type", "target_layers", "target_hidden", "draft_hidden",
+                "target_vocab", "draft_vocab", "feature_convention", "adaptations", "ignored_keys", "warnings",
+                "draft_param_bytes", "shared_bytes"):
         assert key in data
     text = report.summary()
     assert "eagle3 (yuhuili-eagle3" in text and "hidden_states [2, 4, 5]" in text
@@ -436,7 +268,6 @@ def test_target_tokenizer_is_loaded_when_present(loaded):
 
 
 # ---- converting a draft between layouts gives identical draft outputs --------------------------------------
-
 
 def _draft_outputs(pair: LoadedPair, seed: int = 0):
     torch.manual_seed(seed)
@@ -505,9 +336,8 @@ def test_d2t_rebuilt_from_t2d_when_absent(root, target):
 
 
 def test_bfloat16_target_casts_the_draft(root, target):
-    pair = load_pair(
-        str(target("llama4")), str(write_vicuna_eagle1(root / "bf16-draft")), dtype="bfloat16", device="cpu"
-    )
+    pair = load_pair(str(target("llama4")), str(write_vicuna_eagle1(root / "bf16-draft")), dtype="bfloat16",
+                     device="cpu")
     assert all(p.dtype == torch.bfloat16 for p in pair.head.parameters())
     assert pair.head.rotary_emb.inv_freq.dtype == torch.float32
     assert "weights cast float32 -> bfloat16" in pair.report.adaptations
@@ -521,18 +351,13 @@ def test_no_draft_loads_target_only(target):
 
 def test_progress_is_reported(root, target):
     seen = []
-    load_pair(
-        str(target("llama4")),
-        str(write_vicuna_eagle1(root / "progress")),
-        device="cpu",
-        progress=lambda msg, frac: seen.append((msg, frac)),
-    )
+    load_pair(str(target("llama4")), str(write_vicuna_eagle1(root / "progress")), device="cpu",
+              progress=lambda msg, frac: seen.append((msg, frac)))
     assert seen[0][1] == 0.0 and seen[-1] == ("ready", 1.0)
     assert all(0.0 <= f <= 1.0 for _, f in seen)
 
 
 # ---- detection details --------------------------------------------------------------------------------------
-
 
 def test_fc_bias_follows_the_weights_not_the_config(root, target):
     cfg = llama_config(bias=False)
@@ -574,23 +399,19 @@ def test_inspect_reads_headers_only(root, target, monkeypatch):
     assert report.family == "eagle3" and report.loadable and report.ignored_keys == ("t2d",)
 
 
-@pytest.mark.parametrize(
-    "layers,rule,ids,expected,convention",
-    [
-        (8, "specforge", [1, 3, 4], (2, 4, 5), "specforge/sglang eagle_config ids +1"),
-        (12, "specforge", [1, 5, 8], (2, 6, 9), "specforge/sglang eagle_config ids +1"),
-        (12, "speculators", [2, 6, 9], (2, 6, 9), "speculators ids as given"),
-        (12, "speculators", [1, 3, 4], (1, 3, 4), "speculators ids as given"),
-        (8, "default", None, (2, 4, 5), "default [2, L//2, L-3]"),
-        (12, "default", None, (2, 6, 9), "default [2, L//2, L-3]"),
-    ],
-)
+@pytest.mark.parametrize("layers,rule,ids,expected,convention", [
+    (8, "specforge", [1, 3, 4], (2, 4, 5), "specforge/sglang eagle_config ids +1"),
+    (12, "specforge", [1, 5, 8], (2, 6, 9), "specforge/sglang eagle_config ids +1"),
+    (12, "speculators", [2, 6, 9], (2, 6, 9), "speculators ids as given"),
+    (12, "speculators", [1, 3, 4], (1, 3, 4), "speculators ids as given"),
+    (8, "default", None, (2, 4, 5), "default [2, L//2, L-3]"),
+    (12, "default", None, (2, 6, 9), "default [2, L//2, L-3]"),
+])
 def test_feature_conventions(root, layers, rule, ids, expected, convention):
     tgt = root / f"cfg-target-{layers}"
     if not tgt.exists():
-        LlamaConfig(
-            vocab_size=VOCAB, hidden_size=64, num_hidden_layers=layers, num_attention_heads=4, intermediate_size=128
-        ).save_pretrained(tgt)
+        LlamaConfig(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=layers, num_attention_heads=4,
+                    intermediate_size=128).save_pretrained(tgt)
     folder = root / f"conv-{rule}-{layers}-{ids}"
     sd = eagle3_weights(seed=14)
     if rule == "specforge":
@@ -614,7 +435,6 @@ def test_specforge_id_of_last_layer_is_the_last_layers_output(root, target):
 
 # ---- failures: one clear line each ---------------------------------------------------------------------------
 
-
 def _raises(target_folder, draft_folder, match, exc=CheckpointError):
     with pytest.raises(exc, match=match) as info:
         load_pair(str(target_folder), str(draft_folder), device="cpu")
@@ -623,23 +443,16 @@ def _raises(target_folder, draft_folder, match, exc=CheckpointError):
 
 
 def test_hidden_size_mismatch(root, target):
-    folder = write_raw_eagle1(root / "h48", eagle1_weights(hidden=48, heads=4, kv=4), llama_config(hidden=48))
-    _raises(
-        target("llama4"),
-        folder,
-        r"draft hidden size 48 \(fc input 96\) does not match the target hidden size 64",
-        IncompatiblePairError,
-    )
+    folder = write_raw_eagle1(root / "h48", eagle1_weights(hidden=48, heads=4, kv=4),
+                              llama_config(hidden=48))
+    _raises(target("llama4"), folder, r"draft hidden size 48 \(fc input 96\) does not match the target hidden size 64",
+            IncompatiblePairError)
 
 
 def test_vocab_mismatch_from_embedding(root, target):
     folder = write_raw_eagle1(root / "v100", eagle1_weights(vocab=100), llama_config(vocab=100))
-    _raises(
-        target("llama4"),
-        folder,
-        "draft embed_tokens has 100 rows but the target vocab size is 96",
-        IncompatiblePairError,
-    )
+    _raises(target("llama4"), folder, "draft embed_tokens has 100 rows but the target vocab size is 96",
+            IncompatiblePairError)
 
 
 def test_vocab_mismatch_from_config(root, target):
@@ -650,23 +463,14 @@ def test_vocab_mismatch_from_config(root, target):
 def test_tokenizer_mismatch(root, target):
     folder = write_vicuna_eagle1(root / "tok90")
     write_tokenizer(folder, 90)
-    _raises(
-        target("llama4"),
-        folder,
-        "tokenizer mismatch: the draft's tokenizer has 90 tokens, the target's 96",
-        IncompatiblePairError,
-    )
+    _raises(target("llama4"), folder, "tokenizer mismatch: the draft's tokenizer has 90 tokens, the target's 96",
+            IncompatiblePairError)
 
 
 def test_eagle3_made_for_another_target(root, target):
     folder = write_official_eagle3(root / "e3-ht48", eagle3_weights(target_hidden=48))
-    err = _raises(
-        target("llama8"),
-        folder,
-        r"fuses 3 target features of width 48 \(fc input 144\) but the target "
-        "hidden size is 64; this draft was made for another target",
-        IncompatiblePairError,
-    )
+    err = _raises(target("llama8"), folder, r"fuses 3 target features of width 48 \(fc input 144\) but the target "
+                  "hidden size is 64; this draft was made for another target", IncompatiblePairError)
     report = inspect_pair(str(target("llama8")), str(folder))
     assert report.problem == str(err) and not report.loadable
 
@@ -679,31 +483,24 @@ def test_eagle3_feature_layer_out_of_range(root, target):
 def test_eagle3_other_hidden_without_embedding(root, target):
     sd = eagle3_weights(hidden=48, target_hidden=64, head_dim=12, embed=False)
     folder = write_official_eagle3(root / "e3-noembed", sd, hidden_size=48)
-    _raises(
-        target("llama8"),
-        folder,
-        "draft hidden size 48 differs from the target hidden size 64 and the draft ships no embed_tokens.weight",
-    )
+    _raises(target("llama8"), folder, "draft hidden size 48 differs from the target hidden size 64 and the draft "
+            "ships no embed_tokens.weight")
 
 
 def test_eagle3_small_vocab_without_mapping(root, target):
     sd = eagle3_weights()
     del sd["d2t"], sd["t2d"]
     folder = write_official_eagle3(root / "e3-nomap", sd)
-    _raises(
-        target("llama8"),
-        folder,
-        "draft vocab 64 is smaller than the target vocab 96 but the checkpoint has no d2t/t2d mapping",
-    )
+    _raises(target("llama8"), folder, "draft vocab 64 is smaller than the target vocab 96 but the checkpoint has no "
+            "d2t/t2d mapping")
 
 
 def test_missing_required_key_is_named(root, target):
     sd = eagle1_weights()
     del sd["layers.0.mlp.up_proj.weight"]
     folder = write_raw_eagle1(root / "no-up", sd)
-    _raises(
-        target("llama4"), folder, "missing required weight layers.0.mlp.up_proj.weight; the checkpoint is incomplete"
-    )
+    _raises(target("llama4"), folder, "missing required weight layers.0.mlp.up_proj.weight; the checkpoint is "
+            "incomplete")
 
 
 def test_truncated_safetensors(root, target):
@@ -735,19 +532,15 @@ def test_bin_that_is_not_a_zip(root, target):
 def test_index_pointing_at_missing_shard(root, target):
     folder = _sharded_draft(root / "lost-shard", None)
     (folder / "model-00002-of-00002.safetensors").unlink()
-    _raises(
-        target("llama4"),
-        folder,
-        "model.safetensors.index.json in .* names shard model-00002-of-00002.safetensors, which is missing",
-    )
+    _raises(target("llama4"), folder, "model.safetensors.index.json in .* names shard model-00002-of-00002."
+            "safetensors, which is missing")
 
 
 def test_index_escaping_the_folder_is_refused(root, target):
     folder = root / "escape-index"
     write_json(folder, llama_config())
-    write_json(
-        folder, {"weight_map": {"fc.weight": "../target-llama4/model.safetensors"}}, "model.safetensors.index.json"
-    )
+    write_json(folder, {"weight_map": {"fc.weight": "../target-llama4/model.safetensors"}},
+               "model.safetensors.index.json")
     _raises(target("llama4"), folder, "refusing file name '../target-llama4/model.safetensors'")
 
 
@@ -783,11 +576,8 @@ def test_target_config_field_of_the_wrong_type(root):
     cfg = json.loads((folder / "config.json").read_text())
     cfg["hidden_size"] = "sixty-four"
     (folder / "config.json").write_text(json.dumps(cfg))
-    _raises(
-        folder,
-        write_vicuna_eagle1(root / "ok-draft-typed"),
-        "target config.json in .* has a field of the wrong type .*hidden_size.*correct that field in config.json",
-    )
+    _raises(folder, write_vicuna_eagle1(root / "ok-draft-typed"), "target config.json in .* has a field of the wrong "
+            "type .*hidden_size.*correct that field in config.json")
 
 
 def test_target_that_is_not_a_causal_lm(root):
@@ -806,11 +596,8 @@ def test_corrupted_target_weights(root, target):
     write_target(folder, "llama", layers=2)
     path = folder / "model.safetensors"
     path.write_bytes(path.read_bytes()[:-2000])
-    _raises(
-        folder,
-        write_vicuna_eagle1(root / "ok-draft3"),
-        "model.safetensors in .*broken-target is not a readable safetensors file",
-    )
+    _raises(folder, write_vicuna_eagle1(root / "ok-draft3"), "model.safetensors in .*broken-target is not a readable "
+            "safetensors file")
 
 
 def test_target_config_disagreeing_with_its_weights(root):
@@ -825,22 +612,16 @@ def test_target_config_disagreeing_with_its_weights(root):
 
 def test_medusa_is_recognized_and_refused(root, target):
     folder = write_medusa(root / "medusa")
-    _raises(
-        target("llama4"),
-        folder,
-        r"is a Medusa head \(2 heads\), not an EAGLE draft; pick an EAGLE-1/2 or "
-        "EAGLE-3 draft for this target",
-        NotAnEagleDraftError,
-    )
+    _raises(target("llama4"), folder, r"is a Medusa head \(2 heads\), not an EAGLE draft; pick an EAGLE-1/2 or "
+            "EAGLE-3 draft for this target", NotAnEagleDraftError)
     report = inspect_pair(str(target("llama4")), str(folder))
     assert report.family == "medusa" and "Medusa" in report.problem
 
 
 def test_causal_lm_draft_is_recognized_and_refused(root, target):
     folder = write_target(root / "small-lm", "llama", layers=2)
-    _raises(
-        target("llama4"), folder, r"is a full causal LM \(llama, 2 layers\), not an EAGLE draft", NotAnEagleDraftError
-    )
+    _raises(target("llama4"), folder, r"is a full causal LM \(llama, 2 layers\), not an EAGLE draft",
+            NotAnEagleDraftError)
     assert inspect_pair(str(target("llama4")), str(folder)).family == "causal_lm"
 
 
@@ -865,11 +646,8 @@ def test_multi_layer_eagle3_loads(root, target):
     """Issue 23: multi-layer EAGLE-3 drafts were refused; they now load with every layer."""
     sd = eagle3_weights()
     for name in [k for k in sd if k.startswith("midlayer.")]:
-        sd["layers.1." + name[len("midlayer.") :]] = (
-            sd[name][..., :64].clone()
-            if "self_attn.q_proj" in name or "self_attn.k_proj" in name or "self_attn.v_proj" in name
-            else sd[name].clone()
-        )
+        sd["layers.1." + name[len("midlayer."):]] = sd[name][..., :64].clone() if "self_attn.q_proj" in name or \
+            "self_attn.k_proj" in name or "self_attn.v_proj" in name else sd[name].clone()
     sd["layers.1.input_layernorm.weight"] = sd["midlayer.input_layernorm.weight"].clone()
     del sd["layers.1.hidden_norm.weight"]
     folder = write_speculators_eagle3(root / "two-layers", sd)
@@ -888,12 +666,8 @@ def test_bin_loading_is_weights_only(root, target):
     folder = root / "evil"
     write_json(folder, llama_config())
     torch.save({"fc.weight": torch.zeros(64, 128), "x": Payload()}, folder / "pytorch_model.bin")
-    _raises(
-        target("llama4"),
-        folder,
-        r"holds pickled objects besides tensors and was refused \(only weights-only "
-        r"loading is allowed\)",
-    )
+    _raises(target("llama4"), folder, r"holds pickled objects besides tensors and was refused \(only weights-only "
+            r"loading is allowed\)")
     with pytest.raises(CheckpointError):
         inspect_pair(str(target("llama4")), str(folder))
     assert not marker.exists()
@@ -927,25 +701,8 @@ def test_a_run_past_the_drafts_own_context_gets_a_note(tmp_path):
     assert s.context_note(100, RunConfig(max_new_tokens=28)) == ""
     note = s.context_note(100, RunConfig(max_new_tokens=64))
     assert "position 164" in note and "128 positions" in note and "\n" not in note
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "eagle_demo",
-            "generate",
-            "--target",
-            str(tgt),
-            "--draft",
-            str(draft),
-            "--prompt-ids",
-            ",".join(["5"] * 100),
-            "--max-new-tokens",
-            "40",
-            "--ignore-eos",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=str(Path(__file__).resolve().parent.parent),
-    )
+    proc = subprocess.run([sys.executable, "-m", "eagle_demo", "generate", "--target", str(tgt), "--draft",
+                           str(draft), "--prompt-ids", ",".join(["5"] * 100), "--max-new-tokens", "40",
+                           "--ignore-eos"], capture_output=True, text=True, timeout=300,
+                          cwd=str(Path(__file__).resolve().parent.parent))
     assert proc.returncode == 0 and "[note] this run can reach position 140" in proc.stderr

@@ -15,9 +15,8 @@ ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1", "OM
 
 
 def cli(*args, check=True):
-    proc = subprocess.run(
-        [sys.executable, "-m", "eagle_demo", *args], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300
-    )
+    proc = subprocess.run([sys.executable, "-m", "eagle_demo", *args], cwd=ROOT, env=ENV, capture_output=True,
+                          text=True, timeout=300)
     if check and proc.returncode != 0:
         raise AssertionError(f"exit {proc.returncode}: {proc.stderr}")
     return proc
@@ -33,61 +32,21 @@ def pair(tmp_path_factory):
 
 def test_generate_json_contract_and_greedy_equality(pair):
     target, draft = pair
-    proc = cli(
-        "generate",
-        "--target",
-        target,
-        "--draft",
-        draft,
-        "--prompt-ids",
-        "1,5,9,13",
-        "--max-new-tokens",
-        "20",
-        "--ignore-eos",
-        "--depth",
-        "3",
-        "--draft-top-k",
-        "2",
-        "--total-tokens",
-        "8",
-        "--json",
-        "--device",
-        "cpu",
-        "--dtype",
-        "float32",
-    )
+    proc = cli("generate", "--target", target, "--draft", draft, "--prompt-ids", "1,5,9,13", "--max-new-tokens",
+               "20", "--ignore-eos", "--depth", "3", "--draft-top-k", "2", "--total-tokens", "8", "--json",
+               "--device", "cpu", "--dtype", "float32")
     lines = [json.loads(x) for x in proc.stdout.strip().splitlines()]
     kinds = [e["event"] for e in lines]
     assert kinds[0] == "runstart" and kinds[1] == "prefill" and kinds[-2] == "finish" and kinds[-1] == "summary"
     assert "round" in kinds
     summary = lines[-1]
-    for key in (
-        "token_ids",
-        "text",
-        "new_tokens",
-        "rounds",
-        "tau",
-        "decode_seconds",
-        "prefill_seconds",
-        "mode",
-        "draft_family",
-    ):
+    for key in ("token_ids", "text", "new_tokens", "rounds", "tau", "decode_seconds", "prefill_seconds", "mode",
+                "draft_family"):
         assert key in summary
     assert summary["new_tokens"] == 20 == len(summary["token_ids"])
     assert summary["mode"] == "eagle" and summary["draft_family"] == "eagle1"
-    base = cli(
-        "generate",
-        "--target",
-        target,
-        "--prompt-ids",
-        "1,5,9,13",
-        "--max-new-tokens",
-        "20",
-        "--ignore-eos",
-        "--mode",
-        "baseline",
-        "--json",
-    )
+    base = cli("generate", "--target", target, "--prompt-ids", "1,5,9,13", "--max-new-tokens", "20",
+               "--ignore-eos", "--mode", "baseline", "--json")
     base_summary = json.loads(base.stdout.strip().splitlines()[-1])
     assert base_summary["token_ids"] == summary["token_ids"]
     assert base_summary["tau"] == 1.0 and base_summary["draft_family"] == ""
@@ -96,85 +55,34 @@ def test_generate_json_contract_and_greedy_equality(pair):
 @pytest.mark.slow
 def test_generate_text_prompt_chain_and_sampling(pair):
     target, draft = pair
-    proc = cli(
-        "generate",
-        "--target",
-        target,
-        "--draft",
-        draft,
-        "--prompt",
-        "t5 t9 t13",
-        "--chain",
-        "3",
-        "--max-new-tokens",
-        "12",
-        "--temperature",
-        "0.7",
-        "--top-p",
-        "0.9",
-        "--top-k",
-        "20",
-        "--seed",
-        "3",
-    )
+    proc = cli("generate", "--target", target, "--draft", draft, "--prompt", "t5 t9 t13", "--chain", "3",
+               "--max-new-tokens", "12", "--temperature", "0.7", "--top-p", "0.9", "--top-k", "20", "--seed", "3")
     assert proc.stdout.strip() and "tau" in proc.stderr
 
 
 def test_generate_with_a_repetition_penalty_equals_its_baseline(pair):
     target, draft = pair
-    args = (
-        "--prompt-ids",
-        "1,5,9,13",
-        "--max-new-tokens",
-        "20",
-        "--ignore-eos",
-        "--json",
-        "--repetition-penalty",
-        "1.4",
-    )
-    eagle = json.loads(
-        cli(
-            "generate",
-            "--target",
-            target,
-            "--draft",
-            draft,
-            "--depth",
-            "3",
-            "--draft-top-k",
-            "2",
-            "--total-tokens",
-            "8",
-            *args,
-        )
-        .stdout.strip()
-        .splitlines()[-1]
-    )
+    args = ("--prompt-ids", "1,5,9,13", "--max-new-tokens", "20", "--ignore-eos", "--json",
+            "--repetition-penalty", "1.4")
+    eagle = json.loads(cli("generate", "--target", target, "--draft", draft, "--depth", "3", "--draft-top-k", "2",
+                           "--total-tokens", "8", *args).stdout.strip().splitlines()[-1])
     base = json.loads(cli("generate", "--target", target, "--mode", "baseline", *args).stdout.strip().splitlines()[-1])
-    plain = json.loads(
-        cli("generate", "--target", target, "--mode", "baseline", *args[:-2]).stdout.strip().splitlines()[-1]
-    )
+    plain = json.loads(cli("generate", "--target", target, "--mode", "baseline",
+                           *args[:-2]).stdout.strip().splitlines()[-1])
     assert eagle["token_ids"] == base["token_ids"] != plain["token_ids"]
 
 
-@pytest.mark.parametrize(
-    "args,message",
-    [
-        (["--prompt-ids", "1,x"], "--prompt-ids must be comma-separated integers"),
-        (["--prompt-ids", "1,2", "--repetition-penalty", "0"], "repetition penalty 0.0 is out of range"),
-        (["--prompt-ids", "1,2", "--temperature", "-1"], "temperature -1.0 is out of range"),
-        (["--prompt-ids", "1,2", "--depth", "0"], "depth 0 is out of range"),
-        (
-            ["--prompt-ids", "1,2", "--device", "cuda"]
-            if not torch.cuda.is_available()
-            else ["--prompt-ids", "1,999999"],
-            "no CUDA GPU is available" if not torch.cuda.is_available() else "outside the target vocabulary",
-        ),
-        (["--prompt-ids", "1,999999"], "outside the target vocabulary"),
-        (["--prompt", "   "], "the prompt is empty"),
-        (["--prompt-ids", "1,2", "--chain-stop", "0.5"], "a chain stop applies to chains only"),
-    ],
-)
+@pytest.mark.parametrize("args,message", [
+    (["--prompt-ids", "1,x"], "--prompt-ids must be comma-separated integers"),
+    (["--prompt-ids", "1,2", "--repetition-penalty", "0"], "repetition penalty 0.0 is out of range"),
+    (["--prompt-ids", "1,2", "--temperature", "-1"], "temperature -1.0 is out of range"),
+    (["--prompt-ids", "1,2", "--depth", "0"], "depth 0 is out of range"),
+    (["--prompt-ids", "1,2", "--device", "cuda"] if not torch.cuda.is_available() else ["--prompt-ids", "1,999999"],
+     "no CUDA GPU is available" if not torch.cuda.is_available() else "outside the target vocabulary"),
+    (["--prompt-ids", "1,999999"], "outside the target vocabulary"),
+    (["--prompt", "   "], "the prompt is empty"),
+    (["--prompt-ids", "1,2", "--chain-stop", "0.5"], "a chain stop applies to chains only"),
+])
 def test_generate_errors_are_one_line_exit_2(pair, args, message):
     target, draft = pair
     proc = cli("generate", "--target", target, "--draft", draft, *args, check=False)
@@ -213,42 +121,14 @@ def test_inspect_eagle3_names_the_convention(tmp_path):
 
 def test_generate_race_reports_speedup_identity_and_why(pair):
     target, draft = pair
-    proc = cli(
-        "generate",
-        "--target",
-        target,
-        "--draft",
-        draft,
-        "--prompt-ids",
-        "1,5,9,13",
-        "--max-new-tokens",
-        "16",
-        "--ignore-eos",
-        "--chain",
-        "3",
-        "--race",
-        "--json",
-    )
+    proc = cli("generate", "--target", target, "--draft", draft, "--prompt-ids", "1,5,9,13", "--max-new-tokens",
+               "16", "--ignore-eos", "--chain", "3", "--race", "--json")
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert summary["identical_to_baseline"] is True and summary["baseline_tokens_per_second"] > 0
     assert summary["speedup"] == pytest.approx(summary["tau"] / summary["round_cost"], rel=1e-3)
     assert summary["why"].startswith(f"{summary['speedup']:.2f}x = tau ")
-    text = cli(
-        "generate",
-        "--target",
-        target,
-        "--draft",
-        draft,
-        "--prompt-ids",
-        "1,5,9,13",
-        "--max-new-tokens",
-        "16",
-        "--chain",
-        "3",
-        "--race",
-        "--temperature",
-        "0.8",
-    )
+    text = cli("generate", "--target", target, "--draft", draft, "--prompt-ids", "1,5,9,13", "--max-new-tokens",
+               "16", "--chain", "3", "--race", "--temperature", "0.8")
     # sampled in float32: checked against the seeded baseline, as the page and the API do
     assert "[baseline]" in text.stderr and "same as seeded baseline: yes" in text.stderr and "[why]" in text.stderr
 
@@ -257,24 +137,8 @@ def test_generate_static_runs_both_engines_over_fixed_caches_losslessly(pair):
     """--static (CUDA graphs on a GPU, the same fixed-size path eagerly here): greedy output equals plain decoding
     and the run without it, token for token, for a chain and a tree; sampled, it equals the seeded baseline."""
     target, draft = pair
-    base = (
-        "generate",
-        "--target",
-        target,
-        "--draft",
-        draft,
-        "--prompt-ids",
-        "1,5,9,13",
-        "--max-new-tokens",
-        "16",
-        "--ignore-eos",
-        "--race",
-        "--json",
-        "--device",
-        "cpu",
-        "--dtype",
-        "float32",
-    )
+    base = ("generate", "--target", target, "--draft", draft, "--prompt-ids", "1,5,9,13", "--max-new-tokens", "16",
+            "--ignore-eos", "--race", "--json", "--device", "cpu", "--dtype", "float32")
     for shape in (("--chain", "3"), ("--depth", "3", "--draft-top-k", "2", "--total-tokens", "6")):
         static = [json.loads(line) for line in cli(*base, *shape, "--static").stdout.strip().splitlines()]
         growing = [json.loads(line) for line in cli(*base, *shape).stdout.strip().splitlines()]
@@ -282,23 +146,8 @@ def test_generate_static_runs_both_engines_over_fixed_caches_losslessly(pair):
         static, growing = static[-1], growing[-1]
         assert static["identical_to_baseline"] is True and static["token_ids"] == growing["token_ids"]
         assert static["rounds"] == growing["rounds"]  # the same drafts accepted round by round
-    text = cli(
-        "generate",
-        "--target",
-        target,
-        "--draft",
-        draft,
-        "--prompt-ids",
-        "1,5,9,13",
-        "--max-new-tokens",
-        "16",
-        "--chain",
-        "3",
-        "--race",
-        "--temperature",
-        "0.8",
-        "--static",
-    )
+    text = cli("generate", "--target", target, "--draft", draft, "--prompt-ids", "1,5,9,13", "--max-new-tokens",
+               "16", "--chain", "3", "--race", "--temperature", "0.8", "--static")
     assert "same as seeded baseline: yes" in text.stderr
 
 
@@ -325,23 +174,8 @@ def test_generate_without_tree_flags_runs_the_auto_tree_and_prints_its_line(pair
     speedup are printed next to the measured one. Which shape it picks does not matter here."""
     target, draft = pair
     env = {**ENV, "EAGLE_DEMO_CACHE": str(tmp_path)}
-    args = [
-        sys.executable,
-        "-m",
-        "eagle_demo",
-        "generate",
-        "--target",
-        target,
-        "--draft",
-        draft,
-        "--prompt-ids",
-        "1,5,9,13",
-        "--max-new-tokens",
-        "12",
-        "--race",
-        "--device",
-        "cpu",
-    ]
+    args = [sys.executable, "-m", "eagle_demo", "generate", "--target", target, "--draft", draft, "--prompt-ids",
+            "1,5,9,13", "--max-new-tokens", "12", "--race", "--device", "cpu"]
     first = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert first.returncode == 0, first.stderr
     chosen = [line for line in first.stderr.splitlines() if line.startswith("[auto: ")]
@@ -355,17 +189,8 @@ def test_generate_without_tree_flags_runs_the_auto_tree_and_prints_its_line(pair
 
 def test_generate_a_chain_over_a_hot_vocabulary_and_its_one_line_errors(pair):
     target, draft = pair
-    args = [
-        "generate",
-        "--target",
-        target,
-        "--prompt-ids",
-        "1,5,9,13",
-        "--max-new-tokens",
-        "16",
-        "--ignore-eos",
-        "--json",
-    ]
+    args = ["generate", "--target", target, "--prompt-ids", "1,5,9,13", "--max-new-tokens", "16", "--ignore-eos",
+            "--json"]
     hot = json.loads(cli(*args, "--draft", draft, "--chain", "5", "--hot-vocab", "40").stdout.strip().splitlines()[-1])
     base = json.loads(cli(*args, "--mode", "baseline").stdout.strip().splitlines()[-1])
     assert hot["token_ids"] == base["token_ids"] and hot["mode"] == "eagle"
@@ -379,10 +204,8 @@ def test_generate_a_chain_over_a_hot_vocabulary_and_its_one_line_errors(pair):
 def test_generate_refuses_a_hot_vocabulary_it_cannot_run_before_any_output():
     """An EAGLE-3 head has its own vocabulary, and a size past the vocabulary fits no head: both fail before the
     prefill's token is printed."""
-    for flags, message in (
-        (["--draft", "assets/tiny-eagle3", "--hot-vocab", "100"], "use hot vocabulary 0"),
-        (["--hot-vocab", "100000"], "hot vocabulary 100000 is out of range"),
-    ):
+    for flags, message in ((["--draft", "assets/tiny-eagle3", "--hot-vocab", "100"], "use hot vocabulary 0"),
+                           (["--hot-vocab", "100000"], "hot vocabulary 100000 is out of range")):
         proc = cli("generate", "--prompt", "def f(", "--chain", "4", *flags, check=False)
         assert proc.returncode == 2 and message in proc.stderr and proc.stdout == "", (flags, proc.stderr)
         assert len(proc.stderr.strip().splitlines()) == 1
@@ -390,9 +213,8 @@ def test_generate_refuses_a_hot_vocabulary_it_cannot_run_before_any_output():
 
 def test_the_shipped_target_keeps_its_draft_however_its_folder_is_spelled():
     for spelling in ("assets/tiny-target", "assets/tiny-target/", os.path.join(ROOT, "assets", "tiny-target") + "/"):
-        proc = cli(
-            "generate", "--target", spelling, "--prompt", "def f(", "--max-new-tokens", "4", "--chain", "2", "--json"
-        )
+        proc = cli("generate", "--target", spelling, "--prompt", "def f(", "--max-new-tokens", "4", "--chain", "2",
+                   "--json")
         assert json.loads(proc.stdout.strip().splitlines()[-1])["draft_family"] == "eagle1", spelling
 
 
@@ -425,36 +247,11 @@ def test_flags_a_run_does_not_use_are_named_in_a_note():
     parse = build_parser().parse_args
     quiet = parse(["generate", "--prompt", "x"])
     assert flag_notes(quiet) == []
-    notes = flag_notes(
-        parse(
-            [
-                "generate",
-                "--prompt-ids",
-                "1,2",
-                "--chat",
-                "--mode",
-                "baseline",
-                "--race",
-                "--chain",
-                "3",
-                "--retune",
-                "--threads",
-                "100000",
-                "--target",
-                "assets/tiny-target",
-                "--revision",
-                "v1",
-            ]
-        )
-    )
-    for words in (
-        "nothing to race",
-        "the draft and the tree flags are not used",
-        "--retune moves the automatic",
-        "--prompt-ids run as given",
-        "--threads 100000 is more than",
-        "--revision names a Hub revision",
-    ):
+    notes = flag_notes(parse(["generate", "--prompt-ids", "1,2", "--chat", "--mode", "baseline", "--race",
+                              "--chain", "3", "--retune", "--threads", "100000",
+                              "--target", "assets/tiny-target", "--revision", "v1"]))
+    for words in ("nothing to race", "the draft and the tree flags are not used", "--retune moves the automatic",
+                  "--prompt-ids run as given", "--threads 100000 is more than", "--revision names a Hub revision"):
         assert any(words in n for n in notes), words
     proc = cli("generate", "--prompt", "def f(", "--mode", "baseline", "--race", "--max-new-tokens", "2")
     assert proc.stderr.startswith("[note] --race races EAGLE against plain decoding")

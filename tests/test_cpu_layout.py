@@ -18,14 +18,9 @@ PROMPT = [1, 5, 17, 33, 8, 61, 12, 40, 7]
 
 
 def _greedy(model, n):
-    out = model.generate(
-        torch.tensor([PROMPT]),
-        do_sample=False,
-        max_new_tokens=n,
-        pad_token_id=0,
-        attention_mask=torch.ones(1, len(PROMPT), dtype=torch.long),
-    )
-    return out[0, len(PROMPT) :].tolist()
+    out = model.generate(torch.tensor([PROMPT]), do_sample=False, max_new_tokens=n, pad_token_id=0,
+                         attention_mask=torch.ones(1, len(PROMPT), dtype=torch.long))
+    return out[0, len(PROMPT):].tolist()
 
 
 def test_relaid_linears_keep_their_values_and_the_logits():
@@ -65,9 +60,8 @@ def test_a_fused_weight_follows_its_source():
     assert is_column_major(col) and torch.equal(col, fused)
 
 
-@pytest.mark.parametrize(
-    "tree", [TreeConfig.chain(5), TreeConfig(depth=3, top_k=3, total_tokens=12)], ids=lambda t: t.label()
-)
+@pytest.mark.parametrize("tree", [TreeConfig.chain(5), TreeConfig(depth=3, top_k=3, total_tokens=12)],
+                         ids=lambda t: t.label())
 @pytest.mark.parametrize("family", ["eagle1", "eagle3"])
 def test_greedy_on_a_relaid_pair_equals_the_stock_target(family, tree):
     stock = tiny_target("llama", layers=6)

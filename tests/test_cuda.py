@@ -33,24 +33,17 @@ def test_greedy_equals_baseline_on_cuda(session, tree):
     for prompt in PROMPTS:
         ids = session.encode(prompt)
         run = RunConfig(max_new_tokens=64, tree=tree)
-        assert (
-            summarize(session.stream(ids, run, "eagle")).token_ids
-            == summarize(session.stream(ids, run, "baseline")).token_ids
-        )
+        assert summarize(session.stream(ids, run, "eagle")).token_ids == \
+            summarize(session.stream(ids, run, "baseline")).token_ids
 
 
 def test_seeded_sampling_equals_seeded_baseline_on_cuda(session):
     for seed, prompt in enumerate(PROMPTS):
         ids = session.encode(prompt)
-        run = RunConfig(
-            max_new_tokens=48,
-            tree=TREE_PRESETS["gpu-eagle2"],
-            sampling=SamplingConfig(temperature=0.8, top_p=0.95, seed=seed),
-        )
-        assert (
-            summarize(session.stream(ids, run, "eagle")).token_ids
-            == summarize(session.stream(ids, run, "baseline")).token_ids
-        )
+        run = RunConfig(max_new_tokens=48, tree=TREE_PRESETS["gpu-eagle2"],
+                        sampling=SamplingConfig(temperature=0.8, top_p=0.95, seed=seed))
+        assert summarize(session.stream(ids, run, "eagle")).token_ids == \
+            summarize(session.stream(ids, run, "baseline")).token_ids
 
 
 @pytest.mark.parametrize("family", ["mistral", "qwen2"])
@@ -64,7 +57,7 @@ def test_windowed_target_on_cuda_static_graphs_equals_its_generate(family):
     model = tiny_target(family, layers=3, seed=3, window=6).to("cuda")
     ids = torch.tensor([PROMPT], device="cuda")
     out = model.generate(ids, do_sample=False, max_new_tokens=48, pad_token_id=0, attention_mask=torch.ones_like(ids))
-    want = out[0, len(PROMPT) :].tolist()  # transformers builds its own windowed masks
+    want = out[0, len(PROMPT):].tolist()  # transformers builds its own windowed masks
     for tree in (TreeConfig.chain(4), TreeConfig(depth=4, top_k=3, total_tokens=12)):
         run = RunConfig(max_new_tokens=48, ignore_eos=True, tree=tree)
         engine = SpeculativeEngine(model, random_eagle1(model).to("cuda"), static=True)

@@ -59,12 +59,8 @@ def test_the_page_starts_with_the_default_tree_of_this_machine():
     # "auto" from the start (a Generate without Load runs the pair's automatic tree); the settings show the
     # machine's static default until a calibration has chosen, as after Load
     assert by_label["tree preset"].value == "auto"
-    shown = make_tree(
-        *(
-            by_label[name].value
-            for name in ("draft mode", "depth", "draft top-k", "total tokens", "chain k", "chain stop")
-        )
-    )
+    shown = make_tree(*(by_label[name].value for name in ("draft mode", "depth", "draft top-k", "total tokens",
+                                                           "chain k", "chain stop")))
     assert shown == default_tree(resolve_device("auto").type, "")
 
 
@@ -88,27 +84,9 @@ def test_generate_endpoint_and_command_line_run_the_auto_tree(tmp_path, monkeypa
     assert stats["tree"] == choice.tree.label() and stats["device"] == "cpu"
     assert stats["auto"] == choice.to_dict() and stats["identical_to_baseline"] is True
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "EAGLE_DEMO_CACHE": str(tmp_path)}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "eagle_demo",
-            "generate",
-            "--prompt-ids",
-            "1,2,3",
-            "--max-new-tokens",
-            "4",
-            "--device",
-            "cpu",
-            "--json",
-            "--race",
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = subprocess.run([sys.executable, "-m", "eagle_demo", "generate", "--prompt-ids", "1,2,3", "--max-new-tokens",
+                           "4", "--device", "cpu", "--json", "--race"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     lines = [json.loads(line) for line in proc.stdout.splitlines()]
     start, summary = lines[0], lines[-1]

@@ -28,11 +28,8 @@ TREE = TreeConfig(depth=5, top_k=8, total_tokens=48)
 @pytest.fixture(scope="module")
 def targets(tmp_path_factory):
     root = tmp_path_factory.mktemp("deploy")
-    return {
-        "llama": write_target(root / "t4"),
-        "deep": write_target(root / "t8", layers=8),
-        "qwen2": write_target(root / "tq", family="qwen2"),
-    }
+    return {"llama": write_target(root / "t4"), "deep": write_target(root / "t8", layers=8),
+            "qwen2": write_target(root / "tq", family="qwen2")}
 
 
 def test_vllm_eagle1_command_and_bias_note(targets, tmp_path):
@@ -64,12 +61,9 @@ def test_sglang_eagle1_without_bias_gets_zero_bias_copy(targets, tmp_path):
     ids = torch.tensor([1, 2, 3])
     pos = torch.arange(3)
     from transformers import DynamicCache
-
     with torch.no_grad():
-        torch.testing.assert_close(
-            a.head(x, ids, pos, DynamicCache(), None, from_target=True)[-1],
-            b.head(x, ids, pos, DynamicCache(), None, from_target=True)[-1],
-        )
+        torch.testing.assert_close(a.head(x, ids, pos, DynamicCache(), None, from_target=True)[-1],
+                                   b.head(x, ids, pos, DynamicCache(), None, from_target=True)[-1])
 
 
 def test_sglang_qwen2_arch_and_bf16(targets, tmp_path):
@@ -126,19 +120,8 @@ def test_chain_tree_maps_to_topk_1(targets, tmp_path):
 
 def test_export_cli_writes_copy(targets, tmp_path, capsys):
     draft = write_llama3_eagle1(tmp_path / "d")
-    code = main(
-        [
-            "export",
-            "--target",
-            str(targets["llama"]),
-            "--draft",
-            str(draft),
-            "--engine",
-            "sglang",
-            "--out",
-            str(tmp_path / "copy"),
-        ]
-    )
+    code = main(["export", "--target", str(targets["llama"]), "--draft", str(draft), "--engine", "sglang",
+                 "--out", str(tmp_path / "copy")])
     out = capsys.readouterr().out
     assert code == 0 and "adapted draft written" in out and str(tmp_path / "copy") in out.splitlines()[-1]
     assert (tmp_path / "copy" / "model.safetensors").is_file()
@@ -183,14 +166,9 @@ def test_ngram_commands_carry_vllm_and_sglang_keys_and_name_what_neither_has():
     words = shlex.split(out.sglang)
     flags = dict(zip(words[3::2], words[4::2]))
     assert words[:3] == ["python", "-m", "sglang.launch_server"] and flags == {
-        "--model-path": "my org/target",
-        "--speculative-algorithm": "NGRAM",
-        "--speculative-num-draft-tokens": "13",
-        "--speculative-ngram-min-match-window-size": "2",
-        "--speculative-ngram-max-match-window-size": "4",
-        "--speculative-ngram-min-bfs-breadth": "1",
-        "--speculative-ngram-max-bfs-breadth": "2",
-    }
+        "--model-path": "my org/target", "--speculative-algorithm": "NGRAM", "--speculative-num-draft-tokens": "13",
+        "--speculative-ngram-min-match-window-size": "2", "--speculative-ngram-max-match-window-size": "4",
+        "--speculative-ngram-min-bfs-breadth": "1", "--speculative-ngram-max-bfs-breadth": "2"}
     text = out.markdown()
     for own in ("2 branches", "repeat", "by count", "weak matches capped at 2"):
         assert own in text
@@ -201,9 +179,8 @@ def test_ngram_commands_carry_vllm_and_sglang_keys_and_name_what_neither_has():
 
 
 def test_export_ngram_prints_the_engine_command_without_a_head(capsys):
-    code = main(
-        ["export", "--engine", "vllm", "--ngram", "--ngram-max", "3", "--ngram-tokens", "5", "--ngram-transformers"]
-    )
+    code = main(["export", "--engine", "vllm", "--ngram", "--ngram-max", "3", "--ngram-tokens", "5",
+                 "--ngram-transformers"])
     out = capsys.readouterr().out.splitlines()
     assert code == 0 and out[0] == "# vllm: the n-gram draft (no head)" and out[-1].startswith("vllm serve ")
     assert '"num_speculative_tokens": 5, "prompt_lookup_max": 3, "prompt_lookup_min": 1' in out[-1]
@@ -234,11 +211,8 @@ def test_deploy_tab_gives_the_ngram_commands_with_and_without_a_head():
         chosen = deploy(key, "chain", 4, 1, 5, 4, 0.0, 0, 2, 4, 6, 3, True)  # the page's n-gram settings
         assert '"num_speculative_tokens": 6, "prompt_lookup_max": 4, "prompt_lookup_min": 2' in chosen.ngram_vllm
         assert "--speculative-ngram-max-bfs-breadth 1" in chosen.ngram_sglang  # transformers' rule: one branch
-        assert (
-            "Settings: n-gram 2..4, up to 6 tokens." in chosen.ngram_notes
-            and "Not in either" not in chosen.ngram_notes
-            and chosen.vllm
-        )  # the EAGLE commands are unaffected
+        assert "Settings: n-gram 2..4, up to 6 tokens." in chosen.ngram_notes and "Not in either" not in \
+            chosen.ngram_notes and chosen.vllm  # the EAGLE commands are unaffected
         bad = deploy(key, "chain", 4, 1, 5, 4, 0.0, 0, 1, 2, 40, 2, False)
         assert bad.ngram_notes == "Cannot build the n-gram commands: n-gram tokens 40 is out of range; use 1 to 32"
         assert bad.vllm and not bad.ngram_vllm

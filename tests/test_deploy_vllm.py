@@ -24,28 +24,23 @@ def target(tmp_path_factory):
     return write_target(tmp_path_factory.mktemp("vllm-deploy") / "t")
 
 
+
 def assert_same_head(target, draft, out) -> None:
     """The copy's head computes what the published one does (the fold is exact up to float32 rounding)."""
     a = load_pair(str(target), str(draft), dtype="float32", device="cpu")
     b = load_pair(str(target), str(out), dtype="float32", device="cpu")
     x, ids, pos = torch.randn(3, 64), torch.tensor([1, 2, 3]), torch.arange(3)
     with torch.no_grad():
-        torch.testing.assert_close(
-            b.head(x, ids, pos, DynamicCache(), None, from_target=True),
-            a.head(x, ids, pos, DynamicCache(), None, from_target=True),
-            rtol=1e-3,
-            atol=1e-3,
-        )
-
+        torch.testing.assert_close(b.head(x, ids, pos, DynamicCache(), None, from_target=True),
+                                   a.head(x, ids, pos, DynamicCache(), None, from_target=True), rtol=1e-3, atol=1e-3)
 
 def test_the_fold_is_exact_and_refuses_a_singular_fc():
     sd = eagle1_weights(seed=3)
     folded = fold_fc_bias(sd).tensors
     assert "fc.bias" not in folded and folded["embed_tokens.weight"].dtype == torch.float32
     h, ids = torch.randn(5, 64), torch.tensor([0, 7, 9, 50, 95])
-    before = torch.nn.functional.linear(
-        torch.cat([sd["embed_tokens.weight"][ids], h], -1), sd["fc.weight"], sd["fc.bias"]
-    )
+    before = torch.nn.functional.linear(torch.cat([sd["embed_tokens.weight"][ids], h], -1), sd["fc.weight"],
+                                        sd["fc.bias"])
     after = torch.nn.functional.linear(torch.cat([folded["embed_tokens.weight"][ids], h], -1), folded["fc.weight"])
     torch.testing.assert_close(after, before, rtol=1e-5, atol=1e-5)
     sd["fc.weight"][:, :64] = 0.0  # the embedding block cannot carry the bias
@@ -88,15 +83,10 @@ def test_the_deploy_tab_says_how_to_install_vllm(monkeypatch, tmp_path):
 def test_the_batch_table_is_labelled_as_this_cpu(tmp_path):
     from eagle_demo.serving.results import batch_table, load_measurement, save_measurement
 
-    row = {
-        "batch": {
-            "1": {"plain_tps": 50.0, "eagle_tps": 150.0, "ratio": 3.0, "acceptance_length": 4.4},
-            "16": {"plain_tps": 400.0, "eagle_tps": 300.0, "ratio": 0.75, "acceptance_length": 4.2},
-        }
-    }
-    save_measurement(
-        str(tmp_path / "t"), str(tmp_path / "d"), row, {"vllm": "0.32.0", "threads": 1, "k": 5, "max_new_tokens": 64}
-    )
+    row = {"batch": {"1": {"plain_tps": 50.0, "eagle_tps": 150.0, "ratio": 3.0, "acceptance_length": 4.4},
+                     "16": {"plain_tps": 400.0, "eagle_tps": 300.0, "ratio": 0.75, "acceptance_length": 4.2}}}
+    save_measurement(str(tmp_path / "t"), str(tmp_path / "d"), row, {"vllm": "0.32.0", "threads": 1, "k": 5,
+                                                                    "max_new_tokens": 64})
     table = batch_table(load_measurement(str(tmp_path / "t"), str(tmp_path / "d")))
     assert "on this CPU" in table and "not a GPU prediction" in table
     assert "| 1 | 50 | 150 | 3.00x | 4.40 |" in table and "| 16 | 400 | 300 | 0.75x | 4.20 |" in table
@@ -218,9 +208,8 @@ def test_nvidia_v3_output_of_layer_ids_get_top_level_ids_and_keep_the_norm(tmp_p
 
 def test_input_norm_without_the_flag_needs_it_for_vllm(tmp_path):
     """vLLM 0.32 drops input_norm.* unless norm_before_fc is set (llama_eagle3.py's load_weights)."""
-    target, draft, report = _nvidia(
-        tmp_path, ids=(2, 4, 5), edit=lambda cfg, sd: cfg["eagle_config"].pop("norm_before_fc")
-    )
+    target, draft, report = _nvidia(tmp_path, ids=(2, 4, 5),
+                                    edit=lambda cfg, sd: cfg["eagle_config"].pop("norm_before_fc"))
     plan = plan_for("vllm", "t", "d", report, K)
     assert plan.needs_copy and plan.config_changes == {"norm_before_fc": True}
     assert "drops the weight" in plan.required[0]
@@ -241,7 +230,6 @@ def test_the_flag_without_input_norm_is_turned_off_for_vllm(tmp_path):
 def test_no_fc_without_the_flag_tells_vllm_not_to_fuse(tmp_path):
     """A draft with no fc.weight runs unfused here; vLLM 0.32 fuses unless eagle_config's use_aux_hidden_state is
     false."""
-
     def edit(cfg, sd):
         del sd["fc.weight"], sd["input_norm.weight"]
         cfg["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": [2, 4, 5]}
@@ -249,9 +237,8 @@ def test_no_fc_without_the_flag_tells_vllm_not_to_fuse(tmp_path):
     target, draft, report = _nvidia(tmp_path, ids=(2, 4, 5), edit=edit)
     assert report.feature_layers is None
     plan = plan_for("vllm", "t", "d", report, K)
-    assert plan.config_changes == {
-        "eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 4, 5], "use_aux_hidden_state": False}
-    }
+    assert plan.config_changes == {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 4, 5],
+                                                    "use_aux_hidden_state": False}}
     _copy_reads_the_same(target, report, plan, tmp_path)
 
 
@@ -259,7 +246,6 @@ def test_nvidia_v2_and_v3_without_ids_load_as_published(tmp_path):
     """v2 (use_aux_hidden_state false): vLLM skips fc as this playground does. No ids: both take (2, L//2, L-3)."""
     _, _, v2 = _nvidia(tmp_path / "v2", ids=(1, 3, 4), version="v2")
     assert v2.feature_layers is None and not plan_for("vllm", "t", "d", v2, K).changes
-    _, _, v3 = _nvidia(
-        tmp_path / "v3", ids=(1, 3, 4), edit=lambda cfg, sd: cfg["eagle_config"].pop("eagle_aux_hidden_state_layer_ids")
-    )
+    _, _, v3 = _nvidia(tmp_path / "v3", ids=(1, 3, 4), edit=lambda cfg, sd: cfg["eagle_config"].pop(
+        "eagle_aux_hidden_state_layer_ids"))
     assert v3.feature_layers == (2, 3, 3) and not plan_for("vllm", "t", "d", v3, K).changes

@@ -18,10 +18,8 @@ from eagle_demo.session import SHIPPED_EAGLE1, SHIPPED_TARGET
 from test_ui_api import CODE_PROMPT
 
 ROOT = Path(__file__).resolve().parent.parent
-RAN = re.compile(
-    r"^\* (.+?)\s+(\d+\.\d\d)\s+(?:-|\d+\.\d\d)\s+(?:-|\d+\.\d\dx)\s+(?:best, )?ran: tau "
-    r"(\d+\.\d\d)$"
-)
+RAN = re.compile(r"^\* (.+?)\s+(\d+\.\d\d)\s+(?:-|\d+\.\d\d)\s+(?:-|\d+\.\d\dx)\s+(?:best, )?ran: tau "
+                 r"(\d+\.\d\d)$")
 
 
 def _check(block: dict, tau: float, rounds: int) -> None:
@@ -38,31 +36,9 @@ def _check(block: dict, tau: float, rounds: int) -> None:
 
 def _cli(cache, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "EAGLE_DEMO_CACHE": str(cache)}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "eagle_demo",
-            "generate",
-            "--target",
-            SHIPPED_TARGET,
-            "--draft",
-            SHIPPED_EAGLE1,
-            "--prompt",
-            CODE_PROMPT,
-            "--max-new-tokens",
-            "32",
-            "--device",
-            "cpu",
-            "--explore",
-            *args,
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = subprocess.run([sys.executable, "-m", "eagle_demo", "generate", "--target", SHIPPED_TARGET, "--draft",
+                           SHIPPED_EAGLE1, "--prompt", CODE_PROMPT, "--max-new-tokens", "32", "--device", "cpu",
+                           "--explore", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     return proc
 
@@ -95,11 +71,8 @@ def test_generate_endpoint_and_command_line_return_the_diagnosis(tmp_path, monke
     assert "by tau (no round costs" in lines[0]  # a tree by hand: no calibration, taus only
     ran = next(m for m in map(RAN.match, lines) if m)
     assert ran.group(1) == "chain 5" and ran.group(2) == ran.group(3)
-    table = [
-        line
-        for line in text[text.index(next(t for t in text if "shapes replayed" in t)) + 1 :]
-        if line.startswith("[explore]   ") or line.startswith("[explore] * ")
-    ]
+    table = [line for line in text[text.index(next(t for t in text if "shapes replayed" in t)) + 1:]
+             if line.startswith("[explore]   ") or line.startswith("[explore] * ")]
     assert table and max(map(len, table)) <= 80  # the rows fit a terminal with their prefix
     assert any(line.startswith("* ") and line.endswith("best") or "best, ran" in line for line in lines)
     assert any(line.startswith("tau by kind of line: ") for line in lines)
@@ -114,22 +87,16 @@ def test_the_explore_table_fits_80_columns_and_the_json_keeps_full_labels():
     from eagle_demo.diagnose.run import RunDiagnosis
 
     ran = TreeConfig.chain(16, 0.005, 2048)
-    trees = [
-        ran,
-        TreeConfig.chain(12, 0.002, 2048),
-        TreeConfig.chain(5),
-        TreeConfig(depth=10, top_k=10, total_tokens=120),
-    ]
+    trees = [ran, TreeConfig.chain(12, 0.002, 2048), TreeConfig.chain(5), TreeConfig(depth=10, top_k=10,
+                                                                                       total_tokens=120)]
     rows = tuple(ShapeRow(t, 3.13 + i, 1.55, (3.13 + i) / 1.55) for i, t in enumerate(trees))
     d = RunDiagnosis((), {}, Exploration(rows, ran, 3.13, 48), 0)
     lines = d.text().splitlines()
-    table = lines[1 : lines.index(next(x for x in lines if x.startswith("tau by kind")))]
+    table = lines[1:lines.index(next(x for x in lines if x.startswith("tau by kind")))]
     assert max(len("[explore] " + x) for x in table) <= 80, table
     assert any(x.startswith("* tree 120/10/10 ") and x.endswith("best") for x in table)
     assert any(x.startswith("* chain 16 @0.005 hot 2048 ") and x.endswith("ran: tau 3.13") for x in table)
-    assert (
-        "  chain 5  " in "\n".join(table)
-        and "@P: stop under p=P; hot N: first N ids; tree total/depth/top-k" in table[2]
-    )
+    assert "  chain 5  " in "\n".join(table) and "@P: stop under p=P; hot N: first N ids; tree total/depth/top-k" \
+        in table[2]
     assert d.to_dict()["ran"] == ran.label()
     assert {r["tree"] for r in d.to_dict()["shapes"]} == {t.label() for t in trees}

@@ -25,10 +25,10 @@ def race(seed: int, dtype: torch.dtype):
 def test_the_tolerance_is_sqrt_h_ulps_at_the_magnitude():
     """The formula, and the measured drift it must cover: on the shipped target's logits, one-token steps against
     8-token blocks move the top-two gap by far less than the tolerance in bfloat16 and float32."""
-    assert rounding_tolerance("bfloat16", 20.0, 4096) == pytest.approx(64 * 2**-7 * 16)  # 8.0
-    assert rounding_tolerance("torch.float32", 20.0, 4096) == pytest.approx(64 * 2**-23 * 16)
-    assert rounding_tolerance("float16", 0.7, 100) == pytest.approx(10 * 2**-10 * 0.5)
-    assert rounding_tolerance("bfloat16", 9.0, 128) == pytest.approx(math.sqrt(128) * 2**-7 * 8)
+    assert rounding_tolerance("bfloat16", 20.0, 4096) == pytest.approx(64 * 2 ** -7 * 16)  # 8.0
+    assert rounding_tolerance("torch.float32", 20.0, 4096) == pytest.approx(64 * 2 ** -23 * 16)
+    assert rounding_tolerance("float16", 0.7, 100) == pytest.approx(10 * 2 ** -10 * 0.5)
+    assert rounding_tolerance("bfloat16", 9.0, 128) == pytest.approx(math.sqrt(128) * 2 ** -7 * 8)
     from transformers import AutoModelForCausalLM, DynamicCache
 
     from eagle_demo.session import SHIPPED_TARGET
@@ -43,7 +43,7 @@ def test_the_tolerance_is_sqrt_h_ulps_at_the_magnitude():
                 cache, rows = DynamicCache(), []
                 rows.append(model(seq[None, :12], cache=cache).logits[0, -1:])
                 for i in range(12, len(seq) - 1, width):
-                    rows.append(model(seq[None, i : min(i + width, len(seq) - 1)], cache=cache).logits[0])
+                    rows.append(model(seq[None, i:min(i + width, len(seq) - 1)], cache=cache).logits[0])
                 logits.append(torch.cat(rows).float())  # [n, V]
         top = logits[0].topk(2, -1).indices  # [n, 2]
         gaps = [x.gather(1, top) for x in logits]  # [n, 2] each
@@ -73,7 +73,7 @@ def test_a_bf16_split_at_a_near_tie_is_called_a_near_tie():
             assert d.gap <= d.tolerance and "expected in bfloat16" in d.line()
             ids = list(base[-1].token_ids)
             assert d.dtype == "bfloat16" and d.hidden_size == 64 and ids[d.position] == d.baseline_id
-            assert d.context_ids == tuple(ids[max(0, d.position - 12) : d.position]) and d.racer_next[0] == d.racer_id
+            assert d.context_ids == tuple(ids[max(0, d.position - 12):d.position]) and d.racer_next[0] == d.racer_id
         if len(found) == 2:
             break
     assert found, "no seeded bf16 race split; the positive case needs one"

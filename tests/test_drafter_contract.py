@@ -114,9 +114,8 @@ def test_the_engine_takes_a_head_or_a_drafter_alike():
     by_head = list(SpeculativeEngine(model, head).generate(PROMPT, RUN))
     by_drafter = list(SpeculativeEngine(model, Drafter(head)).generate(PROMPT, RUN))
     assert by_head[-1].token_ids == by_drafter[-1].token_ids
-    assert [e.accepted_path for e in by_head if isinstance(e, Round)] == [
-        e.accepted_path for e in by_drafter if isinstance(e, Round)
-    ]
+    assert [e.accepted_path for e in by_head if isinstance(e, Round)] == \
+        [e.accepted_path for e in by_drafter if isinstance(e, Round)]
     by_engine = list(NgramEngine(model).generate(PROMPT, RUN))
     by_source = list(SpeculativeEngine(model, ngram(model)).generate(PROMPT, RUN))
     assert by_engine[0] == by_source[0] and by_engine[-1].token_ids == by_source[-1].token_ids

@@ -12,13 +12,8 @@ from eagle_demo.decoding.metrics import summarize
 from fixtures import OracleHead, random_eagle1, random_eagle3, tiny_target
 
 PROMPT = [1, 5, 9, 13, 4, 7, 22, 30]
-TREES = [
-    TreeConfig.chain(1),
-    TreeConfig.chain(4),
-    TreeConfig(depth=3, top_k=2, total_tokens=8),
-    TreeConfig(depth=4, top_k=4, total_tokens=16),
-    TreeConfig(depth=5, top_k=10, total_tokens=60),
-]
+TREES = [TreeConfig.chain(1), TreeConfig.chain(4), TreeConfig(depth=3, top_k=2, total_tokens=8),
+         TreeConfig(depth=4, top_k=4, total_tokens=16), TreeConfig(depth=5, top_k=10, total_tokens=60)]
 _MODELS = {}
 
 
@@ -30,15 +25,9 @@ def model_of(family, layers=4):
 
 
 def hf_greedy(model, prompt, n, eos=None):
-    out = model.generate(
-        torch.tensor([prompt]),
-        do_sample=False,
-        max_new_tokens=n,
-        eos_token_id=eos,
-        pad_token_id=0,
-        attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
-    )
-    return out[0, len(prompt) :].tolist()
+    out = model.generate(torch.tensor([prompt]), do_sample=False, max_new_tokens=n, eos_token_id=eos,
+                         pad_token_id=0, attention_mask=torch.ones(1, len(prompt), dtype=torch.long))
+    return out[0, len(prompt):].tolist()
 
 
 def run(engine, n=32, tree=TreeConfig(), ignore_eos=True, prompt=PROMPT):
@@ -65,11 +54,8 @@ def test_greedy_eagle3_random_head(family):
 
 def test_oracle_draft_really_accepts_many_tokens():
     model = model_of("llama")
-    events = run(
-        SpeculativeEngine(model, OracleHead(model, PROMPT[0], swap_rate=0.1)),
-        n=48,
-        tree=TreeConfig(depth=5, top_k=2, total_tokens=12),
-    )
+    events = run(SpeculativeEngine(model, OracleHead(model, PROMPT[0], swap_rate=0.1)), n=48,
+                 tree=TreeConfig(depth=5, top_k=2, total_tokens=12))
     stats = summarize(events)
     assert stats.tau > 2.0
     rounds = [e for e in events if isinstance(e, Round)]

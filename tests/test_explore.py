@@ -14,16 +14,15 @@ from eagle_demo.serving.flags import shape_flags, static_tree
 from eagle_demo.session import load_session
 
 torch.set_num_threads(1)
-PROMPT = 'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n'
+PROMPT = "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n"
 
 
 @pytest.fixture(scope="module", params=["tiny-eagle3", "tiny-eagle1"])
 def session(request):
     from eagle_demo.common.paths import ASSETS
 
-    return load_session(
-        str(ASSETS / "tiny-target"), str(ASSETS / request.param), threads=1, device="cpu", dtype="float32"
-    )
+    return load_session(str(ASSETS / "tiny-target"), str(ASSETS / request.param), threads=1, device="cpu",
+                        dtype="float32")
 
 
 def _run(session, ids, tree, ignore_eos=True, new=48):
@@ -52,9 +51,8 @@ def test_speedups_come_from_the_cost_model_with_the_known_error(session, tmp_pat
     choice = auto_tree(session, cache_dir=tmp_path)
     ids = session.encode(PROMPT)
     stats, out = _run(session, ids, choice.tree)
-    x = explore(
-        session, ids, out, ran=choice.tree, costs=choice.table.costs, scale=choice.table.scale, measured_tau=stats.tau
-    )
+    x = explore(session, ids, out, ran=choice.tree, costs=choice.table.costs, scale=choice.table.scale,
+                measured_tau=stats.tau)
     assert all(r.speedup == pytest.approx(r.tau / r.round_cost) and r.round_cost > 0 for r in x.rows)
     assert x.best.speedup == max(r.speedup for r in x.rows)
     low, high = KNOWN_ERROR

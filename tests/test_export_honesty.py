@@ -34,7 +34,6 @@ def llama8(tmp_path_factory):
 
 def test_yuhuili_eagle3_llama31_loads_as_published_in_vllm(tmp_path):
     from transformers import AutoConfig
-
     target = tmp_path / "llama31"
     target.mkdir()
     (target / "config.json").write_text(json.dumps(LLAMA31_8B))
@@ -42,20 +41,13 @@ def test_yuhuili_eagle3_llama31_loads_as_published_in_vllm(tmp_path):
     draft = tmp_path / "yuhuili"
     draft.mkdir()
     (draft / "config.json").write_text(json.dumps(EAGLE3_LLAMA31_8B))
-    write_header_only(
-        draft,
-        {
-            k.replace("layers.0.", "midlayer."): v
-            for k, v in eagle3_shapes(4096, 4096, 128256, 32000, 32, 8, 128, 14336).items()
-        },
-    )
+    write_header_only(draft, {k.replace("layers.0.", "midlayer."): v for k, v in
+                              eagle3_shapes(4096, 4096, 128256, 32000, 32, 8, 128, 14336).items()})
     report = inspect_pair(str(target), str(draft))
     v = plan_for("vllm", "meta-llama/Llama-3.1-8B-Instruct", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", report, TREE)
     assert v.loads_as_published and not v.needs_copy
-    assert (
-        json.loads(v.command.split("--speculative-config ")[1].strip("'"))["model"]
-        == "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
-    )
+    assert json.loads(v.command.split("--speculative-config ")[1].strip("'"))["model"] == \
+        "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
     assert v.recommended and "before PR #49343" in v.recommended[0]
     s = plan_for("sglang", "t", "d", report, TREE)
     assert not s.loads_as_published and any("architectures" in r for r in s.required)
@@ -71,17 +63,11 @@ def test_cli_says_loads_as_published(llama8, tmp_path, capsys):
     assert "# vllm loads this draft as published" in out and "cannot load" not in out
 
 
-@pytest.mark.parametrize(
-    "writer,vllm_copy",
-    [
-        (
-            lambda f: write_eagle31(f, eagle3_weights(seed=50)),
-            True,
-        ),  # no "fc_norm": true: vLLM 0.32 fails (docs/vllm.md)
-        (lambda f: write_nvidia_eagle3(f, "v3"), True),  # eagle_config ids: vLLM 0.32 reads them one layer early
-        (lambda f: write_nvidia_eagle3(f, "v2"), False),
-    ],
-)
+@pytest.mark.parametrize("writer,vllm_copy", [
+    (lambda f: write_eagle31(f, eagle3_weights(seed=50)), True),  # no "fc_norm": true: vLLM 0.32 fails (docs/vllm.md)
+    (lambda f: write_nvidia_eagle3(f, "v3"), True),  # eagle_config ids: vLLM 0.32 reads them one layer early
+    (lambda f: write_nvidia_eagle3(f, "v2"), False),
+])
 def test_eagle3_variants_export(llama8, tmp_path, writer, vllm_copy):
     report = inspect_pair(str(llama8), str(writer(tmp_path / "d")))
     v = plan_for("vllm", "t", "d", report, TREE)
@@ -138,17 +124,14 @@ def _modelopt_keys_only(folder):
     return folder
 
 
-@pytest.mark.parametrize(
-    "writer,layout",
-    [
-        (lambda f: write_nvidia_eagle3(f, "v3", ids=(1, 3, 4)), "nvidia-eagle3"),  # output-of-layer ids, input_norm
-        (lambda f: write_nvidia_eagle3(f, "v3", ids=(2, 4, 8)), "nvidia-eagle3"),  # boundary ids
-        (lambda f: write_nvidia_eagle3(f, "v2"), "nvidia-eagle3"),  # use_aux_hidden_state false, no fc
-        (_modelopt_keys_only, "nvidia-eagle3"),
-        (lambda f: write_specforge_eagle3(f, eagle3_weights(seed=52)), "specforge-eagle3"),
-        (lambda f: write_eagle31(f, eagle3_weights(seed=53)), "specforge-eagle3"),
-    ],
-)
+@pytest.mark.parametrize("writer,layout", [
+    (lambda f: write_nvidia_eagle3(f, "v3", ids=(1, 3, 4)), "nvidia-eagle3"),  # output-of-layer ids, input_norm
+    (lambda f: write_nvidia_eagle3(f, "v3", ids=(2, 4, 8)), "nvidia-eagle3"),  # boundary ids
+    (lambda f: write_nvidia_eagle3(f, "v2"), "nvidia-eagle3"),  # use_aux_hidden_state false, no fc
+    (_modelopt_keys_only, "nvidia-eagle3"),
+    (lambda f: write_specforge_eagle3(f, eagle3_weights(seed=52)), "specforge-eagle3"),
+    (lambda f: write_eagle31(f, eagle3_weights(seed=53)), "specforge-eagle3"),
+])
 def test_nvidia_modelopt_drafts_are_named_as_such(llama8, tmp_path, capsys, writer, layout):
     """inspect, the page's report and the export's README name NVIDIA ModelOpt EAGLE-3 drafts `nvidia-eagle3`;
     SpecForge ones stay `specforge-eagle3`. Only the label: both load through the same readers."""

@@ -33,23 +33,8 @@ x = merge([1], [2])
 
 
 def test_each_line_gets_a_kind_by_the_documented_rule():
-    assert line_kinds(CODE) == [
-        "code",
-        "docstring",
-        "docstring",
-        "docstring",
-        "docstring",
-        "comment",
-        "code",
-        "code",
-        "code",
-        "code",
-        "code",
-        "prose",
-        "code",
-        "code",
-        "code",
-    ]
+    assert line_kinds(CODE) == ["code", "docstring", "docstring", "docstring", "docstring", "comment", "code", "code",
+                                "code", "code", "code", "prose", "code", "code", "code"]
     assert line_kinds("Plain words here.\n\nMore words.") == ["prose", "prose", "prose"]
     # an open docstring in the prompt carries into the output's lines
     lines, kinds = token_lines('def f():\n    """Do', [" it", "\n", '    """', "\n", "    return 1"])
@@ -93,9 +78,8 @@ def test_context_lengths_are_real_text_of_the_prompts_kind_within_the_window(ses
     run = RunConfig(max_new_tokens=64, tree=TreeConfig.chain(5))
     with pytest.raises(ConfigError, match="passes the target's window of 2048 positions; use lengths up to 1978"):
         check_lengths(session, [128, 2000], run)
-    reports = sweep_context(
-        session, [chat], RunConfig(max_new_tokens=16, ignore_eos=True, tree=TreeConfig.chain(4)), [64, 200]
-    )
+    reports = sweep_context(session, [chat], RunConfig(max_new_tokens=16, ignore_eos=True, tree=TreeConfig.chain(4)),
+                            [64, 200])
     assert [r.settings["context_tokens"] for r in reports] == [64, 200]
     assert [r.results[0].prompt_tokens for r in reports] == [64, 200]
 

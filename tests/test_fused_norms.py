@@ -70,18 +70,12 @@ def test_other_dtypes_keep_the_stock_forward():
     assert is_fused(norm) and torch.equal(norm(x), LlamaRMSNorm.forward(norm, x))
 
 
-@pytest.mark.parametrize(
-    "tree", [TreeConfig.chain(6), TreeConfig(depth=3, top_k=3, total_tokens=12)], ids=lambda t: t.label()
-)
+@pytest.mark.parametrize("tree", [TreeConfig.chain(6), TreeConfig(depth=3, top_k=3, total_tokens=12)],
+                         ids=lambda t: t.label())
 def test_greedy_on_a_fused_target_equals_the_stock_generate(tree):
     stock = _with_random_norm_weights("llama")
-    want = stock.generate(
-        torch.tensor([PROMPT]),
-        do_sample=False,
-        max_new_tokens=32,
-        pad_token_id=0,
-        attention_mask=torch.ones(1, len(PROMPT), dtype=torch.long),
-    )[0, len(PROMPT) :].tolist()
+    want = stock.generate(torch.tensor([PROMPT]), do_sample=False, max_new_tokens=32, pad_token_id=0,
+                          attention_mask=torch.ones(1, len(PROMPT), dtype=torch.long))[0, len(PROMPT):].tolist()
     target = copy.deepcopy(stock)
     fuse_rms_norms(target)
     run = RunConfig(max_new_tokens=32, ignore_eos=True, tree=tree)

@@ -119,21 +119,15 @@ def test_auto_starts_paused_only_where_its_tau_is_under_the_margin_of_its_round_
     from eagle_demo.autotree.choose import AutoChoice
 
     def choice(tau, cost):
-        return AutoChoice(
-            tree=TreeConfig.chain(1),
-            predicted_tau=tau,
-            predicted_round_cost=cost,
-            predicted_speedup=tau / cost,
-            plain_step_ms=1.0,
-            calibration_seconds=1.0,
-        )
+        return AutoChoice(tree=TreeConfig.chain(1), predicted_tau=tau, predicted_round_cost=cost,
+                          predicted_speedup=tau / cost, plain_step_ms=1.0, calibration_seconds=1.0)
 
     weak, strong, near = choice(1.05, 1.5), choice(5.0, 1.5), choice(1.4, 1.5)  # near: within the 10% margin
     assert [c.run_config(RunConfig()).pause_first for c in (weak, strong, near)] == [True, False, False]
     model = model_of("llama")
     run = weak.run_config(RunConfig(max_new_tokens=24, ignore_eos=True))
     events = list(SpeculativeEngine(model, random_eagle1(model)).generate(PROMPT, run))
-    assert [len(r.nodes) == 1 for r in rounds_of(events)][: gate_mod.PAUSE] == [True] * gate_mod.PAUSE
+    assert [len(r.nodes) == 1 for r in rounds_of(events)][:gate_mod.PAUSE] == [True] * gate_mod.PAUSE
     assert list(events[-1].token_ids) == hf_greedy(model, PROMPT, 24)
 
 
@@ -170,8 +164,8 @@ def reference_tree(model, head, ids, root):
     engine = SpeculativeEngine(model, head)
     engine.runner.reset(len(ids) + 16)
     engine.drafter.reserve(len(ids) + 16)
-    out = engine.runner.forward(torch.tensor(ids[: root + 1]))
-    engine.drafter.extend(out.features[:root], torch.tensor(ids[1 : root + 1]))
+    out = engine.runner.forward(torch.tensor(ids[:root + 1]))
+    engine.drafter.extend(out.features[:root], torch.tensor(ids[1:root + 1]))
     return list(engine.drafter.draft(ids[root], TREES[1]).token_list)
 
 
@@ -204,9 +198,8 @@ def test_held_pairs_survive_reused_output_buffers():
 
 
 def check_probes(model, head, engine):
-    events = list(
-        engine.generate(PROMPT, RunConfig(max_new_tokens=80, ignore_eos=True, tree=TREES[1], pause_below=3.0))
-    )
+    events = list(engine.generate(PROMPT, RunConfig(max_new_tokens=80, ignore_eos=True, tree=TREES[1],
+                                                    pause_below=3.0)))
     ids = PROMPT + list(events[-1].token_ids)
     rounds = rounds_of(events)
     probes = [r for prev, r in zip(rounds, rounds[1:]) if len(prev.nodes) == 1 and len(r.nodes) > 1]
@@ -251,19 +244,15 @@ def test_the_page_and_the_api_say_the_draft_paused():
 
     model = model_of("llama")
     engine = SpeculativeEngine(model, random_eagle1(model))
-    view = RunView.of(
-        engine.generate(PROMPT, RunConfig(max_new_tokens=40, ignore_eos=True, tree=TREES[0], pause_below=3.0))
-    )
+    view = RunView.of(engine.generate(PROMPT, RunConfig(max_new_tokens=40, ignore_eos=True, tree=TREES[0],
+                                                        pause_below=3.0)))
     plain = [r for r in view.rounds if len(r.nodes) == 1]
     stats = summary(view, None, True)
     assert stats["plain_rounds"] == len(plain) >= 20 and stats["rounds"] == len(view.rounds)
     drafting = [r for r in view.rounds if len(r.nodes) > 1]
     assert stats["drafting_tau"] == pytest.approx(sum(len(r.committed_ids) for r in drafting) / len(drafting))
-    auto = SimpleNamespace(
-        predicted_round_cost=3.0,
-        pays_nothing=False,
-        versus=lambda measured, tau=None, retuned=(): f"auto: chain k=4, measured at tau {tau:.2f}",
-    )
+    auto = SimpleNamespace(predicted_round_cost=3.0, pays_nothing=False,
+                           versus=lambda measured, tau=None, retuned=(): f"auto: chain k=4, measured at tau {tau:.2f}")
     html = stats_html(view, None, True, "done", auto=auto)
     assert f"{len(plain)} of {len(view.rounds)}" in html and "under its break-even 3.00" in html
     assert "recent tau fell" in html and "calibration predicted" not in html

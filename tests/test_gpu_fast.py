@@ -24,13 +24,13 @@ def test_divergence_names_the_first_differing_token_and_the_targets_own_gap():
     gpu_fast = _gpu_fast()
     model = tiny_target().eval()
     prompt = [5, 17, 33, 8]
-    plain = model.generate(torch.tensor([prompt]), max_new_tokens=12, do_sample=False)[0, len(prompt) :].tolist()
+    plain = model.generate(torch.tensor([prompt]), max_new_tokens=12, do_sample=False)[0, len(prompt):].tolist()
     assert gpu_fast.divergence(model, prompt, plain, list(plain)) is None
     at = 6
     logits = model(input_ids=torch.tensor([prompt + plain[:at]])).logits[0, -1]  # [V]
     top = logits.topk(2)
     assert int(top.indices[0]) == plain[at]
-    other = plain[:at] + [int(top.indices[1])] + plain[at + 1 :]
+    other = plain[:at] + [int(top.indices[1])] + plain[at + 1:]
     got = gpu_fast.divergence(model, prompt, plain, other)
     assert got["index"] == at and got["plain"] == plain[at] and got["eagle"] == int(top.indices[1])
     assert got["top2"] == [plain[at], int(top.indices[1])]

@@ -32,10 +32,8 @@ TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, num_key_
 def _rst() -> str:
     sections = []
     for i, topic in enumerate(("Lists", "Tuples", "Sets", "Dictionaries", "Strings", "Files")):
-        sections.append(
-            f"Working with {topic}\n{'=' * (13 + len(topic))}\n\nThe {topic.lower()} section explains "
-            f"how {topic.lower()} behave in Python programs, with examples and notes number {i}.\n"
-        )
+        sections.append(f"Working with {topic}\n{'=' * (13 + len(topic))}\n\nThe {topic.lower()} section explains "
+                        f"how {topic.lower()} behave in Python programs, with examples and notes number {i}.\n")
     return "\n".join(sections)
 
 
@@ -47,21 +45,14 @@ def _tiny_carry(root: Path) -> Path:
     val = [(f"pypi/{n[:-3]}/{n}", (STDLIB / n).read_text()) for n in VAL]
     for split, docs in (("train", train), ("val", val)):
         (corpus / f"{split}.txt").write_text(join_documents(docs), encoding="utf-8")
-    (corpus / "manifest.json").write_text(
-        json.dumps({"files": {"train": [n for n, _ in train], "val": [n for n, _ in val]}})
-    )
+    (corpus / "manifest.json").write_text(json.dumps({"files": {"train": [n for n, _ in train],
+                                                                "val": [n for n, _ in val]}}))
     tok = build_tokenizer("code")
-    trainer = trainers.BpeTrainer(
-        vocab_size=600,
-        min_frequency=2,
-        special_tokens=["<|endoftext|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
+    trainer = trainers.BpeTrainer(vocab_size=600, min_frequency=2, special_tokens=["<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tok.train_from_iterator([t for _, t in train], trainer=trainer)
-    tok.post_processor = processors.TemplateProcessing(
-        single="<|endoftext|>:0 $A:0", special_tokens=[("<|endoftext|>", 0)]
-    )
+    tok.post_processor = processors.TemplateProcessing(single="<|endoftext|>:0 $A:0",
+                                                       special_tokens=[("<|endoftext|>", 0)])
     save_tokenizer(tok, root / "tokenizer")
     write_tokens(corpus, root / "tokenizer", root / "tokens")
     sizes = carry.prepare(root / "carry", corpus, root / "tokenizer", root / "tokens", chat_examples=50)
@@ -108,25 +99,9 @@ def test_smoke_pipeline_exports_a_lossless_pair(carried, tmp_path):
     out = tmp_path / "out"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     rows = tmp_path / "head_tokens.pt"
-    cmd = [
-        sys.executable,
-        str(ROOT / "scripts" / "gpu_pair.py"),
-        "--smoke",
-        "--carry",
-        str(carried),
-        "--out",
-        str(out),
-        "--target-minutes",
-        "0.05",
-        "--data-minutes",
-        "0.05",
-        "--eagle1-minutes",
-        "0.03",
-        "--eagle3-minutes",
-        "0.03",
-        "--head-tokens",
-        str(rows),
-    ]
+    cmd = [sys.executable, str(ROOT / "scripts" / "gpu_pair.py"), "--smoke", "--carry", str(carried), "--out", str(out),
+           "--target-minutes", "0.05", "--data-minutes", "0.05", "--eagle1-minutes", "0.03", "--eagle3-minutes", "0.03",
+           "--head-tokens", str(rows)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     summary = json.loads((out / "summary.json").read_text())
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -157,30 +132,10 @@ def _heads_trained_further(carried, tmp_path, env, pair, rows, first):
     start from the exported ones; the check stage still finds them lossless. A file made for another target is
     refused in one line."""
     out = tmp_path / "again"
-    cmd = [
-        sys.executable,
-        str(ROOT / "scripts" / "gpu_pair.py"),
-        "--smoke",
-        "--carry",
-        str(carried),
-        "--out",
-        str(out),
-        "--target-dir",
-        str(pair / "target2"),
-        "--skip",
-        "bpb_before",
-        "target_after",
-        "--head-tokens",
-        str(rows),
-        "--init-heads",
-        str(pair),
-        "--eagle1-minutes",
-        "0.03",
-        "--eagle3-minutes",
-        "0.03",
-        "--save-every",
-        "0.0002",
-    ]
+    cmd = [sys.executable, str(ROOT / "scripts" / "gpu_pair.py"), "--smoke", "--carry", str(carried), "--out", str(out),
+           "--target-dir", str(pair / "target2"), "--skip", "bpb_before", "target_after", "--head-tokens", str(rows),
+           "--init-heads", str(pair), "--eagle1-minutes", "0.03", "--eagle3-minutes", "0.03",
+           "--save-every", "0.0002"]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     summary = json.loads((out / "summary.json").read_text())
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

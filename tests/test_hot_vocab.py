@@ -35,13 +35,8 @@ def test_the_hot_top_k_is_the_top_k_over_the_first_ids():
 
 def test_a_hass_head_reads_the_lm_head_through_its_norm():
     model = tiny_target("llama")
-    head = HassHead(
-        draft_config(model),
-        model.lm_head,
-        model.get_input_embeddings(),
-        norms=("lm_head_norm",),
-        layer0_input_norm=False,
-    ).eval()
+    head = HassHead(draft_config(model), model.lm_head, model.get_input_embeddings(), norms=("lm_head_norm",),
+                    layer0_input_norm=False).eval()
     with torch.no_grad():
         head.lm_head_norm.weight.uniform_(0.5, 2.0)
     g = torch.randn(4, 64) * 3  # [m, H]
@@ -87,9 +82,8 @@ def test_a_fixed_table_masks_its_room_keeps_its_addresses_and_clears():
     assert fixed.n == 40 and bool((fixed.topk(g, 3)[1] < 40).all()) and fixed._store.data_ptr() == store
 
 
-@pytest.mark.parametrize(
-    "tree", [TreeConfig.chain(6, hot_vocab=8), TreeConfig.chain(16, 0.05, 8)], ids=lambda t: t.label()
-)
+@pytest.mark.parametrize("tree", [TreeConfig.chain(6, hot_vocab=8), TreeConfig.chain(16, 0.05, 8)],
+                         ids=lambda t: t.label())
 @pytest.mark.parametrize("graphs", [False, True], ids=["eager", "replayed"])
 def test_the_static_drafter_drafts_the_growing_ones_hot_chain(tree, graphs):
     """Also with graph replays emulated: the table's context rows are written in place, where a replay reads."""
@@ -110,7 +104,7 @@ def test_the_static_drafter_drafts_the_growing_ones_hot_chain(tree, graphs):
     start, outside = 0, 0
     for end in (len(PROMPT), len(PROMPT) + 3, ids.shape[0] - 1):
         for d in (growing, static):
-            d.extend(features[start:end], ids[start + 1 : end + 1])
+            d.extend(features[start:end], ids[start + 1:end + 1])
         start = end
         a, b = growing.draft(int(ids[end]), tree), static.draft(int(ids[end]), tree)
         assert a.token_list == b.token_list
@@ -126,7 +120,7 @@ def test_the_replays_table_shows_each_state_the_ids_its_context_extended():
     model = tiny_target("llama")
     text = torch.tensor([80, 5, 70, 6, 91, 70, 7])  # text[0] is never extended: 80 only if it comes again
     table, first = hot_table(random_eagle1(model), 40, text)
-    assert table.ids[40 : table.n].tolist() == [70, 91] and first.tolist() == [0] * 40 + [2, 4]
+    assert table.ids[40:table.n].tolist() == [70, 91] and first.tolist() == [0] * 40 + [2, 4]
 
 
 def test_only_heads_over_the_targets_lm_head_take_a_hot_vocabulary():
@@ -141,10 +135,8 @@ def test_only_heads_over_the_targets_lm_head_take_a_hot_vocabulary():
 
 
 def test_tree_config_takes_a_hot_vocabulary_for_chains_only():
-    assert (
-        TreeConfig.chain(16, 0.02, 2048).label()
-        == "chain k=16 (stops under p=0.02; drafts over the first 2048 ids plus context ids)"
-    )
+    assert (TreeConfig.chain(16, 0.02, 2048).label()
+            == "chain k=16 (stops under p=0.02; drafts over the first 2048 ids plus context ids)")
     assert TreeConfig.chain(8, hot_vocab=512).label() == "chain k=8 (drafts over the first 512 ids plus context ids)"
     with pytest.raises(ConfigError, match="chains only"):
         TreeConfig(depth=3, top_k=2, total_tokens=6, hot_vocab=64)
@@ -174,38 +166,19 @@ def test_greedy_over_a_hot_vocabulary_equals_the_stock_generate(tree, static):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_seeded_sampling_over_a_hot_vocabulary_equals_the_baseline(seed):
     model = tiny_target("qwen2")
-    run = RunConfig(
-        max_new_tokens=24,
-        ignore_eos=True,
-        tree=TreeConfig.chain(5, 0.05, 32),
-        sampling=SamplingConfig(temperature=0.9, top_p=0.95, seed=seed),
-    )
+    run = RunConfig(max_new_tokens=24, ignore_eos=True, tree=TreeConfig.chain(5, 0.05, 32),
+                    sampling=SamplingConfig(temperature=0.9, top_p=0.95, seed=seed))
     want = list(BaselineEngine(model).generate(PROMPT, run))[-1].token_ids
     assert list(SpeculativeEngine(model, random_eagle1(model)).generate(PROMPT, run))[-1].token_ids == want
 
 
 def test_a_hot_chain_is_priced_with_its_own_draft_line_and_kept_in_the_table():
     line = Line.through(1, 1e-3, 16, 16e-3)
-    costs = Costs(
-        plain=5e-3,
-        verify=Line(6e-3, 0.0, 0.2e-3),
-        tree_extra=0.0,
-        draft={1: line},
-        extend=Line(0, 0, 0),
-        host=Line(0, 0, 0),
-        hot={2048: Line.through(1, 0.5e-3, 16, 8e-3)},
-    )
+    costs = Costs(plain=5e-3, verify=Line(6e-3, 0.0, 0.2e-3), tree_extra=0.0, draft={1: line}, extend=Line(0, 0, 0),
+                  host=Line(0, 0, 0), hot={2048: Line.through(1, 0.5e-3, 16, 8e-3)})
     full, hot = TreeConfig.chain(8), TreeConfig.chain(8, hot_vocab=2048)
     assert costs.round(full, 4.0) - costs.round(hot, 4.0) == pytest.approx(4e-3)  # 8 depths at 1 ms against 0.5
-    table = ShapeTable(
-        shapes=(full, hot),
-        taus=(4.0, 3.9),
-        offered=((1.0,),),
-        accepted=((1.0,),),
-        lead=((1.0, 1.0),),
-        costs=costs,
-        scale=1.1,
-        drafted=(0.0, 0.0),
-    )
+    table = ShapeTable(shapes=(full, hot), taus=(4.0, 3.9), offered=((1.0,),), accepted=((1.0,),), lead=((1.0, 1.0),),
+                       costs=costs, scale=1.1, drafted=(0.0, 0.0))
     back = ShapeTable.from_dict(table.to_dict())
     assert back.shapes == (full, hot) and back.costs.hot == costs.hot

@@ -26,7 +26,6 @@ from eagle_demo.checkpoints import CheckpointError, hub
 
 # ---- local paths and ids ------------------------------------------------------------------------------------
 
-
 def test_local_folder_is_used_as_is(tmp_path):
     assert hub.resolve(str(tmp_path), None, "draft") == str(tmp_path.resolve())
 
@@ -59,20 +58,16 @@ def test_dataset_prefix_and_empty():
 
 # ---- offline ----------------------------------------------------------------------------------------------
 
-
 def test_offline_real_cache_miss_is_clean(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(tmp_path / "hf-cache"))
     with pytest.raises(CheckpointError) as err:
         hub.resolve("eagle-demo-tests/surely-not-cached-7f3a", None, "draft")
-    assert str(err.value) == (
-        "draft eagle-demo-tests/surely-not-cached-7f3a is not in the local cache and the Hub is "
-        "offline (HF_HUB_OFFLINE=1); download it once online or pass a local folder"
-    )
+    assert str(err.value) == ("draft eagle-demo-tests/surely-not-cached-7f3a is not in the local cache and the Hub is "
+                              "offline (HF_HUB_OFFLINE=1); download it once online or pass a local folder")
 
 
 # ---- answers olah cannot give: our mapping of huggingface_hub's own exceptions ---------------------------------
-
 
 def hub_answer(status: int, **headers: str) -> Exception:
     """The exception huggingface_hub's own hf_raise_for_status raises for an HTTP answer with this status and these
@@ -83,36 +78,18 @@ def hub_answer(status: int, **headers: str) -> Exception:
     return err.value
 
 
-@pytest.mark.parametrize(
-    "answer,cls,expected",
-    [
-        (
-            (403, {"X-Error-Code": "GatedRepo", "X-Error-Message": "Access to model meta/llama is restricted."}),
-            GatedRepoError,
-            "target meta/llama is gated: accept its license on huggingface.co/meta/llama and log in (hf auth "
-            "login or HF_TOKEN)",
-        ),
-        (
-            (403, {"X-Error-Message": "Access to this resource is disabled."}),
-            DisabledRepoError,
-            "target meta/llama has been disabled on the Hub; pick another repo",
-        ),
-        (
-            (404, {"X-Error-Code": "RevisionNotFound", "X-Error-Message": "Invalid rev id: v9"}),
-            RevisionNotFoundError,
-            "revision 'v9' does not exist in meta/llama; check the branch, tag or commit",
-        ),
-        (
-            (503, {}),
-            HfHubHTTPError,
-            re.compile(
-                r"the Hub refused target meta/llama \([^\n]*'503 Service Unavailable'[^\n]*\); "
-                r"try again later or pass a local folder"
-            ),
-        ),  # httpx's own words inside
-    ],
-    ids=["gated", "disabled", "revision not found", "server error"],
-)
+@pytest.mark.parametrize("answer,cls,expected", [
+    ((403, {"X-Error-Code": "GatedRepo", "X-Error-Message": "Access to model meta/llama is restricted."}),
+     GatedRepoError, "target meta/llama is gated: accept its license on huggingface.co/meta/llama and log in (hf auth "
+                     "login or HF_TOKEN)"),
+    ((403, {"X-Error-Message": "Access to this resource is disabled."}),
+     DisabledRepoError, "target meta/llama has been disabled on the Hub; pick another repo"),
+    ((404, {"X-Error-Code": "RevisionNotFound", "X-Error-Message": "Invalid rev id: v9"}),
+     RevisionNotFoundError, "revision 'v9' does not exist in meta/llama; check the branch, tag or commit"),
+    ((503, {}), HfHubHTTPError,
+     re.compile(r"the Hub refused target meta/llama \([^\n]*'503 Service Unavailable'[^\n]*\); "
+                r"try again later or pass a local folder")),  # httpx's own words inside
+], ids=["gated", "disabled", "revision not found", "server error"])
 def test_hub_answers_map_to_one_line(answer, cls, expected):
     exc = hub_answer(answer[0], **answer[1])
     assert type(exc) is cls
@@ -124,5 +101,4 @@ def test_a_full_disk_during_the_download_maps_to_one_line():
     exc = OSError(errno.ENOSPC, "No space left on device")
     assert str(hub._hub_error(exc, "meta/llama", None, "target", None)) == (
         "downloading target meta/llama failed ([Errno 28] No space left on device); check disk space and the cache "
-        "folder, then retry"
-    )
+        "folder, then retry")

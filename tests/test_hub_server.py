@@ -117,17 +117,13 @@ def cached(cache: Path, repo: str) -> dict[str, int]:
 
 # ---- the happy path and revisions --------------------------------------------------------------------------------
 
-
 def test_repo_ids_load_and_generate_as_the_local_folders(app, mirror, fresh_cache):
     assert load_and_generate(app.client, TARGET, DRAFT) == app.reference  # no revision: the default branch "main"
     assert cached(fresh_cache, TARGET) == {p.name: p.stat().st_size for p in Path(SHIPPED_TARGET).iterdir()}
     assert cached(fresh_cache, DRAFT) == {p.name: p.stat().st_size for p in Path(SHIPPED_EAGLE1).iterdir()}
     assert load_and_generate(app.client, "local/sharded-target", DRAFT) == app.reference
     assert sorted(cached(fresh_cache, "local/sharded-target"))[:3] == [
-        "config.json",
-        "generation_config.json",
-        "model-00001-of-00002.safetensors",
-    ]
+        "config.json", "generation_config.json", "model-00001-of-00002.safetensors"]
 
 
 def test_revisions_by_branch_tag_and_commit(app, mirror, fresh_cache):
@@ -137,38 +133,20 @@ def test_revisions_by_branch_tag_and_commit(app, mirror, fresh_cache):
     assert load_and_generate(app.client, TARGET, DRAFT, "v1.0") == app.reference
     assert load_and_generate(app.client, TARGET, DRAFT, mirror.repos.first_commit, "main") == app.reference
     message = refused(app.client, TARGET, DRAFT, "v9")
-    assert message == (
-        "revision 'v9' does not exist in local/tiny-target (branches: main, perturbed; tags: v1.0); "
-        "check the branch, tag or commit"
-    )
+    assert message == ("revision 'v9' does not exist in local/tiny-target (branches: main, perturbed; tags: v1.0); "
+                       "check the branch, tag or commit")
     still_serves(app)
 
 
-@pytest.mark.parametrize(
-    "target,draft,expected",
-    [
-        (
-            "local/nope",
-            DRAFT,
-            "target local/nope was not found on the Hub (or it is private: log in with hf auth login); "
-            "check the repo id",
-        ),
-        (
-            TARGET,
-            "local/refused",
-            "draft local/refused was not found on the Hub (or it is private: log in with hf auth "
-            "login); check the repo id",
-        ),
-        (
-            "local/missing-shard",
-            DRAFT,
-            "target local/missing-shard: model.safetensors.index.json names "
-            "model-00002-of-00002.safetensors, which the repo does not have (an incomplete "
-            "upload); pick another revision or ask the repo's owner to add it",
-        ),
-    ],
-    ids=["missing repo", "refused repo (401)", "missing file"],
-)
+@pytest.mark.parametrize("target,draft,expected", [
+    ("local/nope", DRAFT, "target local/nope was not found on the Hub (or it is private: log in with hf auth login); "
+                          "check the repo id"),
+    (TARGET, "local/refused", "draft local/refused was not found on the Hub (or it is private: log in with hf auth "
+                              "login); check the repo id"),
+    ("local/missing-shard", DRAFT, "target local/missing-shard: model.safetensors.index.json names "
+                                   "model-00002-of-00002.safetensors, which the repo does not have (an incomplete "
+                                   "upload); pick another revision or ask the repo's owner to add it"),
+], ids=["missing repo", "refused repo (401)", "missing file"])
 def test_missing_and_refused_are_one_line(app, fresh_cache, target, draft, expected):
     assert refused(app.client, target, draft) == expected
     still_serves(app)
@@ -176,15 +154,13 @@ def test_missing_and_refused_are_one_line(app, fresh_cache, target, draft, expec
 
 # ---- faults ----------------------------------------------------------------------------------------------------
 
-
 def test_server_gone_mid_file_then_back(app, mirror, fresh_cache):
     mirror.relay.cut_after = 4_000_000  # inside the 13 MB weights; the relay then stops listening
     message = refused(app.client, TARGET, DRAFT)
     print(message, sorted(cached(fresh_cache, TARGET)))
     assert mirror.relay.cuts >= 1
     assert message.startswith("could not reach the Hub for target local/tiny-target (") and message.endswith(
-        "check the connection, or set HF_HUB_OFFLINE=1 to use the local cache"
-    ), message
+        "check the connection, or set HF_HUB_OFFLINE=1 to use the local cache"), message
     assert WEIGHTS not in cached(fresh_cache, TARGET)  # nothing half-written counts as cached
     still_serves(app)
     mirror.relay.cut_after = None
@@ -197,16 +173,11 @@ def _blob(cache: Path, repo: str, name: str) -> Path:
     return next((cache / f"models--{repo.replace('/', '--')}").glob(f"snapshots/*/{name}")).resolve()
 
 
-@pytest.mark.parametrize(
-    "damage,fragment",
-    [
-        (
-            "truncate",
-            "the cached model.safetensors is 6538892 bytes but the repo lists 13077784 (truncated or overwritten)",
-        ),
-        ("flip", "the cached model.safetensors does not match its checksum (corrupted on disk or in transit)"),
-    ],
-)
+@pytest.mark.parametrize("damage,fragment", [
+    ("truncate",
+     "the cached model.safetensors is 6538892 bytes but the repo lists 13077784 (truncated or overwritten)"),
+    ("flip", "the cached model.safetensors does not match its checksum (corrupted on disk or in transit)"),
+])
 def test_damaged_cache_file_is_named_removed_and_fetched_again(app, mirror, fresh_cache, damage, fragment):
     assert load_and_generate(app.client, TARGET, DRAFT) == app.reference
     blob = _blob(fresh_cache, TARGET, WEIGHTS)
@@ -218,8 +189,7 @@ def test_damaged_cache_file_is_named_removed_and_fetched_again(app, mirror, fres
     blob.write_bytes(bytes(data))
     still_serves(app)  # another pair, so the next Load reads the cache again
     assert refused(app.client, TARGET, DRAFT) == (
-        f"target local/tiny-target: {fragment}; it was removed from the cache, press Load again to download it afresh"
-    )
+        f"target local/tiny-target: {fragment}; it was removed from the cache, press Load again to download it afresh")
     assert WEIGHTS not in cached(fresh_cache, TARGET) and not blob.exists()
     still_serves(app)
     assert load_and_generate(app.client, TARGET, DRAFT) == app.reference
@@ -227,31 +197,12 @@ def test_damaged_cache_file_is_named_removed_and_fetched_again(app, mirror, fres
 
 # ---- the command line ------------------------------------------------------------------------------------------
 
-
 def cli(mirror, cache: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
     env.update(HF_ENDPOINT=mirror.relay.url, HF_HUB_CACHE=str(cache), OMP_NUM_THREADS="1")
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "eagle_demo",
-            "generate",
-            "--prompt",
-            PROMPT,
-            "--max-new-tokens",
-            "16",
-            "--depth",
-            "3",
-            "--json",
-            *args,
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
+    return subprocess.run([sys.executable, "-m", "eagle_demo", "generate", "--prompt", PROMPT, "--max-new-tokens",
+                           "16", "--depth", "3", "--json", *args], env=env, capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
 
 
 def test_cli_with_repo_ids(app, mirror, fresh_cache):
@@ -263,12 +214,10 @@ def test_cli_with_repo_ids(app, mirror, fresh_cache):
     done = cli(mirror, fresh_cache, "--target", TARGET, "--draft", DRAFT, "--revision", "v9")
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [
         "error: revision 'v9' does not exist in local/tiny-target (branches: main, perturbed; tags: v1.0); check "
-        "the branch, tag or commit"
-    ], done.stderr[-2000:]
+        "the branch, tag or commit"], done.stderr[-2000:]
 
 
 # ---- space, size limit, a slow server and Stop -----------------------------------------------------------------
-
 
 @pytest.fixture
 def small_disk(tmp_path, monkeypatch):
@@ -306,8 +255,7 @@ def test_download_size_limit_against_the_servers_sizes(app, mirror, fresh_cache,
     monkeypatch.setenv("EAGLE_DEMO_MAX_DOWNLOAD_GB", "0.01")
     assert refused(app.client, TARGET, DRAFT) == (
         "target local/tiny-target needs 13.6 MB of downloads, above the limit of 10.0 MB; raise "
-        "EAGLE_DEMO_MAX_DOWNLOAD_GB (or max_download_bytes) or pick a smaller model"
-    )
+        "EAGLE_DEMO_MAX_DOWNLOAD_GB (or max_download_bytes) or pick a smaller model")
     assert WEIGHTS not in cached(fresh_cache, TARGET)
     still_serves(app)
 
@@ -325,16 +273,9 @@ def test_slow_server_shows_progress_and_stop_ends_the_download(app, mirror, fres
     line, deadline, seen = None, time.monotonic() + 120, []
     while line is None and time.monotonic() < deadline and not job.done():
         seen.append((round(time.monotonic(), 1), job.status().code, job.status().progress_data))
-        for unit in job.status().progress_data or []:
-            if (
-                unit.desc
-                and re.fullmatch(
-                    r"downloading target local/tiny-target: [\d.]+ [kM]?B of 13\.1 MB at "
-                    r"[\d.]+ [kM]?B/s",
-                    unit.desc,
-                )
-                and "MB of" in unit.desc
-            ):
+        for unit in (job.status().progress_data or []):
+            if unit.desc and re.fullmatch(r"downloading target local/tiny-target: [\d.]+ [kM]?B of 13\.1 MB at "
+                                          r"[\d.]+ [kM]?B/s", unit.desc) and "MB of" in unit.desc:
                 line = unit.desc
         time.sleep(0.2)
     assert line is not None, f"no progress line: {[x for x in seen if x[2]]}"
@@ -349,7 +290,6 @@ def test_slow_server_shows_progress_and_stop_ends_the_download(app, mirror, fres
 
 
 # ---- many users while the pair changes -------------------------------------------------------------------------
-
 
 def test_eight_clients_while_another_pair_loads_from_the_server(app, mirror, fresh_cache):
     """Four clients generate on pair A while a fifth loads pair B from the (slowed) server and three more, also on
@@ -371,7 +311,6 @@ def test_eight_clients_while_another_pair_loads_from_the_server(app, mirror, fre
     gc.collect()
     one_pair = psutil.Process().memory_info().rss
     mirror.relay.rate = 2_000_000  # B's 1.6 MB draft takes about a second to arrive
-
     def queued(job):  # in the server's queue (or past it), so what follows is queued behind it
         while job.status().code.name in ("STARTING", "JOINING_QUEUE"):
             time.sleep(0.05)
@@ -394,17 +333,14 @@ def test_eight_clients_while_another_pair_loads_from_the_server(app, mirror, fre
         assert stats["token_ids"] == alone["token_ids"] and stats["draft_family"] == "eagle1"
     assert done[4][1]["family"] == "eagle3"
     for message in done[5:]:
-        assert message == (
-            "the pair changed to local/tiny-target + local/tiny-eagle3 while you waited; press Generate again"
-        ), message
+        assert message == ("the pair changed to local/tiny-target + local/tiny-eagle3 while you waited; press "
+                           "Generate again"), message
     again = [c.predict(PROMPT, 48, depth=3, api_name="/generate")[1] for c in clients[5:]]
     assert all(s["token_ids"] == alone["token_ids"] and s["draft_family"] == "eagle3" for s in again)
     gc.collect()
     after = psutil.Process().memory_info().rss
-    print(
-        f"RSS one pair {one_pair / 1e6:.1f} MB, after the change {after / 1e6:.1f} MB "
-        f"({after / one_pair - 1:+.1%}); open files {psutil.Process().num_fds()}"
-    )
+    print(f"RSS one pair {one_pair / 1e6:.1f} MB, after the change {after / 1e6:.1f} MB "
+          f"({after / one_pair - 1:+.1%}); open files {psutil.Process().num_fds()}")
     assert after <= one_pair * 1.10
 
 
@@ -419,13 +355,11 @@ def test_offline_load_checks_the_cache_against_the_recorded_listing(mirror, fres
         hub.resolve(TARGET, None, "target")
     assert str(err.value) == (
         "target local/tiny-target: the cached model.safetensors is 1000 bytes but the repo lists 13077784 (truncated "
-        "or overwritten); it was removed from the cache, unset HF_HUB_OFFLINE and Load again to download it afresh"
-    )
+        "or overwritten); it was removed from the cache, unset HF_HUB_OFFLINE and Load again to download it afresh")
     assert not blob.exists()
 
 
 # ---- which files a repo id fetches: hub.resolve against the server ---------------------------------------------
-
 
 def files(folder: str | Path) -> list[str]:
     """The files of a snapshot folder, relative, sorted (subfolders included)."""
@@ -444,33 +378,16 @@ def test_safetensors_preferred_and_tokenizer_only_for_a_target(mirror, fresh_cac
     assert files(draft) == ["config.json", "generation_config.json", "model.safetensors"]
     assert Path(draft).name == head(mirror, repo)  # asked for "main", downloaded by the commit it names
     target = hub.resolve(repo, None, "target")
-    assert target == draft and files(target) == [
-        "config.json",
-        "generation_config.json",
-        "model.safetensors",
-        "special_tokens_map.json",
-        "tokenizer.json",
-        "tokenizer_config.json",
-    ]
+    assert target == draft and files(target) == ["config.json", "generation_config.json", "model.safetensors",
+                                                 "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json"]
 
 
-@pytest.mark.parametrize(
-    "repo,expected",
-    [
-        (
-            "local/sharded-extra",
-            [
-                "config.json",
-                "model-00001-of-00002.safetensors",
-                "model-00002-of-00002.safetensors",
-                "model.safetensors.index.json",
-            ],
-        ),  # not consolidated.safetensors
-        ("local/odd-names", ["config.json", "weights.safetensors"]),  # not sub/x, ..\\evil, c:evil
-        ("tinybare", ["config.json", "pytorch_model.bin"]),  # a legacy id without an owner; .bin without safetensors
-    ],
-    ids=["index selects its shards", "names outside the top level", "bare legacy name"],
-)
+@pytest.mark.parametrize("repo,expected", [
+    ("local/sharded-extra", ["config.json", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
+                             "model.safetensors.index.json"]),  # not consolidated.safetensors
+    ("local/odd-names", ["config.json", "weights.safetensors"]),  # not sub/x, ..\\evil, c:evil
+    ("tinybare", ["config.json", "pytorch_model.bin"]),  # a legacy id without an owner; .bin without safetensors
+], ids=["index selects its shards", "names outside the top level", "bare legacy name"])
 def test_files_selected_from_the_listing(mirror, fresh_cache, repo, expected):
     from eagle_demo.checkpoints import hub
 
@@ -479,29 +396,16 @@ def test_files_selected_from_the_listing(mirror, fresh_cache, repo, expected):
     assert Path(folder).parent.parent.name == f"models--{repo.replace('/', '--')}"
 
 
-@pytest.mark.parametrize(
-    "repo,expected",
-    [
-        (
-            "local/escaping-index",
-            "draft local/escaping-index: model.safetensors.index.json names shard '../x.safetensors', "
-            "which points outside the repo; no weights were fetched: ask the repo's owner to fix the "
-            "index, or pass a local folder",
-        ),
-        (
-            "local/no-weights",
-            "draft local/no-weights has no weight files (*.safetensors or pytorch_model*.bin); pick a "
-            "repo that ships its weights",
-        ),
-        (
-            "local/no-config",
-            "draft local/no-config has no config.json at the top level; it is not a transformers model "
-            "repo (pass the repo that holds config.json and the weights)",
-        ),
-        ("local/chat-data", "local/chat-data is a dataset, not a model; pass a model repo id as the draft"),
-    ],
-    ids=["index escapes the repo", "no weights", "config only in a subfolder", "a dataset"],
-)
+@pytest.mark.parametrize("repo,expected", [
+    ("local/escaping-index", "draft local/escaping-index: model.safetensors.index.json names shard '../x.safetensors', "
+                             "which points outside the repo; no weights were fetched: ask the repo's owner to fix the "
+                             "index, or pass a local folder"),
+    ("local/no-weights", "draft local/no-weights has no weight files (*.safetensors or pytorch_model*.bin); pick a "
+                         "repo that ships its weights"),
+    ("local/no-config", "draft local/no-config has no config.json at the top level; it is not a transformers model "
+                        "repo (pass the repo that holds config.json and the weights)"),
+    ("local/chat-data", "local/chat-data is a dataset, not a model; pass a model repo id as the draft"),
+], ids=["index escapes the repo", "no weights", "config only in a subfolder", "a dataset"])
 def test_unusable_repos_are_refused_in_one_line(mirror, fresh_cache, repo, expected):
     from eagle_demo.checkpoints import CheckpointError, hub
 
@@ -515,19 +419,12 @@ def test_config_only_resolution_and_the_size_limit_argument(mirror, fresh_cache,
     from eagle_demo.checkpoints import CheckpointError, hub
 
     folder = hub.resolve(TARGET, None, "target", max_bytes=600_000, weights=False)  # 540 kB of configs and tokenizer
-    assert files(folder) == [
-        "config.json",
-        "generation_config.json",
-        "special_tokens_map.json",
-        "tokenizer.json",
-        "tokenizer_config.json",
-    ]
+    assert files(folder) == ["config.json", "generation_config.json", "special_tokens_map.json", "tokenizer.json",
+                             "tokenizer_config.json"]
     with pytest.raises(CheckpointError) as err:
         hub.resolve(TARGET, None, "target", max_bytes=600_000)
-    assert str(err.value) == (
-        "target local/tiny-target needs 13.6 MB of downloads, above the limit of 600.0 kB; "
-        "raise EAGLE_DEMO_MAX_DOWNLOAD_GB (or max_download_bytes) or pick a smaller model"
-    )
+    assert str(err.value) == ("target local/tiny-target needs 13.6 MB of downloads, above the limit of 600.0 kB; "
+                              "raise EAGLE_DEMO_MAX_DOWNLOAD_GB (or max_download_bytes) or pick a smaller model")
     monkeypatch.setenv("EAGLE_DEMO_MAX_DOWNLOAD_GB", "lots")
     with pytest.raises(CheckpointError) as err:
         hub.resolve(TARGET, None, "target")
@@ -548,14 +445,8 @@ def test_download_progress_is_reported(mirror, fresh_cache):
     assert seen[0] == ("downloading draft local/tiny-eagle1 (2.5 MB)", 0.0)
     assert seen[-1] == ("downloaded draft local/tiny-eagle1", 1.0)
     middle = seen[1:-1]
-    assert middle and all(
-        re.fullmatch(
-            r"downloading draft local/tiny-eagle1: [\d.]+ [kM]?B of 2\.5 MB at "
-            r"[\d.]+ [kM]?B/s",
-            m,
-        )
-        for m, _ in middle
-    ), middle
+    assert middle and all(re.fullmatch(r"downloading draft local/tiny-eagle1: [\d.]+ [kM]?B of 2\.5 MB at "
+                                       r"[\d.]+ [kM]?B/s", m) for m, _ in middle), middle
     assert [f for _, f in middle] == sorted(f for _, f in middle) and 0 <= middle[0][1] <= middle[-1][1] <= 1
     seen.clear()
     mirror.relay.rate = None
@@ -568,15 +459,12 @@ def test_connection_refused_is_one_line(mirror, fresh_cache, monkeypatch):
 
     closed = f"http://127.0.0.1:{hub_mirror.free_port()}"  # nothing listens there: a real refused connection
     monkeypatch.setattr(hub_constants, "ENDPOINT", closed)
-    monkeypatch.setattr(
-        hub_constants, "HUGGINGFACE_CO_URL_TEMPLATE", closed + "/{repo_id}/resolve/{revision}/{filename}"
-    )
+    monkeypatch.setattr(hub_constants, "HUGGINGFACE_CO_URL_TEMPLATE",
+                        closed + "/{repo_id}/resolve/{revision}/{filename}")
     with pytest.raises(CheckpointError) as err:
         hub.resolve(TARGET, None, "target")
-    assert str(err.value) == (
-        "could not reach the Hub for target local/tiny-target ([Errno 111] Connection refused); "
-        "check the connection, or set HF_HUB_OFFLINE=1 to use the local cache"
-    )
+    assert str(err.value) == ("could not reach the Hub for target local/tiny-target ([Errno 111] Connection refused); "
+                              "check the connection, or set HF_HUB_OFFLINE=1 to use the local cache")
 
 
 def test_cache_that_cannot_be_written_is_one_line(mirror, fresh_cache, monkeypatch):

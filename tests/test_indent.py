@@ -37,11 +37,9 @@ def test_shipped_target_indents_after_a_block_opener():
     assert all(r.indented for r in rows), [(r.prompt, r.first_line) for r in rows]
 
 
-@pytest.mark.skipif(
-    not (CKPT / "last.pt").is_file() or not TOKENIZER.is_dir(),
-    reason="no second-generation checkpoint on this machine "
-    "(~/.cache/eagle_demo/train2/ckpt, written by python -m eagle_demo.training.target2 train)",
-)
+@pytest.mark.skipif(not (CKPT / "last.pt").is_file() or not TOKENIZER.is_dir(),
+                    reason="no second-generation checkpoint on this machine "
+                    "(~/.cache/eagle_demo/train2/ckpt, written by python -m eagle_demo.training.target2 train)")
 def test_second_generation_checkpoint_indents(tmp_path):
     from eagle_demo.training.shared import export_model
     from eagle_demo.training.target2 import load_trained

@@ -24,6 +24,7 @@ def test_model_forward_with_buffer_cache_equals_dynamic_cache():
         for name, cache in (("buffer", BufferCache()), ("dynamic", DynamicCache())):
             first = model(ids[:, :5], cache=cache, use_cache=True).logits
             cache.crop(-2)  # drop two positions, then decode the rest after them
-            rest = model(ids[:, 5:], cache=cache, use_cache=True, position_ids=torch.arange(3, 6)[None]).logits
+            rest = model(ids[:, 5:], cache=cache, use_cache=True,
+                         position_ids=torch.arange(3, 6)[None]).logits
             logits[name] = torch.cat([first, rest], 1)
     torch.testing.assert_close(logits["buffer"], logits["dynamic"], rtol=1e-6, atol=1e-6)

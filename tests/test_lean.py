@@ -23,14 +23,8 @@ def test_eagle1_lean_layer_equals_stock_decoder_layer():
     with torch.inference_mode():
         x = head.fc(torch.cat([head.embed(tokens), hidden], -1))[None]  # [1, n, H]
         rope = head.rotary_emb(x, positions[None])
-        want = head.layers[0](
-            x,
-            attention_mask=mask,
-            position_ids=positions[None],
-            cache=DynamicCache(),
-            use_cache=True,
-            position_embeddings=rope,
-        )
+        want = head.layers[0](x, attention_mask=mask, position_ids=positions[None], cache=DynamicCache(),
+                              use_cache=True, position_embeddings=rope)
         want = want[0] if isinstance(want, tuple) else want
         got = head(hidden, tokens, positions, DraftKV(capacity=4), None, from_target=True)  # grows the buffers
     torch.testing.assert_close(got, want[0], rtol=1e-5, atol=1e-5)

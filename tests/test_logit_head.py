@@ -20,30 +20,15 @@ from test_sampling import chi2_pvalue, enumerate_probs, sample_counts
 
 def scaled_target(family: str, vocab: int = 96, hidden: int = 64, layers: int = 3, seed: int = 3):
     """A random tiny model of a family with a logit transform, set strong enough to change the distribution."""
-    common = dict(
-        vocab_size=vocab,
-        hidden_size=hidden,
-        intermediate_size=2 * hidden,
-        num_hidden_layers=layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        bos_token_id=1,
-        eos_token_id=2,
-        pad_token_id=0,
-    )
+    common = dict(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+                  num_attention_heads=4, num_key_value_heads=2, bos_token_id=1, eos_token_id=2, pad_token_id=0)
     if family == "gemma2":  # local layers with a 6-token window as well
-        cfg = Gemma2Config(
-            **common, head_dim=16, final_logit_softcapping=2.0, sliding_window=6, tie_word_embeddings=False
-        )
+        cfg = Gemma2Config(**common, head_dim=16, final_logit_softcapping=2.0, sliding_window=6,
+                           tie_word_embeddings=False)
     elif family == "gemma3":  # Gemma 3's text model: a window on its local layers, a softcap set here
-        cfg = Gemma3TextConfig(
-            **common,
-            head_dim=16,
-            final_logit_softcapping=3.0,
-            sliding_window=6,
-            layer_types=["sliding_attention", "full_attention", "sliding_attention"][:layers],
-            tie_word_embeddings=False,
-        )
+        cfg = Gemma3TextConfig(**common, head_dim=16, final_logit_softcapping=3.0, sliding_window=6,
+                               layer_types=["sliding_attention", "full_attention", "sliding_attention"][:layers],
+                               tie_word_embeddings=False)
     elif family == "cohere":
         cfg = CohereConfig(**common, logit_scale=0.25, tie_word_embeddings=False)
     elif family == "granite":
@@ -128,10 +113,8 @@ def test_the_load_report_names_the_logit_head_and_the_window(tmp_path):
     notes = pair.report.adaptations
     assert notes[0].startswith("target check: the engines' prefill, tree and compacted-cache logits equal")
     assert "logits after the output projection as the gemma2 forward does: softcap 2" in notes
-    assert (
-        "sliding window of 6 tokens applied in the engines' own masks (full and sliding layers: a mask per "
-        "layer type)" in notes
-    )
+    assert "sliding window of 6 tokens applied in the engines' own masks (full and sliding layers: a mask per " \
+           "layer type)" in notes
     assert "softcap 2" in pair.report.to_markdown()
 
 

@@ -56,7 +56,6 @@ def test_mimo_head_computes_the_engines_formula(mimo):
     (vLLM/SGLang mimo_mtp.py), computed here from the raw checkpoint tensors with a fresh Qwen2DecoderLayer."""
     from transformers import DynamicCache
     from transformers.models.qwen2.modeling_qwen2 import Qwen2DecoderLayer, Qwen2RMSNorm, Qwen2RotaryEmbedding
-
     folder, _ = mimo
     pair = load_pair(str(folder), str(folder), dtype="float32", device="cpu")
     raw = load_file(str(folder / "model.safetensors"))
@@ -64,9 +63,8 @@ def test_mimo_head_computes_the_engines_formula(mimo):
     cfg = pair.head.config
     block = Qwen2DecoderLayer(cfg, layer_idx=cfg.num_hidden_layers - 1).eval()
     extras = ("token_layernorm", "hidden_layernorm", "final_layernorm", "input_proj")
-    block.load_state_dict(
-        {k[len(p) :]: v for k, v in raw.items() if k.startswith(p) and k[len(p) :].split(".")[0] not in extras}
-    )
+    block.load_state_dict({k[len(p):]: v for k, v in raw.items() if k.startswith(p) and k[len(p):].split(".")[0]
+                           not in extras})
     block.self_attn.layer_idx = 0
 
     def norm(name, x):
@@ -79,19 +77,11 @@ def test_mimo_head_computes_the_engines_formula(mimo):
     with torch.no_grad():
         emb = raw["model.embed_tokens.weight"][tokens].clone()
         emb[0] = 0.0
-        x = (
-            torch.cat([norm("hidden_layernorm", hidden), norm("token_layernorm", emb)], -1)
-            @ raw[p + "input_proj.weight"].T
-        )
+        x = (torch.cat([norm("hidden_layernorm", hidden), norm("token_layernorm", emb)], -1)
+             @ raw[p + "input_proj.weight"].T)
         rope = Qwen2RotaryEmbedding(config=cfg)(x[None], positions[None])
-        y = block(
-            x[None],
-            attention_mask=None,
-            position_ids=positions[None],
-            cache=DynamicCache(),
-            use_cache=True,
-            position_embeddings=rope,
-        )
+        y = block(x[None], attention_mask=None, position_ids=positions[None], cache=DynamicCache(), use_cache=True,
+                  position_embeddings=rope)
         want = norm("final_layernorm", (y if isinstance(y, torch.Tensor) else y[0])[0])
         got = pair.head(hidden, tokens, positions, DynamicCache(), None, from_target=True)
     assert torch.allclose(got, want, atol=1e-5), (got - want).abs().max()
@@ -109,55 +99,26 @@ def _broken(tmp_path, edit) -> Path:
     return folder
 
 
-@pytest.mark.parametrize(
-    "case,edit,error,words",
-    [
-        (
-            "input_proj-shape",
-            lambda sd: sd.update({"model.mtp_layers.0.input_proj.weight": torch.zeros(64, 64)}),
-            CorruptCheckpointError,
-            "MTP input_proj in",
-        ),
-        (
-            "block-weight-missing",
-            lambda sd: sd.pop("model.mtp_layers.0.self_attn.q_proj.bias"),
-            CorruptCheckpointError,
-            "missing required weight block.self_attn.q_proj.bias",
-        ),
-        (
-            "block-weight-shape",
-            lambda sd: sd.update({"model.mtp_layers.0.mlp.up_proj.weight": torch.zeros(64, 64)}),
-            CorruptCheckpointError,
-            "MTP weight model.mtp_layers.0.mlp.up_proj.weight is [64, 64]",
-        ),
-        (
-            "no-mtp-weights",
-            lambda sd: [sd.pop(k) for k in [k for k in sd if "mtp_layers" in k]],
-            NotAnEagleDraftError,
-            "declares num_nextn_predict_layers 1 but whose weights hold no MTP layer",
-        ),
-        (
-            "body-weight-missing",
-            lambda sd: sd.pop("model.layers.1.mlp.up_proj.weight"),
-            CorruptCheckpointError,
-            "is missing weights (e.g. model.layers.1.mlp.up_proj.weight",
-        ),
-    ],
-)
+@pytest.mark.parametrize("case,edit,error,words", [
+    ("input_proj-shape", lambda sd: sd.update({"model.mtp_layers.0.input_proj.weight": torch.zeros(64, 64)}),
+     CorruptCheckpointError, "MTP input_proj in"),
+    ("block-weight-missing", lambda sd: sd.pop("model.mtp_layers.0.self_attn.q_proj.bias"),
+     CorruptCheckpointError, "missing required weight block.self_attn.q_proj.bias"),
+    ("block-weight-shape", lambda sd: sd.update({"model.mtp_layers.0.mlp.up_proj.weight": torch.zeros(64, 64)}),
+     CorruptCheckpointError, "MTP weight model.mtp_layers.0.mlp.up_proj.weight is [64, 64]"),
+    ("no-mtp-weights", lambda sd: [sd.pop(k) for k in [k for k in sd if "mtp_layers" in k]],
+     NotAnEagleDraftError, "declares num_nextn_predict_layers 1 but whose weights hold no MTP layer"),
+    ("body-weight-missing", lambda sd: sd.pop("model.layers.1.mlp.up_proj.weight"),
+     CorruptCheckpointError, "is missing weights (e.g. model.layers.1.mlp.up_proj.weight"),
+])
 @pytest.mark.slow
 def test_broken_mimo_is_refused_in_one_line(tmp_path, case, edit, error, words):
     folder = _broken(tmp_path, edit)
     with pytest.raises(error) as info:
         load_pair(str(folder), str(folder), dtype="float32", device="cpu")
     assert words in str(info.value) and "\n" not in str(info.value), str(info.value)
-    proc = subprocess.run(
-        [sys.executable, "-m", "eagle_demo", "inspect", "--target", str(folder), "--draft", str(folder)],
-        cwd=ROOT,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = subprocess.run([sys.executable, "-m", "eagle_demo", "inspect", "--target", str(folder), "--draft",
+                           str(folder)], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300)
     text = proc.stdout + proc.stderr
     assert "Traceback" not in text
     if case != "body-weight-missing":  # inspect reads headers only; the body is checked at load
@@ -167,7 +128,6 @@ def test_broken_mimo_is_refused_in_one_line(tmp_path, case, edit, error, words):
 
 def test_mimo_config_without_weights_and_other_remote_code_stay_refused(tmp_path):
     import json
-
     folder = write_mimo_mtp_target(tmp_path / "noweights")
     for f in folder.glob("*.safetensors"):
         f.unlink()
@@ -184,7 +144,6 @@ def test_mimo_config_without_weights_and_other_remote_code_stay_refused(tmp_path
 
 def test_mimo_config_with_bad_fields_is_refused_in_one_line(tmp_path):
     import json
-
     folder = write_mimo_mtp_target(tmp_path / "badcfg")
     cfg = json.loads((folder / "config.json").read_text())
     cfg["hidden_size"] = "wide"

@@ -23,15 +23,9 @@ PROMPT = [1, 5, 9, 13, 4, 7, 22, 30, 5, 9, 13, 4, 7]  # repeats itself: the draf
 def test_the_index_proposes_what_a_scan_of_the_whole_context_proposes():
     rng = random.Random(0)
     for _trial in range(400):
-        cfg = NgramConfig(
-            min_n=rng.randint(1, 2),
-            max_n=rng.randint(2, 4),
-            tokens=rng.randint(1, 6),
-            branches=rng.randint(1, 3),
-            repeat=rng.random() < 0.5,
-            by_count=rng.random() < 0.5,
-            weak_tokens=rng.randint(0, 3),
-        )
+        cfg = NgramConfig(min_n=rng.randint(1, 2), max_n=rng.randint(2, 4), tokens=rng.randint(1, 6),
+                          branches=rng.randint(1, 3), repeat=rng.random() < 0.5, by_count=rng.random() < 0.5,
+                          weak_tokens=rng.randint(0, 3))
         context = [rng.randint(0, 5) for _ in range(rng.randint(1, 40))]
         index = NgramIndex(cfg.min_n, cfg.max_n)
         cut = rng.randint(0, len(context))
@@ -49,7 +43,7 @@ def test_one_branch_without_repeat_proposes_transformers_prompt_lookup_candidate
         hf = PromptLookupCandidateGenerator(num_output_tokens=k, max_matching_ngram_size=max_n, max_length=10_000)
         ids, _ = hf.get_candidates(torch.tensor([context]))
         ours = propose(context, NgramConfig.transformers(max_n, k))
-        assert (ours[0] if ours else []) == ids[0, len(context) :].tolist(), (context, max_n, k)
+        assert (ours[0] if ours else []) == ids[0, len(context):].tolist(), (context, max_n, k)
 
 
 def test_a_continuation_that_reaches_the_end_repeats_its_period():
@@ -93,16 +87,12 @@ def test_settings_are_checked():
 
 
 @pytest.mark.parametrize("static", [False, True], ids=["eager", "static"])
-@pytest.mark.parametrize(
-    "cfg",
-    [NgramConfig(), NgramConfig(1, 3, 5, branches=3), NgramConfig(2, 4, 1), NgramConfig.transformers()],
-    ids=lambda c: c.label(),
-)
+@pytest.mark.parametrize("cfg", [NgramConfig(), NgramConfig(1, 3, 5, branches=3), NgramConfig(2, 4, 1),
+                                 NgramConfig.transformers()], ids=lambda c: c.label())
 def test_greedy_equals_target_generate(static, cfg):
     model = model_of("llama")
-    events = list(
-        NgramEngine(model, static=static).generate(PROMPT, RunConfig(max_new_tokens=48, ignore_eos=True, ngram=cfg))
-    )
+    events = list(NgramEngine(model, static=static).generate(PROMPT, RunConfig(max_new_tokens=48, ignore_eos=True,
+                                                                              ngram=cfg)))
     assert list(events[-1].token_ids) == hf_greedy(model, PROMPT, 48)
     start = events[0]
     assert isinstance(start, RunStart) and start.mode == "ngram" and start.tree == cfg.label()
@@ -129,9 +119,8 @@ def test_seeded_sampling_equals_seeded_baseline(small, static, seed):
     assert summarize(ngram).tau > 1.0  # drafts accepted under sampling too
 
 
-@pytest.mark.parametrize(
-    "ngram", [NgramConfig.transformers(2, 3), NgramConfig(1, 2, 3, branches=3)], ids=["chain", "trie"]
-)
+@pytest.mark.parametrize("ngram", [NgramConfig.transformers(2, 3), NgramConfig(1, 2, 3, branches=3)],
+                         ids=["chain", "trie"])
 def test_sampling_is_the_target_distribution(small, ngram):
     cfg = SamplingConfig(temperature=1.3)
     tally, runs = sample_runs(NgramEngine(small), N, cfg, ngram=ngram)
@@ -149,4 +138,4 @@ def test_an_eos_ends_the_run_as_plain_decoding_ends_it():
     engine = NgramEngine(model)
     engine.eos = frozenset({eos})
     out = list(engine.generate(PROMPT, run))[-1]
-    assert list(out.token_ids) == plain[: plain.index(eos) + 1] and out.reason == "eos"
+    assert list(out.token_ids) == plain[:plain.index(eos) + 1] and out.reason == "eos"

@@ -21,7 +21,6 @@ def gpus(monkeypatch):
     def fake(count: int, free_bytes: int):
         monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
         monkeypatch.setattr(torch.cuda, "mem_get_info", lambda dev=None: (free_bytes, 2 * free_bytes))
-
     return fake
 
 

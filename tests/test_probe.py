@@ -50,10 +50,8 @@ def absolute_d2t(sd: dict) -> dict:
     vocab = json.loads((TARGET / "config.json").read_text())["vocab_size"]
     ids = torch.arange(sd["d2t"].shape[0]) + sd["d2t"].long()  # [Vd] the real target ids
     keep = int(((ids + torch.arange(ids.shape[0])) < vocab).long().cumprod(0).sum())
-    return {k: v for k, v in sd.items() if k != "t2d"} | {
-        "lm_head.weight": sd["lm_head.weight"][:keep],
-        "d2t": ids[:keep].clone(),
-    }
+    return {k: v for k, v in sd.items() if k != "t2d"} | {"lm_head.weight": sd["lm_head.weight"][:keep],
+                                                          "d2t": ids[:keep].clone()}
 
 
 def check_rule(probe: dict) -> bool:
@@ -68,9 +66,8 @@ def check_rule(probe: dict) -> bool:
         assert probe["used"] == best["conventions"] and probe["tau"] == best["tau"]
         return True
     declared_tau = probe["declared_tau"]
-    kept = [
-        a for a in alternatives if a["conventions"] == probe["loaded"] != probe["declared"] and a["tau"] >= declared_tau
-    ]
+    kept = [a for a in alternatives if a["conventions"] == probe["loaded"] != probe["declared"]
+            and a["tau"] >= declared_tau]
     assert probe["used"] == (kept[0]["conventions"] if kept else probe["declared"])
     assert probe["tau"] == (kept[0]["tau"] if kept else declared_tau)
     return False
@@ -78,21 +75,12 @@ def check_rule(probe: dict) -> bool:
 
 def lossless(pair) -> None:
     prompt = pair.tokenizer("def read_file(path):")["input_ids"]
-    finish = list(
-        SpeculativeEngine(pair.target, pair.head).generate(
-            prompt, RunConfig(max_new_tokens=24, ignore_eos=True, tree=TreeConfig(depth=3, top_k=2, total_tokens=8))
-        )
-    )[-1]
+    finish = list(SpeculativeEngine(pair.target, pair.head).generate(
+        prompt, RunConfig(max_new_tokens=24, ignore_eos=True, tree=TreeConfig(depth=3, top_k=2, total_tokens=8))))[-1]
     assert isinstance(finish, Finish)
-    ref = pair.target.generate(
-        torch.tensor([prompt]),
-        do_sample=False,
-        max_new_tokens=24,
-        eos_token_id=None,
-        pad_token_id=0,
-        attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
-    )
-    assert list(finish.token_ids) == ref[0, len(prompt) :].tolist()
+    ref = pair.target.generate(torch.tensor([prompt]), do_sample=False, max_new_tokens=24, eos_token_id=None,
+                               pad_token_id=0, attention_mask=torch.ones(1, len(prompt), dtype=torch.long))
+    assert list(finish.token_ids) == ref[0, len(prompt):].tolist()
 
 
 @pytest.fixture(scope="module")
@@ -170,19 +158,15 @@ def test_d2t_ids_that_cannot_be_offsets_are_read_as_ids_at_load(tmp_path, shippe
     assert pair.report.probe["tau"] == shipped_tau  # the very same draft as the shipped one
 
 
-@pytest.mark.parametrize(
-    "name,change",
-    [
-        ("ids-plus-one-as-given", {"eagle_aux_hidden_state_layer_ids": [i - 1 for i in RULE]}),
-        ("nested-ids-one-layer-late", {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [i + 1 for i in RULE]}}),
-        ("norm-before-residual", {"norm_before_residual": True}),
-        ("rope-theta", {"rope_theta": 10.0}),
-    ],
-)
+@pytest.mark.parametrize("name,change", [
+    ("ids-plus-one-as-given", {"eagle_aux_hidden_state_layer_ids": [i - 1 for i in RULE]}),
+    ("nested-ids-one-layer-late", {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [i + 1 for i in RULE]}}),
+    ("norm-before-residual", {"norm_before_residual": True}),
+    ("rope-theta", {"rope_theta": 10.0}),
+])
 def test_open_choices_are_measured_and_the_rule_holds(tmp_path, shipped_tau, name, change):
-    pair = probe_pair(
-        load_pair(str(TARGET), str(shipped_copy(tmp_path / name, **change)), dtype="float32", device="cpu")
-    )
+    pair = probe_pair(load_pair(str(TARGET), str(shipped_copy(tmp_path / name, **change)), dtype="float32",
+                                device="cpu"))
     probe = pair.report.probe
     tried = [a["conventions"] for a in probe["alternatives"]]
     if "eagle_aux_hidden_state_layer_ids" in change or "eagle_config" in change:
@@ -198,43 +182,14 @@ def test_open_choices_are_measured_and_the_rule_holds(tmp_path, shipped_tau, nam
 
 def test_inspect_probe_cli_json(tmp_path):
     folder = shipped_copy(tmp_path / "cli", architectures=["LlamaForCausalLMEagle"])
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "eagle_demo",
-            "inspect",
-            "--target",
-            str(TARGET),
-            "--draft",
-            str(folder),
-            "--probe",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=str(ROOT),
-    )
+    proc = subprocess.run([sys.executable, "-m", "eagle_demo", "inspect", "--target", str(TARGET), "--draft",
+                           str(folder), "--probe", "--json"],
+                          capture_output=True, text=True, timeout=600, cwd=str(ROOT))
     assert proc.returncode == 0, proc.stderr[-500:]
     probe = json.loads(proc.stdout)["probe"]
     assert set(probe) >= {"tau", "used", "declared", "alternatives"}
     assert all(set(a) == {"conventions", "tau", "evidence"} for a in probe["alternatives"])
-    bad = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "eagle_demo",
-            "inspect",
-            "--target",
-            str(TARGET),
-            "--draft",
-            str(tmp_path / "missing"),
-            "--probe",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=str(ROOT),
-    )
+    bad = subprocess.run([sys.executable, "-m", "eagle_demo", "inspect", "--target", str(TARGET), "--draft",
+                          str(tmp_path / "missing"), "--probe"],
+                          capture_output=True, text=True, timeout=300, cwd=str(ROOT))
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr

@@ -41,9 +41,8 @@ def _applied(head, key: str):
 
 @pytest.mark.parametrize("case", [c for c in SEEDED if c.name in NEW], ids=lambda c: c.fixture.split(":")[-1])
 def test_seeded_misconfiguration_is_found_and_fixed(tmp_path, case):
-    pair = probe_pair(
-        load_pair(str(TARGET), str(seeded_draft(case, tmp_path / "draft")), dtype="float32", device="cpu")
-    )
+    pair = probe_pair(load_pair(str(TARGET), str(seeded_draft(case, tmp_path / "draft")), dtype="float32",
+                                device="cpu"))
     probe, report = pair.report.probe, pair.report
     assert all(probe["declared"][k] != v for k, v in case.truth.items())  # the config misstates the truth
     winners = [a for a in probe["alternatives"] if adoptable(a["evidence"])]
@@ -86,9 +85,8 @@ def test_a_correctly_declared_seeded_head_is_kept(tmp_path):
     """The trained aux head with a config that states its real layers (none: the default rule): kept."""
     case = next(c for c in SEEDED if c.fixture == "aux")
     truthful = type(case)(case.name, case.source, case.fixture, case.truth, {})
-    pair = probe_pair(
-        load_pair(str(TARGET), str(seeded_draft(truthful, tmp_path / "d")), dtype="float32", device="cpu")
-    )
+    pair = probe_pair(load_pair(str(TARGET), str(seeded_draft(truthful, tmp_path / "d")), dtype="float32",
+                                device="cpu"))
     probe = pair.report.probe
     assert probe["declared"]["feature_layers"] == case.truth["feature_layers"] and probe["used"] == probe["declared"]
     assert not any(adoptable(a["evidence"]) for a in probe["alternatives"])

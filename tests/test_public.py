@@ -28,32 +28,19 @@ def _probes(tmp_path: Path) -> dict[str, str]:
     """Each thing a visitor might type to learn about the server: existing and missing, file and folder."""
     (tmp_path / "a-file").write_text("hello")
     (tmp_path / "no-config").mkdir()
-    return {
-        "/proc/self": "/proc/self",
-        "/proc/self/cwd": "/proc/self/cwd",
-        "home": "~",
-        "home sub": "~/.cache",
-        "/etc/passwd": "/etc/passwd",
-        "missing folder": str(tmp_path / "missing"),
-        "a file": str(tmp_path / "a-file"),
-        "folder without config.json": str(tmp_path / "no-config"),
-        "a 10,000-character path": LONG,
-        "relative escape": "assets/../eagle_demo",
-        "asset without config": "assets/prompts",
-        "the app's own folder": str(ROOT / "assets" / "tiny-target"),
-        "dot": ".",
-        "repo not allowed": "some/model",
-        "traversal repo": "../../etc",
-    }
+    return {"/proc/self": "/proc/self", "/proc/self/cwd": "/proc/self/cwd", "home": "~", "home sub": "~/.cache",
+            "/etc/passwd": "/etc/passwd", "missing folder": str(tmp_path / "missing"),
+            "a file": str(tmp_path / "a-file"),
+            "folder without config.json": str(tmp_path / "no-config"), "a 10,000-character path": LONG,
+            "relative escape": "assets/../eagle_demo", "asset without config": "assets/prompts",
+            "the app's own folder": str(ROOT / "assets" / "tiny-target"), "dot": ".", "repo not allowed": "some/model",
+            "traversal repo": "../../etc"}
 
 
 def _leaks(message: str) -> list[str]:
     """Server facts a refusal must not contain."""
-    found = [
-        s
-        for s in (str(ROOT), os.getcwd(), str(Path.home()), f"/{os.getpid()}", "[Errno")
-        if len(s) > 2 and s in message
-    ]
+    found = [s for s in (str(ROOT), os.getcwd(), str(Path.home()), f"/{os.getpid()}", "[Errno")
+             if len(s) > 2 and s in message]
     for word in ("no such", "is a file", "has no config", "exists", "not found"):
         if word in message.lower():
             found.append(word)
@@ -73,7 +60,6 @@ def public_on(monkeypatch):
 
 
 # ---- the switch ---------------------------------------------------------------------------------------------------
-
 
 def test_public_mode_follows_space_id_and_the_setting(monkeypatch):
     monkeypatch.delenv("EAGLE_PUBLIC", raising=False)
@@ -108,7 +94,6 @@ def test_app_py_public_flag_sets_the_switch():
 
 
 # ---- what a visitor may name -------------------------------------------------------------------------------------
-
 
 def test_every_probe_gets_the_same_one_line_refusal(public_on, tmp_path):
     from eagle_demo.app.registry import make_key
@@ -170,10 +155,8 @@ def test_long_input_is_cut_everywhere(monkeypatch):
 def test_scrub_takes_server_paths_out_of_messages(public_on):
     from huggingface_hub import constants
 
-    message = (
-        f"draft {ROOT}/assets/tiny-eagle1/model.safetensors is corrupt; see {Path.home()}/notes and "
-        f"{constants.HF_HUB_CACHE}/models--a--b/snapshots/1/config.json"
-    )
+    message = (f"draft {ROOT}/assets/tiny-eagle1/model.safetensors is corrupt; see {Path.home()}/notes and "
+               f"{constants.HF_HUB_CACHE}/models--a--b/snapshots/1/config.json")
     shown = public.scrub(message)
     assert str(ROOT) not in shown and str(Path.home()) not in shown, shown
     assert "assets/tiny-eagle1/model.safetensors" in shown and "<hub cache>/models--a--b" in shown, shown
@@ -183,7 +166,6 @@ def test_scrub_takes_server_paths_out_of_messages(public_on):
 
 
 # ---- eviction: one visitor's load never frees another visitor's pair --------------------------------------------
-
 
 class _Key:
     def __init__(self, name):
@@ -242,7 +224,6 @@ def test_a_visitors_load_cannot_evict_another_visitors_pair(public_on, monkeypat
 
 # ---- the served app in public mode --------------------------------------------------------------------------------
 
-
 @pytest.fixture(scope="module")
 def served_public(tmp_path_factory):
     from gradio_client import Client
@@ -298,7 +279,6 @@ def test_served_long_and_url_inputs(served_public):
 
 
 # ---- a visitor's Hub download: capped on the declared sizes, before anything is fetched -----------------------------
-
 
 def test_download_cap_is_checked_on_the_listing_before_downloading(public_on, mirror, monkeypatch, tmp_path):
     """Through a real Hub server (olah on loopback, tests/test_hub_server.py's `mirror`): with the cap below the

@@ -93,49 +93,18 @@ def test_the_page_races_the_ngram_draft_at_its_settings_and_refuses_bad_ones_in_
 
     _, target, draft = app
     fn = _generate_stream_fn(target, draft)
-    head = (
-        target,
-        draft,
-        "",
-        "auto",
-        "cpu",
-        "",
-        CODE_PROMPT,
-        False,
-        48,
-        0.0,
-        1.0,
-        0,
-        0,
-        TREE_MODE,
-        5,
-        4,
-        16,
-        4,
-        0.0,
-        0,
-        True,
-        True,
-        False,
-        1.0,
-        True,
-    )
+    head = (target, draft, "", "auto", "cpu", "", CODE_PROMPT, False, 48, 0.0, 1.0, 0, 0, TREE_MODE, 5, 4, 16, 4, 0.0,
+            0, True, True, False, 1.0, True)
     *_, out = fn.fn(*head, 1, 2, 3, 1, False)
     stats, result = out[9], out[10]
     race = stats["race"]["ngram"]
-    assert (
-        race["draft"]
-        == make_ngram(1, 2, 3, 1).label()
-        == "n-gram 1..2, up to 3 tokens, repeating, by count, weak matches 2"
-        and race["identical_to_baseline"] is True
-    )
+    assert race["draft"] == make_ngram(1, 2, 3, 1).label() == "n-gram 1..2, up to 3 tokens, repeating, by count, " \
+        "weak matches 2" and race["identical_to_baseline"] is True
     proposed = [len(ev.nodes) - 1 for ev in RunView.of(result["ngram"]).events if isinstance(ev, Round)]
     assert max(proposed) == 3  # the cap, reached (the defaults propose up to 10 on this prompt's repeats)
-    for bad, line in (
-        ((3, 2, 10, 2), "n-gram min 3 is above n-gram max 2; use min <= max"),
-        ((1, 2, 0, 2), "n-gram tokens 0 is out of range; use 1 to 32"),
-        ((1, 2, None, 2), "n-gram tokens must be a whole number from 1 to 32, got None"),
-    ):
+    for bad, line in (((3, 2, 10, 2), "n-gram min 3 is above n-gram max 2; use min <= max"),
+                      ((1, 2, 0, 2), "n-gram tokens 0 is out of range; use 1 to 32"),
+                      ((1, 2, None, 2), "n-gram tokens must be a whole number from 1 to 32, got None")):
         with pytest.raises(gr.Error) as err:
             list(fn.fn(*head, *bad, False))
         assert err.value.message == line
@@ -143,29 +112,16 @@ def test_the_page_races_the_ngram_draft_at_its_settings_and_refuses_bad_ones_in_
 
 def test_generate_api_takes_the_ngram_settings_and_keeps_its_defaults(app):  # noqa: F811
     client, _, _ = app
-    _, stats = client.predict(
-        CODE_PROMPT,
-        40,
-        race_ngram=True,
-        ngram_max=3,
-        ngram_tokens=4,
-        ngram_branches=5,
-        ngram_transformers=True,
-        api_name="/generate",
-    )
+    _, stats = client.predict(CODE_PROMPT, 40, race_ngram=True, ngram_max=3, ngram_tokens=4, ngram_branches=5,
+                              ngram_transformers=True, api_name="/generate")
     race = stats["race"]["ngram"]  # transformers' rule: one branch whatever branches says
     assert race["draft"] == "n-gram 1..3, up to 4 tokens" and race["identical_to_baseline"] is True
     with pytest.raises(Exception, match="n-gram branches 9 is out of range; use 1 to 8"):
         client.predict(CODE_PROMPT, 8, race_ngram=True, ngram_branches=9, api_name="/generate")
     info = client.view_api(return_format="dict", print_info=False)["named_endpoints"]["/generate"]["parameters"]
     defaults = {p["parameter_name"]: p["parameter_default"] for p in info if p["parameter_name"].startswith("ngram")}
-    assert defaults == {
-        "ngram_min": 1,
-        "ngram_max": 2,
-        "ngram_tokens": 10,
-        "ngram_branches": 2,
-        "ngram_transformers": False,
-    }
+    assert defaults == {"ngram_min": 1, "ngram_max": 2, "ngram_tokens": 10, "ngram_branches": 2,
+                        "ngram_transformers": False}
 
 
 def _cli(*args):
@@ -176,56 +132,26 @@ def _cli(*args):
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "eagle_demo", *args], cwd=root, env=env, capture_output=True, text=True, timeout=300
-    )
+    proc = subprocess.run([sys.executable, "-m", "eagle_demo", *args], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     return proc, (json.loads(proc.stdout.strip().splitlines()[-1]) if "--json" in args else None)
 
 
 def test_cli_races_three_decoders_in_one_table():
-    proc, s = _cli(
-        "generate",
-        "--target",
-        SHIPPED_TARGET,
-        "--draft",
-        SHIPPED_EAGLE1,
-        "--prompt",
-        CODE_PROMPT,
-        "--max-new-tokens",
-        "32",
-        "--chain",
-        "5",
-        "--race",
-        "ngram",
-        "--ngram-max",
-        "3",
-        "--ngram-transformers",
-        "--json",
-    )
+    proc, s = _cli("generate", "--target", SHIPPED_TARGET, "--draft", SHIPPED_EAGLE1, "--prompt", CODE_PROMPT,
+                   "--max-new-tokens", "32", "--chain", "5", "--race", "ngram", "--ngram-max", "3",
+                   "--ngram-transformers", "--json")
     assert set(s["race"]) == {"eagle", "ngram", "baseline"} and s["identical_to_baseline"] is True
     assert s["race"]["ngram"]["identical_to_baseline"] is True and s["divergence"] is None
     assert s["race"]["ngram"]["draft"] == "n-gram 1..3, up to 10 tokens"
 
 
 def test_cli_race_table_shows_short_draft_labels_and_the_settings_in_full_below():
-    proc, _ = _cli(
-        "generate",
-        "--target",
-        SHIPPED_TARGET,
-        "--draft",
-        SHIPPED_EAGLE1,
-        "--prompt",
-        CODE_PROMPT,
-        "--max-new-tokens",
-        "16",
-        "--chain",
-        "5",
-        "--race",
-        "ngram",
-    )
+    proc, _ = _cli("generate", "--target", SHIPPED_TARGET, "--draft", SHIPPED_EAGLE1, "--prompt", CODE_PROMPT,
+                   "--max-new-tokens", "16", "--chain", "5", "--race", "ngram")
     lines = proc.stderr.splitlines()
-    rows = {line.split()[0]: line for line in lines[lines.index(next(x for x in lines if x.startswith("decoder"))) :]}
+    rows = {line.split()[0]: line for line in lines[lines.index(next(x for x in lines if x.startswith("decoder"))):]}
     assert rows["EAGLE"].startswith("EAGLE    chain 5 ") and rows["n-gram"].startswith("n-gram   n-gram 1..2 x10 ")
     assert "[draft: n-gram] n-gram 1..2, up to 10 tokens, 2 branches, repeating, by count, weak matches 2" in lines
     assert "[draft: EAGLE] chain k=5" in lines
@@ -243,10 +169,8 @@ def test_the_ngram_draft_runs_on_a_target_without_a_head_and_benches_beside_eagl
     assert ngram[-1].token_ids == list(headless.stream(ids, run, "baseline"))[-1].token_ids
     _, session = shipped
     items = load_suite(categories=["code"])[:1]
-    reports = [
-        run_bench(session, items, RunConfig(max_new_tokens=16)),
-        run_bench(session, items, RunConfig(max_new_tokens=16), racer="ngram"),
-    ]
+    reports = [run_bench(session, items, RunConfig(max_new_tokens=16)),
+               run_bench(session, items, RunConfig(max_new_tokens=16), racer="ngram")]
     assert reports[1].settings["draft"] == "n-gram" and reports[1].overall.all_equal is True
     table = category_table(reports)
     assert table.splitlines()[0].split()[-2:] == ["n-gram", "plain"] and table.splitlines()[1].startswith("code")
@@ -260,30 +184,8 @@ def test_the_benchmark_tab_runs_the_ngram_draft_beside_the_head(app):  # noqa: F
 
     client, target, draft = app
     table, _plot, _missed, _csv, json_path = client.predict(
-        target,
-        draft,
-        "",
-        "auto",
-        "cpu",
-        "",
-        ["code"],
-        1,
-        16,
-        False,
-        CHAIN_MODE,
-        5,
-        4,
-        16,
-        3,
-        0.0,
-        0,
-        "ngram",
-        "",
-        1.0,
-        0,
-        0,
-        api_name="/benchmark",
-    )
+        target, draft, "", "auto", "cpu", "", ["code"], 1, 16, False, CHAIN_MODE, 5, 4, 16, 3, 0.0, 0, "ngram",
+        "", 1.0, 0, 0, api_name="/benchmark")
     reports = json.loads(Path(json_path).read_text(encoding="utf-8"))["drafts"]
     assert [r["settings"]["draft_family"] for r in reports] == ["eagle1", "ngram"]
     assert all(r["overall"]["all_equal"] is True for r in reports)

@@ -20,13 +20,8 @@ PROMPT = "def fibonacci(n):\n"
 def _shipped_shape() -> dict:
     """The shipped target's shape, read from its config (so a new shipped pair needs no edit here)."""
     cfg = json.loads((Path(SHIPPED_TARGET) / "config.json").read_text())
-    return dict(
-        hidden=cfg["hidden_size"],
-        vocab=cfg["vocab_size"],
-        heads=cfg["num_attention_heads"],
-        kv=cfg["num_key_value_heads"],
-        inter=cfg["intermediate_size"],
-    )
+    return dict(hidden=cfg["hidden_size"], vocab=cfg["vocab_size"], heads=cfg["num_attention_heads"],
+                kv=cfg["num_key_value_heads"], inter=cfg["intermediate_size"])
 
 
 def _compatible(folder, **mutate):
@@ -278,9 +273,8 @@ def test_exit_with_a_run_going_waits_for_its_worker(tmp_path):
     from pathlib import Path
 
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), OMP_NUM_THREADS="1")
-    done = subprocess.run(
-        [sys.executable, "-c", EXIT_SCRIPT], env=env, capture_output=True, text=True, timeout=240, cwd=tmp_path
-    )
+    done = subprocess.run([sys.executable, "-c", EXIT_SCRIPT], env=env, capture_output=True, text=True,
+                          timeout=240, cwd=tmp_path)
     assert "exiting with ['eagle-run']" in done.stdout, done.stdout + done.stderr[-2000:]
     assert done.returncode == 0, done.stderr[-2000:]
     assert "terminate called" not in done.stderr

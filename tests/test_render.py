@@ -33,21 +33,8 @@ from eagle_demo.view.tokens import group_ids, token_html
 from eagle_demo.view.tree_chart import tree_figure
 
 # A byte-level toy vocabulary: ids 30 and 31 are the two bytes of "é"; 32 is a lone invalid byte.
-BYTES = {
-    10: b"<",
-    11: b"&",
-    12: b"x",
-    13: b"y",
-    14: b"z",
-    15: b"w",
-    16: b" if",
-    20: b"\n",
-    21: b"$",
-    22: b"{",
-    30: b"\xc3",
-    31: b"\xa9",
-    32: b"\xff",
-}
+BYTES = {10: b"<", 11: b"&", 12: b"x", 13: b"y", 14: b"z", 15: b"w", 16: b" if", 20: b"\n", 21: b"$", 22: b"{",
+         30: b"\xc3", 31: b"\xa9", 32: b"\xff"}
 
 
 def decode(ids) -> str:
@@ -59,61 +46,30 @@ def node(token: int, parent: int, depth: int, p: float) -> DraftNode:
 
 
 # root 0 -> a(1, "&", .6), b(2, "x", .3); a -> c(3, "y", .7), d(4, "z", .2); b -> e(5, "w", .5)
-NODES = (
-    node(10, -1, 0, 1.0),
-    node(11, 0, 1, 0.6),
-    node(12, 0, 1, 0.3),
-    node(13, 1, 2, 0.7),
-    node(14, 1, 2, 0.2),
-    node(15, 2, 2, 0.5),
-)
+NODES = (node(10, -1, 0, 1.0), node(11, 0, 1, 0.6), node(12, 0, 1, 0.3), node(13, 1, 2, 0.7), node(14, 1, 2, 0.2),
+         node(15, 2, 2, 0.5))
 
 
 def make_round(index=0, path=(1,), committed=(11, 20), bonus=20, elapsed=0.1, total=3, nodes=NODES) -> Round:
-    return Round(
-        index=index,
-        nodes=nodes,
-        accepted_path=path,
-        accepted_ids=tuple(nodes[i].token_id for i in path),
-        bonus_id=bonus,
-        committed_ids=committed,
-        target_probs=tuple(0.9 - 0.1 * i for i in range(len(committed))),
-        draft_seconds=0.01,
-        verify_seconds=0.02,
-        host_seconds=0.001,
-        elapsed=elapsed,
-        total_new_tokens=total,
-    )
+    return Round(index=index, nodes=nodes, accepted_path=path, accepted_ids=tuple(nodes[i].token_id for i in path),
+                 bonus_id=bonus, committed_ids=committed,
+                 target_probs=tuple(0.9 - 0.1 * i for i in range(len(committed))),
+                 draft_seconds=0.01, verify_seconds=0.02, host_seconds=0.001, elapsed=elapsed, total_new_tokens=total)
 
 
 def eagle_events(rounds=None, ids=(10, 11, 20)) -> list:
     rounds = rounds if rounds is not None else [make_round()]
-    return [
-        RunStart("eagle", 4, 16, "tree", 0.0, "eagle1", "cpu", "float32"),
-        Prefill(token_id=10, seconds=0.05, target_prob=0.8),
-        *rounds,
-        Finish(
-            reason="length",
-            token_ids=tuple(ids),
-            new_tokens=len(ids),
-            rounds=len(rounds),
-            prefill_seconds=0.05,
-            decode_seconds=0.1,
-        ),
-    ]
+    return [RunStart("eagle", 4, 16, "tree", 0.0, "eagle1", "cpu", "float32"),
+            Prefill(token_id=10, seconds=0.05, target_prob=0.8), *rounds,
+            Finish(reason="length", token_ids=tuple(ids), new_tokens=len(ids), rounds=len(rounds),
+                   prefill_seconds=0.05, decode_seconds=0.1)]
 
 
 def baseline_events(ids=(10, 11, 20)) -> list:
-    steps = [
-        Step(index=i, token_id=t, target_prob=0.9, seconds=0.04, elapsed=0.04 * (i + 1), total_new_tokens=i + 2)
-        for i, t in enumerate(ids[1:])
-    ]
-    return [
-        RunStart("baseline", 4, 16, "", 0.0, "", "cpu", "float32"),
-        Prefill(10, 0.05, 0.8),
-        *steps,
-        Finish("length", tuple(ids), len(ids), len(steps), 0.05, 0.04 * len(steps)),
-    ]
+    steps = [Step(index=i, token_id=t, target_prob=0.9, seconds=0.04, elapsed=0.04 * (i + 1), total_new_tokens=i + 2)
+             for i, t in enumerate(ids[1:])]
+    return [RunStart("baseline", 4, 16, "", 0.0, "", "cpu", "float32"), Prefill(10, 0.05, 0.8), *steps,
+            Finish("length", tuple(ids), len(ids), len(steps), 0.05, 0.04 * len(steps))]
 
 
 def spans(html_text: str) -> list[tuple[str, str, str]]:
@@ -124,16 +80,11 @@ def spans(html_text: str) -> list[tuple[str, str, str]]:
 
 # ---- token spans -----------------------------------------------------------------------------------------
 
-
 def test_spans_carry_provenance_in_order():
     view = RunView.of(eagle_events())
     got = spans(token_html(view, decode))
-    assert [c for c, _, _ in got] == [
-        "tok tok-prefill",
-        "tok tok-accepted d1",
-        "tok tok-rejected",
-        "tok tok-bonus tok-correction",
-    ]
+    assert [c for c, _, _ in got] == ["tok tok-prefill", "tok tok-accepted d1", "tok tok-rejected",
+                                     "tok tok-bonus tok-correction"]
     # prefill "<", accepted "&", the best rejected child of the divergence point ("y", p .7), then the target's "\n"
     assert [t for _, _, t in got] == ["&lt;", "&amp;", "y", "\n"]
 
@@ -151,10 +102,10 @@ def test_tooltips_give_round_depth_and_probabilities():
 def test_html_is_escaped_and_whitespace_kept():
     rnd = make_round(path=(1,), committed=(11, 16))
     out = token_html(RunView.of(eagle_events([rnd], ids=(10, 11, 16))), decode)
-    assert '<span class="tok tok-prefill"' in out and "&lt;" in out and "&amp;" in out
+    assert "<span class=\"tok tok-prefill\"" in out and "&lt;" in out and "&amp;" in out
     assert ">&lt;<" in out and "><<" not in out
     assert "> if</span>" in out  # the leading space of " if" survives
-    assert "white-space: pre-wrap" in out
+    assert 'white-space: pre-wrap' in out
     nl = token_html(RunView.of(eagle_events()), decode)
     assert ">\n</span>" in nl
 
@@ -206,7 +157,6 @@ def test_depth_class_is_capped():
 
 # ---- partial UTF-8 ----------------------------------------------------------------------------------------
 
-
 def test_group_ids_joins_split_characters():
     assert group_ids([12, 30, 31, 12], decode) == [(0, 1, "x"), (1, 3, "é"), (3, 4, "x")]
     assert group_ids([32, 12], decode) == [(0, 1, "\ufffd"), (1, 2, "x")]  # an invalid byte stays alone
@@ -224,7 +174,6 @@ def test_split_character_renders_as_one_span():
 
 
 # ---- run view, stats -------------------------------------------------------------------------------------
-
 
 def test_run_view_and_summary():
     eagle, base = RunView.of(eagle_events()), RunView.of(baseline_events())
@@ -267,7 +216,6 @@ def test_snapshot_is_independent():
 
 # ---- figures ---------------------------------------------------------------------------------------------
 
-
 def trace(fig, name):
     return next(t for t in fig.data if t["name"] == name)
 
@@ -291,30 +239,19 @@ def test_tree_figure_nodes_edges_and_path():
 
 def test_tree_positions_follow_depth():
     fig = tree_figure(make_round(), decode)
-    xs = {
-        i: x
-        for t in fig.data
-        if t["name"] in ("root", "accepted", "rejected", "unreached")
-        for i, x in zip(t["customdata"], t["x"])
-    }
+    xs = {i: x for t in fig.data if t["name"] in ("root", "accepted", "rejected", "unreached")
+          for i, x in zip(t["customdata"], t["x"])}
     assert xs == {0: 0.0, 1: 1.0, 2: 1.0, 3: 2.0, 4: 2.0, 5: 2.0}
     assert trace(fig, "target token")["x"] == [2.0]  # one deeper than its parent a
 
 
 def test_charts_have_points():
-    eagle = RunView.of(
-        eagle_events(
-            [make_round(0, total=3), make_round(1, path=(1, 3), committed=(11, 13, 20), elapsed=0.2, total=6)],
-            ids=(10, 11, 20, 11, 13, 20),
-        )
-    )
+    eagle = RunView.of(eagle_events([make_round(0, total=3), make_round(1, path=(1, 3), committed=(11, 13, 20),
+                                                                                 elapsed=0.2, total=6)],
+                                           ids=(10, 11, 20, 11, 13, 20)))
     base = RunView.of(baseline_events((10, 11, 20, 11, 13, 20)))
-    figs = [
-        tokens_time_figure(eagle, base),
-        accepted_length_figure(eagle),
-        acceptance_depth_figure(eagle),
-        time_split_figure(eagle),
-    ]
+    figs = [tokens_time_figure(eagle, base), accepted_length_figure(eagle),
+            acceptance_depth_figure(eagle), time_split_figure(eagle)]
     for fig in figs:
         fig.to_plotly()
         json.loads(fig.to_json())
@@ -332,29 +269,11 @@ def test_report_markdown():
     from eagle_demo.checkpoints import AdaptationReport
 
     report = AdaptationReport(
-        target="t",
-        draft="d",
-        target_path="/t",
-        draft_path="/d",
-        family="eagle3",
-        source_layout="yuhuili-eagle3",
-        target_model_type="llama",
-        target_layers=32,
-        target_hidden=4096,
-        target_vocab=128256,
-        draft_hidden=4096,
-        draft_vocab=32000,
-        draft_layers=1,
-        num_heads=32,
-        num_kv_heads=8,
-        head_dim=128,
-        feature_layers=(3, 17, 30),
-        feature_convention="hidden_states before layers 2, L/2, L-3",
-        adaptations=("lm_head kept", "d2t read"),
-        warnings=("fp16 source",),
-        draft_param_bytes=2_000_000,
-        shared_bytes=1_000_000,
-    )
+        target="t", draft="d", target_path="/t", draft_path="/d", family="eagle3", source_layout="yuhuili-eagle3",
+        target_model_type="llama", target_layers=32, target_hidden=4096, target_vocab=128256, draft_hidden=4096,
+        draft_vocab=32000, draft_layers=1, num_heads=32, num_kv_heads=8, head_dim=128, feature_layers=(3, 17, 30),
+        feature_convention="hidden_states before layers 2, L/2, L-3", adaptations=("lm_head kept", "d2t read"),
+        warnings=("fp16 source",), draft_param_bytes=2_000_000, shared_bytes=1_000_000)
     md = report.to_markdown()
     assert "EAGLE-3 head" in md and "[3, 17, 30]" in md and "- lm_head kept" in md and "fp16 source" in md
     assert "2.00 MB own + 1.00 MB shared" in md
@@ -366,35 +285,13 @@ def test_bench_tables_and_charts_are_valid_plotly():
     from eagle_demo.bench.run import BenchReport, PromptResult, _summary
 
     def report(draft: str, family: str, eagle: float) -> BenchReport:
-        rows = [
-            PromptResult(
-                id=f"{c}-1",
-                category=c,
-                repeat=0,
-                prompt_tokens=5,
-                new_tokens=10,
-                rounds=4,
-                tau=2.5,
-                eagle_tokens_per_second=eagle,
-                baseline_tokens_per_second=100.0,
-                speedup=eagle / 100,
-                acceptance_by_depth=(0.5,),
-                draft_seconds=0.0,
-                verify_seconds=0.0,
-                host_seconds=0.0,
-                equal_to_baseline=True,
-                round_cost=250 / eagle,
-            )
-            for c in ("chat", "code")
-        ]
+        rows = [PromptResult(id=f"{c}-1", category=c, repeat=0, prompt_tokens=5, new_tokens=10, rounds=4, tau=2.5,
+                             eagle_tokens_per_second=eagle, baseline_tokens_per_second=100.0, speedup=eagle / 100,
+                             acceptance_by_depth=(0.5,), draft_seconds=0.0, verify_seconds=0.0, host_seconds=0.0,
+                             equal_to_baseline=True, round_cost=250 / eagle) for c in ("chat", "code")]
         cats = tuple(_summary(c, [r for r in rows if r.category == c]) for c in ("chat", "code"))
-        return BenchReport(
-            machine={},
-            settings={"draft": draft, "draft_family": family},
-            results=tuple(rows),
-            categories=cats,
-            overall=_summary("overall", rows),
-        )
+        return BenchReport(machine={}, settings={"draft": draft, "draft_family": family}, results=tuple(rows),
+                           categories=cats, overall=_summary("overall", rows))
 
     one = report("/x/tiny-eagle1", "eagle1", 200.0)
     assert list(bench_rows(one)["category"]) == ["chat", "code", "overall"]
@@ -406,20 +303,10 @@ def test_bench_tables_and_charts_are_valid_plotly():
     fig = go.Figure(bench_compare_figure(both))
     assert [t.name for t in fig.data] == ["tiny-eagle1 (eagle1)", "EAGLE3-head (eagle3)"]
     assert list(fig.data[1].y) == pytest.approx([1.5, 1.5, 1.5])
-    hot = BenchReport(
-        machine={},
-        settings={**one.settings, "temperature": 1.0},
-        results=one.results,
-        categories=one.categories,
-        overall=one.overall,
-    )
-    cold = BenchReport(
-        machine={},
-        settings={**one.settings, "temperature": 0.0},
-        results=one.results,
-        categories=one.categories,
-        overall=one.overall,
-    )
+    hot = BenchReport(machine={}, settings={**one.settings, "temperature": 1.0}, results=one.results,
+                      categories=one.categories, overall=one.overall)
+    cold = BenchReport(machine={}, settings={**one.settings, "temperature": 0.0}, results=one.results,
+                       categories=one.categories, overall=one.overall)
     sweep = go.Figure(bench_sweep_figure([cold, hot]))
     assert list(sweep.data[0].x) == [0.0, 1.0] and sweep.data[1].yaxis == "y2"
     assert list(bench_compare_rows([cold, hot], "temperature")["temperature"]) == ["0"] * 3 + ["1"] * 3
@@ -450,30 +337,18 @@ def test_chart_labels_keep_quotes_and_show_whitespace():
     assert "&quot;" not in shown and "&#x27;" not in shown and "&lt;b&gt;" in shown
     assert trace(fig, "accepted")["text"] == ["' 0.60"]
     assert trace(fig, "root")["text"] == ['"']
-    report = BenchReport(
-        machine={},
-        settings={"draft": "/x/tiny-eagle1"},
-        results=(),
-        categories=(),
-        overall=None,
-        extra={"top_misses": [{"draft": "\n", "target": "    ", "count": 2}]},
-    )
+    report = BenchReport(machine={}, settings={"draft": "/x/tiny-eagle1"}, results=(), categories=(), overall=None,
+                         extra={"top_misses": [{"draft": "\n", "target": "    ", "count": 2}]})
     rows = bench_misses_rows([report])
     assert list(rows.iloc[0])[1:] == ["↵", "␣␣␣␣", 2]
 
 
 def test_a_run_of_one_new_token_shows_no_tau_speed_or_speedup():
     """max new tokens 1: the prefill's token only, no round and no decode step, so nothing to divide by."""
-    only = [
-        RunStart("eagle", 4, 1, "tree", 0.0, "eagle1", "cpu", "float32"),
-        Prefill(10, 0.05, 0.8),
-        Finish("length", (10,), 1, 0, 0.05, 0.0),
-    ]
-    base = [
-        RunStart("baseline", 4, 1, "", 0.0, "", "cpu", "float32"),
-        Prefill(10, 0.05, 0.8),
-        Finish("length", (10,), 1, 0, 0.05, 0.0),
-    ]
+    only = [RunStart("eagle", 4, 1, "tree", 0.0, "eagle1", "cpu", "float32"), Prefill(10, 0.05, 0.8),
+            Finish("length", (10,), 1, 0, 0.05, 0.0)]
+    base = [RunStart("baseline", 4, 1, "", 0.0, "", "cpu", "float32"), Prefill(10, 0.05, 0.8),
+            Finish("length", (10,), 1, 0, 0.05, 0.0)]
     eagle, baseline = RunView.of(only), RunView.of(base)
     s = summary(eagle, baseline, greedy=True)
     assert s["speedup"] is None and s["baseline_tokens_per_second"] is None and s["round_cost"] is None

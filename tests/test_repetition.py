@@ -15,25 +15,15 @@ from test_sampling import PROMPT as SAMPLING_PROMPT
 from test_sampling import L, chi2_pvalue, enumerate_probs
 
 PENALTY = 1.3
-TREES = [
-    TreeConfig.chain(1),
-    TreeConfig.chain(5),
-    TreeConfig(depth=3, top_k=2, total_tokens=8),
-    TreeConfig(depth=4, top_k=4, total_tokens=16),
-]
+TREES = [TreeConfig.chain(1), TreeConfig.chain(5), TreeConfig(depth=3, top_k=2, total_tokens=8),
+         TreeConfig(depth=4, top_k=4, total_tokens=16)]
 
 
 def hf_penalized(model, prompt, n):
     ids = torch.tensor([prompt])
-    out = model.generate(
-        ids,
-        do_sample=False,
-        max_new_tokens=n,
-        repetition_penalty=PENALTY,
-        pad_token_id=0,
-        attention_mask=torch.ones_like(ids),
-    )
-    return out[0, len(prompt) :].tolist()
+    out = model.generate(ids, do_sample=False, max_new_tokens=n, repetition_penalty=PENALTY, pad_token_id=0,
+                         attention_mask=torch.ones_like(ids))
+    return out[0, len(prompt):].tolist()
 
 
 def tokens(engine, run, prompt=PROMPT):
@@ -49,13 +39,11 @@ def test_penalize_is_transformers_rule_and_nodes_see_their_own_paths():
     tokens_ = torch.tensor([0, 2, 3, 2])  # root 0; children 2 and 3 of the root; 2 again under node 1
     mask = torch.tensor([[1, 0, 0, 0], [1, 1, 0, 0], [1, 0, 1, 0], [1, 1, 0, 1]], dtype=torch.bool)
     rows = logits.repeat(4, 1)  # [N, V]
-    got = penalize(
-        rows, torch.tensor([False, True, False, False]), SamplingConfig(repetition_penalty=PENALTY), (tokens_, mask)
-    )
+    got = penalize(rows, torch.tensor([False, True, False, False]), SamplingConfig(repetition_penalty=PENALTY),
+                   (tokens_, mask))
     paths = [[0], [0, 2], [0, 3], [0, 2, 2]]  # each node's path; token 2 twice on node 3's, penalized once
-    want = torch.cat(
-        [RepetitionPenaltyLogitsProcessor(PENALTY)(torch.tensor([[1] + p]), logits.clone()) for p in paths]
-    )
+    want = torch.cat([RepetitionPenaltyLogitsProcessor(PENALTY)(torch.tensor([[1] + p]), logits.clone())
+                      for p in paths])
     assert torch.equal(got, want) and torch.equal(rows, logits.repeat(4, 1))  # the input is left as it was
     with pytest.raises(ConfigError, match="repetition penalty"):
         SamplingConfig(repetition_penalty=0.0)
@@ -66,7 +54,8 @@ def test_penalize_is_transformers_rule_and_nodes_see_their_own_paths():
 def test_greedy_equals_generate_with_the_penalty(tree, static):
     model = model_of("llama")
     want = hf_penalized(model, PROMPT, 32)
-    run = RunConfig(max_new_tokens=32, ignore_eos=True, tree=tree, sampling=SamplingConfig(repetition_penalty=PENALTY))
+    run = RunConfig(max_new_tokens=32, ignore_eos=True, tree=tree,
+                    sampling=SamplingConfig(repetition_penalty=PENALTY))
     for head in (random_eagle1(model), OracleHead(model, PROMPT[0])):
         assert tokens(SpeculativeEngine(model, head, static=static), run) == want
     events = list(BaselineEngine(model, static=static).generate(PROMPT, run))
@@ -76,29 +65,19 @@ def test_greedy_equals_generate_with_the_penalty(tree, static):
 def test_the_penalty_changes_the_text():
     """The cases above are not vacuous: this target's greedy text repeats without the penalty."""
     model = model_of("llama")
-    out = model.generate(
-        torch.tensor([PROMPT]),
-        do_sample=False,
-        max_new_tokens=32,
-        pad_token_id=0,
-        attention_mask=torch.ones(1, len(PROMPT), dtype=torch.long),
-    )
-    assert out[0, len(PROMPT) :].tolist() != hf_penalized(model, PROMPT, 32)
+    out = model.generate(torch.tensor([PROMPT]), do_sample=False, max_new_tokens=32, pad_token_id=0,
+                         attention_mask=torch.ones(1, len(PROMPT), dtype=torch.long))
+    assert out[0, len(PROMPT):].tolist() != hf_penalized(model, PROMPT, 32)
 
 
 @pytest.mark.parametrize("static", [False, True], ids=["growing", "static"])
 def test_seeded_sampling_with_the_penalty_equals_the_seeded_baseline(static):
     model = tiny_target("qwen2", seed=1)
-    run = RunConfig(
-        max_new_tokens=24,
-        ignore_eos=True,
-        tree=TreeConfig(depth=3, top_k=3, total_tokens=10),
-        sampling=SamplingConfig(temperature=0.8, top_p=0.95, seed=3, repetition_penalty=PENALTY),
-    )
+    run = RunConfig(max_new_tokens=24, ignore_eos=True, tree=TreeConfig(depth=3, top_k=3, total_tokens=10),
+                    sampling=SamplingConfig(temperature=0.8, top_p=0.95, seed=3, repetition_penalty=PENALTY))
     prompt = [1, 4, 8, 15, 16, 23, 42]
-    assert tokens(SpeculativeEngine(model, random_eagle1(model), static=static), run, prompt) == tokens(
-        BaselineEngine(model), run, prompt
-    )
+    assert tokens(SpeculativeEngine(model, random_eagle1(model), static=static), run, prompt) == \
+        tokens(BaselineEngine(model), run, prompt)
 
 
 def test_sampling_with_the_penalty_is_the_penalized_distribution():
@@ -110,12 +89,8 @@ def test_sampling_with_the_penalty_is_the_penalized_distribution():
     engine = SpeculativeEngine(small, random_eagle1(small, seed=5))
     counts = {}
     for seed in range(n):
-        run = RunConfig(
-            max_new_tokens=L,
-            ignore_eos=True,
-            tree=TreeConfig(depth=3, top_k=3, total_tokens=10),
-            sampling=SamplingConfig(temperature=0.7, repetition_penalty=5.0, seed=seed),
-        )
+        run = RunConfig(max_new_tokens=L, ignore_eos=True, tree=TreeConfig(depth=3, top_k=3, total_tokens=10),
+                        sampling=SamplingConfig(temperature=0.7, repetition_penalty=5.0, seed=seed))
         key = tuple(tokens(engine, run, SAMPLING_PROMPT))
         counts[key] = counts.get(key, 0) + 1
     assert chi2_pvalue(counts, probs, n=n) > 1e-3

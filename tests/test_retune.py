@@ -34,9 +34,8 @@ def counts(top1: float, second: float, n: int = 100):
 
 
 def choice_for(taus, top1, second):
-    stats = Acceptance(
-        rank=((0.0,),), chain=(0.0,), rounds=100, measured=dict(zip(SHAPES, taus)), counts=counts(top1, second)
-    )
+    stats = Acceptance(rank=((0.0,),), chain=(0.0,), rounds=100, measured=dict(zip(SHAPES, taus)),
+                       counts=counts(top1, second))
     return autotree.choose(stats, _costs(), 1.0, CPU, SHAPES)
 
 
@@ -47,20 +46,9 @@ STRONG = ([2.8, 4.4, 6.2, 2.9, 2.95, 6.6], 0.9, 0.05)  # it picks chain 7
 def chain_round(index: int, depth: int, accepted: int) -> Round:
     """A chain round of `depth` drafts whose first `accepted` were accepted."""
     nodes = (DraftNode(1, -1, 0, 1.0, 1.0),) + tuple(DraftNode(2 + d, d, d + 1, 0.8, 0.8) for d in range(depth))
-    return Round(
-        index=index,
-        nodes=nodes,
-        accepted_path=tuple(range(1, accepted + 1)),
-        accepted_ids=(),
-        bonus_id=0,
-        committed_ids=(0,) * (accepted + 1),
-        target_probs=(),
-        draft_seconds=0.0,
-        verify_seconds=0.0,
-        host_seconds=0.0,
-        elapsed=0.0,
-        total_new_tokens=1,
-    )
+    return Round(index=index, nodes=nodes, accepted_path=tuple(range(1, accepted + 1)), accepted_ids=(), bonus_id=0,
+                 committed_ids=(0,) * (accepted + 1), target_probs=(), draft_seconds=0.0, verify_seconds=0.0,
+                 host_seconds=0.0, elapsed=0.0, total_new_tokens=1)
 
 
 def test_without_evidence_every_candidate_keeps_its_replayed_tau_and_the_calibrations_choice():
@@ -107,16 +95,8 @@ def test_auto_run_config_carries_the_table():
     assert choice.run_config(RunConfig()).retune is None  # off unless asked for
     run = choice.run_config(RunConfig(), retune=True)
     assert run.retune is choice.table and run.tree == choice.tree
-    assert (
-        autotree.choose(
-            Acceptance(rank=((0.0,),), chain=(0.0,), rounds=1, measured=dict(zip(SHAPES, WEAK[0]))),
-            _costs(),
-            1.0,
-            CPU,
-            SHAPES,
-        ).table
-        is None
-    )  # no counts, no retuning
+    assert autotree.choose(Acceptance(rank=((0.0,),), chain=(0.0,), rounds=1, measured=dict(zip(SHAPES, WEAK[0]))),
+                           _costs(), 1.0, CPU, SHAPES).table is None  # no counts, no retuning
 
 
 def strong_claim():
@@ -129,9 +109,8 @@ def test_a_run_that_switches_shapes_keeps_greedy_equality(static):
     model = model_of("llama")
     choice = strong_claim()
     engine = SpeculativeEngine(model, random_eagle1(model), static=static)
-    run = dataclasses.replace(
-        choice.run_config(RunConfig(max_new_tokens=48, ignore_eos=True), retune=True), pause_below=0.0
-    )
+    run = dataclasses.replace(choice.run_config(RunConfig(max_new_tokens=48, ignore_eos=True), retune=True),
+                              pause_below=0.0)
     events = list(engine.generate(PROMPT, run))  # never paused: every round drafts
     finish = events[-1]
     assert finish.extra.get("retuned"), "the random head should have moved the run off chain 7"
@@ -151,23 +130,11 @@ def flip_table():
     from eagle_demo.autotree.costs import Costs, Line
 
     ms = 1e-3
-    costs = Costs(
-        plain=10 * ms,
-        verify=Line(10 * ms, 2.0, 0.5 * ms),
-        tree_extra=0.0,
-        draft={1: Line(0.5 * ms, 1.0, 0.5 * ms)},
-        extend=Line(0.0, 1.0, 0.0),
-        host=Line(0.0, 2.0, 0.0),
-    )
+    costs = Costs(plain=10 * ms, verify=Line(10 * ms, 2.0, 0.5 * ms), tree_extra=0.0,
+                  draft={1: Line(0.5 * ms, 1.0, 0.5 * ms)}, extend=Line(0.0, 1.0, 0.0), host=Line(0.0, 2.0, 0.0))
     offered, accepted, lead = ((1.0, 0.0), (1.0, 0.0)), ((0.5, 0.0), (0.5, 0.0)), ((1.0, 0.5), (1.0, 0.5))
-    return ShapeTable(
-        shapes=(TreeConfig.chain(1), TreeConfig.chain(2)),
-        taus=(1.45, 1.6),
-        offered=offered,
-        accepted=accepted,
-        lead=lead,
-        costs=costs,
-    )
+    return ShapeTable(shapes=(TreeConfig.chain(1), TreeConfig.chain(2)), taus=(1.45, 1.6), offered=offered,
+                      accepted=accepted, lead=lead, costs=costs)
 
 
 @pytest.mark.parametrize("static", [False, True], ids=["eager", "static"])
@@ -179,7 +146,8 @@ def test_a_run_that_switches_shapes_keeps_seeded_sampling(static, monkeypatch):
     switched = 0
     for seed in range(10):
         cfg = SamplingConfig(temperature=1.3, top_p=0.95, top_k=40, seed=seed)
-        run = RunConfig(max_new_tokens=12, ignore_eos=True, tree=TreeConfig.chain(1), sampling=cfg, retune=flip_table())
+        run = RunConfig(max_new_tokens=12, ignore_eos=True, tree=TreeConfig.chain(1), sampling=cfg,
+                        retune=flip_table())
         events = list(engine.generate(SMALL_PROMPT, run))
         switched += bool(events[-1].extra.get("retuned"))
         assert list(events[-1].token_ids) == list(list(baseline.generate(SMALL_PROMPT, run))[-1].token_ids)
@@ -219,9 +187,8 @@ def test_a_switch_to_a_stopping_chain_brings_its_break_evens_by_length():
     weak = choice_for(*WEAK)
     stop = TreeConfig.chain(12, 0.01)
     n = len(weak.table.shapes)
-    table = dataclasses.replace(
-        weak.table, shapes=weak.table.shapes + (stop,), taus=weak.table.taus + (6.0,), drafted=(0.0,) * n + (5.0,)
-    )
+    table = dataclasses.replace(weak.table, shapes=weak.table.shapes + (stop,), taus=weak.table.taus + (6.0,),
+                                drafted=(0.0,) * n + (5.0,))
     r = Retuner(table, weak.tree)
     assert r.by_length == () and table.by_length(weak.tree, 2.0) == ()
     switch = next(s for i in range(4 * retune_mod.EVERY) if (s := r.after_round(chain_round(i, 2, 2))) is not None)

@@ -13,44 +13,24 @@ from eagle_demo.target.rope_limit import RopeLimit
 from fixtures import OracleHead, random_eagle1, tiny_target
 from test_engine import PROMPT, hf_greedy
 
-COMMON = dict(
-    vocab_size=96,
-    hidden_size=64,
-    intermediate_size=128,
-    num_hidden_layers=3,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    bos_token_id=1,
-    eos_token_id=2,
-    pad_token_id=0,
-)
+COMMON = dict(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
+              num_key_value_heads=2, bos_token_id=1, eos_token_id=2, pad_token_id=0)
 _MODELS = {}
 
 
 def scaled(kind: str):
     if kind not in _MODELS:
         if kind == "dynamic":
-            cfg = LlamaConfig(
-                **COMMON, max_position_embeddings=16, rope_scaling={"rope_type": "dynamic", "factor": 4.0}
-            )
+            cfg = LlamaConfig(**COMMON, max_position_embeddings=16,
+                              rope_scaling={"rope_type": "dynamic", "factor": 4.0})
         elif kind == "longrope-llama":  # longrope in a family whose generate keeps its short keys (no refill)
-            cfg = LlamaConfig(
-                **COMMON,
-                max_position_embeddings=64,
-                rope_scaling={
-                    "rope_type": "longrope",
-                    "short_factor": [1.0] * 8,
-                    "long_factor": [3.0] * 8,
-                    "original_max_position_embeddings": 16,
-                },
-            )
+            cfg = LlamaConfig(**COMMON, max_position_embeddings=64,
+                              rope_scaling={"rope_type": "longrope", "short_factor": [1.0] * 8,
+                                            "long_factor": [3.0] * 8, "original_max_position_embeddings": 16})
         else:
-            cfg = Phi3Config(
-                **COMMON,
-                max_position_embeddings=64,
-                original_max_position_embeddings=16,
-                rope_scaling={"rope_type": "longrope", "short_factor": [1.0] * 8, "long_factor": [3.0] * 8},
-            )
+            cfg = Phi3Config(**COMMON, max_position_embeddings=64, original_max_position_embeddings=16,
+                             rope_scaling={"rope_type": "longrope", "short_factor": [1.0] * 8,
+                                           "long_factor": [3.0] * 8})
         torch.manual_seed(3)
         model = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa", dtype=torch.float32)
         with torch.no_grad():
@@ -76,7 +56,7 @@ def test_the_limit_is_read_from_the_rotary_module():
     assert [longrope.refills(s) for s in (15, 16, 17)] == [False, True, False] and not dynamic.refills(16)
     keeps = RopeLimit("longrope", 16)  # a family whose generate keeps its short keys: no refill
     assert [keeps.exact(s, 4) for s in (11, 12, 15, 16)] == [True, False, False, True] and not keeps.refills(16)
-    assert RopeLimit().exact(10**6, 60) and not RopeLimit().refills(0)
+    assert RopeLimit().exact(10 ** 6, 60) and not RopeLimit().refills(0)
 
 
 @pytest.mark.parametrize("kind", ["dynamic", "longrope", "longrope-llama"])
@@ -103,15 +83,10 @@ def test_longrope_drafts_again_past_the_boundary():
 @pytest.mark.parametrize("kind", ["dynamic", "longrope"])
 def test_seeded_sampling_equals_the_seeded_baseline(kind):
     model = scaled(kind)
-    run = RunConfig(
-        max_new_tokens=32,
-        ignore_eos=True,
-        tree=TreeConfig(depth=3, top_k=3, total_tokens=10),
-        sampling=SamplingConfig(temperature=0.8, top_p=0.95, seed=2),
-    )
-    assert tokens(SpeculativeEngine(model, random_eagle1(model)), run, PROMPT) == tokens(
-        BaselineEngine(model), run, PROMPT
-    )
+    run = RunConfig(max_new_tokens=32, ignore_eos=True, tree=TreeConfig(depth=3, top_k=3, total_tokens=10),
+                    sampling=SamplingConfig(temperature=0.8, top_p=0.95, seed=2))
+    assert tokens(SpeculativeEngine(model, random_eagle1(model)), run, PROMPT) == tokens(BaselineEngine(model), run,
+                                                                                          PROMPT)
 
 
 def test_the_load_report_says_which_rounds_are_plain(tmp_path):
@@ -119,9 +94,8 @@ def test_the_load_report_says_which_rounds_are_plain(tmp_path):
 
     scaled("longrope").save_pretrained(tmp_path / "phi3")
     notes = load_pair(str(tmp_path / "phi3"), None, device="cpu", dtype="float32").report.adaptations
-    assert (
-        "rope type longrope switches factors at 16 positions: the rounds that would straddle it are plain steps"
-    ) in notes
+    assert ("rope type longrope switches factors at 16 positions: the rounds that would straddle it are plain "
+            "steps") in notes
 
 
 def test_rope_rounds_are_counted_and_named_apart_from_the_gate():

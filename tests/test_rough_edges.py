@@ -22,41 +22,23 @@ PROMPT = "def fibonacci(n):\n"
 
 # ---- the API's types -----------------------------------------------------------------------------------------------
 
-
-@pytest.mark.parametrize(
-    "text,value",
-    [
-        ("false", False),
-        ("False", False),
-        ("0", False),
-        ("no", False),
-        ("off", False),
-        ("", False),
-        ("true", True),
-        ("1", True),
-        ("Yes", True),
-        (True, True),
-        (0, False),
-        (1, True),
-    ],
-)
+@pytest.mark.parametrize("text,value", [("false", False), ("False", False), ("0", False), ("no", False),
+                                        ("off", False), ("", False), ("true", True), ("1", True), ("Yes", True),
+                                        (True, True), (0, False), (1, True)])
 def test_boolean_strings_are_parsed_not_truth_tested(text, value):
     assert parse_bool("chat", text) is value
 
 
-@pytest.mark.parametrize(
-    "name,value,hint,message",
-    [
-        ("chat", "maybe", bool, "chat must be true or false, got 'maybe'"),
-        ("chat", 2, bool, "chat must be true or false, got 2"),
-        ("max_new_tokens", "abc", int, "max_new_tokens must be a whole number, got 'abc'"),
-        ("max_new_tokens", 2.5, int, "max_new_tokens must be a whole number, got 2.5"),
-        ("max_new_tokens", [1], int, "max_new_tokens must be a whole number, got [1]"),
-        ("temperature", "hot", float, "temperature must be a number, got 'hot'"),
-        ("depth", "x", int | None, "depth must be a whole number, got 'x'"),
-        ("prompt", 12, str, "prompt must be text, got 12"),
-    ],
-)
+@pytest.mark.parametrize("name,value,hint,message", [
+    ("chat", "maybe", bool, "chat must be true or false, got 'maybe'"),
+    ("chat", 2, bool, "chat must be true or false, got 2"),
+    ("max_new_tokens", "abc", int, "max_new_tokens must be a whole number, got 'abc'"),
+    ("max_new_tokens", 2.5, int, "max_new_tokens must be a whole number, got 2.5"),
+    ("max_new_tokens", [1], int, "max_new_tokens must be a whole number, got [1]"),
+    ("temperature", "hot", float, "temperature must be a number, got 'hot'"),
+    ("depth", "x", int | None, "depth must be a whole number, got 'x'"),
+    ("prompt", 12, str, "prompt must be text, got 12"),
+])
 def test_wrong_types_name_the_parameter(name, value, hint, message):
     with pytest.raises(ConfigError) as err:
         coerce(name, value, hint)
@@ -88,12 +70,10 @@ def served():
 def test_api_wrong_types_get_one_line_and_false_is_false(served):
     from gradio_client.exceptions import AppError
 
-    for kwargs, expected in (
-        (dict(max_new_tokens="lots"), "max_new_tokens must be a whole number, got 'lots'"),
-        (dict(race="perhaps"), "race must be true or false, got 'perhaps'"),
-        (dict(prompt=12), "prompt must be text, got 12"),
-        (dict(temperature="warm"), "temperature must be a number, got 'warm'"),
-    ):
+    for kwargs, expected in ((dict(max_new_tokens="lots"), "max_new_tokens must be a whole number, got 'lots'"),
+                             (dict(race="perhaps"), "race must be true or false, got 'perhaps'"),
+                             (dict(prompt=12), "prompt must be text, got 12"),
+                             (dict(temperature="warm"), "temperature must be a number, got 'warm'")):
         with pytest.raises(AppError) as err:
             served.predict(**{"prompt": PROMPT, "max_new_tokens": 8, **kwargs}, api_name="/generate")
         assert str(err.value).strip() == expected
@@ -101,18 +81,14 @@ def test_api_wrong_types_get_one_line_and_false_is_false(served):
     with pytest.raises(AppError, match="chat template"):
         served.predict(PROMPT, 8, chat="true", api_name="/generate")
     text, stats = served.predict(PROMPT, "8", chat="false", race="false", api_name="/generate")
-    assert (
-        stats["new_tokens"] == 8
-        and "baseline_tokens_per_second" not in stats
-        or stats.get("baseline_tokens_per_second") is None
-    )
+    assert stats["new_tokens"] == 8 and "baseline_tokens_per_second" not in stats or \
+        stats.get("baseline_tokens_per_second") is None
     with pytest.raises(AppError) as err:  # a form event: /load's probe
         served.predict(SHIPPED_TARGET, SHIPPED_EAGLE1, "", "auto", "cpu", "", "sometimes", api_name="/load")
     assert str(err.value).strip() == "probe must be true or false, got 'sometimes'"
 
 
 # ---- a legacy pickle ----------------------------------------------------------------------------------------------
-
 
 class _Payload:
     def __init__(self, marker):
@@ -159,7 +135,6 @@ def test_a_truncated_legacy_file_is_corrupt_not_a_crash(tmp_path):
 
 # ---- Deploy ---------------------------------------------------------------------------------------------------------
 
-
 def test_deploy_shows_relative_paths_and_no_typo():
     from eagle_demo.app.deploy_tab import deploy
     from eagle_demo.app.registry import REGISTRY, PairKey
@@ -178,7 +153,6 @@ def test_deploy_shows_relative_paths_and_no_typo():
 
 # ---- the benchmark's temporary folder -------------------------------------------------------------------------------
 
-
 def test_benchmark_files_leave_no_folder_behind(tmp_path):
     """Each write goes to one eagle-bench-* folder of the process (the few latest runs kept); at exit it is gone."""
     code = (
@@ -189,8 +163,7 @@ def test_benchmark_files_leave_no_folder_behind(tmp_path):
         "folders = sorted(p.name for p in pathlib.Path(tempfile.gettempdir()).glob('eagle-bench-*'))\n"
         "assert len(folders) == 1, folders\n"
         "assert all(pathlib.Path(p).exists() for p in paths[-4:]) and not pathlib.Path(paths[0]).exists()\n"
-        "print('ok')\n"
-    )
+        "print('ok')\n")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-2000:]
@@ -198,7 +171,6 @@ def test_benchmark_files_leave_no_folder_behind(tmp_path):
 
 
 # ---- the gate line --------------------------------------------------------------------------------------------------
-
 
 def test_the_gate_line_shows_the_threshold_it_used():
     from eagle_demo.decoding.gate import paused_line
@@ -213,7 +185,6 @@ def test_the_gate_line_shows_the_threshold_it_used():
 
 # ---- acceptance by depth --------------------------------------------------------------------------------------------
 
-
 def test_acceptance_by_depth_shows_counts():
     from eagle_demo.common.config import RunConfig, TreeConfig
     from eagle_demo.decoding.metrics import RunView, depth_counts
@@ -222,21 +193,19 @@ def test_acceptance_by_depth_shows_counts():
 
     session = load_session(SHIPPED_TARGET, SHIPPED_EAGLE1, device="cpu")
     view = RunView()
-    for event in session.eagle.generate(
-        session.encode(PROMPT), RunConfig(max_new_tokens=40, tree=TreeConfig.chain(10))
-    ):
+    for event in session.eagle.generate(session.encode(PROMPT), RunConfig(max_new_tokens=40,
+                                                                             tree=TreeConfig.chain(10))):
         view.add(event)
     got, tried = depth_counts(view.rounds)
     figure = acceptance_depth_figure(view)
     bar = figure["data"][0] if isinstance(figure, dict) else figure.data[0]
     bar = bar if isinstance(bar, dict) else bar.to_plotly_json()
-    assert bar["text"] == [f"{g}/{t}" for g, t in zip(got, tried) if t][: len(bar["text"])]
-    assert [c == UNREACHED_COLOR for c in bar["marker"]["color"]] == [t < FEW_ROUNDS for t in tried[: len(bar["text"])]]
-    assert list(view.stats().acceptance_by_depth)[: len(bar["y"])] == pytest.approx(bar["y"])
+    assert bar["text"] == [f"{g}/{t}" for g, t in zip(got, tried) if t][:len(bar["text"])]
+    assert [c == UNREACHED_COLOR for c in bar["marker"]["color"]] == [t < FEW_ROUNDS for t in tried[:len(bar["text"])]]
+    assert list(view.stats().acceptance_by_depth)[:len(bar["y"])] == pytest.approx(bar["y"])
 
 
 # ---- the draft line after settings moved by hand -------------------------------------------------------------------
-
 
 def test_draft_line_says_what_runs():
     from eagle_demo.app.autotune import AUTO

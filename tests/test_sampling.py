@@ -1,6 +1,7 @@
 """Sampling is exactly the target's distribution: enumerated chi-square tests, a negative control that
 must fail, and seeded token-for-token equality with the baseline."""
 
+
 import pytest
 import torch
 from scipy.stats import chisquare
@@ -27,10 +28,9 @@ def enumerate_probs(model, cfg, processor=None):
     transformers logits processor applied first (called with the ids so far), e.g. a repetition penalty."""
     probs = {}
     with torch.no_grad():
-
         def rec(prefix, p):
             if len(prefix) == len(PROMPT) + L:
-                probs[tuple(prefix[len(PROMPT) :])] = p
+                probs[tuple(prefix[len(PROMPT):])] = p
                 return
             scores = model(torch.tensor([prefix])).logits[0, -1:]
             if processor is not None:
@@ -39,7 +39,6 @@ def enumerate_probs(model, cfg, processor=None):
             for t in range(dist.shape[0]):
                 if dist[t] > 0:
                     rec(prefix + [t], p * float(dist[t]))
-
         rec(list(PROMPT), 1.0)
     return probs
 
@@ -84,11 +83,8 @@ SETTINGS = [
     ("chain", TreeConfig.chain(3), SamplingConfig(temperature=1.3)),
     ("hot-chain", TreeConfig.chain(3, 0.05, hot_vocab=4), SamplingConfig(temperature=1.3)),  # drafts over ids 0..3
     ("tree", TreeConfig(depth=3, top_k=3, total_tokens=10), SamplingConfig(temperature=1.3)),
-    (
-        "tree-topk-topp",
-        TreeConfig(depth=2, top_k=2, total_tokens=5),
-        SamplingConfig(temperature=0.9, top_k=5, top_p=0.9),
-    ),
+    ("tree-topk-topp", TreeConfig(depth=2, top_k=2, total_tokens=5),
+     SamplingConfig(temperature=0.9, top_k=5, top_p=0.9)),
 ]
 
 
@@ -110,7 +106,7 @@ def test_negative_control_biased_verifier_fails(small, monkeypatch):
     def biased(tree, logits, sampling, sampler, position, seen=None):
         path, node = [], 0
         while True:
-            p = process_logits(logits[node : node + 1], sampling)[0]
+            p = process_logits(logits[node:node + 1], sampling)[0]
             kids = [c for t, c in tree.children[node].items() if p[t] >= 0.05]
             if not kids:
                 token = sampler.sample(p, position + len(path))
@@ -129,9 +125,8 @@ def test_negative_control_biased_verifier_fails(small, monkeypatch):
 def test_seeded_sampling_equals_seeded_baseline(seed):
     model = tiny_target("qwen2", seed=seed)
     cfg = SamplingConfig(temperature=0.8, top_p=0.95, top_k=40, seed=seed)
-    run = RunConfig(
-        max_new_tokens=24, ignore_eos=True, tree=TreeConfig(depth=3, top_k=3, total_tokens=10), sampling=cfg
-    )
+    run = RunConfig(max_new_tokens=24, ignore_eos=True, tree=TreeConfig(depth=3, top_k=3, total_tokens=10),
+                    sampling=cfg)
     prompt = [1, 4, 8, 15, 16, 23, 42]
     eagle = list(SpeculativeEngine(model, random_eagle1(model)).generate(prompt, run))[-1].token_ids
     base = list(BaselineEngine(model).generate(prompt, run))[-1].token_ids

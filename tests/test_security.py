@@ -17,20 +17,17 @@ def test_no_source_file_enables_remote_code():
     for path in (ROOT / "eagle_demo").rglob("*.py"):
         text = path.read_text()
         assert not re.search(r"trust_remote_code\s*=\s*True", text), path
-    assert not re.search(
-        r"trust_remote_code\s*=\s*True", (ROOT / "app.py").read_text() if (ROOT / "app.py").exists() else ""
-    )
+    assert not re.search(r"trust_remote_code\s*=\s*True",
+                         (ROOT / "app.py").read_text() if (ROOT / "app.py").exists() else "")
 
 
 def test_target_with_remote_code_is_refused_and_code_never_runs(tmp_path):
     target = write_target(tmp_path / "t")
     marker = tmp_path / "PWNED"
     cfg = json.loads((target / "config.json").read_text())
-    cfg.update(
-        model_type="evil_lm",
-        architectures=["EvilForCausalLM"],
-        auto_map={"AutoConfig": "modeling_evil.EvilConfig", "AutoModelForCausalLM": "modeling_evil.EvilForCausalLM"},
-    )
+    cfg.update(model_type="evil_lm", architectures=["EvilForCausalLM"],
+               auto_map={"AutoConfig": "modeling_evil.EvilConfig",
+                         "AutoModelForCausalLM": "modeling_evil.EvilForCausalLM"})
     (target / "config.json").write_text(json.dumps(cfg))
     (target / "modeling_evil.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
     draft = write_vicuna_eagle1(tmp_path / "d")

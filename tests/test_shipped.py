@@ -10,11 +10,8 @@ from eagle_demo.common.config import RunConfig, TreeConfig
 from eagle_demo.decoding.metrics import summarize
 from eagle_demo.session import ASSETS, SHIPPED_EAGLE1, SHIPPED_EAGLE3, SHIPPED_TARGET, load_session
 
-PROMPTS = [
-    "def fibonacci(n):\n",
-    'class Stack:\n    """A simple stack."""\n\n    def __init__(self):\n',
-    "import os\nimport sys\n\n\ndef main(argv):\n",
-]
+PROMPTS = ["def fibonacci(n):\n", "class Stack:\n    \"\"\"A simple stack.\"\"\"\n\n    def __init__(self):\n",
+           "import os\nimport sys\n\n\ndef main(argv):\n"]
 TREE = TreeConfig(depth=5, top_k=4, total_tokens=16)
 
 
@@ -42,13 +39,8 @@ def test_assets_are_small_and_in_public_layouts():
 
 def test_eagle1_report(eagle1):
     r = eagle1.report
-    assert (r.family, r.source_layout, r.fc_bias, r.lm_head, r.embedding) == (
-        "eagle1",
-        "yuhuili-eagle1",
-        True,
-        "target",
-        "shared",
-    )
+    assert (r.family, r.source_layout, r.fc_bias, r.lm_head, r.embedding) == \
+        ("eagle1", "yuhuili-eagle1", True, "target", "shared")
     assert eagle1.pair.head.lm_head.module is eagle1.pair.target.get_output_embeddings()
 
 
@@ -79,10 +71,8 @@ def test_greedy_equals_baseline_and_tau_floor(which, request):
 def test_chain_mode_is_lossless_with_eagle3(eagle3):
     ids = eagle3.encode(PROMPTS[0])
     run = RunConfig(max_new_tokens=48, tree=TreeConfig.chain(4))
-    assert (
-        summarize(eagle3.stream(ids, run, "eagle")).token_ids
-        == summarize(eagle3.stream(ids, run, "baseline")).token_ids
-    )
+    assert (summarize(eagle3.stream(ids, run, "eagle")).token_ids
+            == summarize(eagle3.stream(ids, run, "baseline")).token_ids)
 
 
 def test_a_second_draft_shares_the_target_and_stays_lossless(eagle1, tmp_path):

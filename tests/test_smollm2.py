@@ -30,12 +30,8 @@ def session(request):
 @pytest.fixture(scope="module")
 def plain(session):
     """Plain greedy decoding of each prompt, once per module (the same target for both heads)."""
-    return {
-        p: summarize(
-            session.stream(session.encode(p, chat=True), RunConfig(max_new_tokens=NEW), mode="baseline")
-        ).token_ids
-        for p in PROMPTS
-    }
+    return {p: summarize(session.stream(session.encode(p, chat=True), RunConfig(max_new_tokens=NEW),
+                                        mode="baseline")).token_ids for p in PROMPTS}
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))

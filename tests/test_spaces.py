@@ -115,15 +115,11 @@ def test_a_device_error_while_loading_is_never_a_corrupt_checkpoint(monkeypatch)
     from eagle_demo.session import SHIPPED_TARGET
 
     info = read_target(Path(SHIPPED_TARGET), require_weights=False)
-    cuda = RuntimeError(
-        "Low-level CUDA init (`torch._C._cuda_init`) reached. This means ZeroGPU's PyTorch CUDA "
-        "emulation mode did not intercept a CUDA operation in your code."
-    )
+    cuda = RuntimeError("Low-level CUDA init (`torch._C._cuda_init`) reached. This means ZeroGPU's PyTorch CUDA "
+                        "emulation mode did not intercept a CUDA operation in your code.")
     for error, expected in ((cuda, DevicePlacementError), (OSError("unexpected end of file"), CorruptCheckpointError)):
-
         def fail(*args, error=error, **kwargs):
             raise error
-
         monkeypatch.setattr(build.AutoModelForCausalLM, "from_pretrained", fail)
         with pytest.raises(expected) as err:
             build.load_target(info, "auto", "cpu", [])
@@ -157,6 +153,5 @@ def test_a_zerogpu_preset_box_offers_the_served_pairs():
     served = [make_key("assets/tiny-target", "assets/tiny-eagle3"), make_key("org/target", "org/draft")]
     assert offered(PRESETS, served, spelled) == {
         "tiny (shipped) + EAGLE-3 head": PRESETS["tiny (shipped) + EAGLE-3 head"],
-        "org/target + org/draft": ("org/target", "org/draft"),
-    }
+        "org/target + org/draft": ("org/target", "org/draft")}
     assert offered(PRESETS, None, spelled) is PRESETS

@@ -12,12 +12,8 @@ from fixtures import random_eagle1, random_eagle3, tiny_target
 from test_engine import PROMPT, hf_greedy, model_of
 from test_sampling import chi2_pvalue, enumerate_probs, sample_counts
 
-TREES = [
-    TreeConfig.chain(1),
-    TreeConfig.chain(5),
-    TreeConfig(depth=3, top_k=2, total_tokens=8),
-    TreeConfig(depth=4, top_k=4, total_tokens=16),
-]
+TREES = [TreeConfig.chain(1), TreeConfig.chain(5), TreeConfig(depth=3, top_k=2, total_tokens=8),
+         TreeConfig(depth=4, top_k=4, total_tokens=16)]
 
 
 def tokens(engine, run, prompt=PROMPT):
@@ -49,14 +45,12 @@ def test_static_eagle3_features():
 def test_static_seeded_sampling_equals_seeded_baseline(seed):
     model = tiny_target("qwen2", seed=seed)
     cfg = SamplingConfig(temperature=0.8, top_p=0.95, top_k=40, seed=seed)
-    run = RunConfig(
-        max_new_tokens=24, ignore_eos=True, tree=TreeConfig(depth=3, top_k=3, total_tokens=10), sampling=cfg
-    )
+    run = RunConfig(max_new_tokens=24, ignore_eos=True, tree=TreeConfig(depth=3, top_k=3, total_tokens=10),
+                    sampling=cfg)
     prompt = [1, 4, 8, 15, 16, 23, 42]
     eagle = tokens(SpeculativeEngine(model, random_eagle1(model), static=True), run, prompt)
-    assert (
-        eagle == tokens(BaselineEngine(model, static=True), run, prompt) == tokens(BaselineEngine(model), run, prompt)
-    )
+    assert (eagle == tokens(BaselineEngine(model, static=True), run, prompt)
+            == tokens(BaselineEngine(model), run, prompt))
 
 
 def test_static_sampling_is_the_target_distribution():
@@ -68,11 +62,8 @@ def test_static_sampling_is_the_target_distribution():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
-@pytest.mark.parametrize(
-    "tree",
-    [TreeConfig(depth=4, top_k=3, total_tokens=12), TreeConfig.chain(6), TreeConfig.chain(8, 0.05)],
-    ids=lambda t: t.label(),
-)
+@pytest.mark.parametrize("tree", [TreeConfig(depth=4, top_k=3, total_tokens=12), TreeConfig.chain(6),
+                                  TreeConfig.chain(8, 0.05)], ids=lambda t: t.label())
 def test_cuda_graphs_replay_losslessly(tree):
     model = tiny_target("llama").cuda()
     run = RunConfig(max_new_tokens=48, ignore_eos=True, tree=tree)
@@ -96,12 +87,8 @@ def test_static_is_the_default_on_cuda_only_and_the_flag_overrides_it():
     def target(device: str, device_map: dict | None = None, **config):  # what default_static reads
         head = SimpleNamespace(weight=SimpleNamespace(device=torch.device(device)))
         text = SimpleNamespace(**config)
-        return SimpleNamespace(
-            hf_device_map=device_map,
-            get_output_embeddings=lambda: head,
-            config=SimpleNamespace(get_text_config=lambda: text),
-            modules=lambda: [],
-        )
+        return SimpleNamespace(hf_device_map=device_map, get_output_embeddings=lambda: head,
+                               config=SimpleNamespace(get_text_config=lambda: text), modules=lambda: [])
 
     assert default_static(target("cuda:0")) and default_static(target("cuda:0", {"": "cuda:0"}))
     assert not default_static(target("cpu")) and not default_static(target("cuda:0", {"a": 0, "b": 1}))

@@ -36,7 +36,6 @@ def _capture(captured: list):
         replay = _Replay(run)
         self.graphs[key] = (replay, replay.out)
         captured.append(key)
-
     return capture
 
 
@@ -72,7 +71,7 @@ def test_static_drafter_proposes_what_the_growing_one_does(family, cfg, graphs):
     start = 0
     for end in (len(PROMPT), len(PROMPT) + 1, len(PROMPT) + 4, ids.shape[0] - 1):  # rounds committing 1-4 tokens
         for d in (growing, static):
-            d.extend(features[start:end], ids[start + 1 : end + 1])
+            d.extend(features[start:end], ids[start + 1:end + 1])
             want_len = end
             assert d.length == want_len
         start = end
@@ -125,28 +124,17 @@ def test_static_draft_capacity_is_checked():
 
 
 FORBIDDEN_IN_GRAPHS = {  # ops a CUDA graph cannot capture: a host read (a sync), a host tensor copied in, a
-    "aten._local_scalar_dense.default",
-    "aten.lift_fresh.default",  # data-dependent shape
-    "aten.nonzero.default",
-    "aten.masked_select.default",
-    "aten.unique_dim.default",
-    "aten._unique2.default",
-}
+    "aten._local_scalar_dense.default", "aten.lift_fresh.default",  # data-dependent shape
+    "aten.nonzero.default", "aten.masked_select.default", "aten.unique_dim.default", "aten._unique2.default"}
 
 
-@pytest.mark.parametrize(
-    "family, tree",
-    [
-        ("eagle1", TreeConfig.chain(6)),
-        ("eagle1", TreeConfig.chain(10, 0.05)),
-        ("eagle1", TreeConfig.chain(5, hot_vocab=40)),
-        ("eagle1", TreeConfig(depth=4, top_k=3, total_tokens=12)),
-        ("eagle3", TreeConfig.chain(6)),
-        ("eagle3", TreeConfig(depth=4, top_k=3, total_tokens=12)),
-        ("eagle1-window", TreeConfig(depth=4, top_k=3, total_tokens=12)),
-    ],
-    ids=lambda x: x if isinstance(x, str) else x.label(),
-)
+@pytest.mark.parametrize("family, tree", [
+    ("eagle1", TreeConfig.chain(6)), ("eagle1", TreeConfig.chain(10, 0.05)),
+    ("eagle1", TreeConfig.chain(5, hot_vocab=40)), ("eagle1", TreeConfig(depth=4, top_k=3, total_tokens=12)),
+    ("eagle3", TreeConfig.chain(6)),
+    ("eagle3", TreeConfig(depth=4, top_k=3, total_tokens=12)),
+    ("eagle1-window", TreeConfig(depth=4, top_k=3, total_tokens=12))],
+    ids=lambda x: x if isinstance(x, str) else x.label())
 def test_what_a_gpu_captures_has_no_host_read_and_no_host_tensor(family, tree, monkeypatch):
     """The calls a GPU captures as CUDA graphs (the target's static forward, a static draft's whole chain or tree and
     its extend), run here with a dispatch mode that names every op: none reads a value back to the host, lifts a
@@ -166,7 +154,6 @@ def test_what_a_gpu_captures_has_no_host_read_and_no_host_tensor(family, tree, m
         def wrapped(*a, **k):
             with Names():
                 return fn(*a, **k)
-
         return wrapped
 
     replayed, run = static_draft.StaticDraft.replayed, StaticTarget._run

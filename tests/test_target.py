@@ -82,9 +82,8 @@ def test_feature_index_l_is_the_last_layers_output_before_the_final_norm(static)
     model = tiny_target("llama", layers=8)
     ids = torch.tensor(PREFIX)
     kept = {}
-    hook = model.model.layers[-1].register_forward_hook(
-        lambda m, a, o: kept.setdefault("h", o[0] if isinstance(o, tuple) else o)
-    )
+    hook = model.model.layers[-1].register_forward_hook(lambda m, a, o: kept.setdefault("h", o[0] if isinstance(
+        o, tuple) else o))
     with torch.no_grad():
         ref = model(ids[None], output_hidden_states=True)
     hook.remove()
@@ -93,12 +92,8 @@ def test_feature_index_l_is_the_last_layers_output_before_the_final_norm(static)
     runner.reset(64)
     assert (runner.static is not None) is static
     out = runner.forward(ids)
-    torch.testing.assert_close(
-        out.features,
-        torch.cat([ref.hidden_states[2][0], ref.hidden_states[4][0], kept["h"][0]], -1),
-        rtol=1e-4,
-        atol=1e-5,
-    )
+    torch.testing.assert_close(out.features, torch.cat([ref.hidden_states[2][0], ref.hidden_states[4][0],
+                                                        kept["h"][0]], -1), rtol=1e-4, atol=1e-5)
 
 
 def test_training_features_match_the_engines_reading_of_index_l():
@@ -109,7 +104,7 @@ def test_training_features_match_the_engines_reading_of_index_l():
     with Features(model.model, (2, 8)) as taken, torch.no_grad():
         out = model.model(ids, output_hidden_states=True)
     batch = taken.of_batch(out.hidden_states)  # [2, T, 2H]
-    assert not torch.allclose(batch[..., -model.config.hidden_size :], out.hidden_states[8])
+    assert not torch.allclose(batch[..., -model.config.hidden_size:], out.hidden_states[8])
     for row in range(2):
         features = TargetRunner(model, (2, 8)).forward(ids[row]).features  # [T, 2H]
         torch.testing.assert_close(batch[row], features, rtol=1e-4, atol=1e-5)

@@ -22,14 +22,8 @@ SMALL = {
     "mpt": dict(d_model=64, n_layers=2, n_heads=4),
     "bloom": dict(hidden_size=64, n_layer=2, n_head=4),
     "falcon": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, alibi=True),
-    "lfm2": dict(
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=128,
-        layer_types=["conv", "full_attention"],
-    ),
+    "lfm2": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                 intermediate_size=128, layer_types=["conv", "full_attention"]),
 }
 
 

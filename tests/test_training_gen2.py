@@ -18,10 +18,8 @@ from eagle_demo.training.bpb import file_nats
 from eagle_demo.training.corpus import _dedup
 from eagle_demo.training.tokenizer import build_tokenizer, glued_line_breaks
 
-CODE = (
-    "def f(x):\n    return x  # done\n\n\n\tif a:\r\n        b = [1, 2]   \n"
-    'class Stack:\n    """A stack."""\n\n    def push(self, item):\n        self.items.append(item)\n'
-)
+CODE = ("def f(x):\n    return x  # done\n\n\n\tif a:\r\n        b = [1, 2]   \n"
+        "class Stack:\n    \"\"\"A stack.\"\"\"\n\n    def push(self, item):\n        self.items.append(item)\n")
 
 
 def _pieces(split: str, text: str) -> list[str]:
@@ -32,7 +30,7 @@ def test_code_split_keeps_line_breaks_and_indentation_apart():
     pieces = _pieces("code", CODE)
     assert all(p in ("Ċ", "čĊ") for p in pieces if "Ċ" in p), [p for p in pieces if "Ċ" in p]
     i = pieces.index("):")
-    assert pieces[i : i + 3] == ["):", "Ċ", "ĠĠĠĠ"]  # ':' | '\n' | the whole indentation | 'return'
+    assert pieces[i:i + 3] == ["):", "Ċ", "ĠĠĠĠ"]  # ':' | '\n' | the whole indentation | 'return'
     assert pieces[i + 3] == "return"
     assert "ĠĠĠĠĠĠĠĠ" in pieces and "ĉ" in pieces  # eight-space and tab indentation, each one piece
     # the first generation's split glues the line break to the indentation; the check above would fail on it
@@ -46,13 +44,8 @@ def _stdlib_sample() -> list[str]:
 
 def _train(split: str, vocab: int = 700):
     tok = build_tokenizer(split)
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab,
-        min_frequency=2,
-        special_tokens=["<|endoftext|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
+    trainer = trainers.BpeTrainer(vocab_size=vocab, min_frequency=2, special_tokens=["<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tok.train_from_iterator(_stdlib_sample(), trainer=trainer)
     return tok
 
@@ -64,7 +57,7 @@ def test_trained_code_tokenizer_never_glues_a_line_break():
     prompt, body = "def f(x):\n", "    return x + 1\n"
     a = code.encode(prompt, add_special_tokens=False).ids
     b = code.encode(prompt + body, add_special_tokens=False).ids
-    assert b[: len(a)] == a  # a prompt ending in ':\n' is a token prefix of its indented continuation
+    assert b[:len(a)] == a  # a prompt ending in ':\n' is a token prefix of its indented continuation
     assert code.decode([b[len(a)]]).strip(" ") == ""  # and the next token is indentation only
     assert code.decode([b[len(a)]]) == "    "
 
@@ -93,9 +86,8 @@ def test_file_filters_and_exact_dedup():
 
 def _tiny_llama(vocab: int = 97):
     torch.manual_seed(0)
-    return target2.build_model(
-        vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, intermediate_size=64
-    ).eval()
+    return target2.build_model(vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                               num_key_value_heads=1, intermediate_size=64).eval()
 
 
 def test_file_nats_scores_every_token_once_within_its_window():
@@ -108,7 +100,7 @@ def test_file_nats_scores_every_token_once_within_its_window():
     # windows of 8 overlapping by one token: each window restarts its context
     manual = 0.0
     for s in range(0, 22, 8):
-        w = ids[s : s + 9]
+        w = ids[s:s + 9]
         with torch.inference_mode():
             lp = torch.log_softmax(model(input_ids=torch.tensor([w])).logits[0], -1)
         manual -= sum(lp[i, w[i + 1]].item() for i in range(len(w) - 1))
@@ -126,30 +118,10 @@ def _tokens_dir(path: Path, vocab: int = 97) -> Path:
 
 
 def _run(tokens: Path, ckpt: Path, steps: int, monkeypatch) -> dict:
-    monkeypatch.setattr(
-        target2,
-        "SHAPE",
-        dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, intermediate_size=64),
-    )
-    target2.main(
-        [
-            "train",
-            "--tokens",
-            str(tokens),
-            "--ckpt-dir",
-            str(ckpt),
-            "--steps",
-            str(steps),
-            "--batch-size",
-            "2",
-            "--seq-len",
-            "16",
-            "--eval-every",
-            "3",
-            "--device",
-            "cpu",
-        ]
-    )
+    monkeypatch.setattr(target2, "SHAPE", dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                               num_key_value_heads=1, intermediate_size=64))
+    target2.main(["train", "--tokens", str(tokens), "--ckpt-dir", str(ckpt), "--steps", str(steps),
+                  "--batch-size", "2", "--seq-len", "16", "--eval-every", "3", "--device", "cpu"])
     return torch.load(ckpt / "last.pt", weights_only=False)
 
 

@@ -20,13 +20,8 @@ def cands(rows):
     def t(x, d=torch.long):
         return torch.tensor(x, dtype=d)
 
-    return Candidates(
-        tokens=t([r[0] for r in rows]),
-        parents=t([r[1] for r in rows]),
-        depths=t([r[2] for r in rows]),
-        scores=t(scores, torch.float),
-        logp=t(logp, torch.float),
-    )
+    return Candidates(tokens=t([r[0] for r in rows]), parents=t([r[1] for r in rows]), depths=t([r[2] for r in rows]),
+                      scores=t(scores, torch.float), logp=t(logp, torch.float))
 
 
 def test_docstring_example():
@@ -74,7 +69,7 @@ def test_ancestor_mask_matches_definition():
 
 
 def test_make_tree_first_duplicate_child_wins():
-    tree = make_tree([0, 5, 5], [-1, 0, 0], [0, 1, 1], [1, 0.5, 0.5], [1, 0.5, 0.5])
+    tree = make_tree([0, 5, 5], [-1, 0, 0], [0, 1, 1], [1, .5, .5], [1, .5, .5])
     assert tree.children[0] == {5: 1}
 
 

@@ -39,12 +39,8 @@ def write_random_pair(root: Path, hidden: int = 64) -> tuple[str, str]:
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=400,
-        special_tokens=["<|endoftext|>"],
-        show_progress=False,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<|endoftext|>"], show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator(texts * 3, trainer=trainer)
     vocab = tok.get_vocab_size()
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>", eos_token="<|endoftext|>")
@@ -62,42 +58,22 @@ def write_random_pair(root: Path, hidden: int = 64) -> tuple[str, str]:
 
     torch.manual_seed(5)
     h, inter = hidden, 2 * hidden
-    sd = {
-        "fc.weight": 16 * torch.cat([torch.eye(h), torch.zeros(h, h)], 1),
-        "fc.bias": torch.zeros(h),
-        "embed_tokens.weight": target.model.embed_tokens.weight.detach().clone(),
-    }
+    sd = {"fc.weight": 16 * torch.cat([torch.eye(h), torch.zeros(h, h)], 1), "fc.bias": torch.zeros(h),
+          "embed_tokens.weight": target.model.embed_tokens.weight.detach().clone()}
     p = "layers.0."
-    for name, shape in (
-        ("self_attn.q_proj", (h, h)),
-        ("self_attn.k_proj", (h, h)),
-        ("self_attn.v_proj", (h, h)),
-        ("mlp.gate_proj", (inter, h)),
-        ("mlp.up_proj", (inter, h)),
-    ):
+    for name, shape in (("self_attn.q_proj", (h, h)), ("self_attn.k_proj", (h, h)), ("self_attn.v_proj", (h, h)),
+                        ("mlp.gate_proj", (inter, h)), ("mlp.up_proj", (inter, h))):
         sd[p + name + ".weight"] = torch.randn(*shape) * 0.1
     sd[p + "self_attn.o_proj.weight"] = torch.zeros(h, h)
     sd[p + "mlp.down_proj.weight"] = torch.zeros(h, inter)
     sd[p + "post_attention_layernorm.weight"] = torch.ones(h)
     draft_dir = root / "draft"
     draft_dir.mkdir(parents=True, exist_ok=True)
-    config = {
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
-        "hidden_size": h,
-        "intermediate_size": inter,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 4,
-        "num_hidden_layers": 1,
-        "max_position_embeddings": 2048,
-        "rms_norm_eps": 1e-6,
-        "vocab_size": vocab,
-        "pad_token_id": 0,
-        "bos_token_id": 0,
-        "eos_token_id": 0,
-        "tie_word_embeddings": False,
-        "torch_dtype": "float32",
-    }
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": h,
+              "intermediate_size": inter, "num_attention_heads": 4, "num_key_value_heads": 4,
+              "num_hidden_layers": 1, "max_position_embeddings": 2048, "rms_norm_eps": 1e-6, "vocab_size": vocab,
+              "pad_token_id": 0, "bos_token_id": 0, "eos_token_id": 0, "tie_word_embeddings": False,
+              "torch_dtype": "float32"}
     (draft_dir / "config.json").write_text(json.dumps(config), encoding="utf-8")
     torch.save(sd, draft_dir / "pytorch_model.bin")
     return str(target_dir), str(draft_dir)
@@ -119,7 +95,8 @@ def launch(target: str, draft: str):
 
     demo = build_app(target, draft)
     port = free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **launch_options())
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+                **launch_options())
     return demo, f"http://127.0.0.1:{port}/"
 
 
@@ -164,14 +141,16 @@ def test_generate_greedy_race_is_lossless(app):
 
 def test_generate_chain_sampled_without_race(app):
     client, _, _ = app
-    text, stats = client.predict("class Stack:", 24, 0.8, 0.9, 20, 7, "chain", 5, 4, 16, 3, False, api_name="/generate")
+    text, stats = client.predict("class Stack:", 24, 0.8, 0.9, 20, 7, "chain", 5, 4, 16, 3, False,
+                                 api_name="/generate")
     assert stats["tree"] == "chain k=3" and stats["speedup"] is None and stats["identical_to_baseline"] is None
     assert stats["new_tokens"] >= 1
 
 
 def test_sampled_race_in_float32_equals_the_seeded_baseline(app):
     client, _, _ = app
-    text, stats = client.predict(CODE_PROMPT, 40, 0.8, 0.95, 0, 11, "tree", 5, 4, 16, 3, True, api_name="/generate")
+    text, stats = client.predict(CODE_PROMPT, 40, 0.8, 0.95, 0, 11, "tree", 5, 4, 16, 3, True,
+                                 api_name="/generate")
     assert stats["dtype"] == "float32" and stats["identical_to_baseline"] is True and stats["speedup"] > 0
 
 
@@ -213,39 +192,9 @@ def test_streaming_endpoint_loads_lazily_and_renders_spans(app):
 
     client, target, draft = app
     REGISTRY.clear()  # the page's Generate loads the pair itself
-    job = client.submit(
-        target,
-        draft,
-        "",
-        "auto",
-        "cpu",
-        "",
-        CODE_PROMPT,
-        False,
-        32,
-        0.0,
-        1.0,
-        0,
-        0,
-        TREE_MODE,
-        5,
-        4,
-        16,
-        4,
-        0.0,
-        0,
-        True,
-        True,
-        False,
-        1.0,
-        False,
-        1,
-        2,
-        10,
-        2,
-        False,
-        api_name="/generate_stream",
-    )
+    job = client.submit(target, draft, "", "auto", "cpu", "", CODE_PROMPT, False, 32, 0.0, 1.0, 0, 0,
+                        TREE_MODE, 5, 4, 16, 4, 0.0, 0, True, True, False, 1.0, False, 1, 2, 10, 2, False,
+                        api_name="/generate_stream")
     final = job.result(timeout=120)
     tokens_html, stats_html = final[0], final[1]
     assert "earlier tokens" not in tokens_html  # the final view is complete
@@ -299,39 +248,9 @@ def test_first_generate_applies_the_chat_default_of_the_pair(app, tmp_path):
     config["chat_template"] = "{% for m in messages %}{{ m['content'] }}\n{% endfor %}# answer:\n"
     config_path.write_text(json.dumps(config))
     REGISTRY.clear()
-    final = client.submit(
-        str(chat_target),
-        draft,
-        "",
-        "auto",
-        "cpu",
-        "",
-        "def add(a, b):",
-        False,
-        8,
-        0.0,
-        1.0,
-        0,
-        0,
-        TREE_MODE,
-        5,
-        4,
-        16,
-        4,
-        0.0,
-        0,
-        False,
-        True,
-        False,
-        1.0,
-        False,
-        1,
-        2,
-        10,
-        2,
-        False,
-        api_name="/generate_stream",
-    ).result(timeout=120)
+    final = client.submit(str(chat_target), draft, "", "auto", "cpu", "", "def add(a, b):", False, 8, 0.0, 1.0, 0,
+                          0, TREE_MODE, 5, 4, 16, 4, 0.0, 0, False, True, False, 1.0, False, 1, 2, 10, 2,
+                          False, api_name="/generate_stream").result(timeout=120)
     assert final[-1]["value"] is True and final[-1]["interactive"] is True  # the chat toggle, now on
     stats = final[9]
     assert stats["prompt_tokens"] > len(REGISTRY.get(REGISTRY.current()).encode("def add(a, b):"))
@@ -343,30 +262,8 @@ def test_benchmark_endpoint_returns_table_and_downloads(app):
 
     client, target, draft = app
     table, _plot, missed, csv_path, json_path = client.predict(
-        target,
-        draft,
-        "",
-        "auto",
-        "cpu",
-        "",
-        ["code"],
-        1,
-        16,
-        False,
-        CHAIN_MODE,
-        5,
-        4,
-        16,
-        3,
-        0.0,
-        0,
-        "",
-        "",
-        1.0,
-        0,
-        0,
-        api_name="/benchmark",
-    )
+        target, draft, "", "auto", "cpu", "", ["code"], 1, 16, False, CHAIN_MODE, 5, 4, 16, 3, 0.0, 0, "", "", 1.0, 0,
+        0, api_name="/benchmark")
     report = json.loads(Path(json_path).read_text(encoding="utf-8"))
     assert report["settings"]["tree"] == "chain k=3" and report["overall"]["all_equal"] is True
     codes = [r for r in report["results"] if r["category"] == "code"]
@@ -387,67 +284,18 @@ def test_benchmark_compares_drafts_on_the_loaded_target(app):
     if target != SHIPPED_TARGET:
         pytest.skip("the second draft is the shipped EAGLE-3 head, made for the shipped target")
     table, plot, _missed, csv_path, json_path = client.predict(
-        target,
-        draft,
-        "",
-        "auto",
-        "cpu",
-        "",
-        ["code"],
-        1,
-        16,
-        False,
-        CHAIN_MODE,
-        5,
-        4,
-        16,
-        3,
-        0.0,
-        0,
-        SHIPPED_EAGLE3,
-        "",
-        1.0,
-        0,
-        0,
-        api_name="/benchmark",
-    )
+        target, draft, "", "auto", "cpu", "", ["code"], 1, 16, False, CHAIN_MODE, 5, 4, 16, 3, 0.0, 0, SHIPPED_EAGLE3,
+        "", 1.0, 0, 0, api_name="/benchmark")
     reports = json.loads(Path(json_path).read_text(encoding="utf-8"))["drafts"]
     assert [r["settings"]["draft_family"] for r in reports] == ["eagle1", "eagle3"]
     assert all(r["overall"]["all_equal"] is True for r in reports)
     rows = table["data"] if isinstance(table, dict) else table
-    assert [(r[0], r[1]) for r in rows] == [
-        ("tiny-eagle1", "code"),
-        ("tiny-eagle1", "overall"),
-        ("tiny-eagle3", "code"),
-        ("tiny-eagle3", "overall"),
-    ]
+    assert [(r[0], r[1]) for r in rows] == [("tiny-eagle1", "code"), ("tiny-eagle1", "overall"),
+                                            ("tiny-eagle3", "code"), ("tiny-eagle3", "overall")]
     assert Path(csv_path).read_text(encoding="utf-8").startswith("draft,id,category,")
     with pytest.raises(Exception) as err:  # a draft made for another target: one line, and the app keeps serving
-        client.predict(
-            target,
-            draft,
-            "",
-            "auto",
-            "cpu",
-            "",
-            ["code"],
-            1,
-            16,
-            False,
-            CHAIN_MODE,
-            5,
-            4,
-            16,
-            3,
-            0.0,
-            0,
-            "/nonexistent/draft-folder",
-            "",
-            1.0,
-            0,
-            0,
-            api_name="/benchmark",
-        )
+        client.predict(target, draft, "", "auto", "cpu", "", ["code"], 1, 16, False, CHAIN_MODE, 5, 4, 16, 3, 0.0, 0,
+                       "/nonexistent/draft-folder", "", 1.0, 0, 0, api_name="/benchmark")
     assert "\n" not in str(err.value) and "draft" in str(err.value)
 
 
@@ -456,30 +304,8 @@ def test_benchmark_sweeps_temperatures(app):
 
     client, target, draft = app
     table, _plot, _missed, _csv, json_path = client.predict(
-        target,
-        draft,
-        "",
-        "auto",
-        "cpu",
-        "",
-        ["code"],
-        1,
-        16,
-        False,
-        CHAIN_MODE,
-        5,
-        4,
-        16,
-        3,
-        0.0,
-        0,
-        "",
-        "0, 1.0",
-        0.95,
-        0,
-        5,
-        api_name="/benchmark",
-    )
+        target, draft, "", "auto", "cpu", "", ["code"], 1, 16, False, CHAIN_MODE, 5, 4, 16, 3, 0.0, 0, "", "0, 1.0",
+        0.95, 0, 5, api_name="/benchmark")
     reports = json.loads(Path(json_path).read_text(encoding="utf-8"))["temperatures"]
     assert [r["settings"]["temperature"] for r in reports] == [0.0, 1.0] and reports[1]["settings"]["top_p"] == 0.95
     assert all(r["overall"]["all_equal"] is True for r in reports)  # float32: greedy, and the seeded baseline
@@ -487,31 +313,8 @@ def test_benchmark_sweeps_temperatures(app):
     assert [r[0] for r in rows] == ["0", "0", "1", "1"]
     for bad, fragment in (("0, warm", "temperatures must be numbers"), ("20", "out of range")):
         with pytest.raises(Exception) as err:
-            client.predict(
-                target,
-                draft,
-                "",
-                "auto",
-                "cpu",
-                "",
-                ["code"],
-                1,
-                16,
-                False,
-                CHAIN_MODE,
-                5,
-                4,
-                16,
-                3,
-                0.0,
-                0,
-                "",
-                bad,
-                1.0,
-                0,
-                0,
-                api_name="/benchmark",
-            )
+            client.predict(target, draft, "", "auto", "cpu", "", ["code"], 1, 16, False, CHAIN_MODE, 5, 4, 16, 3, 0.0,
+                           0, "", bad, 1.0, 0, 0, api_name="/benchmark")
         assert fragment in str(err.value)
 
 
@@ -542,33 +345,8 @@ def _stream_every_poll(app, monkeypatch, max_new_tokens: int):
     monkeypatch.setattr(stream, "DRAW_SETTLE", 0.0)
     ui.REGISTRY.load(ui.make_key(target, draft, "", "auto", "cpu"))
     fn = _generate_stream_fn(target, draft)
-    return fn, list(
-        fn.fn(
-            target,
-            draft,
-            "",
-            "auto",
-            "cpu",
-            "",
-            CODE_PROMPT,
-            False,
-            max_new_tokens,
-            0.0,
-            1.0,
-            0,
-            0,
-            ui.TREE_MODE,
-            5,
-            4,
-            16,
-            4,
-            0.0,
-            0,
-            True,
-            True,
-            True,
-        )
-    )
+    return fn, list(fn.fn(target, draft, "", "auto", "cpu", "", CODE_PROMPT, False, max_new_tokens, 0.0, 1.0, 0, 0,
+                          ui.TREE_MODE, 5, 4, 16, 4, 0.0, 0, True, True, True))
 
 
 def test_streaming_redraws_send_values_not_skips(app, monkeypatch):
@@ -601,10 +379,10 @@ def test_streamed_charts_redraw_in_rotation(app, monkeypatch):
     whole = [i for i in range(1, len(figures)) if all(figures[i][j] is not figures[i - 1][j] for j in range(4))]
     assert len(whole) == 1 and racing[whole[0] + 1] and not racing[whole[0]], "EAGLE's end: one whole redraw"
     assert whole[0] >= 4, "the run was too short to stream"
-    for turn, (before, after) in enumerate(zip(figures[: whole[0]], figures[1 : whole[0]])):
+    for turn, (before, after) in enumerate(zip(figures[:whole[0]], figures[1:whole[0]])):
         changed = [i for i in range(4) if after[i] is not before[i]]
         assert changed == [ui.CHART_TURNS[turn % len(ui.CHART_TURNS)]], (turn, changed)
-    for before, after in zip(figures[whole[0] :], figures[whole[0] + 1 :]):  # the baseline: the race chart only
+    for before, after in zip(figures[whole[0]:], figures[whole[0] + 1:]):  # the baseline: the race chart only
         assert [i for i in range(4) if after[i] is not before[i]] == [0]
 
 
@@ -614,9 +392,8 @@ def test_the_page_explains_a_round_and_defines_every_number():
 
     md = _definitions_markdown()
     assert all(f"**{name}**" in md for name in DEFINITIONS)
-    assert [md.index(f"**{step}.**") for step in ("Draft", "Verify", "Accept", "Bonus", "Commit")] == sorted(
-        md.index(f"**{step}.**") for step in ("Draft", "Verify", "Accept", "Bonus", "Commit")
-    )
+    assert [md.index(f"**{step}.**") for step in ("Draft", "Verify", "Accept", "Bonus", "Commit")] == \
+        sorted(md.index(f"**{step}.**") for step in ("Draft", "Verify", "Accept", "Bonus", "Commit"))
 
 
 def test_a_run_past_the_drafts_context_carries_a_note(app, tmp_path):
@@ -650,39 +427,9 @@ def test_a_cancelled_stream_frees_the_engine_for_the_next_request(app):
     start = time.monotonic()
     reference = client.predict(CODE_PROMPT, 24, api_name="/generate")
     normal = time.monotonic() - start
-    job = client.submit(
-        target,
-        draft,
-        "",
-        "auto",
-        "cpu",
-        "",
-        CODE_PROMPT,
-        False,
-        1800,
-        0.0,
-        1.0,
-        0,
-        0,
-        TREE_MODE,
-        5,
-        4,
-        16,
-        4,
-        0.0,
-        0,
-        True,
-        True,
-        True,
-        1.0,
-        False,
-        1,
-        2,
-        10,
-        2,
-        False,
-        api_name="/generate_stream",
-    )
+    job = client.submit(target, draft, "", "auto", "cpu", "", CODE_PROMPT, False, 1800, 0.0, 1.0, 0, 0,
+                        TREE_MODE, 5, 4, 16, 4, 0.0, 0, True, True, True, 1.0, False, 1, 2, 10, 2, False,
+                        api_name="/generate_stream")
     deadline = time.monotonic() + 60
     while not job.outputs() and time.monotonic() < deadline:  # mid-run: the first redraw has streamed
         time.sleep(0.05)
@@ -745,31 +492,8 @@ def test_a_watched_runs_baseline_starts_after_the_page_drew_eagles_end(app, monk
     ui.REGISTRY.load(ui.make_key(target, draft, "", "auto", "cpu"))
     fn = _generate_stream_fn(target, draft)
     seen, last = [], None  # (time, a whole redraw, racing the baseline) of each yield
-    for out in fn.fn(
-        target,
-        draft,
-        "",
-        "auto",
-        "cpu",
-        "",
-        CODE_PROMPT,
-        False,
-        64,
-        0.0,
-        1.0,
-        0,
-        0,
-        ui.TREE_MODE,
-        5,
-        4,
-        16,
-        4,
-        0.0,
-        0,
-        True,
-        True,
-        True,
-    ):
+    for out in fn.fn(target, draft, "", "auto", "cpu", "", CODE_PROMPT, False, 64, 0.0, 1.0, 0, 0, ui.TREE_MODE, 5, 4,
+                     16, 4, 0.0, 0, True, True, True):
         whole = last is None or all(out[j] is not last[j] for j in range(2, 6))
         seen.append((time.monotonic(), whole, 'data-state="baseline"' in out[1]))
         last = out
@@ -789,24 +513,8 @@ def test_benchmark_with_the_auto_preset_runs_each_drafts_own_automatic_tree(app)
     if target != SHIPPED_TARGET:
         pytest.skip("the second draft is the shipped EAGLE-3 head, made for the shipped target")
     _, _, _, _, json_path = client.predict(
-        target,
-        draft,
-        "",
-        "auto",
-        "cpu",
-        "",
-        ["code"],
-        1,
-        16,
-        False,
-        *tree_values("cpu"),
-        SHIPPED_EAGLE3,
-        "",
-        1.0,
-        0,
-        0,
-        api_name="/benchmark",
-    )
+        target, draft, "", "auto", "cpu", "", ["code"], 1, 16, False, *tree_values("cpu"), SHIPPED_EAGLE3, "", 1.0, 0,
+        0, api_name="/benchmark")
     reports = json.loads(Path(json_path).read_text(encoding="utf-8"))["drafts"]
     autos = [r["extra"]["auto"] for r in reports]
     assert [a["tree"] for a in autos] == [r["settings"]["tree"] for r in reports]
@@ -824,31 +532,8 @@ def test_each_failed_generate_redraws_the_strip_and_a_missing_template_runs_plai
     fn = _generate_stream_fn(target, draft)
     strips = []
     for _ in range(2):
-        outs = fn.fn(
-            target,
-            "/no/such/draft",
-            "",
-            "auto",
-            "cpu",
-            "",
-            CODE_PROMPT,
-            False,
-            8,
-            0.0,
-            1.0,
-            0,
-            0,
-            ui.TREE_MODE,
-            5,
-            4,
-            16,
-            4,
-            0.0,
-            0,
-            False,
-            True,
-            False,
-        )
+        outs = fn.fn(target, "/no/such/draft", "", "auto", "cpu", "", CODE_PROMPT, False, 8, 0.0, 1.0, 0, 0,
+                     ui.TREE_MODE, 5, 4, 16, 4, 0.0, 0, False, True, False)
         with pytest.raises(Exception, match="no/such/draft"):
             for out in outs:
                 strips.append(out[1])
@@ -858,32 +543,7 @@ def test_each_failed_generate_redraws_the_strip_and_a_missing_template_runs_plai
     session = ui.REGISTRY.get(ui.make_key(target, draft, "", "auto", "cpu"))
     if session.has_chat_template:
         pytest.skip("this pair has a chat template")
-    outs = list(
-        fn.fn(
-            target,
-            draft,
-            "",
-            "auto",
-            "cpu",
-            "",
-            CODE_PROMPT,
-            True,
-            8,
-            0.0,
-            1.0,
-            0,
-            0,
-            ui.TREE_MODE,
-            5,
-            4,
-            16,
-            4,
-            0.0,
-            0,
-            False,
-            True,
-            False,
-        )
-    )
+    outs = list(fn.fn(target, draft, "", "auto", "cpu", "", CODE_PROMPT, True, 8, 0.0, 1.0, 0, 0, ui.TREE_MODE, 5, 4,
+                      16, 4, 0.0, 0, False, True, False))
     assert "no chat template: the prompt ran as plain text" in outs[-1][1]
     assert outs[0][-1] == {"__type__": "update", "value": False, "interactive": False}

@@ -33,9 +33,8 @@ def _load(client, draft: str, *probe: bool):
 
 
 def _generate(client) -> dict:
-    _, stats = client.predict(
-        CODE_PROMPT, 48, 0.0, 1.0, 0, 0, "chain", None, None, None, 5, True, False, True, api_name="/generate"
-    )
+    _, stats = client.predict(CODE_PROMPT, 48, 0.0, 1.0, 0, 0, "chain", None, None, None, 5, True, False, True,
+                              api_name="/generate")
     assert stats["identical_to_baseline"] is True and stats["new_tokens"] == 48
     return stats
 

@@ -44,7 +44,8 @@ def shipped():
 @pytest.fixture(scope="module")
 def plain(runtime, shipped):
     _, prompts = shipped
-    result = run_vllm(runtime, SHIPPED_TARGET, None, [{"prompts": prompts, "max_new_tokens": NEW}], enforce_eager=True)
+    result = run_vllm(runtime, SHIPPED_TARGET, None, [{"prompts": prompts, "max_new_tokens": NEW}],
+                      enforce_eager=True)
     return result.runs[0]
 
 
@@ -55,7 +56,8 @@ def test_exported_eagle1_copy_matches_ours_in_vllm(runtime, shipped, plain, tmp_
     copy = write_adapted_copy(plan, session.report, tmp_path / "copy")
     spec = exported_spec(SHIPPED_TARGET, str(copy), inspect_pair(SHIPPED_TARGET, str(copy)), K)
     assert spec == {"method": "eagle", "model": str(copy), "num_speculative_tokens": K}  # loads as published now
-    result = run_vllm(runtime, SHIPPED_TARGET, spec, [{"prompts": prompts, "max_new_tokens": NEW}], enforce_eager=True)
+    result = run_vllm(runtime, SHIPPED_TARGET, spec, [{"prompts": prompts, "max_new_tokens": NEW}],
+                      enforce_eager=True)
     theirs, ours = result.runs[0], run_ours(session, prompts, K, NEW)
     assert result.version.startswith("0.32.0")
     assert theirs.tokens == ours.tokens == plain.tokens
@@ -68,7 +70,8 @@ def test_eagle1_as_published_has_nothing_accepted_in_vllm(runtime, shipped, plai
     """Why the copy is required: vLLM reads the config's `"bias": true` as attention biases the file lacks."""
     session, prompts = shipped
     spec = exported_spec(SHIPPED_TARGET, SHIPPED_EAGLE1, session.report, K) | {"model": SHIPPED_EAGLE1}
-    result = run_vllm(runtime, SHIPPED_TARGET, spec, [{"prompts": prompts, "max_new_tokens": NEW}], enforce_eager=True)
+    result = run_vllm(runtime, SHIPPED_TARGET, spec, [{"prompts": prompts, "max_new_tokens": NEW}],
+                      enforce_eager=True)
     run = result.runs[0]
     assert run.tokens == plain.tokens  # still lossless: only the speed is lost
     assert run.draft_tokens > 0 and run.accepted_tokens == 0
@@ -87,9 +90,8 @@ def test_nvidia_v3_loads_as_published_and_drafts_the_same_in_vllm(runtime, shipp
     plan = plan_for("vllm", SHIPPED_TARGET, draft, session.report, TreeConfig.chain(K))
     assert session.report.feature_layers == (2, 12, 24) and not plan.changes
     spec = exported_spec(SHIPPED_TARGET, draft, session.report, K)
-    theirs = run_vllm(
-        runtime, SHIPPED_TARGET, spec, [{"prompts": prompts, "max_new_tokens": NEW}], enforce_eager=True
-    ).runs[0]
+    theirs = run_vllm(runtime, SHIPPED_TARGET, spec, [{"prompts": prompts, "max_new_tokens": NEW}],
+                      enforce_eager=True).runs[0]
     ours = run_ours(session, prompts, K, NEW)
     assert theirs.tokens == ours.tokens == plain.tokens
     assert theirs.drafts > 0 and theirs.acceptance_length == pytest.approx(ours.acceptance_length, rel=0.05)
@@ -103,9 +105,8 @@ def test_ngram_command_runs_in_vllm_with_our_acceptance_under_its_rule(runtime, 
     session, prompts = shipped
     spec = speculative_config_of(ngram_commands(SHIPPED_TARGET, NgramConfig()).vllm)  # the page's race settings
     assert spec == {"method": "ngram", "num_speculative_tokens": 10, "prompt_lookup_max": 2, "prompt_lookup_min": 1}
-    theirs = run_vllm(
-        runtime, SHIPPED_TARGET, spec, [{"prompts": prompts, "max_new_tokens": NEW}], enforce_eager=True
-    ).runs[0]
+    theirs = run_vllm(runtime, SHIPPED_TARGET, spec, [{"prompts": prompts, "max_new_tokens": NEW}],
+                      enforce_eager=True).runs[0]
     ours = run_ours(session, prompts, 0, NEW, ngram=NgramConfig.transformers(2, 10))
     assert theirs.tokens == ours.tokens == plain.tokens
     assert theirs.accepted_tokens > 0 and theirs.drafts > 0  # vLLM drafted and accepted: not a plain run

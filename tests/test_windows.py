@@ -13,11 +13,8 @@ from fixtures import OracleHead, random_eagle1, random_eagle3, tiny_target
 from test_engine import PROMPT, hf_greedy
 
 WINDOW = 6
-TREES = [
-    TreeConfig.chain(4),
-    TreeConfig(depth=3, top_k=2, total_tokens=8),
-    TreeConfig(depth=4, top_k=4, total_tokens=16),
-]
+TREES = [TreeConfig.chain(4), TreeConfig(depth=3, top_k=2, total_tokens=8),
+         TreeConfig(depth=4, top_k=4, total_tokens=16)]
 _MODELS = {}
 
 
@@ -42,9 +39,8 @@ def test_the_window_is_read_from_the_config():
     assert AttentionWindow.of(Model(Qwen2Config(use_sliding_window=False))) == AttentionWindow(None)
     every_layer_full = Qwen2Config(use_sliding_window=True, num_hidden_layers=4, max_window_layers=4)
     assert AttentionWindow.of(Model(every_layer_full)) == AttentionWindow(None)
-    assert AttentionWindow.of(
-        Model(Qwen2Config(use_sliding_window=True, num_hidden_layers=4, max_window_layers=2))
-    ) == AttentionWindow(4096, mixed=True)
+    assert AttentionWindow.of(Model(Qwen2Config(use_sliding_window=True, num_hidden_layers=4,
+                                                max_window_layers=2))) == AttentionWindow(4096, mixed=True)
     assert AttentionWindow.of(Model(Gemma2Config(num_hidden_layers=4))) == AttentionWindow(4096, mixed=True)
 
 
@@ -79,15 +75,10 @@ def test_windowed_target_eagle3_features():
 @pytest.mark.parametrize("static", [False, True], ids=["growing", "static"])
 def test_windowed_target_seeded_sampling_equals_the_seeded_baseline(static):
     model = windowed("mistral")
-    run = RunConfig(
-        max_new_tokens=24,
-        ignore_eos=True,
-        tree=TreeConfig(depth=3, top_k=3, total_tokens=10),
-        sampling=SamplingConfig(temperature=0.8, top_p=0.95, seed=4),
-    )
-    assert tokens(SpeculativeEngine(model, random_eagle1(model), static=static), run) == tokens(
-        BaselineEngine(model), run
-    )
+    run = RunConfig(max_new_tokens=24, ignore_eos=True, tree=TreeConfig(depth=3, top_k=3, total_tokens=10),
+                    sampling=SamplingConfig(temperature=0.8, top_p=0.95, seed=4))
+    assert (tokens(SpeculativeEngine(model, random_eagle1(model), static=static), run)
+            == tokens(BaselineEngine(model), run))
 
 
 @pytest.mark.parametrize("family", ["mistral", "qwen2"])

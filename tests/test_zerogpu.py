@@ -45,38 +45,8 @@ def client(space):
 def _stream_args(max_new: int, ignore_eos: bool) -> tuple:
     from eagle_demo.app import TREE_MODE
 
-    return (
-        TARGET,
-        DRAFT,
-        "",
-        "auto",
-        "auto",
-        "",
-        CODE_PROMPT,
-        False,
-        max_new,
-        0.0,
-        1.0,
-        0,
-        0,
-        TREE_MODE,
-        5,
-        4,
-        16,
-        4,
-        0.0,
-        0,
-        True,
-        True,
-        ignore_eos,
-        1.0,
-        False,
-        1,
-        2,
-        10,
-        2,
-        False,
-    )
+    return (TARGET, DRAFT, "", "auto", "auto", "", CODE_PROMPT, False, max_new, 0.0, 1.0, 0, 0, TREE_MODE, 5, 4, 16,
+            4, 0.0, 0, True, True, ignore_eos, 1.0, False, 1, 2, 10, 2, False)
 
 
 def test_load_and_generate_twice_on_one_reused_worker(client, space):
@@ -134,30 +104,8 @@ def test_probe_and_a_benchmark_run_in_gpu_calls(client, space):
     probe = report["probe"]
     assert probe["tau"] > 1.0 and probe["used"] and probe["alternatives"] is not None and "probe" in markdown.lower()
     table, _plot, _missed, _csv, json_path = client.predict(
-        TARGET,
-        DRAFT,
-        "",
-        "auto",
-        "auto",
-        "",
-        ["chat"],
-        1,
-        16,
-        False,
-        CHAIN_MODE,
-        5,
-        4,
-        16,
-        3,
-        0.0,
-        0,
-        "",
-        "",
-        1.0,
-        0,
-        0,
-        api_name="/benchmark",
-    )
+        TARGET, DRAFT, "", "auto", "auto", "", ["chat"], 1, 16, False, CHAIN_MODE, 5, 4, 16, 3, 0.0, 0, "", "",
+        1.0, 0, 0, api_name="/benchmark")
     bench = json.loads(Path(json_path).read_text(encoding="utf-8"))
     assert bench["overall"]["all_equal"] is True and bench["overall"]["runs"] == 3  # the suite's three chat prompts
     assert bench["settings"]["tree"] == "chain k=3"
@@ -165,9 +113,8 @@ def test_probe_and_a_benchmark_run_in_gpu_calls(client, space):
     assert [r[0] for r in rows] == ["chat", "overall"]
     scheduler.cool()  # a new worker, forked from the main process, applies the probe's conventions itself
     forked = scheduler.count("allow")
-    text, stats = client.predict(
-        CODE_PROMPT, 24, race_ngram=True, ngram_tokens=3, ngram_branches=1, api_name="/generate"
-    )  # the n-gram racer's settings travel in its frozen task
+    text, stats = client.predict(CODE_PROMPT, 24, race_ngram=True, ngram_tokens=3, ngram_branches=1,
+                                 api_name="/generate")  # the n-gram racer's settings travel in its frozen task
     assert stats["identical_to_baseline"] is True and scheduler.settle() == []
     assert scheduler.count("allow") == forked + 1
     ngram = stats["race"]["ngram"]
@@ -212,12 +159,8 @@ def test_every_schedule_is_released_even_after_an_error_in_the_gpu_function(tmp_
     refused before the worker runs, and that GPU is released too (as failed)."""
     scheduler = Scheduler()
     try:
-        out = run_in_session(
-            [sys.executable, str(HERE / "zerogpu_calls.py")],
-            cwd=ROOT,
-            timeout=240,
-            env=space_env(scheduler, tmp_path, SERVED),
-        )
+        out = run_in_session([sys.executable, str(HERE / "zerogpu_calls.py")], cwd=ROOT, timeout=240,
+                             env=space_env(scheduler, tmp_path, SERVED))
         assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
         results = json.loads(out.stdout.strip().splitlines()[-1])
         assert results["error"].startswith("this GPU worker does not hold") and "\n" not in results["error"]

@@ -72,12 +72,8 @@ class Scheduler:
                 index, token = self.free.pop(0), uuid.uuid4().hex
                 self.lent[token] = index
                 self.calls.append(("schedule", token, dict(query, index=index, idle=index in self.warm)))
-                return 200, {
-                    "idle": index in self.warm,
-                    "nvidiaIndex": index,
-                    "nvidiaUUID": f"GPU-emulated-{index}",
-                    "allowToken": token,
-                }
+                return 200, {"idle": index in self.warm, "nvidiaIndex": index,
+                             "nvidiaUUID": f"GPU-emulated-{index}", "allowToken": token}
             if path == "/allow":
                 self.calls.append(("allow", query["allowToken"], {"pid": int(query["pid"])}))
                 return 200, None
@@ -124,18 +120,10 @@ def space_env(scheduler: Scheduler, folder: Path, pairs: str) -> dict[str, str]:
     folder.mkdir(parents=True, exist_ok=True)
     cgroup = folder / "cgroup"
     cgroup.write_text("1:devices:/emulated-space\n")
-    env = dict(
-        os.environ,
-        SPACES_ZERO_GPU="true",
-        SPACES_ZERO_DEVICE_API_URL=scheduler.url,
-        ZEROGPU_PROC_SELF_CGROUP_PATH=str(cgroup),
-        ZEROGPU_OFFLOAD_DIR=str(folder / "tensors"),
-        EAGLE_ZEROGPU_PAIRS=pairs,
-        HF_HUB_OFFLINE="1",
-        HF_HUB_DISABLE_TELEMETRY="1",
-        GRADIO_ANALYTICS_ENABLED="False",
-        PYTHONUNBUFFERED="1",
-    )
+    env = dict(os.environ, SPACES_ZERO_GPU="true", SPACES_ZERO_DEVICE_API_URL=scheduler.url,
+               ZEROGPU_PROC_SELF_CGROUP_PATH=str(cgroup), ZEROGPU_OFFLOAD_DIR=str(folder / "tensors"),
+               EAGLE_ZEROGPU_PAIRS=pairs, HF_HUB_OFFLINE="1", HF_HUB_DISABLE_TELEMETRY="1",
+               GRADIO_ANALYTICS_ENABLED="False", PYTHONUNBUFFERED="1")
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(HERE), env.get("PYTHONPATH", "")])
     return env
 
@@ -144,13 +132,8 @@ def start_space(scheduler: Scheduler, folder: Path, pairs: str, port: int, timeo
     """The app as an emulated ZeroGPU Space on 127.0.0.1:port; returns the running process once it serves. It runs in
     a session of its own with the GPU workers the package forks from it: end it with `processes.end_session`."""
     log = open(folder / "space.log", "w")
-    proc = start_session(
-        [sys.executable, str(HERE / "zerogpu_space.py"), str(port)],
-        cwd=ROOT,
-        env=space_env(scheduler, folder, pairs),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    proc = start_session([sys.executable, str(HERE / "zerogpu_space.py"), str(port)], cwd=ROOT,
+                         env=space_env(scheduler, folder, pairs), stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -179,7 +162,7 @@ def skip_device_start() -> None:
         for pack in patching.tensor_packs:  # tensors written one after another, each padded to a page
             data, offset = Path(pack.path()).read_bytes(), 0
             for meta, size, aligned in [t for batch in pack.batches for t in batch] + pack.big_tensors:
-                raw = torch.frombuffer(bytearray(data[offset : offset + size]), dtype=torch.uint8)  # [size]
+                raw = torch.frombuffer(bytearray(data[offset:offset + size]), dtype=torch.uint8)  # [size]
                 tensor = torch.tensor([], dtype=meta.dtype).set_(raw.untyped_storage(), 0, meta.shape, meta.stride())
                 for fake in pack.fakes[meta]:
                     fake.data = tensor

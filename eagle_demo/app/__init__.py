@@ -14,18 +14,5 @@ from .registry import REGISTRY, PairKey, make_key
 from .state import in_worker
 from .stream import CHART_TURNS
 
-__all__ = [
-    "build_app",
-    "launch_options",
-    "REGISTRY",
-    "PairKey",
-    "make_key",
-    "in_worker",
-    "PRESETS",
-    "TREE_MODE",
-    "CHAIN_MODE",
-    "CHART_TURNS",
-    "QUEUE_POLL_SECONDS",
-    "PROGRESS_POLL_SECONDS",
-    "definitions_markdown",
-]
+__all__ = ["build_app", "launch_options", "REGISTRY", "PairKey", "make_key", "in_worker", "PRESETS", "TREE_MODE",
+           "CHAIN_MODE", "CHART_TURNS", "QUEUE_POLL_SECONDS", "PROGRESS_POLL_SECONDS", "definitions_markdown"]

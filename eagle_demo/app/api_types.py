@@ -83,5 +83,4 @@ def typed(fn: Callable) -> Callable:
         for name, value in list(bound.arguments.items()):
             bound.arguments[name] = coerce(name, value, hints.get(name))
         return fn(*bound.args, **bound.kwargs)
-
     return call

@@ -29,18 +29,8 @@ if TYPE_CHECKING:
     from ..autotree.choose import AutoChoice
     from ..session import Session
 
-__all__ = [
-    "AUTO",
-    "PAGE_PRESETS",
-    "AUTO_SHOWN",
-    "Tuning",
-    "tuning",
-    "start_tuning",
-    "choice_for",
-    "page_tree",
-    "calibrate_ui",
-    "auto_line",
-]
+__all__ = ["AUTO", "PAGE_PRESETS", "AUTO_SHOWN", "Tuning", "tuning", "start_tuning", "choice_for", "page_tree",
+           "calibrate_ui", "auto_line"]
 
 log = logging.getLogger(__name__)
 
@@ -158,9 +148,8 @@ def choice_for(key: PairKey, session: Session, wait: float = WAIT_SECONDS) -> tu
     return t.choice, ""
 
 
-def page_tree(
-    preset: str | None, shown: TreeConfig, key: PairKey, session: Session, auto_shown: TreeConfig | None = None
-) -> tuple[TreeConfig, AutoChoice | None, str]:
+def page_tree(preset: str | None, shown: TreeConfig, key: PairKey, session: Session,
+              auto_shown: TreeConfig | None = None) -> tuple[TreeConfig, AutoChoice | None, str]:
     """(tree, auto choice or None, note) of a page Generate. With the preset "auto" the pair's choice runs when
     the draft panel shows it, the static default it shows while the calibration runs, or what auto last put on
     the panel (`auto_shown`, perhaps another pair's choice: the panel's pair changed since); settings moved by
@@ -194,3 +183,4 @@ def calibrate_ui(key: PairKey | None):
     while not t.done.wait(0.3):
         yield t.line()
     yield t.line()
+

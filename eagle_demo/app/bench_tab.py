@@ -69,51 +69,36 @@ class BenchTab:
 def build_bench_tab() -> BenchTab:
     _, categories = suite_prompts()
     with gr.Tab("Benchmark", id="benchmark"):
-        gr.Markdown(
-            "Baseline and EAGLE on each prompt of the suite, interleaved, with the loaded pair and the "
-            "draft settings of the Playground tab; greedy unless you sweep temperatures. Speedup = ratio "
-            "of mean tokens/s; round cost = tau / speedup, a round's price in plain decoding steps."
-        )
+        gr.Markdown("Baseline and EAGLE on each prompt of the suite, interleaved, with the loaded pair and the "
+                    "draft settings of the Playground tab; greedy unless you sweep temperatures. Speedup = ratio "
+                    "of mean tokens/s; round cost = tau / speedup, a round's price in plain decoding steps.")
         with gr.Row():
             chosen = gr.CheckboxGroup(categories, value=categories[:2], label="categories", elem_id="bench-categories")
             repeats = gr.Slider(1, 5, value=1, step=1, label="repeats")
-            max_new = gr.Slider(
-                8, 512, value=128, step=8, label="max new tokens", elem_id="bench-max-new"
-            )  # as `bench` and the README
+            max_new = gr.Slider(8, 512, value=128, step=8, label="max new tokens",
+                                elem_id="bench-max-new")  # as `bench` and the README
         with gr.Row():
-            compare = gr.Textbox(
-                label="compare with other drafts for this target (optional)",
-                lines=2,
-                placeholder="repo ids or folders, one per line, e.g. assets/tiny-eagle3; "
-                "ngram: the n-gram draft (no head)",
-                elem_id="bench-compare",
-            )
-            temps = gr.Textbox(
-                label="or sweep sampling temperatures (optional)",
-                lines=2,
-                placeholder="e.g. 0, 0.7, 1.0 (0 = greedy; top-p, top-k and seed from "
-                "the Playground's sampling settings)",
-                elem_id="bench-temps",
-            )
+            compare = gr.Textbox(label="compare with other drafts for this target (optional)", lines=2,
+                                 placeholder="repo ids or folders, one per line, e.g. assets/tiny-eagle3; "
+                                             "ngram: the n-gram draft (no head)",
+                                 elem_id="bench-compare")
+            temps = gr.Textbox(label="or sweep sampling temperatures (optional)", lines=2,
+                               placeholder="e.g. 0, 0.7, 1.0 (0 = greedy; top-p, top-k and seed from "
+                                           "the Playground's sampling settings)", elem_id="bench-temps")
         with gr.Row():
             button = gr.Button("Run benchmark", variant="primary", elem_id="bench-btn")
             stop = gr.Button("Stop", variant="stop", elem_id="bench-stop-btn")
-        table = gr.Dataframe(
-            label="results by category", interactive=False, elem_id="bench-table", headers=BENCH_COLUMNS
-        )
+        table = gr.Dataframe(label="results by category", interactive=False, elem_id="bench-table",
+                             headers=BENCH_COLUMNS)
         plot = gr.Plot(empty_figure("Speedup and tau by category", "run the benchmark"), label="speedup and tau")
-        misses = gr.Dataframe(
-            label="where the draft missed most (its favourite token where the target said another)",
-            interactive=False,
-            elem_id="bench-misses",
-            headers=["draft", *MISSES_COLUMNS],
-        )
+        misses = gr.Dataframe(label="where the draft missed most (its favourite token where the target "
+                                    "said another)", interactive=False, elem_id="bench-misses",
+                              headers=["draft", *MISSES_COLUMNS])
         with gr.Row():
             csv = gr.File(label="per-prompt CSV")
             json = gr.File(label="full report JSON")
-    return BenchTab(
-        chosen, repeats, max_new, compare, temps, button, stop, BenchOutputs(table, plot, misses, csv, json)
-    )
+    return BenchTab(chosen, repeats, max_new, compare, temps, button, stop,
+                    BenchOutputs(table, plot, misses, csv, json))
 
 
 NGRAM_NAMES = ("ngram", "n-gram")  # in the compare box: the n-gram draft, beside the heads
@@ -132,10 +117,8 @@ def benchmark(form: BenchForm, request: gr.Request | None, progress) -> BenchOut
     if others and key.draft is None:
         raise ConfigError("load a pair with a draft first; the drafts to compare run next to it")
     if (others or ngram) and REGISTRY.served is not None:
-        raise ConfigError(
-            "comparing drafts is off on a ZeroGPU Space (each draft runs inside one GPU call); "
-            "compare them on a dedicated GPU or locally"
-        )
+        raise ConfigError("comparing drafts is off on a ZeroGPU Space (each draft runs inside one GPU call); "
+                          "compare them on a dedicated GPU or locally")
     session = ensure(key, progress_fn(progress))
     run = form.run()  # sweeps set the temperature
     hash_ = request.session_hash if request is not None else None
@@ -152,9 +135,8 @@ def benchmark(form: BenchForm, request: gr.Request | None, progress) -> BenchOut
         return _on_gpu(key, session, items, run, temps, form, auto, progress, stop)
     if not others and not temps and not ngram:
         report = suite.with_auto(in_worker(suite.run_bench, session, items, run, **options), auto)
-        return BenchOutputs.write(
-            bench_rows(report), bench_figure(report), bench_misses_rows([report]), report.to_csv(), report.to_json()
-        )
+        return BenchOutputs.write(bench_rows(report), bench_figure(report), bench_misses_rows([report]),
+                                  report.to_csv(), report.to_json())
     if temps:
         by, figure = "temperature", bench_sweep_figure
         reports = in_worker(suite.sweep_temperatures, session, items, run, temps, **options)
@@ -164,23 +146,18 @@ def benchmark(form: BenchForm, request: gr.Request | None, progress) -> BenchOut
         for n, draft in enumerate(others):  # each shares the loaded target; freed when this call returns
             if progress is not None:
                 progress(0.0, desc=f"loading draft {n + 1} of {len(others)}: {draft}")
-            sessions.append(
-                session.with_draft(draft, max_download_bytes=public.max_download_bytes() if public.enabled() else None)
-            )
-        autos = [auto] + (in_worker(_own_autos, sessions[1:], progress) if auto is not None else [None] * len(others))
+            sessions.append(session.with_draft(draft, max_download_bytes=public.max_download_bytes()
+                                               if public.enabled() else None))
+        autos = [auto] + (in_worker(_own_autos, sessions[1:], progress) if auto is not None
+                          else [None] * len(others))
         runs = [a.run_config(run) for a in autos] if auto is not None else None  # each head at its own auto tree
         reports = in_worker(suite.compare_drafts, sessions, items, run, runs=runs, **options)
         reports = [suite.with_auto(r, a) for r, a in zip(reports, autos)]
         if ngram:
             plain_run = dataclasses.replace(run, pause_below=0.0, pause_by_length=(), pause_first=False, retune=None)
             reports.append(in_worker(suite.run_bench, session, items, plain_run, racer="ngram", **options))
-    return BenchOutputs.write(
-        bench_compare_rows(reports, by),
-        figure(reports),
-        bench_misses_rows(reports, by),
-        suite.comparison_csv(reports, by),
-        suite.comparison_json(reports, by),
-    )
+    return BenchOutputs.write(bench_compare_rows(reports, by), figure(reports), bench_misses_rows(reports, by),
+                              suite.comparison_csv(reports, by), suite.comparison_json(reports, by))
 
 
 def _on_gpu(key, session, items, run, temps, form: BenchForm, auto, progress, stop) -> BenchOutputs:
@@ -193,17 +170,12 @@ def _on_gpu(key, session, items, run, temps, form: BenchForm, auto, progress, st
     result = run_to_end(key, session, task, progress_fn(progress), stop)
     if not temps:
         report = with_auto(result, auto)
-        return BenchOutputs.write(
-            bench_rows(report), bench_figure(report), bench_misses_rows([report]), report.to_csv(), report.to_json()
-        )
+        return BenchOutputs.write(bench_rows(report), bench_figure(report), bench_misses_rows([report]),
+                                  report.to_csv(), report.to_json())
     reports = [with_auto(r, auto) if r.settings["temperature"] == 0 else r for r in result]
-    return BenchOutputs.write(
-        bench_compare_rows(reports, "temperature"),
-        bench_sweep_figure(reports),
-        bench_misses_rows(reports, "temperature"),
-        comparison_csv(reports, "temperature"),
-        comparison_json(reports, "temperature"),
-    )
+    return BenchOutputs.write(bench_compare_rows(reports, "temperature"), bench_sweep_figure(reports),
+                              bench_misses_rows(reports, "temperature"), comparison_csv(reports, "temperature"),
+                              comparison_json(reports, "temperature"))
 
 
 def _own_autos(sessions, progress) -> list:
@@ -221,12 +193,10 @@ def _own_autos(sessions, progress) -> list:
 def _steps(progress, stop: threading.Event):
     def step(done: int, total: int, name: str) -> None:
         if stop.is_set():
-            raise BenchmarkStopped(
-                f"benchmark stopped after {done} of {total} runs; press Run benchmark to start again"
-            )
+            raise BenchmarkStopped(f"benchmark stopped after {done} of {total} runs; press Run benchmark "
+                                   "to start again")
         if progress is not None:
             progress(done / total, desc=f"{name} ({done}/{total})")
-
     return step
 
 
@@ -237,26 +207,9 @@ def bench_pair(*panel):
 
 def wire_bench_tab(tab: BenchTab, pg: Playground):
     """Wires the tab; returns the step after a benchmark that succeeded (it sets the page's pair)."""
-    inputs = [
-        *pg.panel,
-        tab.categories,
-        tab.repeats,
-        tab.max_new,
-        pg.out.chat,
-        *pg.tree_inputs,
-        tab.compare,
-        tab.temps,
-        pg.top_p,
-        pg.top_k,
-        pg.seed,
-    ]  # BenchForm's fields, in order
-    done = tab.button.click(
-        handler(BenchForm, benchmark),
-        inputs,
-        list(tab.out),
-        api_name="benchmark",
-        concurrency_limit=1,
-        concurrency_id="model",
-    )
+    inputs = [*pg.panel, tab.categories, tab.repeats, tab.max_new, pg.out.chat, *pg.tree_inputs, tab.compare, tab.temps,
+              pg.top_p, pg.top_k, pg.seed]  # BenchForm's fields, in order
+    done = tab.button.click(handler(BenchForm, benchmark), inputs, list(tab.out),
+                            api_name="benchmark", concurrency_limit=1, concurrency_id="model")
     tab.stop.click(stop_ui, None, None, queue=False, api_visibility="private")  # the Playground's Stop
     return done.success(bench_pair, pg.panel, pg.out.pair_state, api_visibility="private", queue=False)

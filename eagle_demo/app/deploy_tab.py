@@ -42,24 +42,15 @@ def build_deploy_tab() -> DeployTab:
         gr.Markdown("Serve the loaded pair with the current draft settings.")
         button = gr.Button("Refresh commands", elem_id="deploy-btn")
         message = gr.Markdown("Load a pair to see its commands.", elem_id="deploy-message")
-        code = dict(
-            language="shell",
-            interactive=False,
-            lines=2,
-            max_lines=6,
-            wrap_lines=True,
-            value="# load a pair (Playground tab) to see this command",
-        )
+        code = dict(language="shell", interactive=False, lines=2, max_lines=6, wrap_lines=True,
+                    value="# load a pair (Playground tab) to see this command")
         vllm = gr.Code(label="vLLM", elem_id="vllm-cmd", **code)
         sglang = gr.Code(label="SGLang", elem_id="sglang-cmd", **code)
         notes = gr.Markdown()
-        gr.Markdown(
-            "### N-gram draft, no head\nThe loaded target served with the n-gram draft (prompt lookup) at the "
-            'settings the page races it with (Playground, "N-gram draft settings").'
-        )
-        ngram = [
-            gr.Code(label=f"{name} n-gram", elem_id=f"{name.lower()}-ngram-cmd", **code) for name in ("vLLM", "SGLang")
-        ]
+        gr.Markdown("### N-gram draft, no head\nThe loaded target served with the n-gram draft (prompt lookup) at the "
+                    "settings the page races it with (Playground, \"N-gram draft settings\").")
+        ngram = [gr.Code(label=f"{name} n-gram", elem_id=f"{name.lower()}-ngram-cmd", **code)
+                 for name in ("vLLM", "SGLang")]
         ngram_notes = gr.Markdown(elem_id="ngram-notes")
         panel = build_vllm_panel()
     return DeployTab(button, DeployOutputs(message, vllm, sglang, notes, *ngram, ngram_notes), panel)
@@ -75,62 +66,28 @@ def ngram_section(target: str, *settings) -> tuple[str, str, str]:
     return out.vllm, out.sglang, f"Settings: {cfg.label()}.\n\n" + out.markdown()
 
 
-def deploy(
-    key: PairKey | None,
-    mode_value,
-    depth_value,
-    topk_value,
-    total_value,
-    chain_value,
-    chain_stop_value=0.0,
-    hot_value=0,
-    *ngram_settings,
-) -> DeployOutputs:
+def deploy(key: PairKey | None, mode_value, depth_value, topk_value, total_value, chain_value,
+           chain_stop_value=0.0, hot_value=0, *ngram_settings) -> DeployOutputs:
     """The tab's commands; `ngram_settings`: the Playground's n-gram settings (`ngram_settings.NgramInputs`). Paths
     are shown relative to where the commands run (`public.relative`), never as the server's absolute paths."""
     session = REGISTRY.get(key) if key is not None else None
     if session is None:
         return DeployOutputs("Load a pair to see its commands.")
-    return DeployOutputs(
-        *(
-            public.relative_text(v) if isinstance(v, str) else v
-            for v in _commands(
-                key,
-                session,
-                mode_value,
-                depth_value,
-                topk_value,
-                total_value,
-                chain_value,
-                chain_stop_value,
-                hot_value,
-                *ngram_settings,
-            )
-        )
-    )
+    return DeployOutputs(*(public.relative_text(v) if isinstance(v, str) else v for v in
+                           _commands(key, session, mode_value, depth_value, topk_value, total_value, chain_value,
+                                     chain_stop_value, hot_value, *ngram_settings)))
 
 
-def _commands(
-    key: PairKey,
-    session,
-    mode_value,
-    depth_value,
-    topk_value,
-    total_value,
-    chain_value,
-    chain_stop_value,
-    hot_value,
-    *ngram_settings,
-) -> DeployOutputs:
+def _commands(key: PairKey, session, mode_value, depth_value, topk_value, total_value, chain_value,
+              chain_stop_value, hot_value, *ngram_settings) -> DeployOutputs:
     target, draft = public.relative(key.target), public.relative(key.draft)
     try:
         ngram = ngram_section(target, *ngram_settings)
     except Exception as exc:
         ngram = ("", "", f"Cannot build the n-gram commands: {one_line(exc)}")
     if not key.draft:
-        return DeployOutputs(
-            f"**{key.label()}**: no draft head, so the n-gram draft's commands below serve it.", "", "", "", *ngram
-        )
+        return DeployOutputs(f"**{key.label()}**: no draft head, so the n-gram draft's commands below serve it.",
+                             "", "", "", *ngram)
     try:
         from ..deploy import deployment_commands
     except ImportError:
@@ -144,16 +101,10 @@ def _commands(
     from .diagnose_tab import pair_rank
 
     flags = shape_flags(tree, pair_rank(key))
-    shape = f"**shape {tree.label()}**: SGLang `{flags['sglang']}`; vLLM `{flags['vllm_json']}`" + "".join(
-        f"; {n}" for n in flags["notes"]
-    )
-    return DeployOutputs(
-        f"Commands for **{key.label()}**, draft settings: {tree.label()}.",
-        out.get("vllm", ""),
-        out.get("sglang", ""),
-        "\n\n".join(filter(None, [out.get("notes", ""), shape])),
-        *ngram,
-    )
+    shape = (f"**shape {tree.label()}**: SGLang `{flags['sglang']}`; vLLM `{flags['vllm_json']}`"
+             + "".join(f"; {n}" for n in flags["notes"]))
+    return DeployOutputs(f"Commands for **{key.label()}**, draft settings: {tree.label()}.", out.get("vllm", ""),
+                         out.get("sglang", ""), "\n\n".join(filter(None, [out.get("notes", ""), shape])), *ngram)
 
 
 def wire_deploy_tab(tab: DeployTab, pg: Playground, *after_pair) -> None:

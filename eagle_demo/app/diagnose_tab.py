@@ -52,9 +52,8 @@ def build_diagnose_tab() -> DiagnoseTab:
         message = gr.Markdown(START, elem_id="diagnose-msg")
         position = gr.Plot(empty_figure("Acceptance by position"), elem_id="plot-position", show_label=False)
         kinds = gr.HTML(elem_id="kind-table")
-        shapes = gr.Plot(
-            empty_figure("Every shape replayed on this run's text"), elem_id="plot-shapes", show_label=False
-        )
+        shapes = gr.Plot(empty_figure("Every shape replayed on this run's text"), elem_id="plot-shapes",
+                         show_label=False)
         with gr.Row():
             pick = gr.Dropdown(choices=[], label="shape", elem_id="shape-pick", interactive=True, scale=4)
             use = gr.Button("Use this shape", elem_id="use-shape-btn", scale=1)
@@ -84,14 +83,8 @@ def _analyse(result: dict, session) -> tuple:
     choices = shape_choices(d.exploration)
     best = next((v for label, v in choices if "(best)" in label), choices[0][1] if choices else None)
     message = f"**{d.exploration.tokens} tokens, {len(d.rounds)} rounds.** " + "; ".join(notes) + "."
-    return (
-        message,
-        position_figure(list(d.rounds), d.smoothed()),
-        kinds_html(d.kinds),
-        shapes_figure(d.exploration),
-        gr.update(choices=choices, value=best),
-        _flags(_decode(best) if best else None, result["key"]),
-    )
+    return (message, position_figure(list(d.rounds), d.smoothed()), kinds_html(d.kinds), shapes_figure(d.exploration),
+            gr.update(choices=choices, value=best), _flags(_decode(best) if best else None, result["key"]))
 
 
 def diagnose(key: PairKey, session, events, prompt_ids, tree: TreeConfig | None, greedy) -> RunDiagnosis:
@@ -106,7 +99,6 @@ def diagnose(key: PairKey, session, events, prompt_ids, tree: TreeConfig | None,
             if REGISTRY.served is not None:  # ZeroGPU: this process holds placeholders, the worker the weights
                 return run_to_end(key, session, ExploreTask(tuple(prompt_ids), tuple(output_ids), **options))
             return explore(session, prompt_ids, output_ids, **options)
-
     return diagnose_run(session, list(prompt_ids), events, tree, table, bool(greedy), explorer)
 
 
@@ -129,10 +121,8 @@ def _flags(tree: TreeConfig | None, key=None) -> str:
         return ""
     f = shape_flags(tree, pair_rank(key))
     notes = "".join(f"\n\n{n}" for n in f["notes"])
-    return (
-        f"**{tree.label()}** in the engines: SGLang `{f['sglang']}`; vLLM `--speculative-config` fields "
-        f"`{f['vllm_json']}`{notes}"
-    )
+    return (f"**{tree.label()}** in the engines: SGLang `{f['sglang']}`; vLLM `--speculative-config` fields "
+            f"`{f['vllm_json']}`{notes}")
 
 
 def use_shape(value: str | None, key=None) -> tuple:
@@ -145,15 +135,9 @@ def use_shape(value: str | None, key=None) -> tuple:
 
 def wire_diagnose_tab(tab: DiagnoseTab, pg: Playground, deploy_fn=None, deploy_outputs=None) -> None:
     tab.button.click(analyse, [pg.out.result_state], tab.outputs, api_visibility="private")
-    tab.pick.change(
-        lambda v, key: _flags(_decode(v), key) if v else "",
-        [tab.pick, pg.out.pair_state],
-        [tab.flags],
-        api_visibility="private",
-        queue=False,
-    )
-    used = tab.use.click(
-        use_shape, [tab.pick, pg.out.pair_state], [*pg.tree_inputs, tab.flags], api_visibility="private", queue=False
-    )
+    tab.pick.change(lambda v, key: _flags(_decode(v), key) if v else "", [tab.pick, pg.out.pair_state], [tab.flags],
+                    api_visibility="private", queue=False)
+    used = tab.use.click(use_shape, [tab.pick, pg.out.pair_state], [*pg.tree_inputs, tab.flags],
+                         api_visibility="private", queue=False)
     if deploy_fn is not None:
         used.then(deploy_fn, [pg.out.pair_state, *pg.tree_inputs], deploy_outputs, api_visibility="private")

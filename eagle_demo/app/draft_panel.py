@@ -37,9 +37,8 @@ def after_generate(key: PairKey | None, request: gr.Request = None):
     hash_ = request.session_hash if request is not None else None
     live = LAST_RUNS.get(hash_)
     if live is not None and live.auto is None and live.key == key and getattr(live, "tree", None) is not None:
-        return (gr.skip(),) * 7 + (
-            draft_line(PAGE_PRESETS.get(hash_), key, *tree_settings(live.tree), request=request),
-        )  # what ran: settings by hand say so
+        return (gr.skip(),) * 7 + (draft_line(PAGE_PRESETS.get(hash_), key, *tree_settings(live.tree),
+                                              request=request),)  # what ran: settings by hand say so
     if live is None or live.auto is None or live.key != key:
         return (gr.skip(),) * 7 + (auto_line(key),)
     shown = tree_settings(live.auto.tree)
@@ -86,11 +85,9 @@ def draft_line(preset: str | None, key: PairKey | None, *settings, request: gr.R
     except Exception:  # noqa: BLE001 - a half-typed value: Generate will name it
         return auto_line(key)
     t = tuning(key)
-    auto_trees = {
-        default_tree(session.device.type, session.family),
-        t.choice.tree if t is not None and t.choice is not None else None,
-        AUTO_SHOWN.get(request.session_hash if request is not None else None),
-    }
+    auto_trees = {default_tree(session.device.type, session.family),
+                  t.choice.tree if t is not None and t.choice is not None else None,
+                  AUTO_SHOWN.get(request.session_hash if request is not None else None)}
     if (preset in (None, AUTO)) and tree in auto_trees:
         return auto_line(key)
     return hand_line(tree, key, preset)

@@ -22,23 +22,8 @@ from .api_types import coerce
 from .pages import LOAD_STOPS
 from .registry import PairKey, make_key
 
-__all__ = [
-    "TREE_MODE",
-    "CHAIN_MODE",
-    "PairForm",
-    "LoadForm",
-    "GenerateForm",
-    "BenchForm",
-    "make_tree",
-    "make_run",
-    "make_ngram",
-    "tree_values",
-    "tree_settings",
-    "temperatures",
-    "handler",
-    "friendly",
-    "progress_fn",
-]
+__all__ = ["TREE_MODE", "CHAIN_MODE", "PairForm", "LoadForm", "GenerateForm", "BenchForm", "make_tree", "make_run",
+           "make_ngram", "tree_values", "tree_settings", "temperatures", "handler", "friendly", "progress_fn"]
 
 log = logging.getLogger(__name__)
 
@@ -51,16 +36,11 @@ def make_tree(mode: str, depth, draft_top_k, total_tokens, chain_k, chain_stop=0
     return TreeConfig(depth=int(depth), top_k=int(draft_top_k), total_tokens=int(total_tokens))
 
 
-def make_run(
-    max_new_tokens, temperature, top_p, top_k, seed, tree: TreeConfig, ignore_eos: bool = False, repetition_penalty=1.0
-) -> RunConfig:
-    sampling = SamplingConfig(
-        temperature=float(temperature),
-        top_p=float(top_p),
-        top_k=int(top_k or 0),
-        seed=int(seed or 0),
-        repetition_penalty=1.0 if repetition_penalty is None else float(repetition_penalty),
-    )
+def make_run(max_new_tokens, temperature, top_p, top_k, seed, tree: TreeConfig, ignore_eos: bool = False,
+             repetition_penalty=1.0) -> RunConfig:
+    sampling = SamplingConfig(temperature=float(temperature), top_p=float(top_p), top_k=int(top_k or 0),
+                              seed=int(seed or 0),
+                              repetition_penalty=1.0 if repetition_penalty is None else float(repetition_penalty))
     return RunConfig(max_new_tokens=int(max_new_tokens), ignore_eos=bool(ignore_eos), tree=tree, sampling=sampling)
 
 
@@ -79,10 +59,8 @@ def make_ngram(min_n=1, max_n=2, tokens=10, branches=2, transformers=False) -> N
     """The page's n-gram settings (the CLI's --ngram-min, --ngram-max, --ngram-tokens, --ngram-branches and
     --ngram-transformers, which fixes one branch, no repeat, the earliest occurrence: vLLM's and transformers' rule).
     Bad values raise a one-line ConfigError naming the field and the fix."""
-    low_n, high_n, n_tokens = (
-        _whole(f"n-gram {name}", v, 1, high)
-        for name, v, high in (("min", min_n, 16), ("max", max_n, 16), ("tokens", tokens, 32))
-    )
+    low_n, high_n, n_tokens = (_whole(f"n-gram {name}", v, 1, high) for name, v, high in
+                               (("min", min_n, 16), ("max", max_n, 16), ("tokens", tokens, 32)))
     if transformers:
         return NgramConfig.transformers(high_n, n_tokens, low_n)
     return NgramConfig(min_n=low_n, max_n=high_n, tokens=n_tokens, branches=_whole("n-gram branches", branches, 1, 8))
@@ -103,7 +81,7 @@ def tree_settings(t: TreeConfig) -> tuple[str, int, int, int, int, float, int]:
 
 
 def temperatures(text: str | None) -> list[float]:
-    """ "0, 0.7 1.0" -> [0.0, 0.7, 1.0]; each checked against the sampling range."""
+    """"0, 0.7 1.0" -> [0.0, 0.7, 1.0]; each checked against the sampling range."""
     parts = (text or "").replace(",", " ").split()
     try:
         temps = [float(p) for p in parts]
@@ -115,7 +93,6 @@ def temperatures(text: str | None) -> list[float]:
 
 
 # ---- the forms: field names are the API's parameter names ----------------------------------------------------
-
 
 @dataclasses.dataclass(frozen=True)
 class PairForm:
@@ -129,14 +106,8 @@ class PairForm:
     draft_revision_text: str
 
     def key(self) -> PairKey:
-        return make_key(
-            self.target_text,
-            self.draft_text,
-            self.revision_text,
-            self.dtype_name,
-            self.device_name,
-            self.draft_revision_text,
-        )
+        return make_key(self.target_text, self.draft_text, self.revision_text, self.dtype_name, self.device_name,
+                        self.draft_revision_text)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,15 +130,8 @@ class _Tree:
     hot_value: int
 
     def tree(self) -> TreeConfig:
-        return make_tree(
-            self.mode_value,
-            self.depth_value,
-            self.topk_value,
-            self.total_value,
-            self.chain_value,
-            self.chain_stop_value,
-            self.hot_value,
-        )
+        return make_tree(self.mode_value, self.depth_value, self.topk_value, self.total_value, self.chain_value,
+                         self.chain_stop_value, self.hot_value)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -199,24 +163,12 @@ class GenerateForm(PairForm, _Tree):
 
     def run(self) -> RunConfig:
         """The run; its n-gram settings are read (and checked) only when the n-gram draft races."""
-        run = make_run(
-            self.max_new_tokens,
-            self.temp,
-            self.top_p_value,
-            self.top_k_value,
-            self.seed_value,
-            self.tree(),
-            self.ignore_eos_on,
-            self.repetition_value,
-        )
+        run = make_run(self.max_new_tokens, self.temp, self.top_p_value, self.top_k_value, self.seed_value,
+                       self.tree(), self.ignore_eos_on, self.repetition_value)
         if not self.race_ngram_on:
             return run
-        return dataclasses.replace(
-            run,
-            ngram=make_ngram(
-                self.ngram_min, self.ngram_max, self.ngram_tokens, self.ngram_branches, self.ngram_transformers
-            ),
-        )
+        return dataclasses.replace(run, ngram=make_ngram(self.ngram_min, self.ngram_max, self.ngram_tokens,
+                                                         self.ngram_branches, self.ngram_transformers))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -245,7 +197,6 @@ class BenchForm(PairForm, _Tree):
 
 # ---- event functions ----------------------------------------------------------------------------------------------
 
-
 @contextlib.contextmanager
 def _one_line_errors():
     try:
@@ -260,29 +211,24 @@ def _one_line_errors():
 def friendly(fn: Callable) -> Callable:
     """Turn any exception into a one-line gr.Error (no traceback on the page); the app keeps serving."""
     if inspect.isgeneratorfunction(fn):
-
         @functools.wraps(fn)
         def gen(*args, **kwargs):
             with _one_line_errors():
                 yield from fn(*args, **kwargs)
-
         return gen
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
         with _one_line_errors():
             return fn(*args, **kwargs)
-
     return call
 
 
 def progress_fn(progress) -> Callable[[str, float], None]:
     """(stage, fraction) -> the page's progress bar (nothing without one)."""
-
     def say(stage: str, fraction: float) -> None:
         if progress is not None:
             progress(min(max(float(fraction), 0.0), 1.0), desc=stage)
-
     return say
 
 
@@ -296,7 +242,6 @@ def stoppable(say: Callable[[str, float], None], request: gr.Request | None) -> 
         if stop.is_set():
             raise CheckpointError("the load was stopped (Stop); press Load to start it again")
         say(stage, fraction)
-
     return check
 
 
@@ -306,39 +251,27 @@ def handler(form: type, fn: Callable[..., Any]) -> Callable:
     which Gradio fills in. Errors become one-line gr.Errors."""
     fields = dataclasses.fields(form)
     hints = typing.get_type_hints(form)
-    params = [
-        inspect.Parameter(
-            f.name,
-            inspect.Parameter.POSITIONAL_OR_KEYWORD,
-            default=inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default,
-        )
-        for f in fields
-    ]
-    params += [
-        inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation=gr.Request),
-        inspect.Parameter("progress", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=gr.Progress()),
-    ]
+    params = [inspect.Parameter(f.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                default=inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default)
+              for f in fields]
+    params += [inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
+                                 annotation=gr.Request),
+               inspect.Parameter("progress", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=gr.Progress())]
     signature = inspect.Signature(params)
 
     def call(args: tuple, kwargs: dict) -> tuple:
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
         values = bound.arguments
-        return (
-            form(*(coerce(f.name, values[f.name], hints.get(f.name)) for f in fields)),
-            values["request"],
-            values["progress"],
-        )
+        return form(*(coerce(f.name, values[f.name], hints.get(f.name)) for f in fields)), values["request"], \
+            values["progress"]
 
     if inspect.isgeneratorfunction(fn):
-
         def event(*args, **kwargs):
             yield from fn(*call(args, kwargs))
     else:
-
         def event(*args, **kwargs):
             return fn(*call(args, kwargs))
-
     event.__name__, event.__qualname__, event.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
     event.__signature__ = signature
     event.__annotations__ = {"request": gr.Request}

@@ -30,20 +30,8 @@ from .pages import BenchmarkStopped
 from .registry import REGISTRY, PairKey
 from .zerogpu import gpu, run_seconds
 
-__all__ = [
-    "StreamTask",
-    "CalibrateTask",
-    "ProbeTask",
-    "BenchTask",
-    "ExploreTask",
-    "gpu_task",
-    "calls",
-    "run_to_end",
-    "GpuTaskError",
-    "serve",
-    "stream_phases",
-    "probe_on_gpu",
-]
+__all__ = ["StreamTask", "CalibrateTask", "ProbeTask", "BenchTask", "ExploreTask", "gpu_task", "calls", "run_to_end",
+           "GpuTaskError", "serve", "stream_phases", "probe_on_gpu"]
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +89,6 @@ class ProbeTask:
             report = session.probe(say)
             _ADOPTED[key] = _used(report)
             return report
-
         return _relay(probe)
 
 
@@ -128,12 +115,10 @@ class BenchTask:
                 if stop.is_set():  # the page's Stop closed the call
                     raise BenchmarkStopped(f"benchmark stopped after {done} of {total} runs")
                 say(f"{name} ({done}/{total})", done / max(total, 1))
-
             options = dict(repeats=self.repeats, chat=self.chat, progress=step)
             if self.temperatures:
                 return sweep_temperatures(session, list(self.items), self.run, list(self.temperatures), **options)
             return run_bench(session, list(self.items), self.run, **options)
-
         return _relay(bench)
 
 
@@ -155,9 +140,8 @@ class ExploreTask:
     def work(self, key: PairKey, session) -> Iterator[tuple]:
         from ..autotree.explore import explore
 
-        options = dict(
-            ran=self.ran, costs=self.costs, scale=self.scale, measured_tau=self.measured_tau, greedy=self.greedy
-        )
+        options = dict(ran=self.ran, costs=self.costs, scale=self.scale, measured_tau=self.measured_tau,
+                       greedy=self.greedy)
         return _relay(lambda say, stop: explore(session, list(self.prompt_ids), list(self.output_ids), **options))
 
 
@@ -232,7 +216,6 @@ def _relay(work: Callable[[Say, threading.Event], Any]) -> Iterator[tuple]:
 
 # ---- the main process's side ------------------------------------------------------------------------------------
 
-
 def calls(key: PairKey, session, task) -> Iterator[tuple]:
     """`gpu_task`'s items for the loaded `session` of `key`; an ("error", line) is raised as GpuTaskError."""
     report = session.report if session.report.probe is not None else None
@@ -245,9 +228,8 @@ def calls(key: PairKey, session, task) -> Iterator[tuple]:
     except gr.Error as exc:  # the package's own (quota, queue); a worker that failed to start says only a class name
         if not str(exc.message).isidentifier():
             raise
-        raise GpuTaskError(
-            f"the GPU worker failed ({exc.message}; the Space's log has the traceback); press the button again"
-        ) from None
+        raise GpuTaskError(f"the GPU worker failed ({exc.message}; the Space's log has the traceback); press the "
+                           "button again") from None
 
 
 def run_to_end(key: PairKey, session, task, say: Say | None = None, stop: threading.Event | None = None):
@@ -264,15 +246,8 @@ def run_to_end(key: PairKey, session, task, say: Say | None = None, stop: thread
     raise GpuTaskError("the GPU task ended without a result; press the button again")
 
 
-def stream_phases(
-    key: PairKey,
-    prompt_ids: list[int],
-    run: RunConfig,
-    race: bool,
-    stop: threading.Event,
-    between: Callable[[], None] | None = None,
-    ngram: bool = False,
-) -> Iterator[tuple[str, Any]]:
+def stream_phases(key: PairKey, prompt_ids: list[int], run: RunConfig, race: bool, stop: threading.Event,
+                  between: Callable[[], None] | None = None, ngram: bool = False) -> Iterator[tuple[str, Any]]:
     """`state.stream_pair` in ZeroGPU mode: EAGLE, then (racing) the n-gram draft (ngram) and the baseline, one GPU
     call each, so `between` (the page drawing EAGLE's final state) runs here after EAGLE's call, untimed; nothing
     but data crosses to the worker. Each engine times its own steps in the worker, so every racer pays the same

@@ -29,35 +29,15 @@ def build_ngram_settings() -> NgramInputs:
     d = NgramConfig()
     with gr.Accordion("N-gram draft settings", open=False, elem_id="ngram-settings"):
         with gr.Row():
-            min_n = gr.Number(
-                d.min_n, precision=0, label="n-gram min", elem_id="ngram-min", info="shortest suffix matched (1-16)"
-            )
-            max_n = gr.Number(
-                d.max_n,
-                precision=0,
-                label="n-gram max",
-                elem_id="ngram-max",
-                info="longest suffix matched, tried first",
-            )
-            tokens = gr.Number(
-                d.tokens,
-                precision=0,
-                label="tokens",
-                elem_id="ngram-tokens",
-                info="most tokens a branch proposes per round (1-32)",
-            )
-            branches = gr.Number(
-                d.branches,
-                precision=0,
-                label="branches",
-                elem_id="ngram-branches",
-                info="continuations verified as one tree (1-8)",
-            )
-        transformers = gr.Checkbox(
-            False,
-            label="transformers' rule",
-            elem_id="ngram-transformers",
-            info="one chain, the earliest occurrence, no repeat: transformers' prompt lookup "
-            "and vLLM's ngram (branches is then 1)",
-        )
+            min_n = gr.Number(d.min_n, precision=0, label="n-gram min", elem_id="ngram-min",
+                              info="shortest suffix matched (1-16)")
+            max_n = gr.Number(d.max_n, precision=0, label="n-gram max", elem_id="ngram-max",
+                              info="longest suffix matched, tried first")
+            tokens = gr.Number(d.tokens, precision=0, label="tokens", elem_id="ngram-tokens",
+                               info="most tokens a branch proposes per round (1-32)")
+            branches = gr.Number(d.branches, precision=0, label="branches",
+                                 elem_id="ngram-branches", info="continuations verified as one tree (1-8)")
+        transformers = gr.Checkbox(False, label="transformers' rule", elem_id="ngram-transformers",
+                                   info="one chain, the earliest occurrence, no repeat: transformers' prompt lookup "
+                                        "and vLLM's ngram (branches is then 1)")
     return NgramInputs(min_n, max_n, tokens, branches, transformers)

@@ -40,12 +40,9 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
     target, draft, _ = default_pair(default_target, default_draft)
     REGISTRY.fallback = make_key(target, draft, owner=True)  # what /generate loads when no pair is loaded
     with gr.Blocks(title="EAGLE Playground", analytics_enabled=False) as demo:
-        gr.Markdown(
-            "# EAGLE Playground\nLossless EAGLE speculative decoding over a stock transformers target: "
-            "watch which tokens the draft guessed, which the target corrected, and how much faster it is "
-            "than plain decoding of the same model.",
-            elem_id="eagle-header",
-        )
+        gr.Markdown("# EAGLE Playground\nLossless EAGLE speculative decoding over a stock transformers target: "
+                    "watch which tokens the draft guessed, which the target corrected, and how much faster it is "
+                    "than plain decoding of the same model.", elem_id="eagle-header")
         device_type = resolve_device("auto").type
         playground = build_playground(default_target, default_draft, device_type)
         bench, diagnose, deploy = build_bench_tab(), build_diagnose_tab(), build_deploy_tab()
@@ -74,7 +71,5 @@ def calm_queue(demo: gr.Blocks) -> None:
 
 def launch_options() -> dict[str, Any]:
     """Keyword arguments for `demo.launch` (Gradio 6 takes css and theme there)."""
-    return {
-        "css_paths": [str(STYLE)] if STYLE.exists() else None,
-        "theme": gr.themes.Soft(primary_hue="emerald", secondary_hue="amber"),
-    }
+    return {"css_paths": [str(STYLE)] if STYLE.exists() else None,
+            "theme": gr.themes.Soft(primary_hue="emerald", secondary_hue="amber")}

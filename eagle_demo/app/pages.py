@@ -7,22 +7,9 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-__all__ = [
-    "PerPage",
-    "LAST_RUNS",
-    "CLIENT_PAIRS",
-    "PENDING",
-    "BENCH_STOPS",
-    "LOAD_STOPS",
-    "STOPPED_CLICKS",
-    "GenerateRequest",
-    "note_stop",
-    "stopped_before_start",
-    "BenchmarkStopped",
-    "RUNS",
-    "RUNS_LOCK",
-    "stop_abandoned",
-]
+__all__ = ["PerPage", "LAST_RUNS", "CLIENT_PAIRS", "PENDING", "BENCH_STOPS", "LOAD_STOPS", "STOPPED_CLICKS",
+           "GenerateRequest",
+           "note_stop", "stopped_before_start", "BenchmarkStopped", "RUNS", "RUNS_LOCK", "stop_abandoned"]
 
 
 class PerPage:

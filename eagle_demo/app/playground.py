@@ -18,39 +18,20 @@ from .forms import CHAIN_MODE, TREE_MODE, tree_values
 from .ngram_settings import NgramInputs, build_ngram_settings
 from .page_limits import SLIDER_MAX
 from .page_scripts import FOLLOW_OUTPUT_JS
+from .presets import CUSTOM, PRESETS
 from .registry import REGISTRY, local_or_repo
 from .state import suite_prompts
 from .stream import GenerateOutputs
 from .zerogpu import offered
 
-__all__ = [
-    "Playground",
-    "build_playground",
-    "default_pair",
-    "offered_presets",
-    "PRESETS",
-    "CUSTOM",
-    "definitions_markdown",
-]
+__all__ = ["Playground", "build_playground", "default_pair", "offered_presets", "PRESETS", "CUSTOM",
+           "definitions_markdown"]
 
-PRESETS: dict[str, tuple[str, str]] = {
-    "tiny (shipped) + EAGLE-1 head": ("assets/tiny-target", "assets/tiny-eagle1"),
-    "tiny (shipped) + EAGLE-3 head": ("assets/tiny-target", "assets/tiny-eagle3"),
-    "Llama-3.1-8B-Instruct + EAGLE-3": ("meta-llama/Llama-3.1-8B-Instruct", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"),
-    "Llama-3-8B-Instruct + EAGLE": ("meta-llama/Meta-Llama-3-8B-Instruct", "yuhuili/EAGLE-LLaMA3-Instruct-8B"),
-    "Vicuna-7B-v1.3 + EAGLE": ("lmsys/vicuna-7b-v1.3", "yuhuili/EAGLE-Vicuna-7B-v1.3"),
-    "Qwen2-7B-Instruct + EAGLE": ("Qwen/Qwen2-7B-Instruct", "yuhuili/EAGLE-Qwen2-7B-Instruct"),
-    "Qwen3-8B + EAGLE-3 (AngelSlim)": ("Qwen/Qwen3-8B", "AngelSlim/Qwen3-8B_eagle3"),
-    "Vicuna-13B-v1.3 + EAGLE-3": ("lmsys/vicuna-13b-v1.3", "yuhuili/EAGLE3-Vicuna1.3-13B"),
-}
-CUSTOM = "custom"
 
 
 def offered_presets() -> dict[str, tuple[str, str]]:
     """The preset box's pairs: PRESETS, or on a ZeroGPU Space the pairs it serves (`zerogpu.offered`)."""
     return offered(PRESETS, REGISTRY.served, lambda t, d: (local_or_repo(t), local_or_repo(d)))
-
-
 DTYPES = ["auto", "float32", "bfloat16", "float16"]
 DEVICES = ["auto", "cpu", "cuda"]
 NUMBERS_NOTE = """
@@ -88,15 +69,13 @@ Every committed token is the target's own choice at its position, which is why g
 decoding token for token and sampled output keeps the target's distribution.
 """
 
-LEGEND = (
-    '<div class="eagle-legend"><span class="legend-item"><span class="legend-swatch d1"></span>'
-    '<span class="legend-swatch d2"></span><span class="legend-swatch d4"></span>'
-    '<span class="legend-swatch d6"></span><span class="legend-swatch d8"></span> accepted draft token '
-    '(darker = deeper in the tree)</span><span class="legend-item"><span class="legend-swatch target">'
-    "</span> the target's own token (bonus or correction; also the first token after the prompt)</span>"
-    '<span class="legend-item"><span class="legend-swatch rejected">x</span> rejected draft token</span>'
-    '<span class="legend-item">hover a token for its round, depth and probabilities</span></div>'
-)
+LEGEND = ('<div class="eagle-legend"><span class="legend-item"><span class="legend-swatch d1"></span>'
+          '<span class="legend-swatch d2"></span><span class="legend-swatch d4"></span>'
+          '<span class="legend-swatch d6"></span><span class="legend-swatch d8"></span> accepted draft token '
+          '(darker = deeper in the tree)</span><span class="legend-item"><span class="legend-swatch target">'
+          '</span> the target\'s own token (bonus or correction; also the first token after the prompt)</span>'
+          '<span class="legend-item"><span class="legend-swatch rejected">x</span> rejected draft token</span>'
+          '<span class="legend-item">hover a token for its round, depth and probabilities</span></div>')
 
 
 def definitions_markdown() -> str:
@@ -153,35 +132,14 @@ class Playground:
     @property
     def tree_inputs(self) -> list:
         """The draft settings, in `forms._Tree`'s order."""
-        return [
-            self.mode,
-            self.depth,
-            self.draft_top_k,
-            self.total_tokens,
-            self.chain_k,
-            self.chain_stop,
-            self.hot_vocab,
-        ]
+        return [self.mode, self.depth, self.draft_top_k, self.total_tokens, self.chain_k, self.chain_stop,
+                self.hot_vocab]
 
     def generate_inputs(self) -> list:
         """`GenerateForm`'s fields, in order."""
-        return [
-            *self.panel,
-            self.prompt,
-            self.out.chat,
-            self.max_new,
-            self.temperature,
-            self.top_p,
-            self.top_k,
-            self.seed,
-            *self.tree_inputs,
-            self.race,
-            self.show_rejected,
-            self.ignore_eos,
-            self.repetition,
-            self.race_ngram,
-            *self.ngram,
-        ]
+        return [*self.panel, self.prompt, self.out.chat, self.max_new, self.temperature, self.top_p, self.top_k,
+                self.seed, *self.tree_inputs, self.race, self.show_rejected, self.ignore_eos, self.repetition,
+                self.race_ngram, *self.ngram]
 
 
 def default_pair(target: str | None, draft: str | None) -> tuple[str, str | None, str]:
@@ -198,11 +156,8 @@ def default_pair(target: str | None, draft: str | None) -> tuple[str, str | None
 def build_playground(default_target: str | None, default_draft: str | None, device_type: str) -> Playground:
     """The tab's layout (inside a gr.Blocks). Loads no model."""
     target, draft, preset = default_pair(default_target, default_draft)
-    parts: dict[str, Any] = {
-        "pair_state": gr.State(None),
-        "result_state": gr.State(None),
-        "probe_loaded": gr.State(None),
-    }
+    parts: dict[str, Any] = {"pair_state": gr.State(None), "result_state": gr.State(None),
+                             "probe_loaded": gr.State(None)}
     with gr.Tab("Playground", id="playground"):
         parts.update(_model_panel(target, draft, preset))
         with gr.Row():
@@ -222,9 +177,8 @@ def _model_panel(default_target: str, default_draft: str | None, default_name: s
         with gr.Row():
             preset = gr.Dropdown([*offered_presets(), CUSTOM], value=default_name, label="preset", scale=2)
             target = gr.Textbox(default_target, label="target (repo id or folder)", scale=3, elem_id="target-box")
-            draft = gr.Textbox(
-                default_draft or "", label="EAGLE draft (repo id or folder)", scale=3, elem_id="draft-box"
-            )
+            draft = gr.Textbox(default_draft or "", label="EAGLE draft (repo id or folder)", scale=3,
+                               elem_id="draft-box")
         with gr.Row():
             revision = gr.Textbox("", label="target revision", placeholder="main", scale=1)
             draft_revision = gr.Textbox("", label="draft revision", placeholder="main", scale=1)
@@ -232,33 +186,16 @@ def _model_panel(default_target: str, default_draft: str | None, default_name: s
             device = gr.Dropdown(DEVICES, value="auto", label="device", scale=1)
             load_btn = gr.Button("Load", variant="secondary", scale=1, elem_id="load-btn")
             probe_btn = gr.Button("Probe", variant="secondary", scale=1, elem_id="probe-btn")
-            probe_box = gr.Checkbox(
-                False,
-                label="probe after load",
-                scale=1,
-                elem_id="probe-box",
-                info="measure tau with the draft's declared conventions and the alternatives "
-                "its checkpoint leaves open (3 prompts x 32 tokens each); keep the best",
-            )
-        report_md = gr.Markdown(
-            "No pair loaded yet: it loads on **Load** or on the first **Generate**.", elem_id="report"
-        )
+            probe_box = gr.Checkbox(False, label="probe after load", scale=1, elem_id="probe-box",
+                                    info="measure tau with the draft's declared conventions and the alternatives "
+                                         "its checkpoint leaves open (3 prompts x 32 tokens each); keep the best")
+        report_md = gr.Markdown("No pair loaded yet: it loads on **Load** or on the first **Generate**.",
+                                elem_id="report")
         with gr.Accordion("Adaptation report (JSON)", open=False):
             report_json = gr.JSON(label="report")
-    return dict(
-        preset=preset,
-        target=target,
-        draft=draft,
-        revision=revision,
-        draft_revision=draft_revision,
-        dtype=dtype,
-        device=device,
-        load_btn=load_btn,
-        probe_btn=probe_btn,
-        probe_box=probe_box,
-        report_md=report_md,
-        report_json=report_json,
-    )
+    return dict(preset=preset, target=target, draft=draft, revision=revision, draft_revision=draft_revision,
+                dtype=dtype, device=device, load_btn=load_btn, probe_btn=probe_btn, probe_box=probe_box,
+                report_md=report_md, report_json=report_json)
 
 
 def _prompt_column() -> dict[str, Any]:
@@ -268,12 +205,8 @@ def _prompt_column() -> dict[str, Any]:
         gr.Examples([[p] for p in code_prompts], inputs=[prompt], label="code prompts")
     with gr.Row(elem_id="run-options"):  # wraps two a line on a phone (style.css)
         race = gr.Checkbox(True, label="race the baseline", elem_id="race-box")
-        race_ngram = gr.Checkbox(
-            False,
-            label="race the n-gram draft too",
-            elem_id="race-ngram-box",
-            info="prompt lookup: no head, lossless (its settings below)",
-        )
+        race_ngram = gr.Checkbox(False, label="race the n-gram draft too", elem_id="race-ngram-box",
+                                 info="prompt lookup: no head, lossless (its settings below)")
         show_rejected = gr.Checkbox(True, label="show rejected drafts", elem_id="rejected-box")
         chat = gr.Checkbox(False, label="chat template", elem_id="chat-box")
         ignore_eos = gr.Checkbox(False, label="ignore EOS", elem_id="ignore-eos-box")
@@ -283,19 +216,9 @@ def _prompt_column() -> dict[str, Any]:
         generate_btn = gr.Button("Generate", variant="primary", elem_id="generate-btn")
         stop_btn = gr.Button("Stop", variant="stop", elem_id="stop-btn")
     clicks = gr.Number(0, visible=False, elem_id="generate-clicks")  # carries the page's click count (stream.py)
-    return dict(
-        clicks=clicks,
-        prompt=prompt,
-        race=race,
-        race_ngram=race_ngram,
-        ngram=ngram,
-        chat=chat,
-        show_rejected=show_rejected,
-        ignore_eos=ignore_eos,
-        max_new=max_new,
-        generate_btn=generate_btn,
-        stop_btn=stop_btn,
-    )
+    return dict(clicks=clicks, prompt=prompt, race=race, race_ngram=race_ngram, ngram=ngram, chat=chat,
+                show_rejected=show_rejected, ignore_eos=ignore_eos, max_new=max_new, generate_btn=generate_btn,
+                stop_btn=stop_btn)
 
 
 def _settings_column(tree_default: str) -> dict[str, Any]:
@@ -303,7 +226,8 @@ def _settings_column(tree_default: str) -> dict[str, Any]:
     with gr.Accordion("Draft", open=True):
         # "auto" from the start: a Generate without Load loads the pair and runs its auto choice (`page_tree`);
         # until then the panel shows the device's static default, as after Load while the calibration runs
-        tree_preset = gr.Dropdown([AUTO, *TREE_PRESETS], value=AUTO, label="tree preset", elem_id="tree-preset")
+        tree_preset = gr.Dropdown([AUTO, *TREE_PRESETS], value=AUTO, label="tree preset",
+                                  elem_id="tree-preset")
         auto_md = gr.Markdown(IDLE_LINE, elem_id="auto-tree")
         mode = gr.Radio([TREE_MODE, CHAIN_MODE], value=mode0, label="draft mode")
         with gr.Row():
@@ -312,62 +236,30 @@ def _settings_column(tree_default: str) -> dict[str, Any]:
         with gr.Row():
             total_tokens = gr.Slider(2, 128, value=total0, step=1, label="total tokens")
             chain_k = gr.Slider(1, 16, value=chain0, step=1, label="chain k", elem_id="chain-k")
-        chain_stop = gr.Slider(
-            0.0,
-            0.2,
-            value=stop0,
-            step=0.001,
-            label="chain stop",
-            info="chain mode: a round's chain stops after the first draft token whose path "
-            "probability is under this (0 = always chain k tokens)",
-        )
-        hot_vocab = gr.Number(
-            hot0,
-            precision=0,
-            minimum=0,
-            label="hot vocabulary",
-            elem_id="hot-vocab",
-            info="chain mode, EAGLE-1/2 heads: the draft proposes only among the first N token "
-            "ids and the run's own context ids (0 = all ids)",
-        )
+        chain_stop = gr.Slider(0.0, 0.2, value=stop0, step=0.001, label="chain stop",
+                               info="chain mode: a round's chain stops after the first draft token whose path "
+                                    "probability is under this (0 = always chain k tokens)")
+        hot_vocab = gr.Number(hot0, precision=0, minimum=0, label="hot vocabulary", elem_id="hot-vocab",
+                              info="chain mode, EAGLE-1/2 heads: the draft proposes only among the first N token "
+                                   "ids and the run's own context ids (0 = all ids)")
     with gr.Accordion("Sampling", open=False):
         temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="temperature (0 = greedy)")
         top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p")
         with gr.Row():
             top_k = gr.Number(0, precision=0, minimum=0, label="top-k (0 = off)")
             seed = gr.Number(0, precision=0, minimum=0, label="seed")
-        repetition = gr.Slider(
-            0.5,
-            2.0,
-            value=1.0,
-            step=0.05,
-            label="repetition penalty (1 = off)",
-            elem_id="repetition-penalty",
-            info="transformers' rule over the prompt and the text so far, greedy runs too; each "
-            "draft node is penalized over its own path, so the output stays lossless",
-        )
-    return dict(
-        tree_preset=tree_preset,
-        auto_line=auto_md,
-        mode=mode,
-        depth=depth,
-        draft_top_k=draft_top_k,
-        total_tokens=total_tokens,
-        chain_k=chain_k,
-        chain_stop=chain_stop,
-        hot_vocab=hot_vocab,
-        temperature=temperature,
-        top_p=top_p,
-        top_k=top_k,
-        seed=seed,
-        repetition=repetition,
-    )
+        repetition = gr.Slider(0.5, 2.0, value=1.0, step=0.05, label="repetition penalty (1 = off)",
+                               elem_id="repetition-penalty",
+                               info="transformers' rule over the prompt and the text so far, greedy runs too; each "
+                                    "draft node is penalized over its own path, so the output stays lossless")
+    return dict(tree_preset=tree_preset, auto_line=auto_md, mode=mode, depth=depth, draft_top_k=draft_top_k,
+                total_tokens=total_tokens, chain_k=chain_k, chain_stop=chain_stop, hot_vocab=hot_vocab,
+                temperature=temperature, top_p=top_p, top_k=top_k, seed=seed, repetition=repetition)
 
 
 def _run_views() -> dict[str, Any]:
-    empty_tokens = token_html(
-        RunView(), lambda ids: "", placeholder="The output appears here, one colored span per token."
-    )
+    empty_tokens = token_html(RunView(), lambda ids: "", placeholder="The output appears here, one colored span "
+                              "per token.")
     stats = gr.HTML(stats_html(None, None, True, "idle"), elem_id="eagle-stats", js_on_load=None)
     gr.HTML(LEGEND, js_on_load=None)
     tokens = gr.HTML(empty_tokens, elem_id="eagle-output", js_on_load=FOLLOW_OUTPUT_JS, padding=True)
@@ -380,33 +272,19 @@ def _run_views() -> dict[str, Any]:
     with gr.Row():
         with gr.Column(scale=1, min_width=200):
             round_slider = gr.Slider(0, 1, value=0, step=1, label="round to inspect", elem_id="round-slider")
-            gr.Markdown(
-                "Green: the accepted path. Amber star: the target's own token. Red x: drafts the target "
-                "checked and rejected. Grey: drafts under a rejected node (never reached). Labels: token and "
-                "draft probability.\n\nRight: the attention mask of the round's single target forward. Each "
-                "drafted token (row) sees the prompt, itself and its ancestors (columns), so every path of the "
-                "tree is checked at once; +d is its position after the prefix."
-            )
+            gr.Markdown("Green: the accepted path. Amber star: the target's own token. Red x: drafts the target "
+                        "checked and rejected. Grey: drafts under a rejected node (never reached). Labels: token and "
+                        "draft probability.\n\nRight: the attention mask of the round's single target forward. Each "
+                        "drafted token (row) sees the prompt, itself and its ancestors (columns), so every path of the "
+                        "tree is checked at once; +d is its position after the prefix.")
         with gr.Column(scale=4):
-            fig_tree = gr.Plot(
-                empty_figure("Draft tree", "run a generation, then pick a round"),
-                label="draft tree",
-                elem_id="plot-tree",
-            )
+            fig_tree = gr.Plot(empty_figure("Draft tree", "run a generation, then pick a round"), label="draft tree",
+                               elem_id="plot-tree")
     with gr.Accordion("Plain text and raw stats", open=False):
         text_out = gr.Textbox(label="text", lines=6, buttons=["copy"], elem_id="text-out")
         stats_json = gr.JSON(label="stats")
     with gr.Accordion("How a round works, and what the numbers mean", open=False, elem_id="about-numbers"):
         gr.Markdown(definitions_markdown())
-    return dict(
-        stats=stats,
-        tokens=tokens,
-        fig_time=fig_time,
-        fig_accept=fig_accept,
-        fig_depth=fig_depth,
-        fig_split=fig_split,
-        round_slider=round_slider,
-        fig_tree=fig_tree,
-        text_out=text_out,
-        stats_json=stats_json,
-    )
+    return dict(stats=stats, tokens=tokens, fig_time=fig_time, fig_accept=fig_accept, fig_depth=fig_depth,
+                fig_split=fig_split, round_slider=round_slider, fig_tree=fig_tree, text_out=text_out,
+                stats_json=stats_json)

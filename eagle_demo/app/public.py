@@ -28,29 +28,11 @@ from ..checkpoints.hub import cut, repo_from_url
 from ..common.config import ConfigError
 from ..common.paths import ASSETS, ROOT
 
-__all__ = [
-    "Refused",
-    "message",
-    "PUBLIC_SETTING",
-    "REPOS_SETTING",
-    "CAP_SETTING",
-    "PAIRS_SETTING",
-    "HOLD_SETTING",
-    "enabled",
-    "allowed_patterns",
-    "admit",
-    "refusal",
-    "cut",
-    "scrub",
-    "max_download_bytes",
-    "slots",
-    "hold_seconds",
-    "to_free",
-    "shown_path",
-    "shown_report",
-    "relative",
-    "relative_text",
-]
+__all__ = ["Refused", "message", "PUBLIC_SETTING", "REPOS_SETTING", "CAP_SETTING", "PAIRS_SETTING", "HOLD_SETTING",
+           "enabled",
+           "allowed_patterns", "admit", "refusal", "cut", "scrub", "max_download_bytes", "slots", "hold_seconds",
+           "to_free", "shown_path", "shown_report", "relative",
+           "relative_text"]
 
 PUBLIC_SETTING = "EAGLE_PUBLIC"
 REPOS_SETTING = "EAGLE_PUBLIC_REPOS"
@@ -137,33 +119,24 @@ def admit(text: str | None, kind: str, presets: dict[str, tuple[str, str]] | Non
 
 
 def _repo_like(text: str) -> bool:
-    return (
-        len(text) <= 96
-        and re.fullmatch(r"(?:pypi:)?[A-Za-z0-9][\w.=-]*(?:/[A-Za-z0-9][\w.-]*)?", text) is not None
-        and ".." not in text
-    )
+    return (len(text) <= 96 and re.fullmatch(r"(?:pypi:)?[A-Za-z0-9][\w.=-]*(?:/[A-Za-z0-9][\w.-]*)?", text)
+            is not None and ".." not in text)
 
 
 def refusal(text: str, kind: str) -> str:
     """The one line a refused target or draft gets: it says nothing of what is on the server."""
     owner = allowed_patterns()
     listed = ", ".join(cut(p, 40) for p in owner[:6]) + (", ..." if len(owner) > 6 else "")
-    return (
-        f"{kind} '{cut(text)}' is not offered on this public Space; pick a preset, a shipped assets/ folder or "
-        f"{'a Hub repo its owner allows (' + listed + ')' if owner else 'the presets Hub repos'}"
-    )
+    return (f"{kind} '{cut(text)}' is not offered on this public Space; pick a preset, a shipped assets/ folder or "
+            f"{'a Hub repo its owner allows (' + listed + ')' if owner else 'the presets Hub repos'}")
 
 
 def _prefixes() -> list[tuple[str, str]]:
     """(server path, what a message shows instead), longest first."""
     from huggingface_hub import constants
 
-    pairs = [
-        (str(Path(constants.HF_HUB_CACHE)), "<hub cache>"),
-        (str(ROOT), "."),
-        (os.getcwd(), "."),
-        (str(Path.home()), "~"),
-    ]
+    pairs = [(str(Path(constants.HF_HUB_CACHE)), "<hub cache>"), (str(ROOT), "."), (os.getcwd(), "."),
+             (str(Path.home()), "~")]
     return sorted({(p.rstrip("/"), s) for p, s in pairs if len(p.rstrip("/")) > 1}, key=lambda x: -len(x[0]))
 
 
@@ -176,7 +149,7 @@ def shown_path(path: str | None) -> str | None:
         if path == prefix:
             return shown
         if path.startswith(prefix + "/"):
-            rest = path[len(prefix) + 1 :]
+            rest = path[len(prefix) + 1:]
             return rest if shown == "." else f"{shown}/{rest}"
     return path
 
@@ -204,10 +177,8 @@ def shown_report(report: dict) -> dict:
     """A load report (`AdaptationReport.to_dict`) for the page: in public mode its folders as `shown_path`."""
     if not enabled():
         return report
-    return {
-        k: shown_path(v) if k in ("target", "draft", "target_path", "draft_path") and isinstance(v, str) else v
-        for k, v in report.items()
-    }
+    return {k: shown_path(v) if k in ("target", "draft", "target_path", "draft_path") and isinstance(v, str) else v
+            for k, v in report.items()}
 
 
 def message(exc: BaseException) -> str:
@@ -230,15 +201,8 @@ def scrub(message: str, public: bool | None = None) -> str:
     return message
 
 
-def to_free(
-    loaded: list,
-    wanted,
-    client: str | None,
-    pairs_of: dict[str, object],
-    used_at: dict,
-    running: set,
-    now: float | None = None,
-) -> list:
+def to_free(loaded: list, wanted, client: str | None, pairs_of: dict[str, object], used_at: dict,
+            running: set, now: float | None = None) -> list:
     """Which loaded pairs (oldest first) a public load of `wanted` frees, keeping at most `slots()`.
 
     A pair is held when a run is going on it, or when another client's last pair is it and it was used within
@@ -253,11 +217,9 @@ def to_free(
         return key in running or (key in others and now - used_at.get(key, float("-inf")) < hold)
 
     excess = len(loaded) + 1 - slots()
-    free = [k for k in loaded if not held(k)][: max(excess, 0)]
+    free = [k for k in loaded if not held(k)][:max(excess, 0)]
     if len(free) < excess:
         serving = "; ".join(k.label() for k in loaded if held(k))
-        raise ConfigError(
-            f"this public Space is serving {cut(serving, 200)} to other visitors and keeps "
-            f"{slots()} pair(s) at once; pick that pair, or load yours again in a few minutes"
-        )
+        raise ConfigError(f"this public Space is serving {cut(serving, 200)} to other visitors and keeps "
+                          f"{slots()} pair(s) at once; pick that pair, or load yours again in a few minutes")
     return free

@@ -18,6 +18,7 @@ from ..common.config import ConfigError
 from ..common.paths import ROOT
 from . import public
 from .pages import CLIENT_PAIRS, RUNS, RUNS_LOCK
+from .presets import PRESETS
 from .zerogpu import refusal
 
 if TYPE_CHECKING:
@@ -62,35 +63,20 @@ def entry(text: str | None, kind: str) -> str | None:
     """A target or draft box as a key holds it: `local_or_repo`, or in public mode `public.admit` (the shipped
     assets, the presets and the owner's Hub repos only; nothing else is looked up on the disk)."""
     if public.enabled():
-        from .playground import PRESETS
-
         return public.admit(text, kind, PRESETS)
     return local_or_repo(text)
 
 
-def make_key(
-    target: str,
-    draft: str | None,
-    revision: str | None = None,
-    dtype: str = "auto",
-    device: str = "auto",
-    draft_revision: str | None = None,
-    owner: bool = False,
-) -> PairKey:
+def make_key(target: str, draft: str | None, revision: str | None = None, dtype: str = "auto",
+             device: str = "auto", draft_revision: str | None = None, owner: bool = False) -> PairKey:
     """owner: the pair comes from the app's owner (the page's default, a ZeroGPU Space's pairs), not a visitor:
     public mode does not restrict it."""
     pick = local_or_repo if owner else entry
     target_path, draft = pick(target, "target"), pick(draft, "draft")
     if target_path is None:
         raise ConfigError("the target is empty; pick a preset or type a repo id or folder")
-    return PairKey(
-        target_path,
-        draft,
-        (revision or "").strip() or None,
-        (draft_revision or "").strip() or None,
-        dtype or "auto",
-        device or "auto",
-    )
+    return PairKey(target_path, draft, (revision or "").strip() or None,
+                   (draft_revision or "").strip() or None, dtype or "auto", device or "auto")
 
 
 class Registry:
@@ -133,13 +119,8 @@ class Registry:
             raise ConfigError("no pair is loaded; load one with /load first")
         return key
 
-    def load(
-        self,
-        key: PairKey,
-        progress: Callable[[str, float], None] | None = None,
-        check: bool = True,
-        client: str | None = None,
-    ) -> Session:
+    def load(self, key: PairKey, progress: Callable[[str, float], None] | None = None, check: bool = True,
+             client: str | None = None) -> Session:
         """`client`: the session hash asking (public mode frees no pair another client holds, `public.to_free`)."""
         from ..checkpoints import CheckpointError, inspect_pair
         from ..session import load_session
@@ -155,28 +136,15 @@ class Registry:
             say = progress or (lambda stage, fraction: None)
             say("checking the pair", 0.0)
             cap = public.max_download_bytes() if public.enabled() else None  # declared sizes, before downloading
-            report = inspect_pair(
-                key.target,
-                key.draft,
-                key.revision,
-                key.draft_revision,  # fails before freeing
-                max_download_bytes=cap,
-            )
+            report = inspect_pair(key.target, key.draft, key.revision, key.draft_revision,  # fails before freeing
+                                  max_download_bytes=cap)
             if report.problem:
                 raise CheckpointError(report.problem)
             freed = self._free_for(key, client) if public.enabled() else self._evict(self.capacity - 1)
-            session = load_session(
-                key.target,
-                key.draft,
-                revision=key.revision,
-                draft_revision=key.draft_revision,
-                dtype=key.dtype,
-                device=key.device,
-                progress=say,
-                check=check,
-                max_download_bytes=cap,
-                threads=int(os.environ.get("EAGLE_DEMO_THREADS", "0") or 0),
-            )
+            session = load_session(key.target, key.draft, revision=key.revision, draft_revision=key.draft_revision,
+                                   dtype=key.dtype, device=key.device, progress=say, check=check,
+                                   max_download_bytes=cap,
+                                   threads=int(os.environ.get("EAGLE_DEMO_THREADS", "0") or 0))
             with self._lock:
                 self._sessions[key] = session
                 self._used[key] = time.monotonic()

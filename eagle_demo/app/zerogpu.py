@@ -17,24 +17,13 @@ from typing import Any, Callable
 
 from ..common.config import ConfigError
 
-__all__ = [
-    "ZERO_GPU",
-    "PAIRS_SETTING",
-    "DEFAULT_PAIRS",
-    "gpu",
-    "served_pairs",
-    "offered",
-    "refusal",
-    "run_seconds",
-    "MAX_SECONDS",
-]
+__all__ = ["ZERO_GPU", "PAIRS_SETTING", "DEFAULT_PAIRS", "gpu", "served_pairs", "offered", "refusal", "run_seconds",
+           "MAX_SECONDS"]
 
 ZERO_GPU = os.environ.get("SPACES_ZERO_GPU", "").strip().lower() in ("1", "t", "true")
 PAIRS_SETTING = "EAGLE_ZEROGPU_PAIRS"
-DEFAULT_PAIRS = (
-    "assets/tiny-target + assets/tiny-eagle1; assets/tiny-target + assets/tiny-eagle3; "
-    "Qwen/Qwen3-8B + AngelSlim/Qwen3-8B_eagle3"
-)
+DEFAULT_PAIRS = "assets/tiny-target + assets/tiny-eagle1; assets/tiny-target + assets/tiny-eagle3; " \
+                "Qwen/Qwen3-8B + AngelSlim/Qwen3-8B_eagle3"
 
 # A GPU call asks for `duration` seconds up front; past it ZeroGPU kills the task, and a visitor's quota is
 # charged what was asked. The figures are generous for an 8B target on a ZeroGPU slice (a plain step is
@@ -69,16 +58,14 @@ def served_pairs(text: str | None = None) -> list[tuple[str, str | None]]:
     for entry in entries:
         target, _, draft = (part.strip() for part in entry.partition("+"))
         if not target:
-            raise ConfigError(
-                f"{PAIRS_SETTING}: '{entry}' names no target; write 'target + draft' entries separated by ';'"
-            )
+            raise ConfigError(f"{PAIRS_SETTING}: '{entry}' names no target; write 'target + draft' entries "
+                              "separated by ';'")
         pairs.append((target, draft or None))
     return pairs
 
 
-def offered(
-    presets: dict[str, tuple[str, str]], served: list | None, spelled: Callable[[str, str], tuple]
-) -> dict[str, tuple[str, str]]:
+def offered(presets: dict[str, tuple[str, str]], served: list | None,
+            spelled: Callable[[str, str], tuple]) -> dict[str, tuple[str, str]]:
     """The preset box's pairs: `presets`, or on a ZeroGPU Space the `served` pair keys, each under its preset's
     name when it is one (`spelled(target, draft)`: a preset's pair as a key holds it)."""
     if served is None:
@@ -92,11 +79,9 @@ def offered(
 
 def refusal(asked: str, served: list[str]) -> str:
     """The one line a Load (or Generate) of a pair this Space does not serve gets."""
-    return (
-        f"this ZeroGPU Space serves only the pairs in its {PAIRS_SETTING} setting ({'; '.join(served)}), "
-        f"loaded at start-up with dtype and device auto; pick one of those, or add '{asked}' to "
-        f"{PAIRS_SETTING} and restart the Space"
-    )
+    return (f"this ZeroGPU Space serves only the pairs in its {PAIRS_SETTING} setting ({'; '.join(served)}), "
+            f"loaded at start-up with dtype and device auto; pick one of those, or add '{asked}' to "
+            f"{PAIRS_SETTING} and restart the Space")
 
 
 def run_seconds(tokens: int, runs: int = 1, calibrate: bool = False, probe: bool = False) -> int:

@@ -42,14 +42,8 @@ def groups(device: torch.device, hot: tuple[int, ...] = ()) -> list[Group]:
         stops = tuple((d, p) for d in (8, 12, 16) for p in STOPS_CPU)
         chains = [Group(1, 16, stops=stops, fixed=8)] + [Group(1, 16, stops=stops, fixed=8, hot=n) for n in hot]
         return [*chains, Group(2, 6, TOTALS_CPU), Group(4, 6, TOTALS_CPU), Group(8, 2, TOTALS_CPU)]
-    return [
-        Group(1, 8),
-        *(Group(1, 8, hot=n) for n in hot),
-        Group(2, 8, TOTALS_GPU),
-        Group(4, 8, TOTALS_GPU),
-        Group(8, 7, TOTALS_GPU),
-        Group(10, 6, TOTALS_GPU),
-    ]
+    return [Group(1, 8), *(Group(1, 8, hot=n) for n in hot), Group(2, 8, TOTALS_GPU), Group(4, 8, TOTALS_GPU),
+            Group(8, 7, TOTALS_GPU), Group(10, 6, TOTALS_GPU)]
 
 
 def candidates(device: torch.device, hot: tuple[int, ...] = ()) -> list[TreeConfig]:

@@ -44,17 +44,8 @@ from .costs import measure_costs as _measure_costs
 from .replay import Group, _count, replay, shapes_of, timed_runs, walk_drafted, walk_tau  # noqa: F401 (_count: the rank model's counts)
 from .retune import ShapeTable, model_tau, rank_model
 
-__all__ = [
-    "AutoChoice",
-    "Acceptance",
-    "auto_tree",
-    "predict_tau",
-    "candidates",
-    "choose",
-    "groups",
-    "hot_sizes",
-    "round_cost",
-]
+__all__ = ["AutoChoice", "Acceptance", "auto_tree", "predict_tau", "candidates", "choose", "groups", "hot_sizes",
+           "round_cost"]
 
 METHOD = "replay-11"  # in the cache key: a choice made by another calibration method (replay-2: over the stock
 # CPU weight layout that `cpu_layout` replaced; replay-3: without the table a run retunes from; replay-4: 40-token
@@ -69,12 +60,10 @@ NEW_TOKENS = 72  # greedy continuation per calibration prompt; its positions wit
 # product's suite and page examples share (Python). Text a pair was not trained on undersells its draft: on the
 # shipped pair, 40 tokens after a history paragraph and an arithmetic question chose shapes at 0.68-0.72 of the
 # best shape's predicted speedup on the suite, these at 0.93-0.97 (docs/perf-history.md "Automatic tree").
-PROMPTS = (
-    'def merge_sorted(a, b):\n    """Merge two sorted lists into one sorted list."""\n',
-    "Question: How do I count the words in a text file in Python?\nAnswer:",
-    "The json module converts Python objects to text and back. ",
-    'class Timer:\n    """Measure the time a block of code takes."""\n',
-)
+PROMPTS = ("def merge_sorted(a, b):\n    \"\"\"Merge two sorted lists into one sorted list.\"\"\"\n",
+           "Question: How do I count the words in a text file in Python?\nAnswer:",
+           "The json module converts Python objects to text and back. ",
+           "class Timer:\n    \"\"\"Measure the time a block of code takes.\"\"\"\n")
 
 
 @dataclass(frozen=True)
@@ -89,10 +78,8 @@ class AutoChoice:
     table: ShapeTable | None = None  # every candidate's figures: a run retunes its shape from them (`retune`)
 
     def line(self) -> str:
-        return (
-            f"auto: {self.tree.label()}, predicted tau {self.predicted_tau:.2f}, round cost "
-            f"{self.predicted_round_cost:.2f} plain steps, predicted speedup {self.predicted_speedup:.2f}x"
-        )
+        return (f"auto: {self.tree.label()}, predicted tau {self.predicted_tau:.2f}, round cost "
+                f"{self.predicted_round_cost:.2f} plain steps, predicted speedup {self.predicted_speedup:.2f}x")
 
     def versus(self, measured: float | None, tau: float | None = None, retuned=()) -> str:
         """The choice next to a measured speedup, e.g. "auto: chain k=6, predicted 2.60x, measured 2.41x". With
@@ -112,14 +99,8 @@ class AutoChoice:
         round cost (`gate`). retune: the run may move its shape on its own acceptance (`retune`; off by default:
         over 128-token runs it has not paid, docs/perf-history.md "Retuning during a run")."""
         table = self.table if retune else None
-        return replace(
-            run,
-            tree=self.tree,
-            pause_below=round(self.predicted_round_cost, 3),
-            retune=table,
-            pause_by_length=self.break_even_by_length(),
-            pause_first=self.pays_nothing,
-        )
+        return replace(run, tree=self.tree, pause_below=round(self.predicted_round_cost, 3), retune=table,
+                       pause_by_length=self.break_even_by_length(), pause_first=self.pays_nothing)
 
     @property
     def pays_nothing(self) -> bool:
@@ -134,16 +115,11 @@ class AutoChoice:
 
     def to_dict(self) -> dict:
         """The JSON block of a run that used the choice (the /generate stats, the CLI summary, the bench report)."""
-        return {
-            "tree": self.tree.label(),
-            "predicted_tau": self.predicted_tau,
-            "predicted_round_cost": self.predicted_round_cost,
-            "predicted_speedup": self.predicted_speedup,
-        }
+        return {"tree": self.tree.label(), "predicted_tau": self.predicted_tau,
+                "predicted_round_cost": self.predicted_round_cost, "predicted_speedup": self.predicted_speedup}
 
 
 # ---- the cache ----------------------------------------------------------------------------------------------
-
 
 def default_cache_dir() -> Path:
     """$EAGLE_DEMO_CACHE/autotree, default ~/.cache/eagle_demo/autotree."""
@@ -159,20 +135,9 @@ def conventions(session) -> str:
 
 def _cache_file(session, device: torch.device, dtype: torch.dtype, cache_dir: Path | None) -> Path:
     report = session.report
-    parts = [
-        METHOD,
-        repr(PROMPTS),
-        str(NEW_TOKENS),
-        str(report.target_path),
-        str(report.draft_path),
-        str(device),
-        str(dtype),
-        torch.__version__,
-        str(torch.get_num_threads()),
-        _weights_stamp(report.target_path),
-        _weights_stamp(report.draft_path),
-        conventions(session),
-    ]
+    parts = [METHOD, repr(PROMPTS), str(NEW_TOKENS), str(report.target_path), str(report.draft_path), str(device),
+             str(dtype), torch.__version__, str(torch.get_num_threads()), _weights_stamp(report.target_path),
+             _weights_stamp(report.draft_path), conventions(session)]
     if session.static:  # fixed-size caches (CUDA graphs on a GPU) price the parts otherwise
         parts.append("static")
     key = hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
@@ -187,14 +152,8 @@ def _weights_stamp(path) -> str:
     return ",".join(f"{f.name}:{f.stat().st_size}:{int(f.stat().st_mtime)}" for f in sorted(p.iterdir()) if f.is_file())
 
 
-def auto_tree(
-    session,
-    *,
-    budget_s: float = 3.0,
-    refresh: bool = False,
-    cache_dir: Path | None = None,
-    progress: Callable[[str], None] | None = None,
-) -> AutoChoice:
+def auto_tree(session, *, budget_s: float = 3.0, refresh: bool = False, cache_dir: Path | None = None,
+              progress: Callable[[str], None] | None = None) -> AutoChoice:
     """The shape maximising predicted tau / round cost for the session's pair (cached on disk). progress(stage)
     hears each calibration stage."""
     engine = session.eagle
@@ -221,9 +180,8 @@ def auto_tree(
     shapes = candidates(runner.device, hot_sizes(engine))
     first = choose(stats, costs, 0.0, runner.device, shapes)  # the overhead scale moves no choice
     say(f"timing {first.tree.label()} against plain decoding")
-    stats = replace(
-        stats, engine=(first.tree, timed_runs(engine, session.baseline, ids, first.tree, clock_for(runner.device)))
-    )
+    stats = replace(stats, engine=(first.tree, timed_runs(engine, session.baseline, ids, first.tree,
+                                                          clock_for(runner.device))))
     choice = choose(stats, costs, time.perf_counter() - t0, runner.device, shapes)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = asdict(choice)
@@ -244,7 +202,6 @@ def _calibration_ids(session) -> list[list[int]]:
 
 
 # ---- measurements -------------------------------------------------------------------------------------------
-
 
 def measure_costs(engine, prompt: list[int], budget_s: float) -> Costs:
     """The round's parts on this device (`autotree_costs.measure_costs`) at the sizes the candidates use."""
@@ -280,9 +237,8 @@ def acceptance(session, prompts: list[list[int]] | None = None) -> Acceptance:
     rank, chain = rank_model(offered, accepted, lead)
     measured = {shape: walk_tau(by_prompt) for shape, by_prompt in got.accepted.items()}
     drafted = {shape: walk_drafted(got.accepted[shape], by_prompt) for shape, by_prompt in got.drafted.items()}
-    return Acceptance(
-        rank=rank, chain=chain, rounds=got.states, measured=measured, drafted=drafted, counts=(offered, accepted, lead)
-    )
+    return Acceptance(rank=rank, chain=chain, rounds=got.states, measured=measured, drafted=drafted,
+                      counts=(offered, accepted, lead))
 
 
 def predict_tau(stats: Acceptance, tree: TreeConfig) -> float:
@@ -294,7 +250,6 @@ def predict_tau(stats: Acceptance, tree: TreeConfig) -> float:
 
 
 # ---- the choice ---------------------------------------------------------------------------------------------
-
 
 def round_cost(costs: Costs, tree: TreeConfig, tau: float, scale: float = 1.0, drafted: float | None = None) -> float:
     """Predicted round time in plain steps (drafted: a stopping chain's mean draft tokens per round)."""
@@ -319,9 +274,8 @@ def overhead_scale(stats: Acceptance, costs: Costs, cap: float = OVERHEAD_CAP_CP
     return min(cap, max(1.0, min(cost * costs.plain / costs.round(tree, tau) for cost, tau in runs)))
 
 
-def choose(
-    stats: Acceptance, costs: Costs, seconds: float, device: torch.device, shapes: list[TreeConfig] | None = None
-) -> AutoChoice:
+def choose(stats: Acceptance, costs: Costs, seconds: float, device: torch.device,
+           shapes: list[TreeConfig] | None = None) -> AutoChoice:
     """The shape (of `shapes`, default the device's candidates) with the highest predicted tau / round cost;
     ties go to the cheaper round."""
     best: tuple[float, float, TreeConfig] | None = None
@@ -338,22 +292,7 @@ def choose(
     table = None
     if stats.counts and stats.counts[0]:
         offered, accepted, lead = (tuple(tuple(float(x) for x in row) for row in m) for m in stats.counts)
-        table = ShapeTable(
-            shapes=tuple(shapes),
-            taus=tuple(taus),
-            offered=offered,
-            accepted=accepted,
-            lead=lead,
-            costs=costs,
-            scale=scale,
-            drafted=tuple(stats.drafted.get(t, 0.0) for t in shapes),
-        )
-    return AutoChoice(
-        tree=tree,
-        predicted_tau=tau,
-        predicted_round_cost=cost,
-        predicted_speedup=tau / cost,
-        plain_step_ms=costs.plain * 1e3,
-        calibration_seconds=seconds,
-        table=table,
-    )
+        table = ShapeTable(shapes=tuple(shapes), taus=tuple(taus), offered=offered, accepted=accepted, lead=lead,
+                           costs=costs, scale=scale, drafted=tuple(stats.drafted.get(t, 0.0) for t in shapes))
+    return AutoChoice(tree=tree, predicted_tau=tau, predicted_round_cost=cost, predicted_speedup=tau / cost,
+                      plain_step_ms=costs.plain * 1e3, calibration_seconds=seconds, table=table)

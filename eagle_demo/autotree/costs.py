@@ -132,18 +132,11 @@ def _plain_step(runner, token: torch.Tensor):
         probs = process_logits(out.logits, GREEDY)[0]  # [V]
         float(probs[pick(out.logits[0], probs, GREEDY, None, 0)])
         runner.rollback(1)
-
     return step
 
 
-def _jobs(
-    engine,
-    prompt: list[int],
-    chain_sizes,
-    tree_sizes,
-    draft_depths: dict[int, tuple[int, int]],
-    hot: tuple[int, ...] = (),
-) -> dict:
+def _jobs(engine, prompt: list[int], chain_sizes, tree_sizes, draft_depths: dict[int, tuple[int, int]],
+          hot: tuple[int, ...] = ()) -> dict:
     from ..decoding.acceptance import verify_tree
     from ..decoding.tree import make_tree
 
@@ -159,15 +152,11 @@ def _jobs(
             runner.forward(ids[:n], torch.arange(n) if tree else None, mask)
             runner.commit(keep)
             runner.rollback(len(keep))
-
         return go
 
     def draft(depth: int, k: int, hot: int = 0):
-        cfg = (
-            TreeConfig.chain(depth, hot_vocab=hot)
-            if k == 1
-            else TreeConfig(depth=depth, top_k=k, total_tokens=depth + 2)
-        )
+        cfg = TreeConfig.chain(depth, hot_vocab=hot) if k == 1 else TreeConfig(depth=depth, top_k=k,
+                                                                                total_tokens=depth + 2)
         return lambda: drafter.draft(root, cfg)
 
     def extend(m: int):
@@ -177,7 +166,6 @@ def _jobs(
             drafter.cache.crop(-m)
             drafter.length -= m
             drafter.last_g = last
-
         return go
 
     def host(n: int):
@@ -202,16 +190,9 @@ def _jobs(
     return jobs
 
 
-def measure_costs(
-    engine,
-    prompt: list[int],
-    budget_s: float,
-    chain_sizes: tuple[int, ...],
-    tree_sizes: tuple[int, ...],
-    draft_depths: dict[int, tuple[int, int]],
-    sweeps: int = 40,
-    hot: tuple[int, ...] = (),
-) -> Costs:
+def measure_costs(engine, prompt: list[int], budget_s: float, chain_sizes: tuple[int, ...],
+                  tree_sizes: tuple[int, ...], draft_depths: dict[int, tuple[int, int]], sweeps: int = 40,
+                  hot: tuple[int, ...] = ()) -> Costs:
     """Time every part once per sweep until the budget is spent (3 sweeps at least), keep each part's fastest
     (`clock_for` the device's clock). No separate warm-up: a part's first, cold try is one of its three or more,
     and the fastest try discards it. hot: the hot vocabularies whose chains' drafts are timed as well (at the
@@ -238,21 +219,13 @@ def measure_costs(
                 break
     runner.reset()
     drafter.reset()
-    verify, tree_extra = fit_verify(
-        {n: best[("chain", n)] for n in chain_sizes}, {n: best[("tree", n)] for n in tree_sizes}
-    )
-    draft = {
-        k: Line.through(lo, best[("draft", k, lo)], hi, best[("draft", k, hi)]) for k, (lo, hi) in draft_depths.items()
-    }
+    verify, tree_extra = fit_verify({n: best[("chain", n)] for n in chain_sizes},
+                                    {n: best[("tree", n)] for n in tree_sizes})
+    draft = {k: Line.through(lo, best[("draft", k, lo)], hi, best[("draft", k, hi)])
+             for k, (lo, hi) in draft_depths.items()}
     lo, hi = draft_depths.get(1, (1, 1))
     hot_lines = {n: Line.through(lo, best[("hot", n, lo)], hi, best[("hot", n, hi)]) for n in hot}
     big = max(tree_sizes)
-    return Costs(
-        plain=best[("plain", 1)],
-        verify=verify,
-        tree_extra=tree_extra,
-        draft=draft,
-        extend=Line.through(1, best[("extend", 1)], 8, best[("extend", 8)]),
-        host=Line.through(2, best[("host", 2)], big, best[("host", big)]),
-        hot=hot_lines,
-    )
+    return Costs(plain=best[("plain", 1)], verify=verify, tree_extra=tree_extra, draft=draft,
+                 extend=Line.through(1, best[("extend", 1)], 8, best[("extend", 8)]),
+                 host=Line.through(2, best[("host", 2)], big, best[("host", big)]), hot=hot_lines)

@@ -35,10 +35,8 @@ __all__ = ["ShapeRow", "Exploration", "explore", "replay_text", "walk", "KNOWN_E
 # shape": the chosen shape on 2 pairs): 0.97 to 1.28. A predicted speedup reads as measured between
 # predicted / 1.28 and predicted / 0.97. On the run's own greedy text the tau has no error.
 KNOWN_ERROR = (0.97, 1.28)
-KNOWN_ERROR_SOURCE = (
-    "round cost measured / predicted 0.97-1.28 over 14 raced shapes on two pairs "
-    "(docs/perf.md, Automatic tree; scripts/autotree_check.py)"
-)
+KNOWN_ERROR_SOURCE = ("round cost measured / predicted 0.97-1.28 over 14 raced shapes on two pairs "
+                      "(docs/perf.md, Automatic tree; scripts/autotree_check.py)")
 
 
 @dataclass(frozen=True)
@@ -81,30 +79,13 @@ class Exploration:
         return "; ".join(parts + list(self.notes))
 
     def to_dict(self) -> dict:
-        return {
-            "tokens": self.tokens,
-            "greedy": self.greedy,
-            "ran": self.ran.label() if self.ran else None,
-            "measured_tau": self.measured_tau,
-            "best": self.best.tree.label(),
-            "known_error": list(KNOWN_ERROR),
-            "known_error_source": KNOWN_ERROR_SOURCE,
-            "notes": list(self.notes),
-            "shapes": [
-                {
-                    "tree": r.tree.label(),
-                    "depth": r.tree.depth,
-                    "top_k": r.tree.top_k,
-                    "total_tokens": r.tree.total_tokens,
-                    "stop_below": r.tree.stop_below,
-                    "hot_vocab": r.tree.hot_vocab,
-                    "tau": round(r.tau, 4),
-                    "round_cost": round(r.round_cost, 4),
-                    "speedup": round(r.speedup, 4),
-                }
-                for r in self.rows
-            ],
-        }
+        return {"tokens": self.tokens, "greedy": self.greedy, "ran": self.ran.label() if self.ran else None,
+                "measured_tau": self.measured_tau, "best": self.best.tree.label(), "known_error": list(KNOWN_ERROR),
+                "known_error_source": KNOWN_ERROR_SOURCE, "notes": list(self.notes),
+                "shapes": [{"tree": r.tree.label(), "depth": r.tree.depth, "top_k": r.tree.top_k,
+                            "total_tokens": r.tree.total_tokens, "stop_below": r.tree.stop_below,
+                            "hot_vocab": r.tree.hot_vocab, "tau": round(r.tau, 4), "round_cost": round(r.round_cost, 4),
+                            "speedup": round(r.speedup, 4)} for r in self.rows]}
 
 
 def _group_for(tree: TreeConfig) -> Group:
@@ -115,16 +96,9 @@ def _group_for(tree: TreeConfig) -> Group:
     return Group(tree.top_k, tree.depth, (tree.total_tokens,))
 
 
-def explore(
-    session,
-    prompt_ids: list[int],
-    output_ids: list[int],
-    ran: TreeConfig | None = None,
-    costs: Costs | None = None,
-    scale: float = 1.0,
-    measured_tau: float | None = None,
-    greedy: bool = True,
-) -> Exploration:
+def explore(session, prompt_ids: list[int], output_ids: list[int], ran: TreeConfig | None = None,
+            costs: Costs | None = None, scale: float = 1.0, measured_tau: float | None = None,
+            greedy: bool = True) -> Exploration:
     """Every candidate shape (and `ran`) replayed on prompt + output. costs: the automatic tree's (its
     `ShapeTable.costs` and `scale`); None: taus only."""
     engine = session.eagle
@@ -164,9 +138,8 @@ def walk(by_state: dict[int, int], first: int, end: int, drafted: dict[int, int]
 
 
 @torch.inference_mode()
-def replay_text(
-    engine, prompt_ids: list[int], output_ids: list[int], groups: list[Group]
-) -> tuple[dict[TreeConfig, dict[int, int]], dict[TreeConfig, dict[int, int]]]:
+def replay_text(engine, prompt_ids: list[int], output_ids: list[int],
+                groups: list[Group]) -> tuple[dict[TreeConfig, dict[int, int]], dict[TreeConfig, dict[int, int]]]:
     """Accepted length of every group's shapes at every state of the text (and a stopping chain's draft tokens):
     `autotree_replay.replay_prompt` to the text's last state, the tokens past the end unknown (never accepted)."""
     text = list(prompt_ids) + list(output_ids)
@@ -187,13 +160,13 @@ def replay_text(
         for group in groups:
             hot = replay_batch.hot_table(head, group.hot, every) if group.hot else None
             batch = replay_batch.grow(head, kv, g, states, group.top_k, group.depth, hot)
-            path = replay_batch.true_path(batch, future[:, : group.depth])  # [S, depth]
+            path = replay_batch.true_path(batch, future[:, :group.depth])  # [S, depth]
             if group.top_k == 1:
                 run = (path >= 0).int().cumprod(1).sum(1)  # [S] how far the chain matches
                 for d in range(1, (group.fixed or group.depth) + 1):
                     accepted[TreeConfig.chain(d, hot_vocab=group.hot)] = dict(zip(keys, run.clamp(max=d).tolist()))
                 for d, stop in group.stops:
-                    n = 1 + (batch.scores[:, : d - 1] >= math.log(stop)).sum(1)  # [S] tokens the chain drafts
+                    n = 1 + (batch.scores[:, :d - 1] >= math.log(stop)).sum(1)  # [S] tokens the chain drafts
                     shape = TreeConfig.chain(d, stop, group.hot)
                     accepted[shape] = dict(zip(keys, torch.minimum(run, n).tolist()))
                     drafted[shape] = dict(zip(keys, n.tolist()))

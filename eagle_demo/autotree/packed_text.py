@@ -50,19 +50,12 @@ def greedy_texts(runner: TargetRunner, prompts: list[list[int]], new_tokens: int
     return torch.stack(out, 1).tolist()  # [B, new_tokens]
 
 
-def _forward(
-    runner: TargetRunner,
-    cache: BufferCache,
-    ids: torch.Tensor,
-    positions: torch.Tensor,
-    visible: torch.Tensor,
-    key_positions: torch.Tensor,
-) -> torch.Tensor:
+def _forward(runner: TargetRunner, cache: BufferCache, ids: torch.Tensor, positions: torch.Tensor,
+             visible: torch.Tensor, key_positions: torch.Tensor) -> torch.Tensor:
     """The target's base model over new entries ids [n] at positions [n], each row seeing `visible` [n, width]
     of the cache after them (entries at key_positions [width]); returns the last hidden states [n, H]."""
     full = tree_attention_mask(0, visible, runner.dtype)  # [1, 1, n, width] additive, no prefix
     mask = runner.window.apply(full, key_positions, positions)  # the target's sliding window, if one is in use
-    out = runner.base(
-        input_ids=ids[None], attention_mask=mask, position_ids=positions[None], cache=cache, use_cache=True
-    )
+    out = runner.base(input_ids=ids[None], attention_mask=mask, position_ids=positions[None], cache=cache,
+                      use_cache=True)
     return out.last_hidden_state[0]  # [n, H]

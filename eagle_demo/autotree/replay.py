@@ -70,9 +70,8 @@ def shapes_of(group: Group) -> list[TreeConfig]:
     """The shapes one group's candidates score: chains 1..depth (or 1..fixed) and its stopping chains, or every
     (total, depth) that keeps more nodes than its depth and no more than the expansion proposes."""
     if group.top_k == 1:
-        return [TreeConfig.chain(d, hot_vocab=group.hot) for d in range(1, (group.fixed or group.depth) + 1)] + [
-            TreeConfig.chain(d, stop, group.hot) for d, stop in group.stops
-        ]
+        return ([TreeConfig.chain(d, hot_vocab=group.hot) for d in range(1, (group.fixed or group.depth) + 1)]
+                + [TreeConfig.chain(d, stop, group.hot) for d, stop in group.stops])
     out = []
     for depth in range(1, group.depth + 1):
         for total in group.totals:
@@ -82,9 +81,8 @@ def shapes_of(group: Group) -> list[TreeConfig]:
     return out
 
 
-def timed_runs(
-    engine, baseline, prompts: list[list[int]], tree: TreeConfig, clock: Callable[[], float] = time.perf_counter
-) -> tuple[tuple[float, float], ...]:
+def timed_runs(engine, baseline, prompts: list[list[int]], tree: TreeConfig,
+               clock: Callable[[], float] = time.perf_counter) -> tuple[tuple[float, float], ...]:
     """What the engine's bookkeeping adds to a round of `tree` (`autotree.overhead_scale`): two short runs, on the
     first prompt and on the last, each plain decoding then engine rounds timed apart (`_timed_run`; a burst of
     load seldom lifts both, and the cheaper counts). The calibration times the shape it chose, so the predicted
@@ -97,7 +95,8 @@ def _timed_run(engine, baseline, ids: list[int], tree: TreeConfig, clock: Callab
     timed from the event before it (a prefill is neither): (the median round over the median step, the rounds'
     tokens per round). Both runs take a fraction of a second, so a machine that changes speed between
     calibration's phases changes both alike."""
-    steps = _times(baseline.generate(ids, RunConfig(max_new_tokens=TIMED_ROUNDS + 1, ignore_eos=True)), Step, clock)
+    steps = _times(baseline.generate(ids, RunConfig(max_new_tokens=TIMED_ROUNDS + 1, ignore_eos=True)), Step,
+                   clock)
     run = RunConfig(max_new_tokens=TIMED_ROUNDS * tree.total_tokens + 1, ignore_eos=True, tree=tree)
     stop = threading.Event()
     rounds = _times(engine.generate(ids, run, stop), Round, clock, stop)
@@ -143,7 +142,7 @@ def replay_prompt(engine, ids: list[int], continuation: list[int], groups: list[
         for group in groups:
             hot = replay_batch.hot_table(head, group.hot, every) if group.hot else None
             batch = replay_batch.grow(head, kv, g, states, group.top_k, group.depth, hot)
-            path = replay_batch.true_path(batch, future[:, : group.depth])  # [S, depth]
+            path = replay_batch.true_path(batch, future[:, :group.depth])  # [S, depth]
             if group is ranked:
                 _count_batch(into, batch, path)
             drafted = _chain_drafted(group, batch)  # stopping chains only
@@ -159,16 +158,13 @@ def replay_prompt(engine, ids: list[int], continuation: list[int], groups: list[
     into.tokens += len(text) - len(ids)
 
 
-def _group_lengths(
-    group: Group, batch, path: torch.Tensor, drafted: dict[TreeConfig, torch.Tensor]
-) -> dict[TreeConfig, torch.Tensor]:
+def _group_lengths(group: Group, batch, path: torch.Tensor,
+                   drafted: dict[TreeConfig, torch.Tensor]) -> dict[TreeConfig, torch.Tensor]:
     """Accepted length [S] of each of the group's shapes at every state (drafted: `_chain_drafted`'s)."""
     if group.top_k == 1:
         run = (path >= 0).int().cumprod(1).sum(1)  # [S] how far the chain matches
-        fixed = {
-            TreeConfig.chain(d, hot_vocab=group.hot): run.clamp(max=d)
-            for d in range(1, (group.fixed or group.depth) + 1)
-        }
+        fixed = {TreeConfig.chain(d, hot_vocab=group.hot): run.clamp(max=d)
+                 for d in range(1, (group.fixed or group.depth) + 1)}
         return fixed | {shape: torch.minimum(run, got) for shape, got in drafted.items()}
     shapes = shapes_of(group)
     got = replay_batch.accepted_lengths(batch, path, [(t.depth, t.total_tokens) for t in shapes])
@@ -181,18 +177,15 @@ def _chain_drafted(group: Group, batch) -> dict[TreeConfig, torch.Tensor]:
     so that is 1 + the number of its first depth - 1 scores at or over the floor."""
     if group.top_k != 1:
         return {}
-    return {
-        TreeConfig.chain(d, stop, group.hot): 1 + (batch.scores[:, : d - 1] >= math.log(stop)).sum(1)  # [S]
-        for d, stop in group.stops
-    }
+    return {TreeConfig.chain(d, stop, group.hot): 1 + (batch.scores[:, :d - 1] >= math.log(stop)).sum(1)  # [S]
+            for d, stop in group.stops}
 
 
 def _count_batch(into: Replay, batch, path: torch.Tensor) -> None:
     """The rank model's counts from every state's candidates and true path (one host copy)."""
     depths = batch.depths.tolist()
-    for tokens, parents, logp, row in zip(
-        batch.tokens.tolist(), batch.parents.tolist(), batch.logp.tolist(), path.tolist()
-    ):
+    for tokens, parents, logp, row in zip(batch.tokens.tolist(), batch.parents.tolist(), batch.logp.tolist(),
+                                          path.tolist()):
         _count_ranks(into, tokens, parents, depths, logp, [i for i in row if i >= 0])
 
 
@@ -205,8 +198,7 @@ def _count_ranks(into: Replay, tokens, parents, depths, logp, path) -> None:
         into.rank_accepted = [[0] * k for _ in range(depth)]
         into.lead = [[0, 0] for _ in range(depth)]
     nodes = [DraftNode(0, -1, 0, 1.0, 1.0)] + [
-        DraftNode(int(t), int(p) + 1, int(d), math.exp(q), 0.0) for t, p, d, q in zip(tokens, parents, depths, logp)
-    ]
+        DraftNode(int(t), int(p) + 1, int(d), math.exp(q), 0.0) for t, p, d, q in zip(tokens, parents, depths, logp)]
     ev = SimpleNamespace(nodes=nodes, accepted_path=tuple(i + 1 for i in path))
     _count(ev, into.rank_offered, into.rank_accepted, into.lead)
 
@@ -219,7 +211,7 @@ def _count(ev: Round | SimpleNamespace, offered, accepted, lead=None) -> None:
             kids.setdefault(node.parent, []).append((-node.draft_prob, i))
     parent, top1_path = 0, True
     for d in range(len(offered)):
-        ranked = [i for _, i in sorted(kids.get(parent, []))][: len(offered[d])]
+        ranked = [i for _, i in sorted(kids.get(parent, []))][:len(offered[d])]
         for r in range(len(ranked)):
             offered[d][r] += 1
         if lead is not None and top1_path and ranked:

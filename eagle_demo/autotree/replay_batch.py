@@ -60,28 +60,20 @@ def hot_table(head, size: int, text: torch.Tensor) -> tuple[HotVocab, torch.Tens
     first: dict[int, int] = {}
     for j, t in enumerate(ids, start=1):
         first.setdefault(t, j)
-    extra = [first[t] for t in table.ids[size : table.n].tolist()]
+    extra = [first[t] for t in table.ids[size:table.n].tolist()]
     return table, torch.tensor([0] * size + extra, device=text.device)  # [n]
 
 
 @torch.inference_mode()
-def grow(
-    head,
-    kv: DraftKV,
-    g: torch.Tensor,
-    prefixes: torch.Tensor,
-    top_k: int,
-    depth: int,
-    hot: tuple[HotVocab, torch.Tensor] | None = None,
-) -> Batch:
+def grow(head, kv: DraftKV, g: torch.Tensor, prefixes: torch.Tensor, top_k: int, depth: int,
+         hot: tuple[HotVocab, torch.Tensor] | None = None) -> Batch:
     """The candidates of the states with the given prefix lengths (prefixes [S], each >= 1), in chunks of
     ROWS draft rows. kv: the cache over the text (`extend_text`), left as it was. hot: a `hot_table` of the text,
     whose rows each state sees up to its own prefix (`TreeConfig.hot_vocab`); None: the head's whole vocabulary."""
     chunk = max(1, ROWS // top_k)  # states per forward
-    parts = [_grow(head, kv, g, prefixes[i : i + chunk], top_k, depth, hot) for i in range(0, prefixes.shape[0], chunk)]
-    tokens, parents, scores, logp = (
-        torch.cat([getattr(p, f) for p in parts]) for f in ("tokens", "parents", "scores", "logp")
-    )
+    parts = [_grow(head, kv, g, prefixes[i:i + chunk], top_k, depth, hot) for i in range(0, prefixes.shape[0], chunk)]
+    tokens, parents, scores, logp = (torch.cat([getattr(p, f) for p in parts]) for f in ("tokens", "parents", "scores",
+                                                                                        "logp"))
     return Batch(tokens, parents, scores, logp, depths=parts[0].depths, top_k=top_k)
 
 
@@ -95,19 +87,11 @@ def _picker(head, hot: tuple[HotVocab, torch.Tensor] | None, prefixes: torch.Ten
     def topk(x: torch.Tensor, k: int):
         per = x.shape[0] // seen.shape[0]  # rows per state: 1 for a chain, k at a tree's later depths
         return table.topk(x, k, seen if per == 1 else seen.repeat_interleave(per, 0))
-
     return topk
 
 
-def _grow(
-    head,
-    kv: DraftKV,
-    g: torch.Tensor,
-    prefixes: torch.Tensor,
-    k: int,
-    depth: int,
-    hot: tuple[HotVocab, torch.Tensor] | None,
-) -> Batch:
+def _grow(head, kv: DraftKV, g: torch.Tensor, prefixes: torch.Tensor, k: int, depth: int,
+          hot: tuple[HotVocab, torch.Tensor] | None) -> Batch:
     dev, dtype = g.device, g.dtype
     topk = _picker(head, hot, prefixes, dtype)
     s, base = prefixes.shape[0], kv.get_seq_length()
@@ -132,9 +116,8 @@ def _grow(
         mask[:, :, :base] = prefix_rows
         mask.scatter_(2, cols[:, None].expand(s, k, -1), torch.where(vis, 0.0, low).to(dtype))
         positions = (prefixes + t)[:, None].expand(s, k).reshape(-1)  # [S*k] siblings share a position
-        out = head(
-            f_hidden.reshape(s * k, -1), f_tokens.reshape(-1), positions, kv, mask.reshape(1, 1, s * k, -1)
-        )  # [S*k, H]
+        out = head(f_hidden.reshape(s * k, -1), f_tokens.reshape(-1), positions, kv,
+                   mask.reshape(1, 1, s * k, -1))  # [S*k, H]
         logp, ids = (x.reshape(s, k, k) for x in topk(out, k))  # [S, k, k] per frontier row
         cum = f_scores[:, :, None] + logp  # [S, k, k]
         tokens.append(ids.reshape(s, -1))
@@ -154,10 +137,8 @@ def _grow(
         kv.crop(base - kv.get_seq_length())  # the tree entries go; the text's cache stays
     roots = torch.full((s, k), -1, dtype=torch.long, device=dev)
     parents = [roots] + ([torch.stack(frontiers, 1).repeat_interleave(k, dim=2).reshape(s, -1)] if frontiers else [])
-    depths = torch.cat(
-        [torch.ones(k, dtype=torch.long, device=dev)]
-        + [torch.full((k * k,), d, dtype=torch.long, device=dev) for d in range(2, depth + 1)]
-    )
+    depths = torch.cat([torch.ones(k, dtype=torch.long, device=dev)]
+                       + [torch.full((k * k,), d, dtype=torch.long, device=dev) for d in range(2, depth + 1)])
     return Batch(torch.cat(tokens, 1), torch.cat(parents, 1), torch.cat(scores, 1), torch.cat(logps, 1), depths, k)
 
 
@@ -191,8 +172,7 @@ def accepted_lengths(batch: Batch, path: torch.Tensor, shapes: list[tuple[int, i
     mine = batch.scores.gather(1, at)  # [S, D] the path nodes' scores
     idx = torch.arange(m, device=path.device)
     above = (batch.scores[:, None, :] > mine[..., None]) | (
-        (batch.scores[:, None, :] == mine[..., None]) & (idx < at[..., None])
-    )  # [S, D, M]
+        (batch.scores[:, None, :] == mine[..., None]) & (idx < at[..., None]))  # [S, D, M]
     before = above.int().cumsum(2)  # [S, D, M] rank of each path node among the first j+1 candidates
     out = {}
     for d, total in shapes:

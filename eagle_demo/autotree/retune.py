@@ -46,7 +46,7 @@ def rank_model(offered, accepted, lead) -> tuple[tuple, tuple]:
     rank = tuple(tuple(accepted[d][r] / (offered[d][r] + 1.0) for r in range(k)) for d in range(depth))
     # a chain's own conditional (top-1 child under an all-top-1 path), shrunk towards the any-parent rate
     top1 = [(lead[d][1] + rank[d][0]) / (lead[d][0] + 1.0) for d in range(depth)]
-    return rank, tuple(math.prod(top1[: d + 1]) for d in range(depth))
+    return rank, tuple(math.prod(top1[:d + 1]) for d in range(depth))
 
 
 def model_tau(rank: tuple, chain: tuple, tree: TreeConfig) -> float:
@@ -64,8 +64,8 @@ def model_tau(rank: tuple, chain: tuple, tree: TreeConfig) -> float:
     for d in range(1, tree.depth + 1):
         children = [v * a(d, r) for v in frontier for r in range(tree.top_k)]
         values.extend(children)
-        frontier = sorted(children, reverse=True)[: tree.top_k]
-    return 1.0 + sum(sorted(values, reverse=True)[: tree.total_tokens - 1])
+        frontier = sorted(children, reverse=True)[:tree.top_k]
+    return 1.0 + sum(sorted(values, reverse=True)[:tree.total_tokens - 1])
 
 
 @dataclass(frozen=True)
@@ -104,59 +104,34 @@ class ShapeTable:
         steps (the gate holds each round to its own; `gate.DraftGate`). () for other shapes."""
         if not shape.stops:
             return ()
-        return tuple(
-            round(self.scale * self.costs.round(shape, tau, d) / self.costs.plain, 3) for d in range(1, shape.depth + 1)
-        )
+        return tuple(round(self.scale * self.costs.round(shape, tau, d) / self.costs.plain, 3)
+                     for d in range(1, shape.depth + 1))
 
     def to_dict(self) -> dict:
         c = self.costs
         line = lambda x: [x.at, x.x0, x.slope]  # noqa: E731
-        return {
-            "shapes": [[s.depth, s.top_k, s.total_tokens, s.stop_below, s.hot_vocab] for s in self.shapes],
-            "taus": list(self.taus),
-            "drafted": list(self.drafted),
-            "offered": self.offered,
-            "accepted": self.accepted,
-            "lead": self.lead,
-            "scale": self.scale,
-            "costs": {
-                "plain": c.plain,
-                "verify": line(c.verify),
-                "tree_extra": c.tree_extra,
-                "draft": {str(k): line(v) for k, v in c.draft.items()},
-                "extend": line(c.extend),
-                "host": line(c.host),
-                "hot": {str(n): line(v) for n, v in c.hot.items()},
-            },
-        }
+        return {"shapes": [[s.depth, s.top_k, s.total_tokens, s.stop_below, s.hot_vocab] for s in self.shapes],
+                "taus": list(self.taus), "drafted": list(self.drafted),
+                "offered": self.offered, "accepted": self.accepted, "lead": self.lead, "scale": self.scale,
+                "costs": {"plain": c.plain, "verify": line(c.verify), "tree_extra": c.tree_extra,
+                          "draft": {str(k): line(v) for k, v in c.draft.items()}, "extend": line(c.extend),
+                          "host": line(c.host), "hot": {str(n): line(v) for n, v in c.hot.items()}}}
 
     @classmethod
     def from_dict(cls, d: dict) -> "ShapeTable":
         c = d["costs"]
-        costs = Costs(
-            plain=c["plain"],
-            verify=Line(*c["verify"]),
-            tree_extra=c["tree_extra"],
-            draft={int(k): Line(*v) for k, v in c["draft"].items()},
-            extend=Line(*c["extend"]),
-            host=Line(*c["host"]),
-            hot={int(n): Line(*v) for n, v in c.get("hot", {}).items()},
-        )
+        costs = Costs(plain=c["plain"], verify=Line(*c["verify"]), tree_extra=c["tree_extra"],
+                      draft={int(k): Line(*v) for k, v in c["draft"].items()}, extend=Line(*c["extend"]),
+                      host=Line(*c["host"]), hot={int(n): Line(*v) for n, v in c.get("hot", {}).items()})
         rows = lambda m: tuple(tuple(float(x) for x in row) for row in m)  # noqa: E731
-        return cls(
-            shapes=tuple(TreeConfig(*s) for s in d["shapes"]),
-            taus=tuple(d["taus"]),
-            offered=rows(d["offered"]),
-            accepted=rows(d["accepted"]),
-            lead=rows(d["lead"]),
-            costs=costs,
-            scale=float(d["scale"]),
-            drafted=tuple(float(x) for x in d.get("drafted", ())),
-        )
+        return cls(shapes=tuple(TreeConfig(*s) for s in d["shapes"]), taus=tuple(d["taus"]),
+                   offered=rows(d["offered"]), accepted=rows(d["accepted"]), lead=rows(d["lead"]), costs=costs,
+                   scale=float(d["scale"]), drafted=tuple(float(x) for x in d.get("drafted", ())))
 
     def widest(self) -> tuple[int, int]:
         """(most tokens a round verifies, most draft entries a round adds beyond its committed ones)."""
-        return (max(s.total_tokens for s in self.shapes), max(max(s.depth - 1, 0) * s.top_k for s in self.shapes))
+        return (max(s.total_tokens for s in self.shapes),
+                max(max(s.depth - 1, 0) * s.top_k for s in self.shapes))
 
 
 class Retuner:
@@ -206,4 +181,4 @@ class Retuner:
         lift = step(chain, shown - 1) / max(step(base_chain, shown - 1), 1e-9)
         rank = rank[:shown] + tuple(tuple(min(CAP, a * lift) for a in row) for row in base_rank[shown:])
         rates = [step(chain, d) if d < shown else min(CAP, step(base_chain, d) * lift) for d in range(len(chain))]
-        return rank, tuple(math.prod(rates[: d + 1]) for d in range(len(rates)))
+        return rank, tuple(math.prod(rates[:d + 1]) for d in range(len(rates)))

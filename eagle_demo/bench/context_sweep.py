@@ -70,21 +70,12 @@ def check_lengths(session, lengths: list[int], run: RunConfig) -> None:
         need = n + run.max_new_tokens + run.tree.total_tokens
         if window and need > window:
             most = window - run.max_new_tokens - run.tree.total_tokens
-            raise ConfigError(
-                f"context length {n} + {run.max_new_tokens} new tokens passes the target's window of "
-                f"{window} positions; use lengths up to {most}"
-            )
+            raise ConfigError(f"context length {n} + {run.max_new_tokens} new tokens passes the target's window of "
+                              f"{window} positions; use lengths up to {most}")
 
 
-def sweep_context(
-    session,
-    items: list[PromptItem],
-    run: RunConfig,
-    lengths: list[int],
-    repeats: int = 1,
-    chat: bool = False,
-    progress: Callable[[int, int, str], None] | None = None,
-) -> list[BenchReport]:
+def sweep_context(session, items: list[PromptItem], run: RunConfig, lengths: list[int], repeats: int = 1,
+                  chat: bool = False, progress: Callable[[int, int, str], None] | None = None) -> list[BenchReport]:
     """`bench.run.run_bench` at each context length: tau and speedup as the context grows. One report per length,
     `settings["context_tokens"]` its length and `settings["context_mean"]` the prompts' mean length in tokens."""
     from .run import run_bench
@@ -97,10 +88,8 @@ def sweep_context(
         def step(done: int, _total: int, name: str, offset=n * per, length=length) -> None:
             if progress:
                 progress(offset + done, len(lengths) * per, f"{length} tokens: {name}")
-
         report = run_bench(session, items, run, repeats=repeats, chat=chat, progress=step, encoded=encoded)
         mean = sum(map(len, encoded)) / len(encoded)
-        reports.append(
-            replace(report, settings={**report.settings, "context_tokens": length, "context_mean": round(mean, 1)})
-        )
+        reports.append(replace(report, settings={**report.settings, "context_tokens": length,
+                                                 "context_mean": round(mean, 1)}))
     return reports

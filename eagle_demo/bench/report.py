@@ -14,18 +14,8 @@ from pathlib import Path
 
 from ..race.speedup import verdict
 
-__all__ = [
-    "PromptItem",
-    "PromptResult",
-    "CategorySummary",
-    "BenchReport",
-    "CATEGORIES",
-    "draft_label",
-    "report_label",
-    "comparison_table",
-    "comparison_csv",
-    "comparison_json",
-]
+__all__ = ["PromptItem", "PromptResult", "CategorySummary", "BenchReport", "CATEGORIES", "draft_label",
+           "report_label", "comparison_table", "comparison_csv", "comparison_json"]
 
 CATEGORIES = ("chat", "translation", "summarization", "qa", "math", "rag", "code")
 
@@ -107,8 +97,7 @@ class BenchReport:
         if not top:
             return "the draft missed nowhere (no round stopped under a drafted child)"
         return "most frequent misses (draft's guess -> target's token): " + ", ".join(
-            f"{m['draft']!r} -> {m['target']!r} x{m['count']}" for m in top
-        )
+            f"{m['draft']!r} -> {m['target']!r} x{m['count']}" for m in top)
 
     def where_line(self) -> str:
         """Tau by kind of text and by position (`falloff`), e.g. "tau by kind: code 4.1 (80 rounds), ..."."""
@@ -119,36 +108,23 @@ class BenchReport:
         blocks = where.get("by_position", [])
         third = max(1, len(blocks) // 3)
         pooled = lambda part: sum(b["tau"] * b["rounds"] for b in part) / max(1, sum(b["rounds"] for b in part))  # noqa: E731
-        trend = (
-            f"; by position: first third {pooled(blocks[:third]):.2f}, last third {pooled(blocks[-third:]):.2f}"
-            if len(blocks) >= 3
-            else ""
-        )
+        trend = (f"; by position: first third {pooled(blocks[:third]):.2f}, last third {pooled(blocks[-third:]):.2f}"
+                 if len(blocks) >= 3 else "")
         return f"tau by kind of text: {kinds}{trend}"
 
     def table(self) -> str:
         """The table by category; first, when the tree was the automatic one, its choice and predicted speedup
         next to the measured overall speedup (`extra["auto"]`)."""
         auto = self.extra.get("auto")
-        head = (
-            [
-                f"auto: {auto['tree']}, predicted tau {auto['predicted_tau']:.2f}, round cost "
+        head = [f"auto: {auto['tree']}, predicted tau {auto['predicted_tau']:.2f}, round cost "
                 f"{auto['predicted_round_cost']:.2f} plain steps, predicted {auto['predicted_speedup']:.2f}x, "
-                f"measured {auto['measured_speedup']:.2f}x"
-            ]
-            if auto
-            else []
-        )
-        lines = [
-            f"{'category':<14}{'prompts':>8}{'runs':>6}{'tau':>7}{'EAGLE tok/s':>13}{'base tok/s':>12}"
-            f"{'speedup':>9}{'round cost':>12}{'equal':>7}"
-        ]
+                f"measured {auto['measured_speedup']:.2f}x"] if auto else []
+        lines = [f"{'category':<14}{'prompts':>8}{'runs':>6}{'tau':>7}{'EAGLE tok/s':>13}{'base tok/s':>12}"
+                 f"{'speedup':>9}{'round cost':>12}{'equal':>7}"]
         for c in (*self.categories, self.overall):
             eq = verdict(c.all_equal)
-            lines.append(
-                f"{c.category:<14}{c.prompts:>8}{c.runs:>6}{c.tau:>7.2f}{c.eagle_tokens_per_second:>13.1f}"
-                f"{c.baseline_tokens_per_second:>12.1f}{c.speedup:>8.2f}x{c.round_cost:>12.2f}{eq:>7}"
-            )
+            lines.append(f"{c.category:<14}{c.prompts:>8}{c.runs:>6}{c.tau:>7.2f}{c.eagle_tokens_per_second:>13.1f}"
+                         f"{c.baseline_tokens_per_second:>12.1f}{c.speedup:>8.2f}x{c.round_cost:>12.2f}{eq:>7}")
         return "\n".join(head + lines)
 
 
@@ -159,17 +135,9 @@ def _summary(name: str, rows: list[PromptResult]) -> CategorySummary:
     eq = [r.equal_to_baseline for r in rows if r.equal_to_baseline is not None]
     rounds = sum(r.rounds for r in rows)  # tau pooled, as the metric is defined: committed tokens / rounds
     tau, ratio = sum(r.tau * r.rounds for r in rows) / rounds if rounds else 0.0, e / b if b else 0.0
-    return CategorySummary(
-        category=name,
-        prompts=len({r.id for r in rows}),
-        runs=n,
-        tau=tau,
-        eagle_tokens_per_second=e,
-        baseline_tokens_per_second=b,
-        speedup=ratio,
-        all_equal=all(eq) if eq else None,
-        round_cost=_pooled_cost(rows),
-    )
+    return CategorySummary(category=name, prompts=len({r.id for r in rows}), runs=n, tau=tau, eagle_tokens_per_second=e,
+                           baseline_tokens_per_second=b, speedup=ratio, all_equal=all(eq) if eq else None,
+                           round_cost=_pooled_cost(rows))
 
 
 def _pooled_cost(rows: list[PromptResult]) -> float:
@@ -204,18 +172,14 @@ def report_label(report: BenchReport, by: str) -> str:
 
 def comparison_table(reports: list[BenchReport], by: str = "draft") -> str:
     """Overall figures of each report, one line each (the per-category tables come from `table`)."""
-    lines = [
-        f"{by:<28}{'family':>8}{'tau':>7}{'EAGLE tok/s':>13}{'base tok/s':>12}{'speedup':>9}"
-        f"{'round cost':>12}{'equal':>7}"
-    ]
+    lines = [f"{by:<28}{'family':>8}{'tau':>7}{'EAGLE tok/s':>13}{'base tok/s':>12}{'speedup':>9}"
+             f"{'round cost':>12}{'equal':>7}"]
     for r in reports:
         o = r.overall
         eq = verdict(o.all_equal)
-        lines.append(
-            f"{report_label(r, by):<28}{r.settings['draft_family']:>8}{o.tau:>7.2f}"
-            f"{o.eagle_tokens_per_second:>13.1f}{o.baseline_tokens_per_second:>12.1f}{o.speedup:>8.2f}x"
-            f"{o.round_cost:>12.2f}{eq:>7}"
-        )
+        lines.append(f"{report_label(r, by):<28}{r.settings['draft_family']:>8}{o.tau:>7.2f}"
+                     f"{o.eagle_tokens_per_second:>13.1f}{o.baseline_tokens_per_second:>12.1f}{o.speedup:>8.2f}x"
+                     f"{o.round_cost:>12.2f}{eq:>7}")
     return "\n".join(lines)
 
 

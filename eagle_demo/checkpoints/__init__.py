@@ -7,23 +7,13 @@ target, adapt config and weights in memory, and report every adaptation.
 
 from .api import LoadedPair, attach_draft, inspect_pair, load_pair
 from .errors import (
-    CheckpointError,
-    CorruptCheckpointError,
-    IncompatiblePairError,
-    NotAnEagleDraftError,
-    UnsupportedLayoutError,
+                     CheckpointError,
+                     CorruptCheckpointError,
+                     IncompatiblePairError,
+                     NotAnEagleDraftError,
+                     UnsupportedLayoutError,
 )
 from .report import AdaptationReport
 
-__all__ = [
-    "load_pair",
-    "inspect_pair",
-    "attach_draft",
-    "LoadedPair",
-    "AdaptationReport",
-    "CheckpointError",
-    "CorruptCheckpointError",
-    "IncompatiblePairError",
-    "NotAnEagleDraftError",
-    "UnsupportedLayoutError",
-]
+__all__ = ["load_pair", "inspect_pair", "attach_draft", "LoadedPair", "AdaptationReport", "CheckpointError",
+           "CorruptCheckpointError", "IncompatiblePairError", "NotAnEagleDraftError", "UnsupportedLayoutError"]

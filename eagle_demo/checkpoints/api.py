@@ -34,13 +34,8 @@ class LoadedPair:
     draft_path: str | None
 
 
-def inspect_pair(
-    target: str,
-    draft: str | None,
-    revision: str | None = None,
-    draft_revision: str | None = None,
-    max_download_bytes: int | None = None,
-) -> AdaptationReport:
+def inspect_pair(target: str, draft: str | None, revision: str | None = None,
+                 draft_revision: str | None = None, max_download_bytes: int | None = None) -> AdaptationReport:
     """Detect and plan without loading weights (configs and tensor headers only).
 
     Raises CheckpointError when files cannot be found or read; a pair that load_pair would refuse for any
@@ -69,18 +64,9 @@ def inspect_pair(
     return _report(target, draft, info, spec, plan, problem=problem, ignored=ignored)
 
 
-def load_pair(
-    target: str,
-    draft: str | None,
-    *,
-    revision: str | None = None,
-    draft_revision: str | None = None,
-    dtype: str = "auto",
-    device: str = "auto",
-    max_download_bytes: int | None = None,
-    progress: Progress | None = None,
-    check: bool = True,
-) -> LoadedPair:
+def load_pair(target: str, draft: str | None, *, revision: str | None = None, draft_revision: str | None = None,
+              dtype: str = "auto", device: str = "auto", max_download_bytes: int | None = None,
+              progress: Progress | None = None, check: bool = True) -> LoadedPair:
     """Resolve, check, load and adapt a (target, draft) pair. Raises CheckpointError (one line) on failure.
     check=False leaves out the target's forward check (`target.check`), for the caller to run where the weights
     compute (a ZeroGPU Space runs it in its GPU worker: its main process holds placeholders)."""
@@ -117,152 +103,78 @@ def load_pair(
         say("building the draft", 0.8)
         result = load_head(plan, model)
     say("ready", 1.0)
-    report = _report(
-        target,
-        draft,
-        info,
-        spec,
-        plan,
-        problem=None,
-        loaded=_Loaded(model, result, tuple(warnings), tuple(target_notes)),
-    )
-    return LoadedPair(
-        target=model,
-        tokenizer=tokenizer,
-        head=result.head if result else None,
-        report=report,
-        target_path=str(info.folder),
-        draft_path=draft_path,
-    )
+    report = _report(target, draft, info, spec, plan, problem=None,
+                     loaded=_Loaded(model, result, tuple(warnings), tuple(target_notes)))
+    return LoadedPair(target=model, tokenizer=tokenizer, head=result.head if result else None, report=report,
+                      target_path=str(info.folder), draft_path=draft_path)
 
 
-def attach_draft(
-    pair: LoadedPair,
-    draft: str,
-    *,
-    draft_revision: str | None = None,
-    max_download_bytes: int | None = None,
-    progress: Progress | None = None,
-) -> LoadedPair:
+def attach_draft(pair: LoadedPair, draft: str, *, draft_revision: str | None = None,
+                 max_download_bytes: int | None = None, progress: Progress | None = None) -> LoadedPair:
     """Another draft on an already loaded target (to compare heads): the target's weights and tokenizer are
     shared, not loaded again. Raises CheckpointError (one line) as load_pair does."""
     say = progress or (lambda message, fraction: None)
     info = read_target(Path(pair.target_path))
     say("reading the draft", 0.1)
-    draft_path = hub.resolve(
-        draft,
-        draft_revision,
-        "draft",
-        max_download_bytes,
-        lambda message, fraction: say(message, 0.1 + 0.5 * min(max(fraction, 0.0), 1.0)),
-    )
+    draft_path = hub.resolve(draft, draft_revision, "draft", max_download_bytes,
+                             lambda message, fraction: say(message, 0.1 + 0.5 * min(max(fraction, 0.0), 1.0)))
     spec = detect_draft(Path(draft_path))
     plan = plan_draft(spec, info)
     say("building the draft", 0.7)
     result = load_head(plan, pair.target)
     say("ready", 1.0)
-    report = _report(
-        pair.report.target,
-        draft,
-        info,
-        spec,
-        plan,
-        problem=None,
-        loaded=_Loaded(pair.target, result, target_notes=tuple(describe_target(pair.target))),
-    )  # checked at its load
-    return LoadedPair(
-        target=pair.target,
-        tokenizer=pair.tokenizer,
-        head=result.head,
-        report=report,
-        target_path=pair.target_path,
-        draft_path=draft_path,
-    )
+    report = _report(pair.report.target, draft, info, spec, plan, problem=None,
+                     loaded=_Loaded(pair.target, result,
+                                    target_notes=tuple(describe_target(pair.target))))  # checked at its load
+    return LoadedPair(target=pair.target, tokenizer=pair.tokenizer, head=result.head, report=report,
+                      target_path=pair.target_path, draft_path=draft_path)
 
 
 @dataclass(frozen=True)
 class _Loaded:
     """What a load adds to a pair's report: the target model, the draft's load result (None without a draft), the
     load's warnings and the notes on the target."""
-
     model: PreTrainedModel
     result: Any = None
     warnings: tuple[str, ...] = ()
     target_notes: tuple[str, ...] = ()
 
 
-def _report(
-    target: str,
-    draft: str | None,
-    info: TargetInfo,
-    spec: DraftSpec | None,
-    plan: DraftPlan | None,
-    problem: str | None,
-    ignored: list[str] | None = None,
-    loaded: _Loaded | None = None,
-) -> AdaptationReport:
+def _report(target: str, draft: str | None, info: TargetInfo, spec: DraftSpec | None, plan: DraftPlan | None,
+            problem: str | None, ignored: list[str] | None = None, loaded: _Loaded | None = None) -> AdaptationReport:
     model = loaded.model if loaded else None
     result = loaded.result if loaded else None
     warnings, target_notes = (loaded.warnings, loaded.target_notes) if loaded else ((), ())
-    base = dict(
-        target=target,
-        draft=draft,
-        target_path=str(info.folder),
-        target_model_type=info.model_type,
-        target_layers=info.num_layers,
-        target_hidden=info.hidden,
-        target_vocab=info.vocab,
-        problem=problem,
-    )
+    base = dict(target=target, draft=draft, target_path=str(info.folder), target_model_type=info.model_type,
+                target_layers=info.num_layers, target_hidden=info.hidden, target_vocab=info.vocab, problem=problem)
     if model is not None:
         weight = model.get_output_embeddings().weight
         base.update(dtype=str(weight.dtype).replace("torch.", ""), device=str(weight.device))
     target_side = list(info.notes) + list(target_notes)
     if spec is None:
-        return AdaptationReport(
-            draft_path=None,
-            family="none",
-            source_layout="",
-            **base,
-            adaptations=tuple(target_side),
-            warnings=tuple(warnings),
-        )
+        return AdaptationReport(draft_path=None, family="none", source_layout="", **base,
+                                adaptations=tuple(target_side), warnings=tuple(warnings))
     notes = target_side + list(spec.notes) + (plan.notes if plan else []) + (result.notes if result else [])
     eagle = spec.family in ("eagle1", "eagle3", "mtp")
     if result is not None:
         draft_bytes, shared_bytes, embedding = result.draft_bytes, result.shared_bytes, result.embedding
         ignored = result.ignored
     else:
-        counted = (
-            (
-                [spec.weights.tensors[n] for n in spec.names.values()]
-                if spec.family == "mtp"
-                else list(spec.weights.tensors.values())
-            )
-            if spec.weights
-            else []
-        )  # MTP: its layer, not the target
+        counted = ([spec.weights.tensors[n] for n in spec.names.values()] if spec.family == "mtp" else
+                   list(spec.weights.tensors.values())) if spec.weights else []  # MTP: its layer, not the target
         draft_bytes = sum(t.nbytes() for t in counted)
         shared_bytes, embedding = 0, None
         if plan is not None:
             embedding = {"shared": "shared", "own": "own", "compare": "own (shared if equal to the target's)"}[
-                plan.embedding
-            ]
+                plan.embedding]
     return AdaptationReport(
-        draft_path=str(spec.folder),
-        family=spec.family,
-        source_layout=spec.layout,
-        **base,
+        draft_path=str(spec.folder), family=spec.family, source_layout=spec.layout, **base,
         draft_hidden=(spec.hidden or None) if eagle else None,
         draft_vocab=(plan.draft_vocab if plan else spec.draft_vocab) if eagle else None,
         draft_layers=(spec.num_layers or None) if eagle else None,
-        num_heads=spec.num_heads or None,
-        num_kv_heads=spec.num_kv_heads or None,
-        head_dim=spec.head_dim or None,
-        intermediate_size=spec.intermediate or None,
-        fc_bias=spec.fc_bias if eagle else None,
-        qkv_bias=spec.qkv_bias if eagle else None,
-        embedding=embedding,
+        num_heads=spec.num_heads or None, num_kv_heads=spec.num_kv_heads or None, head_dim=spec.head_dim or None,
+        intermediate_size=spec.intermediate or None, fc_bias=spec.fc_bias if eagle else None,
+        qkv_bias=spec.qkv_bias if eagle else None, embedding=embedding,
         lm_head=plan.lm_head if plan else None,
         feature_layers=plan.feature_layers if plan else None,
         feature_convention=plan.feature_convention if plan else "",
@@ -272,9 +184,6 @@ def _report(
         draft_context=spec.max_positions if eagle else None,
         norm_before_residual=spec.norm_before_residual if spec.family == "eagle3" else None,
         source_dtype=spec.source_dtype,
-        adaptations=tuple(dict.fromkeys(notes)),
-        ignored_keys=tuple(ignored or spec.ignored),
+        adaptations=tuple(dict.fromkeys(notes)), ignored_keys=tuple(ignored or spec.ignored),
         warnings=tuple(dict.fromkeys(spec.warnings + (plan.warnings if plan else []) + list(warnings))),
-        draft_param_bytes=draft_bytes,
-        shared_bytes=shared_bytes,
-    )
+        draft_param_bytes=draft_bytes, shared_bytes=shared_bytes)

@@ -33,7 +33,8 @@ __all__ = ["make_head", "key_plan", "load_target", "load_tokenizer"]
 _HANDLED = ("d2t", "t2d", "embed_tokens.weight")
 
 
-def make_head(plan: DraftPlan, lm_head: nn.Module | None, embed: nn.Module | None, own_embedding: bool) -> DraftHead:
+def make_head(plan: DraftPlan, lm_head: nn.Module | None, embed: nn.Module | None,
+              own_embedding: bool) -> DraftHead:
     """The head for `plan` on the meta device, shaped exactly like the checkpoint (biases included)."""
     spec, config = plan.spec, plan.config
     if spec.family == "mtp":
@@ -41,64 +42,25 @@ def make_head(plan: DraftPlan, lm_head: nn.Module | None, embed: nn.Module | Non
     try:
         with torch.device("meta"):
             if spec.family == "eagle1" and (spec.hass_norms or spec.layer0_input_norm):
-                head: DraftHead = HassHead(
-                    config,
-                    lm_head,
-                    embed,
-                    norms=spec.hass_norms,
-                    layer0_input_norm=spec.layer0_input_norm,
-                    fc_bias=spec.fc_bias,
-                    qkv_bias=spec.qkv_bias,
-                    num_layers=spec.num_layers,
-                )
+                head: DraftHead = HassHead(config, lm_head, embed, norms=spec.hass_norms,
+                                           layer0_input_norm=spec.layer0_input_norm, fc_bias=spec.fc_bias,
+                                           qkv_bias=spec.qkv_bias, num_layers=spec.num_layers)
             elif spec.family == "eagle1":
-                head = Eagle1Head(
-                    config,
-                    lm_head=lm_head,
-                    embed_tokens=embed,
-                    fc_bias=spec.fc_bias,
-                    qkv_bias=spec.qkv_bias,
-                    num_layers=spec.num_layers,
-                )
+                head = Eagle1Head(config, lm_head=lm_head, embed_tokens=embed, fc_bias=spec.fc_bias,
+                                  qkv_bias=spec.qkv_bias, num_layers=spec.num_layers)
             elif spec.mla:
-                head = MlaEagle3Head(
-                    config,
-                    plan.target_feature_width,
-                    plan.draft_vocab,
-                    embed,
-                    plan.feature_layers,
-                    Variant(
-                        norm_before_residual=spec.norm_before_residual,
-                        fc_norms=spec.fc_norms,
-                        input_norm=spec.input_norm,
-                        norm_output=spec.norm_output,
-                    ),
-                )
+                head = MlaEagle3Head(config, plan.target_feature_width, plan.draft_vocab, embed, plan.feature_layers,
+                                     Variant(norm_before_residual=spec.norm_before_residual, fc_norms=spec.fc_norms,
+                                             input_norm=spec.input_norm, norm_output=spec.norm_output))
             elif _is_variant(spec):
-                head = Eagle3xHead(
-                    config,
-                    plan.target_feature_width,
-                    plan.draft_vocab,
-                    embed,
-                    plan.feature_layers,
-                    Variant(
-                        norm_before_residual=spec.norm_before_residual,
-                        num_layers=spec.num_layers,
-                        fc_norms=spec.fc_norms,
-                        input_norm=spec.input_norm,
-                        norm_output=spec.norm_output,
-                        spare_fc_in=spec.spare_fc_in,
-                    ),
-                )
+                head = Eagle3xHead(config, plan.target_feature_width, plan.draft_vocab, embed, plan.feature_layers,
+                                   Variant(norm_before_residual=spec.norm_before_residual, num_layers=spec.num_layers,
+                                           fc_norms=spec.fc_norms, input_norm=spec.input_norm,
+                                           norm_output=spec.norm_output, spare_fc_in=spec.spare_fc_in))
             else:
-                head = Eagle3Head(
-                    config,
-                    target_hidden_size=plan.target_feature_width,
-                    draft_vocab_size=plan.draft_vocab,
-                    embed_tokens=embed,
-                    feature_layers=plan.feature_layers,
-                    norm_before_residual=spec.norm_before_residual,
-                )
+                head = Eagle3Head(config, target_hidden_size=plan.target_feature_width,
+                                  draft_vocab_size=plan.draft_vocab, embed_tokens=embed,
+                                  feature_layers=plan.feature_layers, norm_before_residual=spec.norm_before_residual)
             if spec.family == "eagle3" and plan.lm_head == "target":
                 del head.lm_head  # replace the draft's own (absent) head by the target's, shared
                 head.lm_head = Shared(lm_head)
@@ -108,8 +70,7 @@ def make_head(plan: DraftPlan, lm_head: nn.Module | None, embed: nn.Module | Non
     except (KeyError, ValueError, TypeError) as exc:
         raise UnsupportedLayoutError(
             f"the draft in {spec.folder} could not be built ({' '.join(str(exc).split())[:160]}); its settings "
-            f"(e.g. rope type {spec.rope.get('rope_type')}) are not supported here, pick another draft"
-        ) from exc
+            f"(e.g. rope type {spec.rope.get('rope_type')}) are not supported here, pick another draft") from exc
     return head
 
 
@@ -145,8 +106,7 @@ def key_plan(head: DraftHead, plan: DraftPlan) -> tuple[dict[str, str], list[str
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
         raise CorruptCheckpointError(
             f"{spec.family.upper()} draft in {spec.folder} is missing required weight {missing[0]}{more}; the "
-            "checkpoint is incomplete, re-download it or pick another draft"
-        )
+            "checkpoint is incomplete, re-download it or pick another draft")
     needed: dict[str, str] = {}
     for key, shape in expected.items():
         if key in _HANDLED:
@@ -156,8 +116,7 @@ def key_plan(head: DraftHead, plan: DraftPlan) -> tuple[dict[str, str], list[str
         if tuple(found) != shape:
             raise CorruptCheckpointError(
                 f"draft weight {stored} is {list(found)}, expected {list(shape)} for this layout; the checkpoint is "
-                "inconsistent, pick another draft"
-            )
+                "inconsistent, pick another draft")
         needed[key] = stored
     if plan.embedding in ("own", "compare"):
         needed["embed_tokens.weight"] = spec.names["embed_tokens.weight"]
@@ -172,10 +131,8 @@ def key_plan(head: DraftHead, plan: DraftPlan) -> tuple[dict[str, str], list[str
 
 # ---- target ----------------------------------------------------------------------------------------
 
-
-def load_target(
-    info: TargetInfo, dtype: str, device: str, warnings: list[str], notes: list[str] | None = None, check: bool = True
-) -> PreTrainedModel:
+def load_target(info: TargetInfo, dtype: str, device: str, warnings: list[str],
+                notes: list[str] | None = None, check: bool = True) -> PreTrainedModel:
     """AutoModelForCausalLM in eval mode with SDPA attention (`attention.use_grouped_sdpa` on a CPU); never
     trust_remote_code. notes: gets what the target check found (the report's adaptations)."""
     try:
@@ -212,14 +169,11 @@ def load_target(
     if missing:
         raise CorruptCheckpointError(
             f"target {info.folder} is missing weights (e.g. {missing[0]}, {len(missing)} in all); the checkpoint is "
-            f"incomplete or not a {info.model_type} model"
-        )
+            f"incomplete or not a {info.model_type} model")
     mismatched = list(loading.get("mismatched_keys") or [])
     if mismatched:
-        raise CorruptCheckpointError(
-            f"target {info.folder} has weights of the wrong shape (e.g. {mismatched[0]}); "
-            "the config and the weights disagree, re-download the target"
-        )
+        raise CorruptCheckpointError(f"target {info.folder} has weights of the wrong shape (e.g. {mismatched[0]}); "
+                                     "the config and the weights disagree, re-download the target")
     if device_map is None:
         column_major_linears(model)  # fp32 on a CPU only: a faster decode step, identical results (cpu_layout)
     fuse_rms_norms(model)  # fp32 on a CPU only: each RMS norm in one call, identical results (fused_norms)
@@ -252,18 +206,14 @@ def _load_failure(exc: Exception, info: TargetInfo, dev: torch.device) -> Checkp
     wrong shape, or weights that could not be read."""
     text = " ".join(str(exc).split())[:200]
     if device_failure(exc):  # the files were fine: the device could not take them
-        return DevicePlacementError(
-            f"target weights in {info.folder} could not be placed on {dev} ({text}); the "
-            "device failed, not the checkpoint: check the GPU or pick another device"
-        )
+        return DevicePlacementError(f"target weights in {info.folder} could not be placed on {dev} ({text}); the "
+                                    "device failed, not the checkpoint: check the GPU or pick another device")
     if "mismatched_sizes" in str(exc) or "size mismatch" in str(exc):
         return CorruptCheckpointError(
             f"target {info.folder} has weights of the wrong shape for its config.json; the config and the "
-            "weights disagree, re-download the target or fix config.json"
-        )
-    return CorruptCheckpointError(
-        f"target weights in {info.folder} could not be loaded ({text}); re-download the target or check the folder"
-    )
+            "weights disagree, re-download the target or fix config.json")
+    return CorruptCheckpointError(f"target weights in {info.folder} could not be loaded ({text}); re-download the "
+                                  "target or check the folder")
 
 
 def describe_target(model: PreTrainedModel) -> list[str]:
@@ -274,10 +224,8 @@ def describe_target(model: PreTrainedModel) -> list[str]:
     if not head.identity:
         out.append(f"logits after the output projection as the {model.config.model_type} forward does: {head.label()}")
     if window.size is not None:
-        out.append(
-            f"sliding window of {window.size} tokens applied in the engines' own masks"
-            + (" (full and sliding layers: a mask per layer type)" if window.mixed else "")
-        )
+        out.append(f"sliding window of {window.size} tokens applied in the engines' own masks"
+                   + (" (full and sliding layers: a mask per layer type)" if window.mixed else ""))
     rope = RopeLimit.of(model)
     if rope.kind is not None:
         out.append(rope.label())
@@ -289,11 +237,8 @@ def _device_map(info: TargetInfo, dtype: torch.dtype, dev: torch.device, request
     if dev.type == "cpu":
         return None
     if (requested or "auto").strip().lower() == "auto" and dev.type == "cuda" and torch.cuda.device_count() > 1:
-        size = (
-            sum(t.numel for t in info.weights.tensors.values()) * torch.tensor([], dtype=dtype).element_size()
-            if info.weights
-            else 0
-        )
+        size = sum(t.numel for t in info.weights.tensors.values()) * torch.tensor([], dtype=dtype).element_size() \
+            if info.weights else 0
         free, _ = torch.cuda.mem_get_info(dev)
         if size > 0.9 * free:
             return "auto"
@@ -306,7 +251,6 @@ def load_tokenizer(info: TargetInfo, warnings: list[str]):
     try:
         return AutoTokenizer.from_pretrained(str(info.folder), trust_remote_code=False)
     except Exception as exc:  # noqa: BLE001 - tokenizer backends raise assorted errors; token ids still work
-        warnings.append(
-            f"the target tokenizer could not be loaded ({' '.join(str(exc).split())[:120]}); only token ids can be used"
-        )
+        warnings.append(f"the target tokenizer could not be loaded ({' '.join(str(exc).split())[:120]}); "
+                        "only token ids can be used")
         return None

@@ -30,13 +30,11 @@ def detect_draft(folder: Path) -> DraftSpec:
     if weights is None:
         raise CorruptCheckpointError(
             f"draft folder {folder} has no weight files (model.safetensors, pytorch_model.bin or sharded "
-            "*.index.json); pass a folder or repo that holds the draft weights"
-        )
+            "*.index.json); pass a folder or repo that holds the draft weights")
     cfg = raw_cfg or {}
     top, layer, hint, notes = _unwrap_config(cfg)
-    spec = DraftSpec(
-        folder=folder, family="unknown", layout="unknown", weights=weights, config=cfg, layer_config=layer, notes=notes
-    )
+    spec = DraftSpec(folder=folder, family="unknown", layout="unknown", weights=weights, config=cfg,
+                     layer_config=layer, notes=notes)
     if raw_cfg is None:
         spec.warnings.append("no config.json in the draft folder; shapes from the weights, EAGLE defaults for RoPE")
     spec.source_dtype = _main_dtype(weights)
@@ -56,9 +54,8 @@ def detect_draft(folder: Path) -> DraftSpec:
 
     eagle3 = _looks_eagle3(cfg, top, stripped, weights)
     if eagle3 and not any(k.startswith("midlayer.") for k in stripped):
-        stripped = {
-            ("midlayer." + k[len("layers.0.") :] if k.startswith("layers.0.") else k): v for k, v in stripped.items()
-        }
+        stripped = {("midlayer." + k[len("layers.0."):] if k.startswith("layers.0.") else k): v
+                    for k, v in stripped.items()}
     spec.names = stripped
     spec.family = "eagle3" if eagle3 else "eagle1"
     spec.layout = _layout_name(spec.family, cfg, top, hint, speculators, stripped)
@@ -72,25 +69,16 @@ def detect_draft(folder: Path) -> DraftSpec:
 
 # ---- config unwrapping -----------------------------------------------------------------------------
 
-
 def _unwrap_config(cfg: dict) -> tuple[dict, dict, str, list[str]]:
     """(top-level dict, decoder-layer dict, layout hint, notes)."""
     if cfg.get("model_type") == "eagle" and isinstance(cfg.get("model"), dict):
         inner = cfg["model"]
-        return (
-            cfg,
-            inner,
-            "vllm",
-            [f"config wrapped {{model_type: eagle}} -> inner {inner.get('model_type', 'llama')} config"],
-        )
+        return cfg, inner, "vllm", [
+            f"config wrapped {{model_type: eagle}} -> inner {inner.get('model_type', 'llama')} config"]
     if isinstance(cfg.get("transformer_layer_config"), dict):
         inner = cfg["transformer_layer_config"]
-        return (
-            cfg,
-            inner,
-            "speculators",
-            [f"speculators config: layer settings from transformer_layer_config ({inner.get('model_type', 'llama')})"],
-        )
+        return cfg, inner, "speculators", [
+            f"speculators config: layer settings from transformer_layer_config ({inner.get('model_type', 'llama')})"]
     archs = [str(a) for a in cfg.get("architectures") or []]
     if cfg.get("speculators_model_type") or any(a.endswith("Speculator") for a in archs):
         return cfg, cfg, "speculators", []
@@ -122,15 +110,8 @@ def _layout_name(family: str, cfg: dict, top: dict, hint: str, speculators: bool
 
 # NVIDIA Model-Optimizer's export fills these eagle_config keys from its own EagleConfig (its `eagle_config`
 # template in modelopt/torch/export/plugins/hf_spec_export.py); SpecForge writes only the ids and use_aux_hidden_state
-_MODELOPT_KEYS = (
-    "norm_before_fc",
-    "use_input_layernorm_in_first_layer",
-    "use_last_layernorm",
-    "use_mtp_layernorm",
-    "next_layer_regular",
-    "parallel_draft_step",
-    "parallel_draft_heads_num_layers",
-)
+_MODELOPT_KEYS = ("norm_before_fc", "use_input_layernorm_in_first_layer", "use_last_layernorm", "use_mtp_layernorm",
+                  "next_layer_regular", "parallel_draft_step", "parallel_draft_heads_num_layers")
 
 
 def _modelopt_eagle3(top: dict, names: dict) -> bool:
@@ -138,17 +119,11 @@ def _modelopt_eagle3(top: dict, names: dict) -> bool:
     the fused features (`input_norm.weight`, `norm_before_fc`), no fusion (`use_aux_hidden_state: false` or no fc),
     or ModelOpt's own eagle_config keys. Only the label differs: both load through the same readers."""
     block = found if isinstance(found := top.get("eagle_config"), dict) else {}
-    return (
-        "input_norm.weight" in names
-        or "fc.weight" not in names
-        or "norm_before_fc" in top
-        or block.get("use_aux_hidden_state") is False
-        or any(k in block for k in _MODELOPT_KEYS)
-    )
+    return ("input_norm.weight" in names or "fc.weight" not in names or "norm_before_fc" in top
+            or block.get("use_aux_hidden_state") is False or any(k in block for k in _MODELOPT_KEYS))
 
 
 # ---- name mapping ----------------------------------------------------------------------------------
-
 
 def _strip_prefixes(weights: WeightFiles, spec: DraftSpec) -> dict[str, str]:
     """Canonical-ish name -> stored name, with wrapper prefixes (`model.`, `model.model.`) removed."""
@@ -156,7 +131,7 @@ def _strip_prefixes(weights: WeightFiles, spec: DraftSpec) -> dict[str, str]:
     for stored in sorted(weights.tensors):
         name = stored
         while name.startswith("model."):
-            name = name[len("model.") :]
+            name = name[len("model."):]
         if name in out:
             spec.ignored.append(stored)  # duplicate under another prefix; the first one wins
             continue
@@ -166,9 +141,9 @@ def _strip_prefixes(weights: WeightFiles, spec: DraftSpec) -> dict[str, str]:
 
 def _speculators_name(name: str) -> str:
     if name.startswith("fusion_fc."):
-        return "fc." + name[len("fusion_fc.") :]
+        return "fc." + name[len("fusion_fc."):]
     if name.startswith("transformer."):
-        return "layers.0." + name[len("transformer.") :]
+        return "layers.0." + name[len("transformer."):]
     return name
 
 
@@ -178,9 +153,8 @@ def _looks_eagle3(cfg: dict, top: dict, names: dict, weights: WeightFiles) -> bo
     if any(k.startswith("midlayer.") for k in names) or "d2t" in names or "t2d" in names:
         return True
     kind = str(top.get("speculators_model_type") or cfg.get("speculators_model_type") or "")
-    if kind == "eagle3" or any(
-        str(a).startswith("Eagle3") or str(a).endswith("Eagle3") for a in cfg.get("architectures") or []
-    ):
+    if kind == "eagle3" or any(str(a).startswith("Eagle3") or str(a).endswith("Eagle3")
+                               for a in cfg.get("architectures") or []):
         return True
     if "fc.weight" not in names:
         return True  # only an unfused EAGLE-3 gets here without fc
@@ -191,13 +165,11 @@ def _looks_eagle3(cfg: dict, top: dict, names: dict, weights: WeightFiles) -> bo
 
 def _unfused_eagle3(names: dict) -> bool:
     """An EAGLE-3 layer (hidden_norm beside the attention) without fc: NVIDIA's use_aux_hidden_state false."""
-    return any(
-        f"{p}hidden_norm.weight" in names and f"{p}self_attn.q_proj.weight" in names for p in ("midlayer.", "layers.0.")
-    )
+    return any(f"{p}hidden_norm.weight" in names and f"{p}self_attn.q_proj.weight" in names
+               for p in ("midlayer.", "layers.0."))
 
 
 # ---- other families --------------------------------------------------------------------------------
-
 
 def _is_medusa(cfg: dict, weights: WeightFiles) -> bool:
     if "medusa_num_heads" in cfg or cfg.get("model_type") == "medusa":
@@ -229,15 +201,14 @@ def _not_eagle(spec: DraftSpec, cfg: dict, names: dict) -> DraftSpec:
         kind = cfg.get("model_type") or (archs[0] if archs else "causal LM")
         spec.description = f"a full causal LM ({kind}, {len(layers) or '?'} layers)"
         if cfg.get("num_nextn_predict_layers"):  # MTP declared, but no MTP layer in these weights
-            spec.description += (
-                f" whose config declares num_nextn_predict_layers {cfg['num_nextn_predict_layers']} "
-                "but whose weights hold no MTP layer (no model.mtp_layers.*, model.layers.{L}.eh_proj "
-                "or mtp.fc)"
-            )
+            spec.description += (f" whose config declares num_nextn_predict_layers {cfg['num_nextn_predict_layers']} "
+                                 "but whose weights hold no MTP layer (no model.mtp_layers.*, model.layers.{L}.eh_proj "
+                                 "or mtp.fc)")
     else:
         spec.description = "an unrecognized checkpoint (no fc.weight, no Medusa or causal-LM keys)"
     spec.ignored = sorted(spec.weights.tensors) if spec.weights else []
     return spec
+
 
 
 def _main_dtype(weights: WeightFiles) -> str:

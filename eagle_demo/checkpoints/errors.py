@@ -5,14 +5,8 @@ Messages are one line: what is wrong, then what to do about it.
 
 from __future__ import annotations
 
-__all__ = [
-    "CheckpointError",
-    "CorruptCheckpointError",
-    "IncompatiblePairError",
-    "NotAnEagleDraftError",
-    "UnsupportedLayoutError",
-    "DevicePlacementError",
-]
+__all__ = ["CheckpointError", "CorruptCheckpointError", "IncompatiblePairError", "NotAnEagleDraftError",
+           "UnsupportedLayoutError", "DevicePlacementError"]
 
 
 class CheckpointError(ValueError):

@@ -44,10 +44,8 @@ def fold_fc_bias(tensors: dict[str, torch.Tensor], embedding: torch.Tensor | Non
     shift = torch.linalg.lstsq(w_e, b[:, None]).solution[:, 0]  # [H]
     residual = float((w_e @ shift - b).norm() / b.norm().clamp_min(1e-30))
     if residual > MAX_RESIDUAL:
-        raise ValueError(
-            f"fc.bias cannot be folded exactly (the fc's embedding block is near-singular, relative "
-            f"error {residual:.1e})"
-        )
+        raise ValueError(f"fc.bias cannot be folded exactly (the fc's embedding block is near-singular, relative "
+                         f"error {residual:.1e})")
     out = {k: (v.float() if v.is_floating_point() else v) for k, v in tensors.items() if k != prefix + "fc.bias"}
     out[name] = (embed.double() + shift).float()  # [V, H]
     return Folded(out, residual)
@@ -64,14 +62,8 @@ def target_embedding(target: Path) -> torch.Tensor:
     return weights.load([name])[name]
 
 
-def write_weights(
-    src: Path,
-    out: Path,
-    zero_fc_bias: bool = False,
-    fold: bool = False,
-    strip_prefix: bool = False,
-    target: Path | None = None,
-) -> None:
+def write_weights(src: Path, out: Path, zero_fc_bias: bool = False, fold: bool = False, strip_prefix: bool = False,
+                  target: Path | None = None) -> None:
     """The draft's weights from src into out: copied as they are, or rewritten as one safetensors file with the
     `model.` prefixes dropped, fc.bias folded into the embedding, or a zero fc.bias added (SGLang)."""
     import shutil

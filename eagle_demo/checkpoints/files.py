@@ -21,36 +21,16 @@ from safetensors import safe_open
 from ..common.errors import brief as _short
 from .errors import CheckpointError, CorruptCheckpointError
 
-__all__ = ["TensorInfo", "WeightFiles", "read_json", "read_config", "scan_weights", "safe_child", "DTYPE_BYTES"]
+__all__ = ["TensorInfo", "WeightFiles", "read_json", "read_config", "scan_weights", "safe_child",
+           "DTYPE_BYTES"]
 
 _SAFETENSORS_DTYPES = {
-    "F64": "float64",
-    "F32": "float32",
-    "F16": "float16",
-    "BF16": "bfloat16",
-    "F8_E4M3": "float8_e4m3fn",
-    "F8_E5M2": "float8_e5m2",
-    "I64": "int64",
-    "I32": "int32",
-    "I16": "int16",
-    "I8": "int8",
-    "U8": "uint8",
+    "F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "F8_E4M3": "float8_e4m3fn",
+    "F8_E5M2": "float8_e5m2", "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8",
     "BOOL": "bool",
 }
-DTYPE_BYTES = {
-    "float64": 8,
-    "float32": 4,
-    "float16": 2,
-    "bfloat16": 2,
-    "float8_e4m3fn": 1,
-    "float8_e5m2": 1,
-    "int64": 8,
-    "int32": 4,
-    "int16": 2,
-    "int8": 1,
-    "uint8": 1,
-    "bool": 1,
-}
+DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1,
+               "int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint8": 1, "bool": 1}
 _SKIP_BIN = {"training_args.bin", "optimizer.bin", "scheduler.bin", "rng_state.bin"}
 
 
@@ -113,14 +93,8 @@ def safe_child(folder: Path, name: str) -> Path:
     are followed as the folder's owner set them up.
     """
     parts = Path(name).parts
-    if (
-        not name
-        or name.startswith(("/", "\\"))
-        or "\\" in name
-        or ":" in name
-        or ".." in parts
-        or Path(name).is_absolute()
-    ):
+    if (not name or name.startswith(("/", "\\")) or "\\" in name or ":" in name or ".." in parts
+            or Path(name).is_absolute()):
         raise CorruptCheckpointError(f"refusing file name {name!r} in {folder}: it points outside the folder")
     return folder / name
 
@@ -154,26 +128,21 @@ def read_config(folder: Path) -> dict | None:
 def scan_weights(folder: Path) -> WeightFiles | None:
     """Describe the weights of a folder from headers only; None when it holds no weight file."""
     folder = Path(folder)
-    for index_name, fmt in (("model.safetensors.index.json", "safetensors"), ("pytorch_model.bin.index.json", "bin")):
+    for index_name, fmt in (("model.safetensors.index.json", "safetensors"),
+                            ("pytorch_model.bin.index.json", "bin")):
         index = folder / index_name
         if index.is_file():
             return _scan_index(folder, index, fmt)
         if fmt == "safetensors":
             single = folder / "model.safetensors"
-            files = (
-                [single.name]
-                if single.is_file()
-                else sorted(p.name for p in folder.glob("*.safetensors") if p.is_file())
-            )
+            files = [single.name] if single.is_file() else sorted(
+                p.name for p in folder.glob("*.safetensors") if p.is_file())
             if files:
                 return _scan_files(folder, files, "safetensors")
         else:
             single = folder / "pytorch_model.bin"
-            files = (
-                [single.name]
-                if single.is_file()
-                else sorted(p.name for p in folder.glob("*.bin") if p.is_file() and p.name not in _SKIP_BIN)
-            )
+            files = [single.name] if single.is_file() else sorted(
+                p.name for p in folder.glob("*.bin") if p.is_file() and p.name not in _SKIP_BIN)
             if not files and (folder / "medusa_lm_head.pt").is_file():
                 files = ["medusa_lm_head.pt"]
             if files:
@@ -190,15 +159,13 @@ def _scan_index(folder: Path, index: Path, fmt: str) -> WeightFiles:
     for file in files:
         if not safe_child(folder, file).is_file():
             raise CorruptCheckpointError(
-                f"{index.name} in {folder} names shard {file}, which is missing; re-download the checkpoint"
-            )
+                f"{index.name} in {folder} names shard {file}, which is missing; re-download the checkpoint")
     weights = _scan_files(folder, files, fmt)
     missing = [k for k in weight_map if k not in weights.tensors]
     if missing:
         raise CorruptCheckpointError(
             f"{index.name} in {folder} lists {missing[0]} in {weight_map[missing[0]]}, but that shard lacks it; "
-            "re-download the checkpoint"
-        )
+            "re-download the checkpoint")
     return weights
 
 
@@ -224,16 +191,13 @@ def _safetensors_header(path: Path) -> list[TensorInfo]:
     except Exception as exc:  # noqa: BLE001 - SafetensorError is not importable as a stable type
         raise CorruptCheckpointError(
             f"{path.name} in {path.parent} is not a readable safetensors file ({_short(exc)}); it may be truncated "
-            "or corrupted, re-download it"
-        ) from exc
+            "or corrupted, re-download it") from exc
 
 
 def _bin_header(path: Path) -> list[TensorInfo]:
     state = _torch_load(path, "meta")
-    return [
-        TensorInfo(k, tuple(int(d) for d in v.shape), str(v.dtype).replace("torch.", ""), path.name)
-        for k, v in state.items()
-    ]
+    return [TensorInfo(k, tuple(int(d) for d in v.shape), str(v.dtype).replace("torch.", ""), path.name)
+            for k, v in state.items()]
 
 
 def _torch_load(path: Path, map_location: str) -> dict[str, torch.Tensor]:
@@ -252,16 +216,14 @@ def _torch_load(path: Path, map_location: str) -> dict[str, torch.Tensor]:
         if "global" in text.lower() or "weights only load failed" in text.lower():
             raise CheckpointError(
                 f"{path.name} in {path.parent} holds pickled objects besides tensors and was refused (only "
-                "weights-only loading is allowed); use a safetensors copy from a trusted source"
-            ) from exc
+                "weights-only loading is allowed); use a safetensors copy from a trusted source") from exc
         raise CorruptCheckpointError(
             f"{path.name} in {path.parent} is not a readable PyTorch weight file ({_short(exc)}); re-download it"
         ) from exc
     except (RuntimeError, EOFError, OSError, ValueError, struct.error) as exc:
         raise CorruptCheckpointError(
             f"{path.name} in {path.parent} is not a readable PyTorch weight file ({_short(exc)}); it may be "
-            "truncated or corrupted, re-download it"
-        ) from exc
+            "truncated or corrupted, re-download it") from exc
     if isinstance(obj, dict) and len(obj) == 1 and isinstance(next(iter(obj.values())), dict):
         obj = next(iter(obj.values()))  # {"state_dict": {...}} / {"model": {...}}
     if not isinstance(obj, dict):

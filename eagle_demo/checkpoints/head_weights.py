@@ -21,9 +21,8 @@ __all__ = ["HeadResult", "load_head"]
 
 
 class HeadResult:
-    def __init__(
-        self, head: DraftHead, notes: list[str], ignored: list[str], embedding: str, draft_bytes: int, shared_bytes: int
-    ):
+    def __init__(self, head: DraftHead, notes: list[str], ignored: list[str], embedding: str,
+                 draft_bytes: int, shared_bytes: int):
         self.head, self.notes, self.ignored, self.embedding = head, notes, ignored, embedding
         self.draft_bytes, self.shared_bytes = draft_bytes, shared_bytes
 
@@ -42,10 +41,8 @@ def load_head(plan: DraftPlan, target: PreTrainedModel) -> HeadResult:
     for stored in needed.values():
         t = tensors[stored]
         if t.is_floating_point() and not bool(torch.isfinite(t).all()):
-            raise CorruptCheckpointError(
-                f"draft weight {stored} in {spec.folder} contains NaN/inf values; the "
-                "checkpoint is corrupted, re-download it or pick another draft"
-            )
+            raise CorruptCheckpointError(f"draft weight {stored} in {spec.folder} contains NaN/inf values; the "
+                                         "checkpoint is corrupted, re-download it or pick another draft")
     own_embedding = plan.embedding == "own"
     embed_source = tensors[needed["embed_tokens.weight"]] if "embed_tokens.weight" in needed else None
     if plan.embedding == "own":
@@ -53,11 +50,8 @@ def load_head(plan: DraftPlan, target: PreTrainedModel) -> HeadResult:
     elif plan.embedding == "compare":
         mine = embed_source.to(device=embed.weight.device, dtype=embed.weight.dtype)
         own_embedding = not torch.equal(mine, embed.weight)
-        notes.append(
-            "own embedding kept (differs from the target's)"
-            if own_embedding
-            else "embedding in the draft equals the target's; shared from target"
-        )
+        notes.append("own embedding kept (differs from the target's)" if own_embedding else
+                     "embedding in the draft equals the target's; shared from target")
         del mine
     if not own_embedding and embed.weight.device != device:
         # subtle: a target split over devices keeps its embedding away from the lm_head, where the draft runs
@@ -81,10 +75,8 @@ def load_head(plan: DraftPlan, target: PreTrainedModel) -> HeadResult:
     if spec.source_dtype != str(dtype).replace("torch.", ""):
         notes.append(f"weights cast {spec.source_dtype} -> {str(dtype).replace('torch.', '')}")
     if getattr(target, "hf_device_map", None) and len(set(target.hf_device_map.values())) > 1:
-        notes.append(
-            f"target spread over {len(set(target.hf_device_map.values()))} devices; draft placed on the "
-            f"lm_head device {device}"
-        )
+        notes.append(f"target spread over {len(set(target.hf_device_map.values()))} devices; draft placed on the "
+                     f"lm_head device {device}")
     draft_bytes = _bytes(head.state_dict().values())
     shared = [lm_head.weight] if (spec.family == "eagle1" or plan.lm_head == "target") else []
     if not own_embedding:
@@ -99,10 +91,8 @@ def _d2t(plan: DraftPlan, tensors: dict[str, torch.Tensor], needed: dict[str, st
     if plan.d2t == "t2d":
         used = torch.nonzero(tensors[needed["t2d"]].bool()).flatten()
         if used.numel() != vd:
-            raise CorruptCheckpointError(
-                f"draft t2d marks {used.numel()} target ids but the draft vocab has {vd}; "
-                "the checkpoint is inconsistent"
-            )
+            raise CorruptCheckpointError(f"draft t2d marks {used.numel()} target ids but the draft vocab has {vd}; "
+                                         "the checkpoint is inconsistent")
         return used - torch.arange(vd)
     d2t = tensors[needed["d2t"]].long().flatten()
     ids = torch.arange(vd) + d2t
@@ -112,10 +102,8 @@ def _d2t(plan: DraftPlan, tensors: dict[str, torch.Tensor], needed: dict[str, st
         if bool((d2t >= 0).all()) and bool((d2t < v).all()) and bool((d2t[1:] > d2t[:-1]).all()):
             notes.append("d2t read as absolute target ids (as offsets they point past the target vocab)")
             return d2t - torch.arange(vd)
-        raise CorruptCheckpointError(
-            f"draft d2t maps draft ids outside the target vocab 0..{v - 1}; pick a draft made "
-            "for this target's tokenizer"
-        )
+        raise CorruptCheckpointError(f"draft d2t maps draft ids outside the target vocab 0..{v - 1}; pick a draft made "
+                                     "for this target's tokenizer")
     return d2t
 
 

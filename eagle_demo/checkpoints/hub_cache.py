@@ -21,17 +21,9 @@ from huggingface_hub import constants as hub_constants
 
 from .errors import CheckpointError, CorruptCheckpointError
 
-__all__ = [
-    "human",
-    "cache_folder",
-    "missing_bytes",
-    "check_space",
-    "check_files",
-    "cached_listing",
-    "snapshot_folder",
-    "record_ref",
-    "DownloadBar",
-]
+__all__ = ["human", "cache_folder", "missing_bytes", "check_space", "check_files", "cached_listing", "snapshot_folder",
+           "record_ref",
+           "DownloadBar"]
 
 Progress = Callable[[str, float], None]
 _VERIFIED: dict[tuple[str, int, int], bool] = {}  # (blob, size, mtime_ns) already hashed in this process
@@ -70,9 +62,8 @@ def record_ref(repo: str, revision: str, commit: str) -> None:
 def missing_bytes(repo: str, commit: str, files: list[str], sizes: dict[str, int]) -> int:
     """Bytes of `files` not yet in the cache at their listed size (what the download will write)."""
     snap = snapshot_folder(repo, commit)
-    return sum(
-        sizes.get(f, 0) for f in files if not ((snap / f).is_file() and (snap / f).stat().st_size == sizes.get(f, -1))
-    )
+    return sum(sizes.get(f, 0) for f in files
+               if not ((snap / f).is_file() and (snap / f).stat().st_size == sizes.get(f, -1)))
 
 
 def check_space(kind: str, repo: str, needed: int) -> None:
@@ -83,8 +74,7 @@ def check_space(kind: str, repo: str, needed: int) -> None:
     if needed > free:
         raise CheckpointError(
             f"{kind} {repo} needs {human(needed)} of downloads but the cache folder {folder} has {human(free)} "
-            "free; free some space or point HF_HOME at a bigger disk"
-        )
+            "free; free some space or point HF_HOME at a bigger disk")
 
 
 def cached_listing(folder: Path) -> dict[str, int]:
@@ -97,14 +87,8 @@ def cached_listing(folder: Path) -> dict[str, int]:
         return {}
 
 
-def check_files(
-    kind: str,
-    repo: str,
-    folder: Path,
-    files: list[str],
-    sizes: dict[str, int] | None,
-    again: str = "press Load again to download it afresh",
-) -> None:
+def check_files(kind: str, repo: str, folder: Path, files: list[str], sizes: dict[str, int] | None,
+                again: str = "press Load again to download it afresh") -> None:
     """Each of `files` in the snapshot `folder` against the repo's listed size and its blob's own hash (the blob is
     named by the server's ETag: a git blob id, or the sha256 of an LFS file). A bad file is removed from the cache
     and named in one line; the next Load downloads it again."""
@@ -118,14 +102,12 @@ def check_files(
             _drop(path, blob)
             raise CorruptCheckpointError(
                 f"{kind} {repo}: the cached {name} is {size} bytes but the repo lists {listed} (truncated or "
-                f"overwritten); it was removed from the cache, {again}"
-            )
+                f"overwritten); it was removed from the cache, {again}")
         if not _hash_ok(blob):
             _drop(path, blob)
             raise CorruptCheckpointError(
                 f"{kind} {repo}: the cached {name} does not match its checksum (corrupted on disk or in transit); "
-                f"it was removed from the cache, {again}"
-            )
+                f"it was removed from the cache, {again}")
 
 
 def _hash_ok(blob: Path) -> bool:
@@ -206,10 +188,8 @@ class DownloadBar:
         with self.lock:
             received = self.received
         rate = received / max(time.monotonic() - self.started, 1e-3)
-        self.say(
-            f"downloading {self.label}: {human(received)} of {human(self.total)} at {human(rate)}/s",
-            min(received / self.total, 1.0),
-        )
+        self.say(f"downloading {self.label}: {human(received)} of {human(self.total)} at {human(rate)}/s",
+                 min(received / self.total, 1.0))
 
     def run(self, download: Callable[[], str]) -> str:
         """download() in a worker thread while this thread reports its progress twice a second (the page's

@@ -20,10 +20,8 @@ __all__ = ["is_mimo", "mimo_config", "MimoBody", "MIMO_NOTE"]
 
 _ARCH = "MiMoForCausalLM"
 _NOT_FIELDS = ("model_type", "architectures", "auto_map", "transformers_version")
-MIMO_NOTE = (
-    "target 'mimo' (MiMoForCausalLM) loaded as transformers Qwen2ForCausalLM (its body is Qwen2); "
-    "its model.mtp_layers.* are the MTP draft, not part of the target"
-)
+MIMO_NOTE = ("target 'mimo' (MiMoForCausalLM) loaded as transformers Qwen2ForCausalLM (its body is Qwen2); "
+             "its model.mtp_layers.* are the MTP draft, not part of the target")
 
 
 def is_mimo(raw: dict) -> bool:
@@ -39,10 +37,8 @@ def mimo_config(raw: dict, folder: Path) -> Qwen2Config:
         config = Qwen2Config(**fields)
         int(config.hidden_size), int(config.num_hidden_layers), int(config.vocab_size)
     except (ValueError, TypeError, KeyError, AttributeError, StrictDataclassError) as exc:
-        raise CheckpointError(
-            f"MiMo config.json in {folder} is not a valid Qwen2-style config "
-            f"({' '.join(str(exc).split())[:160]}); re-download the target"
-        ) from exc
+        raise CheckpointError(f"MiMo config.json in {folder} is not a valid Qwen2-style config "
+                              f"({' '.join(str(exc).split())[:160]}); re-download the target") from exc
     config.architectures = ["Qwen2ForCausalLM"]
     return config
 

@@ -57,71 +57,49 @@ def read_mtp(spec: DraftSpec, found: tuple[str, str, int | None]) -> DraftSpec:
     spec.family, spec.mtp_style, spec.mtp_index = "mtp", style, index
     if style == "deepseek":
         spec.layout = "deepseek-mtp"
-        alias = {
-            "enorm.weight": "enorm.weight",
-            "hnorm.weight": "hnorm.weight",
-            "fc.weight": "eh_proj.weight",
-            "out_norm.weight": "shared_head.norm.weight",
-            "lm_head.weight": "shared_head.head.weight",
-            "embed_tokens.weight": "embed_tokens.weight",
-        }
+        alias = {"enorm.weight": "enorm.weight", "hnorm.weight": "hnorm.weight", "fc.weight": "eh_proj.weight",
+                 "out_norm.weight": "shared_head.norm.weight", "lm_head.weight": "shared_head.head.weight",
+                 "embed_tokens.weight": "embed_tokens.weight"}
         block_prefix = prefix
         layers = sorted({int(m.group(2)) for k in names if (m := _DS.match(k))})
         spec.description = f"DeepSeek-V3-style MTP layer {index}"
     elif style == "mimo":
         spec.layout = "mimo-mtp"
-        alias = {
-            "enorm.weight": "token_layernorm.weight",
-            "hnorm.weight": "hidden_layernorm.weight",
-            "fc.weight": "input_proj.weight",
-            "out_norm.weight": "final_layernorm.weight",
-        }
+        alias = {"enorm.weight": "token_layernorm.weight", "hnorm.weight": "hidden_layernorm.weight",
+                 "fc.weight": "input_proj.weight", "out_norm.weight": "final_layernorm.weight"}
         nested = any(k.startswith(prefix + "mtp_block.") for k in names)
         block_prefix = prefix + "mtp_block." if nested else prefix
         layers = sorted({int(m.group(1)) for k in names if (m := _MIMO_ANY.match(k))})
         spec.description = f"MiMo-style MTP layer {_MIMO_ANY.match(prefix).group(1)}"
     else:
         spec.layout = "qwen3next-mtp"
-        alias = {
-            "enorm.weight": "pre_fc_norm_embedding.weight",
-            "hnorm.weight": "pre_fc_norm_hidden.weight",
-            "fc.weight": "fc.weight",
-            "out_norm.weight": "norm.weight",
-        }
+        alias = {"enorm.weight": "pre_fc_norm_embedding.weight", "hnorm.weight": "pre_fc_norm_hidden.weight",
+                 "fc.weight": "fc.weight", "out_norm.weight": "norm.weight"}
         block_prefix = prefix + "layers.0."
-        layers = sorted({int(k[len(prefix) + 7 :].split(".")[0]) for k in names if k.startswith(prefix + "layers.")})
+        layers = sorted({int(k[len(prefix) + 7:].split(".")[0]) for k in names if k.startswith(prefix + "layers.")})
         spec.description = "Qwen3-Next-style MTP module"
     mapped = {canonical: prefix + stored for canonical, stored in alias.items() if prefix + stored in names}
     own = set(mapped.values())
     for stored in names:
         if stored.startswith(block_prefix) and stored not in own:
-            mapped["block." + stored[len(block_prefix) :]] = stored
+            mapped["block." + stored[len(block_prefix):]] = stored
     spec.names = mapped
     # unmapped MTP tensors (further MTP layers) are reported; the target's own weights are not "ignored"
-    spec.ignored = sorted(
-        k
-        for k in set(names) - set(mapped.values())
-        if (m := _DS.match(k))
-        and int(m.group(2)) != index
-        or k.startswith(prefix)
-        or style == "mimo"
-        and _MIMO_ANY.match(k)
-    )
+    spec.ignored = sorted(k for k in set(names) - set(mapped.values())
+                          if (m := _DS.match(k)) and int(m.group(2)) != index or k.startswith(prefix)
+                          or style == "mimo" and _MIMO_ANY.match(k))
     fc = spec.shape("fc.weight")
     if fc is None or len(fc) != 2 or fc[1] != 2 * fc[0]:
         name = {"deepseek": "eh_proj", "mimo": "input_proj"}.get(style, "fc")
-        raise CorruptCheckpointError(
-            f"MTP {name} in {spec.folder} is {list(fc or ())}, expected [H, 2H]; the checkpoint is inconsistent"
-        )
+        raise CorruptCheckpointError(f"MTP {name} in {spec.folder} is {list(fc or ())}, expected [H, 2H]; the "
+                                     "checkpoint is inconsistent")
     spec.hidden = fc[0]
     spec.fc_in = fc[1]
     spec.num_layers = 1
     spec.embed_shape = spec.shape("embed_tokens.weight")
     spec.lm_head_shape = spec.shape("lm_head.weight")
-    spec.notes.append(
-        f"{spec.description} found under '{prefix}' ({spec.layout}); run as an EAGLE-style draft "
-        "over the target's post-norm last hidden state"
-    )
+    spec.notes.append(f"{spec.description} found under '{prefix}' ({spec.layout}); run as an EAGLE-style draft "
+                      "over the target's post-norm last hidden state")
     if len(layers) > 1:
         spec.notes.append(f"{len(layers)} MTP layers in the checkpoint; the first is used at every draft depth")
     return spec
@@ -132,14 +110,11 @@ def mtp_parts(config) -> MtpParts:
     model_cls = MODEL_FOR_CAUSAL_LM_MAPPING.get(type(config), None)
     module = sys.modules.get(model_cls.__module__) if model_cls is not None else None
     stem = model_cls.__name__.removesuffix("ForCausalLM") if model_cls is not None else ""
-    found = [
-        getattr(module, stem + s, None) if module else None for s in ("DecoderLayer", "RMSNorm", "RotaryEmbedding")
-    ]
+    found = [getattr(module, stem + s, None) if module else None
+             for s in ("DecoderLayer", "RMSNorm", "RotaryEmbedding")]
     if not all(found):
-        raise UnsupportedLayoutError(
-            f"the target's model type '{config.model_type}' has no decoder-layer/RMSNorm/"
-            "rotary classes in transformers to build its MTP layer from; pick an EAGLE draft"
-        )
+        raise UnsupportedLayoutError(f"the target's model type '{config.model_type}' has no decoder-layer/RMSNorm/"
+                                     "rotary classes in transformers to build its MTP layer from; pick an EAGLE draft")
     return MtpParts(*found)
 
 
@@ -149,28 +124,20 @@ def plan_mtp(plan, spec: DraftSpec, target) -> None:
     kinds = [str(k) for k in (getattr(text, "layer_types", None) or [])]
     linear = sorted({k for k in kinds if k in _LINEAR_KINDS})
     if linear:
-        raise UnsupportedLayoutError(
-            f"the target {target.folder} has {linear[0]} layers whose recurrent state "
-            "cannot be rolled back after a rejected draft, so this playground cannot verify "
-            "drafts on it; use vLLM or SGLang for this model"
-        )
+        raise UnsupportedLayoutError(f"the target {target.folder} has {linear[0]} layers whose recurrent state "
+                                     "cannot be rolled back after a rejected draft, so this playground cannot verify "
+                                     "drafts on it; use vLLM or SGLang for this model")
     if spec.hidden != target.hidden:
-        raise IncompatiblePairError(
-            f"MTP layer hidden size {spec.hidden} does not match the target hidden size "
-            f"{target.hidden}; pass the MTP weights of this target"
-        )
+        raise IncompatiblePairError(f"MTP layer hidden size {spec.hidden} does not match the target hidden size "
+                                    f"{target.hidden}; pass the MTP weights of this target")
     for what, shape in (("shared_head.head", spec.lm_head_shape), ("embed_tokens", spec.embed_shape)):
         if shape is not None and tuple(shape) != (target.vocab, target.hidden):
-            raise IncompatiblePairError(
-                f"MTP {what} is {list(shape)} but the target has vocab {target.vocab} and "
-                f"hidden {target.hidden}; pass the MTP weights of this target"
-            )
+            raise IncompatiblePairError(f"MTP {what} is {list(shape)} but the target has vocab {target.vocab} and "
+                                        f"hidden {target.hidden}; pass the MTP weights of this target")
     index = spec.mtp_index if spec.mtp_index is not None else target.num_layers
     if spec.mtp_index is not None and spec.mtp_index < target.num_layers:
-        raise IncompatiblePairError(
-            f"the MTP layer index {spec.mtp_index} lies inside the target's "
-            f"{target.num_layers} layers; the checkpoint and config.json disagree"
-        )
+        raise IncompatiblePairError(f"the MTP layer index {spec.mtp_index} lies inside the target's "
+                                    f"{target.num_layers} layers; the checkpoint and config.json disagree")
     config = copy.deepcopy(text)
     config._attn_implementation = "sdpa"
     if hasattr(config, "_experts_implementation"):
@@ -181,40 +148,26 @@ def plan_mtp(plan, spec: DraftSpec, target) -> None:
     plan.config, plan.parts, plan.block_index = config, mtp_parts(config), index
     plan.draft_vocab, plan.target_feature_width, plan.max_positions = target.vocab, target.hidden, 0
     plan.lm_head = "own" if spec.lm_head_shape is not None else "target"
-    plan.notes.append(
-        "shared_head.head kept (own lm_head)"
-        if plan.lm_head == "own"
-        else "lm_head shared from target (the MTP layer has none)"
-    )
+    plan.notes.append("shared_head.head kept (own lm_head)" if plan.lm_head == "own" else
+                      "lm_head shared from target (the MTP layer has none)")
     plan.embedding = "compare" if spec.embed_shape is not None else "shared"
     if plan.embedding == "shared":
         plan.notes.append("embedding shared from target")
-    plan.notes.append(
-        f"decoder block built as {plan.parts.layer_cls.__name__} (layer index {index}), norms "
-        f"{plan.parts.norm_cls.__name__}, RoPE {plan.parts.rotary_cls.__name__}"
-    )
+    plan.notes.append(f"decoder block built as {plan.parts.layer_cls.__name__} (layer index {index}), norms "
+                      f"{plan.parts.norm_cls.__name__}, RoPE {plan.parts.rotary_cls.__name__}")
 
 
 def make_mtp_head(plan, lm_head: nn.Module | None, embed: nn.Module | None, own_embedding: bool) -> MtpHead:
     spec = plan.spec
     try:
         with torch.device("meta"):
-            head = MtpHead(
-                plan.config,
-                plan.parts,
-                plan.block_index,
-                lm_head,
-                embed,
-                style=spec.mtp_style,
-                own_lm_head=plan.lm_head == "own",
-            )
+            head = MtpHead(plan.config, plan.parts, plan.block_index, lm_head, embed, style=spec.mtp_style,
+                           own_lm_head=plan.lm_head == "own")
             if own_embedding:
                 head.embed_tokens = nn.Embedding(plan.target.vocab, spec.hidden)
     except (KeyError, ValueError, TypeError, AttributeError, IndexError) as exc:
-        raise UnsupportedLayoutError(
-            f"the MTP layer in {spec.folder} could not be built "
-            f"({' '.join(str(exc).split())[:160]}); pick an EAGLE draft"
-        ) from exc
+        raise UnsupportedLayoutError(f"the MTP layer in {spec.folder} could not be built "
+                                     f"({' '.join(str(exc).split())[:160]}); pick an EAGLE draft") from exc
     return head
 
 
@@ -233,22 +186,17 @@ def mtp_key_plan(head: MtpHead, plan) -> tuple[dict[str, list[str]], list[str]]:
             parts = ("gate_proj", "up_proj") if m.group(2) == "gate_up_proj" else ("down_proj",)
             stored = [spec.names.get(f"{m.group(1)}.{e}.{p}.weight") for e in range(want[0]) for p in parts]
             if None in stored:
-                raise CorruptCheckpointError(
-                    f"MTP layer in {spec.folder} lacks some experts of {key}; the checkpoint is incomplete"
-                )
+                raise CorruptCheckpointError(f"MTP layer in {spec.folder} lacks some experts of {key}; the checkpoint "
+                                             "is incomplete")
             needed[key] = stored
             first = spec.weights.tensors[stored[0]].shape
             found = (want[0], first[0] * len(parts), first[1])
         else:
-            raise CorruptCheckpointError(
-                f"MTP layer in {spec.folder} is missing required weight {key}; the "
-                "checkpoint is incomplete, re-download it or pick another draft"
-            )
+            raise CorruptCheckpointError(f"MTP layer in {spec.folder} is missing required weight {key}; the "
+                                         "checkpoint is incomplete, re-download it or pick another draft")
         if found != want:
-            raise CorruptCheckpointError(
-                f"MTP weight {needed[key][0]} is {list(found)}, expected {list(want)} for the "
-                "target's architecture; pass the MTP weights of this target"
-            )
+            raise CorruptCheckpointError(f"MTP weight {needed[key][0]} is {list(found)}, expected {list(want)} for the "
+                                         "target's architecture; pass the MTP weights of this target")
     if plan.embedding in ("own", "compare"):
         needed["embed_tokens.weight"] = [spec.names["embed_tokens.weight"]]
     used = {s for group in needed.values() for s in group}
@@ -266,20 +214,15 @@ def load_mtp_head(plan, target: PreTrainedModel, result_cls):
     state = {key: _assemble(key, [raw[s] for s in group]) for key, group in needed.items()}
     for key, t in state.items():
         if t.is_floating_point() and not bool(torch.isfinite(t).all()):
-            raise CorruptCheckpointError(
-                f"MTP weight {needed[key][0]} in {spec.folder} contains NaN/inf values; the checkpoint is corrupted"
-            )
+            raise CorruptCheckpointError(f"MTP weight {needed[key][0]} in {spec.folder} contains NaN/inf values; the "
+                                         "checkpoint is corrupted")
     notes: list[str] = []
     own_embedding = False
     if "embed_tokens.weight" in state:
-        own_embedding = not torch.equal(
-            state["embed_tokens.weight"].to(embed.weight.device, embed.weight.dtype), embed.weight
-        )
-        notes.append(
-            "own embedding kept (differs from the target's)"
-            if own_embedding
-            else "embedding in the MTP layer equals the target's; shared from target"
-        )
+        own_embedding = not torch.equal(state["embed_tokens.weight"].to(embed.weight.device, embed.weight.dtype),
+                                        embed.weight)
+        notes.append("own embedding kept (differs from the target's)" if own_embedding else
+                     "embedding in the MTP layer equals the target's; shared from target")
         if not own_embedding:
             del state["embed_tokens.weight"]
     head = make_mtp_head(plan, lm_head, embed, own_embedding)
@@ -300,5 +243,5 @@ def _assemble(key: str, tensors: list[torch.Tensor]) -> torch.Tensor:
     if len(tensors) == 1 and not _EXPERTS.match(key):
         return tensors[0]
     if key.endswith("gate_up_proj"):  # per expert [I, H] gate then up -> [E, 2I, H]
-        return torch.stack([torch.cat(tensors[i : i + 2], dim=0) for i in range(0, len(tensors), 2)])
+        return torch.stack([torch.cat(tensors[i:i + 2], dim=0) for i in range(0, len(tensors), 2)])
     return torch.stack(tensors)  # down_proj: [E, H, I]

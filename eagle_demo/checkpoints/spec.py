@@ -11,17 +11,9 @@ from .files import WeightFiles
 __all__ = ["DraftSpec", "HASS_NORMS", "as_int"]
 
 # Extra norms of HASS-style / para-norm EAGLE-1 variants (see checkpoint-formats.md 1.3, 2.3, 2.7).
-HASS_NORMS = (
-    "embed_layernorm.weight",
-    "hidden_layernorm.weight",
-    "lm_head_layernorm.weight",
-    "embedding_layernorm.weight",
-    "pre_lm_head_layernorm.weight",
-    "post_embedding_layernorm.weight",
-    "hidden_states_layernorm.weight",
-    "enorm.weight",
-    "hnorm.weight",
-)
+HASS_NORMS = ("embed_layernorm.weight", "hidden_layernorm.weight", "lm_head_layernorm.weight",
+              "embedding_layernorm.weight", "pre_lm_head_layernorm.weight", "post_embedding_layernorm.weight",
+              "hidden_states_layernorm.weight", "enorm.weight", "hnorm.weight")
 
 
 @dataclass
@@ -85,6 +77,7 @@ class DraftSpec:
         if stored is None or self.weights is None:
             return None
         return self.weights.tensors[stored].shape
+
 
 
 def as_int(value: Any) -> int | None:

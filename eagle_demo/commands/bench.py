@@ -38,38 +38,19 @@ def add_parser(sub) -> None:
     b.add_argument("--chat", choices=["auto", "on", "off"], default="auto")
     add_tree_args(b)
     add_auto_tree_arg(b)
-    b.add_argument(
-        "--compare-draft",
-        nargs="+",
-        default=None,
-        metavar="DRAFT",
-        help="also run these drafts on the same target (loaded once) and compare them; without tree "
-        "flags each draft runs its own automatic tree",
-    )
-    b.add_argument(
-        "--temperatures",
-        nargs="+",
-        type=float,
-        default=None,
-        metavar="T",
-        help="run the suite at each sampling temperature (0 = greedy) and compare: acceptance falls as T rises",
-    )
-    b.add_argument(
-        "--ngram",
-        action="store_true",
-        help="also run the n-gram (prompt lookup) draft on the same prompts, against its own interleaved "
-        "baseline: one table of EAGLE, n-gram and plain decoding per category",
-    )
+    b.add_argument("--compare-draft", nargs="+", default=None, metavar="DRAFT",
+                   help="also run these drafts on the same target (loaded once) and compare them; without tree "
+                        "flags each draft runs its own automatic tree")
+    b.add_argument("--temperatures", nargs="+", type=float, default=None, metavar="T",
+                   help="run the suite at each sampling temperature (0 = greedy) and compare: "
+                        "acceptance falls as T rises")
+    b.add_argument("--ngram", action="store_true",
+                   help="also run the n-gram (prompt lookup) draft on the same prompts, against its own interleaved "
+                        "baseline: one table of EAGLE, n-gram and plain decoding per category")
     add_ngram_args(b)
-    b.add_argument(
-        "--context-lengths",
-        nargs="+",
-        type=int,
-        default=None,
-        metavar="N",
-        help="run each prompt after N tokens of real text of its kind (the standard library's source for "
-        "code, its docstrings otherwise), for each N (e.g. 128 512 1536): tau and speedup by length",
-    )
+    b.add_argument("--context-lengths", nargs="+", type=int, default=None, metavar="N",
+                   help="run each prompt after N tokens of real text of its kind (the standard library's source for "
+                        "code, its docstrings otherwise), for each N (e.g. 128 512 1536): tau and speedup by length")
     b.add_argument("--json", dest="json_out", default=None, help="write the JSON report here")
     b.add_argument("--csv", dest="csv_out", default=None, help="write the per-prompt CSV here")
 
@@ -77,18 +58,16 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+
     ngram = _check(args)
-    items = suite.load_suite(args.suite, args.categories)[: args.limit]  # a bad suite fails before the model loads
+    items = suite.load_suite(args.suite, args.categories)[:args.limit]  # a bad suite fails before the model loads
     write_notes(flag_notes(args))
     session = load_from_args(args)
     chat = {"on": True, "off": False}.get(args.chat, session.has_chat_template)
     tree, auto = auto_for_session(args, session)
     run_config = RunConfig(max_new_tokens=args.max_new_tokens, ignore_eos=False, sampling=SamplingConfig(), tree=tree)
-    series = (
-        len(args.compare_draft or ()) + 1
-        if args.compare_draft
-        else len(args.temperatures or args.context_lengths or ()) or 1
-    ) + bool(args.ngram)
+    series = (len(args.compare_draft or ()) + 1 if args.compare_draft
+              else len(args.temperatures or args.context_lengths or ()) or 1) + bool(args.ngram)
     bar = tqdm(total=series * len(items) * args.repeats, desc="bench", unit="prompt", file=sys.stderr)
 
     def progress(done, total, name):
@@ -101,16 +80,8 @@ def run(args: argparse.Namespace) -> int:
     if args.context_lengths:
         return _context(args, session, items, auto_run, options, bar)
     if args.ngram:
-        return _with_ngram(
-            args,
-            session,
-            items,
-            auto_run,
-            auto,
-            options,
-            bar,
-            RunConfig(max_new_tokens=args.max_new_tokens, sampling=SamplingConfig(), ngram=ngram),
-        )
+        return _with_ngram(args, session, items, auto_run, auto, options, bar, RunConfig(
+            max_new_tokens=args.max_new_tokens, sampling=SamplingConfig(), ngram=ngram))
     if not args.compare_draft and not args.temperatures:
         report = suite.with_auto(suite.run_bench(session, items, auto_run, **options), auto)
         bar.close()
@@ -137,10 +108,8 @@ def run(args: argparse.Namespace) -> int:
         reports = [suite.with_auto(r, auto) if r.settings["temperature"] == 0 else r for r in reports]
     bar.close()
     for r in reports:
-        print(
-            f"{by} {suite.report_label(r, by)} ({r.settings['draft_family']}, {r.settings['tree']})\n{r.table()}\n"
-            f"{r.misses_line()}\n"
-        )
+        print(f"{by} {suite.report_label(r, by)} ({r.settings['draft_family']}, {r.settings['tree']})\n{r.table()}\n"
+              f"{r.misses_line()}\n")
     print(suite.comparison_table(reports, by))
     _write(args, suite.comparison_json(reports, by), suite.comparison_csv(reports, by))
     return 0
@@ -200,10 +169,8 @@ def _context(args: argparse.Namespace, session, items, run_config, options: dict
     reports = sweep_context(session, items, run_config, args.context_lengths, **options)
     bar.close()
     for r in reports:
-        print(
-            f"context {r.settings['context_tokens']} tokens (mean {r.settings['context_mean']:.0f})\n{r.table()}\n"
-            f"{r.where_line()}\n"
-        )
+        print(f"context {r.settings['context_tokens']} tokens (mean {r.settings['context_mean']:.0f})\n{r.table()}\n"
+              f"{r.where_line()}\n")
     print(comparison_table(reports, "context"))
     _write(args, comparison_json(reports, "context"), comparison_csv(reports, "context"))
     return 0

@@ -14,14 +14,8 @@ from . import bench, doctor, export, generate, inspect, train_head
 
 __all__ = ["main", "build_parser", "user_errors"]
 
-SUBCOMMANDS = {
-    "generate": generate,
-    "inspect": inspect,
-    "bench": bench,
-    "doctor": doctor,
-    "export": export,
-    "train-head": train_head,
-}
+SUBCOMMANDS = {"generate": generate, "inspect": inspect, "bench": bench, "doctor": doctor, "export": export,
+               "train-head": train_head}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -22,7 +22,6 @@ from ..common.paths import REQUIREMENTS
 
 __all__ = ["Check", "add_parser", "run", "run_checks", "pinned", "version_checks"]
 
-
 @dataclass(frozen=True)
 class Check:
     name: str
@@ -59,11 +58,8 @@ def version_checks(pins: dict[str, str]) -> list[Check]:
 
 
 def device_checks() -> list[Check]:
-    out = [
-        Check(
-            "torch threads", "ok", f"{torch.get_num_threads()} by default (the engines pick their own, see --threads)"
-        )
-    ]
+    out = [Check("torch threads", "ok",
+                 f"{torch.get_num_threads()} by default (the engines pick their own, see --threads)")]
     if torch.cuda.is_available():
         name = torch.cuda.get_device_name(0)
         bf16 = "bf16 supported" if torch.cuda.is_bf16_supported() else "no bf16 (float16 is used)"
@@ -71,15 +67,8 @@ def device_checks() -> list[Check]:
     else:
         out.append(Check("cuda", "ok", "no CUDA GPU; generation runs on the CPU"))
     offline = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0", "false", "False")
-    out.append(
-        Check(
-            "hub",
-            "ok",
-            "offline (HF_HUB_OFFLINE set): only cached repos and local folders load"
-            if offline
-            else "online: repo ids download into the Hugging Face cache",
-        )
-    )
+    out.append(Check("hub", "ok", "offline (HF_HUB_OFFLINE set): only cached repos and local folders load"
+                     if offline else "online: repo ids download into the Hugging Face cache"))
     return out
 
 
@@ -99,32 +88,16 @@ def shipped_pair_check(device: str = "auto", new_tokens: int = 32) -> list[Check
     eagle = summarize(session.stream(ids, run, "eagle"))
     base = summarize(session.stream(ids, run, "baseline"))
     path = ", static caches + CUDA graphs" if session.static and session.device.type == "cuda" else ""
-    out = [
-        Check(
-            "shipped pair",
-            "ok",
-            f"loaded in {loaded:.1f} s on {session.device}{path} "
-            f"({session.report.family}, layout {session.report.source_layout})",
-        )
-    ]
+    out = [Check("shipped pair", "ok", f"loaded in {loaded:.1f} s on {session.device}{path} "
+                                       f"({session.report.family}, layout {session.report.source_layout})")]
     if eagle.token_ids == base.token_ids:
-        out.append(
-            Check(
-                "lossless", "ok", f"greedy EAGLE equals plain decoding over {new_tokens} tokens (tau {eagle.tau:.2f})"
-            )
-        )
+        out.append(Check("lossless", "ok", f"greedy EAGLE equals plain decoding over {new_tokens} tokens "
+                                           f"(tau {eagle.tau:.2f})"))
     else:
-        first = next(
-            (i for i, (a, b) in enumerate(zip(eagle.token_ids, base.token_ids)) if a != b),
-            min(len(eagle.token_ids), len(base.token_ids)),
-        )  # or where the shorter one ended
-        out.append(
-            Check(
-                "lossless",
-                "FAIL",
-                f"greedy EAGLE differs from plain decoding at new token {first}; report this with the versions above",
-            )
-        )
+        first = next((i for i, (a, b) in enumerate(zip(eagle.token_ids, base.token_ids)) if a != b),
+                     min(len(eagle.token_ids), len(base.token_ids)))  # or where the shorter one ended
+        out.append(Check("lossless", "FAIL", f"greedy EAGLE differs from plain decoding at new token {first}; "
+                                             "report this with the versions above"))
     return out
 
 

@@ -26,12 +26,9 @@ def add_parser(sub) -> None:
     e.add_argument("--engine", choices=["vllm", "sglang"], required=True)
     e.add_argument("--out", default=None, help="folder for an adapted copy of the draft when one is needed")
     add_tree_args(e)
-    e.add_argument(
-        "--ngram",
-        action="store_true",
-        help="the command that serves --target with the n-gram draft (prompt lookup, no head), set by the "
-        "--ngram-* flags; --draft, --out and the tree flags are not used",
-    )
+    e.add_argument("--ngram", action="store_true",
+                   help="the command that serves --target with the n-gram draft (prompt lookup, no head), set by the "
+                        "--ngram-* flags; --draft, --out and the tree flags are not used")
     add_ngram_args(e)
 
 
@@ -77,11 +74,8 @@ def _run_ngram(args: argparse.Namespace) -> int:
     from ..deploy.ngram import ngram_commands
     from ..session import SHIPPED_TARGET
 
-    unused = [
-        f
-        for f, v in (("--draft", args.draft), ("--out", args.out), ("--draft-revision", args.draft_revision))
-        if v is not None
-    ]
+    unused = [f for f, v in (("--draft", args.draft), ("--out", args.out), ("--draft-revision", args.draft_revision))
+              if v is not None]
     if unused:
         write_notes([f"{' '.join(unused)}: the n-gram draft needs no head; not used with --ngram"])
     commands = ngram_commands(args.target or SHIPPED_TARGET, ngram_from_args(args))

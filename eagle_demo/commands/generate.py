@@ -47,40 +47,23 @@ def add_parser(sub) -> None:
     g.add_argument("--top-p", type=float, default=1.0)
     g.add_argument("--top-k", type=int, default=0, help="sampling top-k (0 = off)")
     g.add_argument("--seed", type=int, default=0)
-    g.add_argument(
-        "--repetition-penalty",
-        type=float,
-        default=1.0,
-        help="transformers' rule over the prompt and the text so far (1 = off); greedy runs too",
-    )
-    g.add_argument(
-        "--mode",
-        choices=["eagle", "ngram", "baseline"],
-        default="eagle",
-        help="eagle: the loaded draft; ngram: the n-gram (prompt lookup) draft, no head needed; baseline: "
-        "plain decoding",
-    )
-    g.add_argument(
-        "--race",
-        nargs="?",
-        const="plain",
-        choices=["plain", "ngram"],
-        default=None,
-        help="then run plain decoding of the same prompt: speedup, identity (greedy), why, and where a "
-        "differing output first split; `--race ngram`: the n-gram draft races too (one table)",
-    )
+    g.add_argument("--repetition-penalty", type=float, default=1.0,
+                   help="transformers' rule over the prompt and the text so far (1 = off); greedy runs too")
+    g.add_argument("--mode", choices=["eagle", "ngram", "baseline"], default="eagle",
+                   help="eagle: the loaded draft; ngram: the n-gram (prompt lookup) draft, no head needed; baseline: "
+                        "plain decoding")
+    g.add_argument("--race", nargs="?", const="plain", choices=["plain", "ngram"], default=None,
+                   help="then run plain decoding of the same prompt: speedup, identity (greedy), why, and where a "
+                        "differing output first split; `--race ngram`: the n-gram draft races too (one table)")
     add_ngram_args(g)
     add_tree_args(g)
     add_auto_tree_arg(g)
     g.add_argument("--ignore-eos", action="store_true")
     g.add_argument("--json", action="store_true", help="one JSON object per event and a final summary line")
-    g.add_argument(
-        "--explore",
-        action="store_true",
-        help="then take the run apart: every draft shape replayed on its text (tau, predicted speedup; the "
-        "ran shape and the best marked), tau by kind of line and by position (--json: the summary's "
-        '"diagnose" block)',
-    )
+    g.add_argument("--explore", action="store_true",
+                   help="then take the run apart: every draft shape replayed on its text (tau, predicted speedup; the "
+                        "ran shape and the best marked), tau by kind of line and by position (--json: the summary's "
+                        "\"diagnose\" block)")
 
 
 def _prompt_ids(args: argparse.Namespace) -> list[int] | None:
@@ -98,32 +81,22 @@ def run(args: argparse.Namespace) -> int:
     from ..session import TokenStreamDecoder
 
     prompt_ids = _prompt_ids(args)
-    sampling = SamplingConfig(
-        temperature=args.temperature,
-        top_p=args.top_p,
-        top_k=args.top_k,
-        seed=args.seed,
-        repetition_penalty=args.repetition_penalty,
-    )
+    sampling = SamplingConfig(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed,
+                              repetition_penalty=args.repetition_penalty)
     tree_from_args(args)  # settings are checked before anything is loaded
     write_notes(flag_notes(args))
     session = load_from_args(args, need_draft=args.mode == "eagle")
     if prompt_ids is None:
         prompt_ids = session.encode(args.prompt, chat=args.chat)
-    run_config = RunConfig(
-        max_new_tokens=args.max_new_tokens,
-        ignore_eos=args.ignore_eos,
-        sampling=sampling,
-        tree=tree_from_args(args, session.device.type, session.family),
-        ngram=ngram_from_args(args),
-    )
+    run_config = RunConfig(max_new_tokens=args.max_new_tokens, ignore_eos=args.ignore_eos, sampling=sampling,
+                           tree=tree_from_args(args, session.device.type, session.family),
+                           ngram=ngram_from_args(args))
     session.check_length(prompt_ids, run_config, args.mode)  # a bad prompt fails before any calibration
     auto = None
     if args.mode == "eagle":
         tree, auto = auto_for_session(args, session)
-        run_config = (
-            auto.run_config(run_config, args.retune) if auto is not None else dataclasses.replace(run_config, tree=tree)
-        )
+        run_config = (auto.run_config(run_config, args.retune) if auto is not None
+                      else dataclasses.replace(run_config, tree=tree))
     note = session.context_note(len(prompt_ids), run_config) if args.mode == "eagle" else ""
     if note:
         sys.stderr.write(f"[note] {note}\n")
@@ -131,20 +104,12 @@ def run(args: argparse.Namespace) -> int:
     events = _stream(args, session, prompt_ids, run_config, text)
     finish, stats = next(e for e in reversed(events) if isinstance(e, Finish)), summarize(events)
     summary = {
-        "event": "summary",
-        "token_ids": list(finish.token_ids),
-        "text": session.decode(finish.token_ids),
-        "new_tokens": finish.new_tokens,
-        "rounds": finish.rounds,
-        "tau": round(stats.tau, 4),
-        "decode_seconds": finish.decode_seconds,
-        "prefill_seconds": finish.prefill_seconds,
-        "mode": args.mode,
+        "event": "summary", "token_ids": list(finish.token_ids), "text": session.decode(finish.token_ids),
+        "new_tokens": finish.new_tokens, "rounds": finish.rounds, "tau": round(stats.tau, 4),
+        "decode_seconds": finish.decode_seconds, "prefill_seconds": finish.prefill_seconds, "mode": args.mode,
         "draft_family": {"eagle": session.family, "ngram": "ngram"}.get(args.mode, ""),
-        "finish_reason": finish.reason,
-        "tokens_per_second": stats.tokens_per_second,
-        "plain_rounds": stats.plain_rounds,
-        "drafting_tau": round(stats.drafting_tau, 4),
+        "finish_reason": finish.reason, "tokens_per_second": stats.tokens_per_second,
+        "plain_rounds": stats.plain_rounds, "drafting_tau": round(stats.drafting_tau, 4),
         **({"auto": auto.to_dict()} if auto is not None else {}),
     }
     racers = _race(args, session, prompt_ids, run_config, events, summary)
@@ -154,18 +119,11 @@ def run(args: argparse.Namespace) -> int:
         out.write(json.dumps(summary) + "\n")
     else:
         out.write(text.flush() + "\n")
-        sys.stderr.write(
-            f"[{args.mode}] {finish.new_tokens} new tokens, {finish.rounds} rounds, tau {stats.tau:.2f}, "
-            f"{stats.tokens_per_second:.1f} tokens/s, prefill {finish.prefill_seconds:.3f}s\n"
-        )
+        sys.stderr.write(f"[{args.mode}] {finish.new_tokens} new tokens, {finish.rounds} rounds, tau {stats.tau:.2f}, "
+                         f"{stats.tokens_per_second:.1f} tokens/s, prefill {finish.prefill_seconds:.3f}s\n")
         if stats.plain_rounds:
-            gate = paused_line(
-                stats.plain_rounds,
-                stats.rounds,
-                run_config.pause_below,
-                run_config.pause_first,
-                run_config.pause_by_length,
-            )
+            gate = paused_line(stats.plain_rounds, stats.rounds, run_config.pause_below, run_config.pause_first,
+                               run_config.pause_by_length)
             sys.stderr.write(f"[gate] {gate}; tau of the drafting rounds {stats.drafting_tau:.2f}\n")
         if stats.rope_rounds:
             sys.stderr.write(f"[rope] {rope_line(stats.rope_rounds, stats.rounds)}\n")
@@ -202,13 +160,8 @@ def _stream(args, session, prompt_ids: list[int], run_config: RunConfig, text) -
         if args.json:
             out.write(json.dumps(to_dict(event)) + "\n")
         else:
-            ids = (
-                (event.token_id,)
-                if isinstance(event, (Prefill, Step))
-                else event.committed_ids
-                if isinstance(event, Round)
-                else ()
-            )
+            ids = (event.token_id,) if isinstance(event, (Prefill, Step)) else \
+                event.committed_ids if isinstance(event, Round) else ()
             if ids:
                 out.write(text.push(ids))
         out.flush()
@@ -238,9 +191,8 @@ def _timed(stream, as_json: bool) -> list:
     return [e for e in stream if not as_json or json.dumps(to_dict(e))]
 
 
-def _race_lines(
-    result: RaceResult, greedy: bool, racers: list = (), decode=None, run: RunConfig | None = None, auto: bool = False
-) -> None:
+def _race_lines(result: RaceResult, greedy: bool, racers: list = (), decode=None, run: RunConfig | None = None,
+                auto: bool = False) -> None:
     """The race's lines; with `run`, the table's drafts in compact labels and each below in full (EAGLE's not with
     `auto`: the [auto: ...] line names its tree)."""
     short = short_labels(run) if run is not None else {}
@@ -249,16 +201,12 @@ def _race_lines(
     same = verdict(result.identical_to_baseline, "not checked (sampling in bfloat16/float16)")
     speed = result.baseline_tokens_per_second
     speed_text = "no decode step" if speed is None else f"{speed:.1f} tokens/s"
-    sys.stderr.write(f"[baseline] {speed_text}; {label}: {same}\n[why] {result.why_line()}\n")
+    sys.stderr.write(f"[baseline] {speed_text}; {label}: {same}\n"
+                     f"[why] {result.why_line()}\n")
     for r in racers:
         if r.divergence is not None:
             sys.stderr.write(f"[diverged: {r.name}] {r.divergence.line(decode)}\n")
     if len(racers) > 2:  # the table's compact draft labels, then each in full where it says more
         sys.stderr.write(race_table(racers, short) + "\n")
-        sys.stderr.write(
-            "".join(
-                f"[draft: {r.name}] {r.label}\n"
-                for r in racers
-                if r.label and r.mode not in said and r.label != short.get(r.mode, r.label)
-            )
-        )
+        sys.stderr.write("".join(f"[draft: {r.name}] {r.label}\n" for r in racers
+                                 if r.label and r.mode not in said and r.label != short.get(r.mode, r.label)))

@@ -14,12 +14,8 @@ def add_parser(sub) -> None:
     i = sub.add_parser("inspect", help="detect and report how a draft adapts to a target (no full load)")
     add_pair_args(i)
     i.add_argument("--json", action="store_true")
-    i.add_argument(
-        "--probe",
-        action="store_true",
-        help="also load the pair and measure tau with the declared "
-        "conventions and the alternatives the checkpoint leaves open (3 prompts x 32 tokens)",
-    )
+    i.add_argument("--probe", action="store_true", help="also load the pair and measure tau with the declared "
+                   "conventions and the alternatives the checkpoint leaves open (3 prompts x 32 tokens)")
 
 
 def run(args: argparse.Namespace) -> int:

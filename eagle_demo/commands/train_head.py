@@ -10,12 +10,8 @@ __all__ = ["add_parser", "run"]
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser(
-        "train-head",
-        help="train EAGLE-3 / EAGLE-1 heads for a target on its own chat answers",
-        description=stages.__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = sub.add_parser("train-head", help="train EAGLE-3 / EAGLE-1 heads for a target on its own chat answers",
+                       description=stages.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     stages.add_stages(p)
 
 

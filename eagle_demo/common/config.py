@@ -14,17 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = [
-    "TreeConfig",
-    "SamplingConfig",
-    "NgramConfig",
-    "RunConfig",
-    "TREE_PRESETS",
-    "ConfigError",
-    "default_preset",
-    "default_tree",
-    "tree_from",
-]
+__all__ = ["TreeConfig", "SamplingConfig", "NgramConfig", "RunConfig", "TREE_PRESETS", "ConfigError", "default_preset",
+           "default_tree",
+           "tree_from"]
 
 
 class ConfigError(ValueError):
@@ -67,11 +59,8 @@ class TreeConfig:
         _check_int("depth", self.depth, 1, 32)
         _check_int("top_k", self.top_k, 1, 64)
         _check_int("total_tokens", self.total_tokens, 2, 512)
-        if (
-            isinstance(self.stop_below, bool)
-            or not isinstance(self.stop_below, (int, float))
-            or not (0.0 <= self.stop_below < 1.0)
-        ):
+        if isinstance(self.stop_below, bool) or not isinstance(self.stop_below, (int, float)) or not (
+                0.0 <= self.stop_below < 1.0):
             raise ConfigError(f"chain stop {self.stop_below!r} is out of range; use 0 (off) to below 1")
         if self.stop_below and self.top_k != 1:
             raise ConfigError("a chain stop applies to chains only; use top-k 1 (a chain) or stop 0")
@@ -113,11 +102,8 @@ class TreeConfig:
         """For a table column: `chain 5`, `chain 16 @0.005 hot 2048` (stops under p=0.005, the first 2048 ids),
         `tree 12/3/4` (total/depth/top-k)."""
         if self.is_chain:
-            return (
-                f"chain {self.depth}"
-                + (f" @{self.stop_below:g}" if self.stops else "")
-                + (f" hot {self.hot_vocab}" if self.hot_vocab else "")
-            )
+            return (f"chain {self.depth}" + (f" @{self.stop_below:g}" if self.stops else "")
+                    + (f" hot {self.hot_vocab}" if self.hot_vocab else ""))
         return f"tree {self.total_tokens}/{self.depth}/{self.top_k}"
 
 
@@ -146,9 +132,8 @@ class SamplingConfig:
         _check_int("top_k (sampling)", self.top_k, 0, 1_000_000)
         _check_int("seed", self.seed, 0, 2**63 - 1)
         if not (0.0 < float(self.repetition_penalty) <= 10.0):
-            raise ConfigError(
-                f"repetition penalty {self.repetition_penalty} is out of range; use a value in (0, 10] (1 = off)"
-            )
+            raise ConfigError(f"repetition penalty {self.repetition_penalty} is out of range; use a value in (0, 10] "
+                              "(1 = off)")
 
     @property
     def greedy(self) -> bool:
@@ -211,11 +196,8 @@ class NgramConfig:
         extra = [f"{self.branches} branches"] if self.branches > 1 else []
         extra += ["repeating"] if self.repeat else []
         extra += ["by count"] if self.by_count else []
-        extra += (
-            [f"weak matches {self.weak_tokens}"]
-            if self.weak_tokens and self.weak_tokens < self.tokens and self.min_n < self.max_n
-            else []
-        )
+        extra += [f"weak matches {self.weak_tokens}"] if self.weak_tokens and self.weak_tokens < self.tokens and \
+            self.min_n < self.max_n else []
         return f"n-gram {self.min_n}..{self.max_n}, up to {self.tokens} tokens" + "".join(f", {e}" for e in extra)
 
     def short_label(self) -> str:
@@ -273,16 +255,9 @@ def default_tree(device: str, family: str = "") -> TreeConfig:
     return TREE_PRESETS[default_preset(device, family)]
 
 
-def tree_from(
-    base: TreeConfig,
-    depth: int | None = None,
-    top_k: int | None = None,
-    total_tokens: int | None = None,
-    chain: int | None = None,
-    mode: str = "auto",
-    chain_stop: float | None = None,
-    hot_vocab: int | None = None,
-) -> TreeConfig:
+def tree_from(base: TreeConfig, depth: int | None = None, top_k: int | None = None, total_tokens: int | None = None,
+              chain: int | None = None, mode: str = "auto", chain_stop: float | None = None,
+              hot_vocab: int | None = None) -> TreeConfig:
     """A tree from optional settings over `base` (usually `default_tree`): mode "chain" is a chain of `chain`
     tokens (stopping under `chain_stop`, drafting over the first `hot_vocab` ids), "tree" the given tree settings;
     "auto" is a chain when `chain` is given, else `base` with whichever tree settings are given. Unset settings
@@ -295,13 +270,10 @@ def tree_from(
     if chain_stop and not chained:
         raise ConfigError("a chain stop applies to chains only; give a chain length too (--chain K)")
     if chained:
-        return TreeConfig.chain(
-            int(chain) if chain is not None else base.depth, float(chain_stop or 0.0), int(hot_vocab or 0)
-        )
+        return TreeConfig.chain(int(chain) if chain is not None else base.depth, float(chain_stop or 0.0),
+                                int(hot_vocab or 0))
     if mode == "auto" and depth is None and top_k is None and total_tokens is None:
         return base
-    return TreeConfig(
-        depth=int(depth) if depth is not None else base.depth,
-        top_k=int(top_k) if top_k is not None else base.top_k,
-        total_tokens=int(total_tokens) if total_tokens is not None else base.total_tokens,
-    )
+    return TreeConfig(depth=int(depth) if depth is not None else base.depth,
+                      top_k=int(top_k) if top_k is not None else base.top_k,
+                      total_tokens=int(total_tokens) if total_tokens is not None else base.total_tokens)

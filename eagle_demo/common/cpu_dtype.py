@@ -38,15 +38,11 @@ class DtypeChoice:
     @property
     def reason(self) -> str:
         if self.dtype == "bfloat16":
-            return (
-                f"bfloat16 chosen by measurement: on this CPU a 16-token verify costs {self.bf16_ratio:.2f}x one "
-                f"token in bfloat16 against {self.fp32_ratio:.2f}x in float32, so drafted tokens are nearly free "
-                "(greedy output may differ from float32 at near ties; the divergence explainer names them)"
-            )
-        return (
-            f"float32 chosen by measurement: bfloat16 gives this CPU no cheap verify ({self.bf16_ratio:.2f}x for "
-            f"16 tokens, one-token step {self.bf16_step_ms:.2f} ms against {self.fp32_step_ms:.2f} ms in float32)"
-        )
+            return (f"bfloat16 chosen by measurement: on this CPU a 16-token verify costs {self.bf16_ratio:.2f}x one "
+                    f"token in bfloat16 against {self.fp32_ratio:.2f}x in float32, so drafted tokens are nearly free "
+                    "(greedy output may differ from float32 at near ties; the divergence explainer names them)")
+        return (f"float32 chosen by measurement: bfloat16 gives this CPU no cheap verify ({self.bf16_ratio:.2f}x for "
+                f"16 tokens, one-token step {self.bf16_step_ms:.2f} ms against {self.fp32_step_ms:.2f} ms in float32)")
 
 
 def _cpu_key(hidden: int, intermediate: int) -> str:
@@ -81,11 +77,8 @@ def _layer_fn(hidden: int, intermediate: int, dtype: torch.dtype, n: int):
 
 def measure(hidden: int, intermediate: int, repeats: int = 15) -> DtypeChoice:
     """Both dtypes at 1 and 16 tokens, interleaved so that a busy machine slows all four alike; best of each."""
-    cases = {
-        (dtype, n): _layer_fn(hidden, intermediate, dtype, n)
-        for dtype in (torch.float32, torch.bfloat16)
-        for n in (1, 16)
-    }
+    cases = {(dtype, n): _layer_fn(hidden, intermediate, dtype, n)
+             for dtype in (torch.float32, torch.bfloat16) for n in (1, 16)}
     best = {key: float("inf") for key in cases}
     for fn in cases.values():
         fn()  # first calls build the kernels
@@ -98,13 +91,8 @@ def measure(hidden: int, intermediate: int, repeats: int = 15) -> DtypeChoice:
     fp32_ratio = best[(torch.float32, 16)] / best[(torch.float32, 1)]
     bf16_ms, fp32_ms = best[(torch.bfloat16, 1)] * 1000 / 8, best[(torch.float32, 1)] * 1000 / 8
     cheap = bf16_ratio <= MAX_VERIFY_RATIO and bf16_ms <= MAX_STEP_LOSS * fp32_ms
-    return DtypeChoice(
-        "bfloat16" if cheap else "float32",
-        round(bf16_ratio, 3),
-        round(fp32_ratio, 3),
-        round(bf16_ms, 4),
-        round(fp32_ms, 4),
-    )
+    return DtypeChoice("bfloat16" if cheap else "float32", round(bf16_ratio, 3), round(fp32_ratio, 3),
+                       round(bf16_ms, 4), round(fp32_ms, 4))
 
 
 def choose_cpu_dtype(hidden: int, intermediate: int, cache: Path | None = None) -> DtypeChoice:

@@ -68,18 +68,8 @@ def apply_cpu_threads(model: torch.nn.Module, threads: int = 0) -> int:
     return torch.get_num_threads()
 
 
-DEVICE_MARKERS = (
-    "cuda",
-    "cudnn",
-    "cublas",
-    "nccl",
-    "out of memory",
-    "device-side",
-    "no kernel image",
-    "hip error",
-    "mps backend",
-    "accelerator",
-)
+DEVICE_MARKERS = ("cuda", "cudnn", "cublas", "nccl", "out of memory", "device-side", "no kernel image", "hip error",
+                  "mps backend", "accelerator")
 
 
 def device_failure(exc: BaseException) -> bool:

@@ -26,14 +26,8 @@ class Verdict:
     target_probs: tuple[float, ...]  # processed target probability of each accepted token, then the bonus
 
 
-def verify_tree(
-    tree: DraftTree,
-    logits: torch.Tensor,
-    cfg: SamplingConfig,
-    sampler: PositionSampler | None,
-    position: int,
-    seen: torch.Tensor | None = None,
-) -> Verdict:
+def verify_tree(tree: DraftTree, logits: torch.Tensor, cfg: SamplingConfig,
+                sampler: PositionSampler | None, position: int, seen: torch.Tensor | None = None) -> Verdict:
     """logits [N, V] from the tree forward; position = output index of the first token to commit; seen [V] bool:
     the prompt's and committed tokens, for the repetition penalty (each node adds the drafts on its path)."""
     path: list[int] = []
@@ -57,7 +51,7 @@ def verify_tree(
         return Verdict(tuple(path), token, tuple(probs_out))
     assert sampler is not None, "sampling needs the run's sampler"
     while True:
-        p = process_logits(logits[node : node + 1], cfg)[0]  # [V]
+        p = process_logits(logits[node:node + 1], cfg)[0]  # [V]
         token = sampler.sample(p, position + len(path))
         probs_out.append(float(p[token]))
         child = tree.children[node].get(token)

@@ -35,7 +35,6 @@ class ChainDraft:
     _seen: list[int]
 
     if TYPE_CHECKING:
-
         @property
         def device(self) -> torch.device: ...
 
@@ -45,16 +44,8 @@ class ChainDraft:
 
         def _round_inputs(self, key: tuple, root_token: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: ...
 
-        def _depth(
-            self,
-            hidden: torch.Tensor,
-            tokens: torch.Tensor,
-            positions: torch.Tensor,
-            k: int,
-            start: int,
-            block: torch.Tensor | None = None,
-            pick=None,
-        ): ...
+        def _depth(self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, k: int, start: int,
+                   block: torch.Tensor | None = None, pick=None): ...
 
     def _on_static(self) -> StaticDraft:
         """The static pools, in the paths that run only on them."""
@@ -102,9 +93,8 @@ class ChainDraft:
                 path += float(logp)  # the path's log-probability down to depth step - 1
                 if path < floor:
                     break
-            g, logp, ids = self._depth(
-                g, ids[0], self._positions(self.length + step - 2, 1), 1, self.length + step - 2, pick=pick
-            )  # [1, H], [1, 1], [1, 1]
+            g, logp, ids = self._depth(g, ids[0], self._positions(self.length + step - 2, 1), 1,
+                                       self.length + step - 2, pick=pick)  # [1, H], [1, 1], [1, 1]
             all_ids.append(ids[0])
             all_logp.append(logp[0])
             depth = step
@@ -141,9 +131,8 @@ class ChainDraft:
         dev, depth = self.device, ids.shape[0]
         root = torch.as_tensor(root_token, dtype=torch.long, device=dev).reshape(1)  # [1]
         tokens = torch.cat([root, ids])  # [depth+1]
-        chain = self._const(
-            f"chain{depth}", lambda: (torch.arange(-1, depth, device=dev), torch.arange(depth + 1, device=dev))
-        )
+        chain = self._const(f"chain{depth}", lambda: (torch.arange(-1, depth, device=dev),
+                                                      torch.arange(depth + 1, device=dev)))
         probs = torch.stack([torch.cumsum(logps, 0), logps]).exp()  # [2, depth] path score, given parent
         probs = torch.cat([probs.new_ones(2, 1), probs], 1)  # [2, depth+1]
         return tree_from_device(tokens, chain[0], chain[1], probs, chain=True)

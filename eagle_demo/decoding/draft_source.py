@@ -58,9 +58,8 @@ class DraftSource(Protocol):
         """The draft's shape for `RunStart.tree`."""
         ...
 
-    def begin(
-        self, prompt_ids: list[int], run: RunConfig, stops: frozenset[int], positions: int, round_entries: int
-    ) -> None:
+    def begin(self, prompt_ids: list[int], run: RunConfig, stops: frozenset[int], positions: int,
+              round_entries: int) -> None:
         """A new run: its settings, its stop tokens, room for `positions` positions and one round's entries."""
         ...
 

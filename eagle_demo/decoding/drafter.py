@@ -63,9 +63,8 @@ class Drafter(ChainDraft):
     def label(self, run: RunConfig) -> str:
         return run.tree.label()
 
-    def begin(
-        self, prompt_ids: list[int], run: RunConfig, stops: frozenset[int], positions: int, round_entries: int
-    ) -> None:
+    def begin(self, prompt_ids: list[int], run: RunConfig, stops: frozenset[int], positions: int,
+              round_entries: int) -> None:
         """A new run: the cache emptied and sized. The head reads the run's context from `extend`'s pairs alone."""
         self.reset()
         self.reserve(positions, round_entries)
@@ -120,7 +119,7 @@ class Drafter(ChainDraft):
         if table is None or table.shape[0] < start + n:
             table = torch.arange(max(2 * (start + n), 1024), device=self.device)
             self._consts[("positions", self.device)] = table
-        return table[start : start + n]
+        return table[start:start + n]
 
     @torch.inference_mode()
     def extend(self, features: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
@@ -149,24 +148,15 @@ class Drafter(ChainDraft):
     def _round_inputs(self, key: tuple, root_token: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The static inputs of a whole-draft graph `key`, set for this round: the draft output to start from [1, H],
         the start slot [1] and the root token [1]."""
-        x = self._on_static().inputs(
-            key, lambda: (torch.zeros_like(self._last()), *torch.zeros(2, 1, dtype=torch.long, device=self.device))
-        )
+        x = self._on_static().inputs(key, lambda: (torch.zeros_like(self._last()),
+                                             *torch.zeros(2, 1, dtype=torch.long, device=self.device)))
         x[0].copy_(self._last())
         x[1].fill_(self.length)
         x[2].fill_(root_token)
         return x
 
-    def _depth(
-        self,
-        hidden: torch.Tensor,
-        tokens: torch.Tensor,
-        positions: torch.Tensor,
-        k: int,
-        start: int,
-        block: torch.Tensor | None = None,
-        pick=None,
-    ):
+    def _depth(self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, k: int, start: int,
+               block: torch.Tensor | None = None, pick=None):
         """One draft depth over the frontier: g [n, H] and its top-k logp, ids [n, k]. The n new entries take
         slots start..start+n-1; block: their additive rows over this round's tree entries and themselves (a
         tree depth; the prefix before them is visible), None for a chain step (causal); pick: the round's top-k
@@ -188,8 +178,8 @@ class Drafter(ChainDraft):
         if buf is None or buf.shape[0] != k or buf.shape[1] < prefix + m or buf.dtype != self.dtype:
             width = max(2 * (prefix + m), self.cache.capacity)
             buf = self._mask = torch.zeros(k, width, dtype=self.dtype, device=self.device)
-        buf[:, prefix : prefix + m].copy_(block)
-        return buf[None, None, :, : prefix + m]
+        buf[:, prefix:prefix + m].copy_(block)
+        return buf[None, None, :, :prefix + m]
 
     def _tree(self, root_token: int, cfg: TreeConfig) -> DraftTree:
         if self.static is None:
@@ -225,9 +215,8 @@ class Drafter(ChainDraft):
         k, head, dev, prefix = cfg.top_k, self.head, self.device, self.length
         logp, ids = head.topk(last_g, k)  # [1, k], [1, k]
         hidden_min = torch.finfo(self.dtype).min
-        eye = self._const(
-            f"eye{k}", lambda: torch.full((k, k), hidden_min, dtype=self.dtype, device=dev).fill_diagonal_(0.0)
-        )  # [k, k] additive: each row sees itself
+        eye = self._const(f"eye{k}", lambda: torch.full((k, k), hidden_min, dtype=self.dtype, device=dev)
+                          .fill_diagonal_(0.0))  # [k, k] additive: each row sees itself
         tokens, scores, logps, frontiers = [ids[0]], [logp[0]], [logp[0]], []
         frontier = self._const(f"arange{k}", lambda: torch.arange(k, device=dev))  # candidate ids to expand
         frontier_scores, frontier_tokens = logp[0], ids[0]  # [k], [k]
@@ -238,13 +227,11 @@ class Drafter(ChainDraft):
             block = torch.cat([parent_rows, eye], 1)  # [k, added+k]
             if start is None:
                 positions = self._positions(prefix + step - 2, 1).expand(k)  # siblings share a position
-                g, logp, ids = self._depth(
-                    frontier_hidden, frontier_tokens, positions, k, prefix + added, block
-                )  # [k, H], [k, k], [k, k]
+                g, logp, ids = self._depth(frontier_hidden, frontier_tokens, positions, k, prefix + added,
+                                           block)  # [k, H], [k, k], [k, k]
             else:
-                g, logp, ids = self._on_static().tree_depth(
-                    frontier_hidden, frontier_tokens, start, step, added, block, k
-                )
+                g, logp, ids = self._on_static().tree_depth(frontier_hidden, frontier_tokens, start, step, added,
+                                                            block, k)
             added += k
             cum = frontier_scores[:, None] + logp  # [k, k]
             tokens.append(ids.reshape(-1))
@@ -264,24 +251,15 @@ class Drafter(ChainDraft):
         if added and self.static is None:
             self.cache.crop(-added)  # drop the tree entries; the stable prefix stays
             assert self._mask is not None  # the growing cache's tree depths set it
-            self._mask[:, prefix : prefix + added].zero_()
+            self._mask[:, prefix:prefix + added].zero_()
         return self._candidates(cfg, tokens, scores, logps, frontiers)
 
     def _candidates(self, cfg: TreeConfig, tokens, scores, logps, frontiers) -> Candidates:
         k, dev = cfg.top_k, self.device
-        depths = self._const(
-            f"depths{k}/{cfg.depth}",
-            lambda: torch.cat(
-                [torch.ones(k, dtype=torch.long, device=dev)]
-                + [torch.full((k * k,), d, dtype=torch.long, device=dev) for d in range(2, cfg.depth + 1)]
-            ),
-        )
+        depths = self._const(f"depths{k}/{cfg.depth}", lambda: torch.cat(
+            [torch.ones(k, dtype=torch.long, device=dev)]
+            + [torch.full((k * k,), d, dtype=torch.long, device=dev) for d in range(2, cfg.depth + 1)]))
         roots = self._const(f"roots{k}", lambda: torch.full((k,), -1, dtype=torch.long, device=dev))
         parents = [roots] + ([torch.stack(frontiers).repeat_interleave(k, dim=1).reshape(-1)] if frontiers else [])
-        return Candidates(
-            tokens=torch.cat(tokens),
-            parents=torch.cat(parents),
-            depths=depths,
-            scores=torch.cat(scores),
-            logp=torch.cat(logps),
-        )
+        return Candidates(tokens=torch.cat(tokens), parents=torch.cat(parents), depths=depths,
+                          scores=torch.cat(scores), logp=torch.cat(logps))

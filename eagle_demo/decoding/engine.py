@@ -49,7 +49,8 @@ def _sync(device: torch.device) -> None:
 class _EngineBase:
     mode = ""
 
-    def __init__(self, model: PreTrainedModel, feature_layers: tuple[int, ...] | None = None, static: bool = False):
+    def __init__(self, model: PreTrainedModel, feature_layers: tuple[int, ...] | None = None,
+                 static: bool = False):
         """static: the target runs over a fixed-size cache (CUDA graphs on a GPU); see `static.StaticTarget`."""
         self.model = model
         self.runner = TargetRunner(model, feature_layers, static=static)
@@ -61,16 +62,10 @@ class _EngineBase:
         if not prompt_ids:
             raise ValueError("the prompt is empty; type some text (or pass --prompt-ids)")
         return RunStart(
-            mode=self.mode,
-            prompt_tokens=len(prompt_ids),
-            max_new_tokens=run.max_new_tokens,
-            tree=self._label(run),
-            temperature=run.sampling.temperature,
-            draft_family=family,
-            device=str(self.runner.device),
-            dtype=str(self.runner.dtype).replace("torch.", ""),
-            static=self.runner.static_mode,
-            repetition_penalty=run.sampling.repetition_penalty,
+            mode=self.mode, prompt_tokens=len(prompt_ids), max_new_tokens=run.max_new_tokens,
+            tree=self._label(run), temperature=run.sampling.temperature,
+            draft_family=family, device=str(self.runner.device), dtype=str(self.runner.dtype).replace("torch.", ""),
+            static=self.runner.static_mode, repetition_penalty=run.sampling.repetition_penalty,
             hidden_size=int(getattr(self.model.config.get_text_config(), "hidden_size", 0) or 0),
         )
 
@@ -91,15 +86,8 @@ class _EngineBase:
     def _stops(self, run: RunConfig) -> frozenset[int]:
         return frozenset() if run.ignore_eos else self.eos
 
-    def _step(
-        self,
-        token: int,
-        run: RunConfig,
-        sampler: PositionSampler | None,
-        position: int,
-        context: tuple[list[int], list[int]],
-        seen: Seen,
-    ):
+    def _step(self, token: int, run: RunConfig, sampler: PositionSampler | None, position: int,
+              context: tuple[list[int], list[int]], seen: Seen):
         """One plain target step on `token` (the last of context's prompt + new tokens): returns (output [1 row],
         next token id, its probability, the logits' top two). Plain decoding takes every step this way, and so does a
         speculative round without a draft. At a longrope target's boundary the step runs the whole sequence again,
@@ -118,7 +106,8 @@ class _EngineBase:
         nxt = pick(logits[0], probs, run.sampling, sampler, position)
         return out, nxt, float(probs[nxt]), top_two(out.logits)[0]
 
-    def generate(self, prompt_ids: list[int], run: RunConfig, stop: threading.Event | None = None) -> Iterator[Event]:
+    def generate(self, prompt_ids: list[int], run: RunConfig,
+                 stop: threading.Event | None = None) -> Iterator[Event]:
         with self.lock:  # one generation at a time on this model
             yield from self._generate(list(prompt_ids), run, stop)
 
@@ -147,26 +136,13 @@ class BaselineEngine(_EngineBase):
             _sync(device)
             te = time.perf_counter()
             new.append(token)
-            yield Step(
-                index=steps,
-                token_id=token,
-                target_prob=prob,
-                seconds=te - ts,
-                elapsed=te - t1,
-                total_new_tokens=len(new),
-                target_top2=top2,
-            )
+            yield Step(index=steps, token_id=token, target_prob=prob, seconds=te - ts,
+                       elapsed=te - t1, total_new_tokens=len(new), target_top2=top2)
             steps += 1
         t2 = time.perf_counter()
         self.runner.reset()
-        yield Finish(
-            reason=reason,
-            token_ids=tuple(new),
-            new_tokens=len(new),
-            rounds=steps,
-            prefill_seconds=t1 - t0,
-            decode_seconds=t2 - t1,
-        )
+        yield Finish(reason=reason, token_ids=tuple(new), new_tokens=len(new), rounds=steps,
+                     prefill_seconds=t1 - t0, decode_seconds=t2 - t1)
 
 
 class SpeculativeEngine(_EngineBase):
@@ -185,7 +161,8 @@ class SpeculativeEngine(_EngineBase):
     def _label(self, run: RunConfig) -> str:
         return self.drafter.label(run)
 
-    def generate(self, prompt_ids: list[int], run: RunConfig, stop: threading.Event | None = None) -> Iterator[Event]:
+    def generate(self, prompt_ids: list[int], run: RunConfig,
+                 stop: threading.Event | None = None) -> Iterator[Event]:
         return super().generate(prompt_ids, self.drafter.run_for(run), stop)
 
     def _generate(self, prompt_ids, run, stop) -> Iterator[Event]:
@@ -207,12 +184,8 @@ class SpeculativeEngine(_EngineBase):
         _sync(device)
         t1 = time.perf_counter()
         yield Prefill(token_id=token, seconds=t1 - t0, target_prob=prob, target_top2=top2)
-        new, rounds, gate, held = (
-            [token],
-            0,
-            DraftGate(run.pause_below, by_length=run.pause_by_length, start_paused=run.pause_first),
-            Held(),
-        )
+        new, rounds, gate, held = [token], 0, DraftGate(run.pause_below, by_length=run.pause_by_length,
+                                                           start_paused=run.pause_first), Held()
         while (reason := end_reason(token, len(new), run, eos, stop)) is None:
             if not gate.drafting or not self.rope.exact(self.runner.length, tree_cfg.depth):
                 why = "gate" if not gate.drafting else "rope"
@@ -232,27 +205,11 @@ class SpeculativeEngine(_EngineBase):
         self.runner.reset()
         self.drafter.reset()
         extra = {"retuned": retune.changes} if retune is not None and retune.changes else {}
-        yield Finish(
-            reason=reason,
-            token_ids=tuple(new),
-            new_tokens=len(new),
-            rounds=rounds,
-            prefill_seconds=t1 - t0,
-            decode_seconds=t2 - t1,
-            extra=extra,
-        )
+        yield Finish(reason=reason, token_ids=tuple(new), new_tokens=len(new), rounds=rounds,
+                     prefill_seconds=t1 - t0, decode_seconds=t2 - t1, extra=extra)
 
-    def _draft_round(
-        self,
-        index: int,
-        context: tuple[list[int], list[int]],
-        tree_cfg,
-        run: RunConfig,
-        sampler,
-        state: tuple[Held, DraftGate, Seen],
-        eos: frozenset[int],
-        t1: float,
-    ) -> Round:
+    def _draft_round(self, index: int, context: tuple[list[int], list[int]], tree_cfg, run: RunConfig, sampler,
+                     state: tuple[Held, DraftGate, Seen], eos: frozenset[int], t1: float) -> Round:
         """A drafting round: the draft grows its tree, the target verifies it in one forward, the accepted path
         and the bonus token are committed to `context`'s new tokens, and the draft extends over them."""
         (prompt_ids, new), (held, gate, seen) = context, state
@@ -265,12 +222,13 @@ class SpeculativeEngine(_EngineBase):
         out = self.runner.verify(tree)
         _sync(self.runner.device)
         tc = time.perf_counter()
-        verdict = verify_tree(tree, out.logits, run.sampling, sampler, len(new), seen.of(out.logits, (prompt_ids, new)))
+        verdict = verify_tree(tree, out.logits, run.sampling, sampler, len(new),
+                              seen.of(out.logits, (prompt_ids, new)))
         accepted = [tree.token_list[i] for i in verdict.path]
         committed = cut(accepted + [verdict.bonus_id], eos, run.max_new_tokens - len(new))
         new.extend(committed)
-        rows = [0, *verdict.path][: len(committed)]  # the rows each committed token was chosen from
-        top2 = top_two(out.logits[: len(rows)] if rows[-1] == len(rows) - 1 else out.logits[rows])  # a chain: a view
+        rows = [0, *verdict.path][:len(committed)]  # the rows each committed token was chosen from
+        top2 = top_two(out.logits[:len(rows)] if rows[-1] == len(rows) - 1 else out.logits[rows])  # a chain: a view
         token = new[-1]
         done = token in eos or len(new) >= run.max_new_tokens
         gate.after_draft(len(committed), len(tree.token_list) - 1 if tree.is_chain else 0)
@@ -280,38 +238,21 @@ class SpeculativeEngine(_EngineBase):
             keep = [0, *verdict.path]
             self.runner.commit(keep)
             chain = keep[-1] == len(keep) - 1  # a prefix of the block: a view, no gather
-            features = out.features[: len(keep)] if chain else out.features[keep]  # [m, F]
+            features = out.features[:len(keep)] if chain else out.features[keep]  # [m, F]
             self.drafter.extend(features, torch.tensor(committed, dtype=torch.long))
             _sync(self.runner.device)
             extend_seconds = time.perf_counter() - td
         te = time.perf_counter()
         return Round(
-            index=index,
-            nodes=_nodes(tree),
-            accepted_path=verdict.path,
-            accepted_ids=tuple(accepted),
-            bonus_id=verdict.bonus_id,
-            committed_ids=tuple(committed),
-            target_probs=verdict.target_probs[: len(committed)],
-            draft_seconds=(tb - ta) + extend_seconds,
-            verify_seconds=tc - tb,
-            host_seconds=(te - tc) - extend_seconds,
-            elapsed=te - t1,
-            total_new_tokens=len(new),
-            target_top2=top2,
+            index=index, nodes=_nodes(tree), accepted_path=verdict.path, accepted_ids=tuple(accepted),
+            bonus_id=verdict.bonus_id, committed_ids=tuple(committed),
+            target_probs=verdict.target_probs[:len(committed)], draft_seconds=(tb - ta) + extend_seconds,
+            verify_seconds=tc - tb, host_seconds=(te - tc) - extend_seconds, elapsed=te - t1,
+            total_new_tokens=len(new), target_top2=top2,
         )
 
-    def _plain_round(
-        self,
-        index: int,
-        context: tuple[list[int], list[int]],
-        run: RunConfig,
-        sampler,
-        held: Held,
-        t1: float,
-        why: str,
-        seen: Seen,
-    ) -> Round:
+    def _plain_round(self, index: int, context: tuple[list[int], list[int]], run: RunConfig, sampler,
+                     held: Held, t1: float, why: str, seen: Seen) -> Round:
         """A round without a draft (why: "gate", the gate paused drafting; "rope", a verify would not be exact
         under the target's rotary scaling): one plain target step, exactly as plain decoding takes it. Its
         (feature, token) pair waits in `held` until drafting resumes. context: (prompt, new tokens); the step
@@ -324,19 +265,9 @@ class SpeculativeEngine(_EngineBase):
         te = time.perf_counter()
         new.append(token)
         return Round(
-            index=index,
-            nodes=(DraftNode(new[-2], -1, 0, 1.0, 1.0),),
-            accepted_path=(),
-            accepted_ids=(),
-            bonus_id=token,
-            committed_ids=(token,),
-            target_probs=(prob,),
-            draft_seconds=0.0,
-            verify_seconds=te - ts,
-            host_seconds=0.0,
-            elapsed=te - t1,
-            total_new_tokens=len(new),
-            plain_for=why,
+            index=index, nodes=(DraftNode(new[-2], -1, 0, 1.0, 1.0),), accepted_path=(), accepted_ids=(),
+            bonus_id=token, committed_ids=(token,), target_probs=(prob,), draft_seconds=0.0,
+            verify_seconds=te - ts, host_seconds=0.0, elapsed=te - t1, total_new_tokens=len(new), plain_for=why,
             target_top2=(top2,),
         )
 

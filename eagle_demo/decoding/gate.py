@@ -45,14 +45,8 @@ class DraftGate:
     tree's calibration predicted its tau under `MARGIN` x the break-even: the window's own rule, applied before a
     window of dear rounds has to show it)."""
 
-    def __init__(
-        self,
-        pause_below: float = 0.0,
-        window: int | None = None,
-        pause: int | None = None,
-        by_length: tuple[float, ...] = (),
-        start_paused: bool = False,
-    ):
+    def __init__(self, pause_below: float = 0.0, window: int | None = None, pause: int | None = None,
+                 by_length: tuple[float, ...] = (), start_paused: bool = False):
         self.pause_below, self.pause = float(pause_below), PAUSE if pause is None else pause
         self.by_length = tuple(by_length)  # break-even of a round that drafted d tokens at [d - 1]; () = pause_below
         # last drafting rounds' (committed tokens, break-even)
@@ -91,9 +85,8 @@ class DraftGate:
         self.probing = self.plain_left == 0
 
 
-def paused_line(
-    plain_rounds: int, rounds: int, pause_below: float, first: bool = False, by_length: tuple[float, ...] = ()
-) -> str:
+def paused_line(plain_rounds: int, rounds: int, pause_below: float, first: bool = False,
+                by_length: tuple[float, ...] = ()) -> str:
     """What the page, the CLI and the bench say of a run whose draft paused; "" when it never did. first: the run
     started paused (`RunConfig.pause_first`). The break-even shown is the one the gate used: `by_length` (a stopping
     chain's, by drafted length) when given, else `pause_below`. With no gate (`pause_below` 0: an explicit shape, the
@@ -101,23 +94,13 @@ def paused_line(
     if not plain_rounds:
         return ""
     if pause_below <= 0 and not by_length:
-        return (
-            f"the draft proposed nothing in {plain_rounds} of {rounds} rounds (for the n-gram draft: no earlier "
-            "match of the text's last tokens), so those rounds were plain target steps"
-        )
-    why = (
-        "the calibration predicted the draft's tau under its break-even"
-        if first
-        else "the draft's recent tau fell under its break-even"
-    )
+        return (f"the draft proposed nothing in {plain_rounds} of {rounds} rounds (for the n-gram draft: no earlier "
+                "match of the text's last tokens), so those rounds were plain target steps")
+    why = ("the calibration predicted the draft's tau under its break-even" if first
+           else "the draft's recent tau fell under its break-even")
     levels = sorted(set(by_length)) if by_length else [pause_below]
-    shown = (
-        f"{levels[0]:.2f}"
-        if len(levels) == 1
-        else f"{levels[0]:.2f}-{levels[-1]:.2f} (by the length the chain drafted)"
-    )
-    return (
-        f"drafting paused in {plain_rounds} of {rounds} rounds: {why} {shown} (a drafting round's "
-        f"predicted cost in plain steps, less the gate's {1 - MARGIN:.0%} margin), so those rounds were plain "
-        "target steps"
-    )
+    shown = (f"{levels[0]:.2f}" if len(levels) == 1 else
+             f"{levels[0]:.2f}-{levels[-1]:.2f} (by the length the chain drafted)")
+    return (f"drafting paused in {plain_rounds} of {rounds} rounds: {why} {shown} (a drafting round's "
+            f"predicted cost in plain steps, less the gate's {1 - MARGIN:.0%} margin), so those rounds were plain "
+            "target steps")

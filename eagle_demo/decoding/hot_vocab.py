@@ -33,16 +33,12 @@ def hot_vocab_problem(head, size: int | None = None) -> str:
     """Why a hot vocabulary (of `size` ids, when given) cannot serve this head ("" when it can): the table holds
     rows of the target's lm_head."""
     if not shares_target_vocab(head):
-        return (
-            f"a hot vocabulary needs a head whose logits are the target's lm_head (EAGLE-1/2); this "
-            f"{head.family} head has its own vocabulary: use hot vocabulary 0 (--hot-vocab 0)"
-        )
+        return (f"a hot vocabulary needs a head whose logits are the target's lm_head (EAGLE-1/2); this "
+                f"{head.family} head has its own vocabulary: use hot vocabulary 0 (--hot-vocab 0)")
     vocab = head.lm_head.module.weight.shape[0]
     if size is not None and not 2 <= size < vocab:
-        return (
-            f"hot vocabulary {size} is out of range; use 2 to {vocab - 1} (the vocabulary has {vocab} ids) or 0 "
-            "for all of it"
-        )
+        return (f"hot vocabulary {size} is out of range; use 2 to {vocab - 1} (the vocabulary has {vocab} ids) or 0 "
+                "for all of it")
     return ""
 
 
@@ -74,7 +70,7 @@ class HotVocab:
         self.n = self.size
         self.present.clear()
         if self.hidden is not None:
-            self.hidden[self.size :] = float("-inf")
+            self.hidden[self.size:] = float("-inf")
 
     def _empty(self, capacity: int) -> torch.Tensor:
         hidden = self.weight.shape[1]
@@ -87,29 +83,28 @@ class HotVocab:
     @property
     def rows(self) -> torch.Tensor:
         """[n, H] the table's lm_head rows."""
-        return self._rows_of(self._store)[: self.n]
+        return self._rows_of(self._store)[:self.n]
 
     @torch.inference_mode()
     def add(self, token_ids: list[int]) -> int:
         """Take every id of token_ids not yet in the table (in order of first appearance); returns how many."""
         new = [t for t in dict.fromkeys(token_ids) if t >= self.size and t not in self.present]
         if self.fixed:
-            new = new[: self.ids.shape[0] - self.n]  # a fixed table never grows: what does not fit stays out
+            new = new[:self.ids.shape[0] - self.n]  # a fixed table never grows: what does not fit stays out
         if not new:
             return 0
         need = self.n + len(new)
         if need > self.ids.shape[0]:
             grown = self._empty(2 * need)
-            self._rows_of(grown)[: self.n] = self.rows
+            self._rows_of(grown)[:self.n] = self.rows
             self._store = grown
-            self.ids = torch.cat(
-                [self.ids[: self.n], torch.empty(2 * need - self.n, dtype=self.ids.dtype, device=self.ids.device)]
-            )
+            self.ids = torch.cat([self.ids[:self.n], torch.empty(2 * need - self.n, dtype=self.ids.dtype,
+                                                                 device=self.ids.device)])
         index = torch.tensor(new, device=self.weight.device)  # [m]
-        self._rows_of(self._store)[self.n : need] = self.weight[index]  # [m, H]
-        self.ids[self.n : need] = index
+        self._rows_of(self._store)[self.n:need] = self.weight[index]  # [m, H]
+        self.ids[self.n:need] = index
         if self.hidden is not None:
-            self.hidden[self.n : need] = 0.0
+            self.hidden[self.n:need] = 0.0
         self.n = need
         self.present.update(new)
         return len(new)

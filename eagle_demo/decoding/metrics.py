@@ -24,14 +24,14 @@ DEFINITIONS = {
     "round": "one draft + verify step (plain decoding: one target step)",
     "tau": "mean accepted length = tokens committed per round, bonus token included (plain decoding = 1.00)",
     "acceptance at depth d": "rounds that accepted a draft token at depth d / rounds that reached depth d-1 "
-    "with a draft token at depth d to try",
+                             "with a draft token at depth d to try",
     "tokens/s": "tokens produced after the prefill / decode wall time (prefill time shown separately)",
     "speedup": "baseline decode time / EAGLE decode time, same prompt, same new tokens, same process and device",
     "round cost": "mean EAGLE round time / mean plain decoding step time, split into draft, verify and host; "
-    "speedup = tau / round cost",
+                  "speedup = tau / round cost",
     "plain round": "a round without a draft: with the auto tree, when the last drafting rounds committed fewer "
-    "tokens than a drafting round costs in plain steps, the draft sits out the next rounds and the "
-    "target takes plain steps (one token each), then drafting resumes on a probe round",
+                   "tokens than a drafting round costs in plain steps, the draft sits out the next rounds and the "
+                   "target takes plain steps (one token each), then drafting resumes on a probe round",
     "tau of drafting rounds": "tau over the rounds that drafted; tau itself counts plain rounds as 1.00 each",
 }
 
@@ -98,22 +98,11 @@ def summarize(events: Iterable[Event]) -> RunStats:
         decode_seconds = elapsed
     by_depth = [got / tried for got, tried in zip(*_depth_counts(offered, accepted)) if tried]
     return RunStats(
-        mode=mode,
-        new_tokens=len(token_ids),
-        rounds=rounds,
-        tau=committed / rounds if rounds else 0.0,
+        mode=mode, new_tokens=len(token_ids), rounds=rounds, tau=committed / rounds if rounds else 0.0,
         tokens_per_second=committed / decode_seconds if decode_seconds > 0 else 0.0,
-        prefill_seconds=prefill_seconds,
-        decode_seconds=decode_seconds,
-        acceptance_by_depth=tuple(by_depth),
-        accepted_per_round=tuple(accepted),
-        draft_seconds=draft,
-        verify_seconds=verify,
-        host_seconds=host,
-        token_ids=tuple(token_ids),
-        finish_reason=reason,
-        plain_rounds=plain,
-        rope_rounds=rope,
+        prefill_seconds=prefill_seconds, decode_seconds=decode_seconds, acceptance_by_depth=tuple(by_depth),
+        accepted_per_round=tuple(accepted), draft_seconds=draft, verify_seconds=verify, host_seconds=host,
+        token_ids=tuple(token_ids), finish_reason=reason, plain_rounds=plain, rope_rounds=rope,
         drafting_tau=(committed - plain - rope) / (rounds - plain - rope) if rounds > plain + rope else 0.0,
     )
 

@@ -69,14 +69,14 @@ class NgramIndex:
             tokens.append(int(t))
             end = len(tokens)
             for n in range(self.min_n, min(self.max_n, end) + 1):
-                starts.setdefault(tuple(tokens[end - n : end]), []).append(end - n)
+                starts.setdefault(tuple(tokens[end - n:end]), []).append(end - n)
 
     def propose(self, cfg: NgramConfig) -> list[list[int]]:
         """Up to `cfg.branches` distinct continuations of the longest suffix n-gram that occurred earlier
         (`choose`); [] when none did."""
         tokens, size = self.tokens, len(self.tokens)
         for n in range(min(self.max_n, size - 1), self.min_n - 1, -1):
-            found = self.starts.get(tuple(tokens[size - n :]), ())
+            found = self.starts.get(tuple(tokens[size - n:]), ())
             if found and found[0] + n < size:  # the earliest occurrence is not the suffix itself
                 return choose(tokens, [s for s in found[:SCAN] if s + n < size], n, cfg)
         return []
@@ -95,7 +95,7 @@ def choose(tokens: list[int], starts: list[int], n: int, cfg: NgramConfig) -> li
 
 def _follow(tokens: list[int], at: int, k: int, repeat: bool) -> list[int]:
     """The k tokens from `at` on; with `repeat`, past the end the pattern of period len(tokens) - at goes on."""
-    out = tokens[at : at + k]
+    out = tokens[at:at + k]
     if repeat:
         period = len(tokens) - at
         while len(out) < k:
@@ -118,8 +118,8 @@ def propose(context: list[int], cfg: NgramConfig, stops: Iterable[int] = ()) -> 
     against): distinct continuations, each cut before a stop token, the empty ones dropped."""
     size = len(context)
     for n in range(min(cfg.max_n, size - 1), cfg.min_n - 1, -1):
-        suffix = context[size - n :]
-        found = [s for s in range(size - n) if context[s : s + n] == suffix]
+        suffix = context[size - n:]
+        found = [s for s in range(size - n) if context[s:s + n] == suffix]
         if found:
             return cut_all(choose(context, found[:SCAN], n, cfg), set(stops))
     return []
@@ -151,7 +151,7 @@ def trie(root: int, continuations: list[list[int]], device: torch.device) -> Dra
             if len(c) >= d and tuple(c[:d]) not in node:
                 node[tuple(c[:d])] = len(tokens)
                 tokens.append(c[d - 1])
-                parents.append(node[tuple(c[: d - 1])])
+                parents.append(node[tuple(c[:d - 1])])
                 depths.append(d)
     ones = [1.0] * len(tokens)
     return make_tree(tokens, parents, depths, ones, ones, device)
@@ -184,9 +184,8 @@ class NgramDrafter:
     def label(self, run: RunConfig) -> str:
         return run.ngram.label()
 
-    def begin(
-        self, prompt_ids: list[int], run: RunConfig, stops: frozenset[int], positions: int = 0, round_entries: int = 0
-    ) -> None:
+    def begin(self, prompt_ids: list[int], run: RunConfig, stops: frozenset[int], positions: int = 0,
+              round_entries: int = 0) -> None:
         """A new run: its settings (`run.ngram`), its stop tokens, and the prompt's first token (the engine's
         `extend` after the prefill gives the rest: pair i is (feature_i, token_i+1)). Nothing to size: the index
         grows with the context."""
@@ -219,10 +218,8 @@ class NgramDrafter:
     def _chain(self, size: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Depths [size] and the lower-triangular mask [size, size] of the longest chain, made once per size."""
         if size not in self._consts:
-            self._consts[size] = (
-                torch.arange(size, device=self.device),
-                torch.ones(size, size, dtype=torch.bool, device=self.device).tril_(),
-            )
+            self._consts[size] = (torch.arange(size, device=self.device),
+                                  torch.ones(size, size, dtype=torch.bool, device=self.device).tril_())
         return self._consts[size]
 
 

@@ -56,7 +56,8 @@ class Seen:
         return self.mask
 
 
-def end_reason(token: int, count: int, run: RunConfig, eos: frozenset[int], stop: threading.Event | None) -> str | None:
+def end_reason(token: int, count: int, run: RunConfig, eos: frozenset[int],
+                stop: threading.Event | None) -> str | None:
     """None while generation goes on, else why it ends (checked between steps/rounds)."""
     if token in eos:
         return "eos"

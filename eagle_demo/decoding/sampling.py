@@ -21,12 +21,8 @@ from ..common.config import SamplingConfig
 __all__ = ["process_logits", "PositionSampler", "pick", "penalize", "generation_warnings", "top_two"]
 
 
-def penalize(
-    logits: torch.Tensor,
-    seen: torch.Tensor | None,
-    cfg: SamplingConfig,
-    path: tuple[torch.Tensor, torch.Tensor] | None = None,
-) -> torch.Tensor:
+def penalize(logits: torch.Tensor, seen: torch.Tensor | None, cfg: SamplingConfig,
+             path: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
     """logits [n, V] -> float32 logits [n, V] under the repetition penalty (transformers' rule: a seen token's
     logit > 0 is divided by the penalty, < 0 multiplied by it). seen [V] bool: the prompt and the committed text,
     seen by every row. path: a tree's (tokens [n], ancestor mask [n, n]); row i has also seen the tokens on its
@@ -89,9 +85,8 @@ class PositionSampler:
         """probs [V] (sums to 1) -> token id drawn with the uniform of `position`."""
         cdf = torch.cumsum(probs.double(), dim=0)  # [V]
         u = self.uniform(position) * float(cdf[-1])
-        token = int(
-            torch.searchsorted(cdf, torch.tensor([u], dtype=torch.float64, device=cdf.device), right=True).item()
-        )
+        token = int(torch.searchsorted(cdf, torch.tensor([u], dtype=torch.float64, device=cdf.device),
+                                       right=True).item())
         token = min(token, probs.shape[0] - 1)
         while probs[token] <= 0 and token > 0:  # never land on a zero-probability token
             token -= 1
@@ -103,39 +98,22 @@ def top_two(logits: torch.Tensor) -> tuple[tuple[int, float, int, float], ...]:
     at each token, which the divergence explainer reads (`divergence`). The raw logits, before the sampling pipeline."""
     values, ids = torch.topk(logits.float(), min(2, logits.shape[-1]), dim=-1)  # [n, 2], [n, 2]
     rows = torch.cat([values, ids.float()], 1).tolist()  # ids below 2**24 are exact in float32
-    return tuple(
-        (int(r[2]), r[0], int(r[3]), r[1]) if len(r) == 4 else (int(r[1]), r[0], int(r[1]), r[0]) for r in rows
-    )
+    return tuple((int(r[2]), r[0], int(r[3]), r[1]) if len(r) == 4 else (int(r[1]), r[0], int(r[1]), r[0])
+                 for r in rows)
 
 
-def pick(
-    logits_row: torch.Tensor,
-    probs_row: torch.Tensor,
-    cfg: SamplingConfig,
-    sampler: PositionSampler | None,
-    position: int,
-) -> int:
+def pick(logits_row: torch.Tensor, probs_row: torch.Tensor, cfg: SamplingConfig,
+         sampler: PositionSampler | None, position: int) -> int:
     """The target's token at one node: argmax for greedy, else the position-keyed sample."""
     if cfg.greedy or sampler is None:
         return int(torch.argmax(logits_row).item())
     return sampler.sample(probs_row, position)
 
 
-_NEUTRAL = {
-    "no_repeat_ngram_size": 0,
-    "typical_p": 1.0,
-    "epsilon_cutoff": 0.0,
-    "eta_cutoff": 0.0,
-    "min_p": None,
-    "min_length": 0,
-    "min_new_tokens": None,
-    "bad_words_ids": None,
-    "suppress_tokens": None,
-    "begin_suppress_tokens": None,
-    "sequence_bias": None,
-    "forced_bos_token_id": None,
-    "forced_eos_token_id": None,
-}
+_NEUTRAL = {"no_repeat_ngram_size": 0, "typical_p": 1.0, "epsilon_cutoff": 0.0,
+            "eta_cutoff": 0.0, "min_p": None, "min_length": 0, "min_new_tokens": None, "bad_words_ids": None,
+            "suppress_tokens": None, "begin_suppress_tokens": None, "sequence_bias": None,
+            "forced_bos_token_id": None, "forced_eos_token_id": None}
 
 
 def generation_warnings(generation_config) -> list[str]:
@@ -151,15 +129,11 @@ def generation_warnings(generation_config) -> list[str]:
         if value is not None and value != neutral and not (neutral is None and value in (0, 0.0, [], {})):
             unapplied.append(f"{name} {value}")
     if unapplied:
-        out.append(
-            f"the target's generation_config sets {', '.join(unapplied)}, which neither engine applies: plain "
-            "decoding here is the model's logits under the repetition penalty, temperature, top-k and top-p "
-            "only, so `model.generate()` with those defaults may give other text"
-        )
+        out.append(f"the target's generation_config sets {', '.join(unapplied)}, which neither engine applies: plain "
+                   "decoding here is the model's logits under the repetition penalty, temperature, top-k and top-p "
+                   "only, so `model.generate()` with those defaults may give other text")
     penalty = getattr(generation_config, "repetition_penalty", 1.0)
     if penalty not in (None, 1, 1.0):
-        out.append(
-            f"the target's generation_config sets repetition_penalty {penalty}; runs apply a penalty only "
-            "when one is set (the page's slider, --repetition-penalty, the API's repetition_penalty)"
-        )
+        out.append(f"the target's generation_config sets repetition_penalty {penalty}; runs apply a penalty only "
+                   "when one is set (the page's slider, --repetition-penalty, the API's repetition_penalty)")
     return out

@@ -73,33 +73,22 @@ class StaticDraft:
 
     def check(self, end: int) -> None:
         if end > self.capacity:
-            raise ValueError(
-                f"the static draft cache holds {self.capacity} positions; this round needs {end} "
-                "(raise the run's reserve or turn the static path off)"
-            )
+            raise ValueError(f"the static draft cache holds {self.capacity} positions; this round needs {end} "
+                             "(raise the run's reserve or turn the static path off)")
 
     def _causal(self, rows: torch.Tensor) -> torch.Tensor:
         """rows [n] slots of new entries -> additive [1, 1, n, cap]: entry i sees slots 0..rows[i]."""
         visible = self.columns[None] <= rows[:, None]  # [n, cap]
         return torch.zeros(rows.shape[0], self.capacity, dtype=self.dtype, device=self.device).masked_fill_(
-            ~visible, self.hidden_min
-        )[None, None]
+            ~visible, self.hidden_min)[None, None]
 
     def causal_mask(self, start: int, n: int) -> torch.Tensor:
         """[1, 1, n, cap]: new entry i (slot start + i) sees slots 0..start + i."""
         self.check(start + n)
         return self._causal(self.columns[:n] + start)
 
-    def tree_depth(
-        self,
-        hidden: torch.Tensor,
-        tokens: torch.Tensor,
-        start: torch.Tensor,
-        step: int,
-        added: int,
-        block: torch.Tensor,
-        k: int,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def tree_depth(self, hidden: torch.Tensor, tokens: torch.Tensor, start: torch.Tensor, step: int, added: int,
+                   block: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Tree depth `step` of a whole-tree call (`Drafter._static_tree`): the frontier hidden [n, H] and tokens
         [n] at position start + step - 2, in slots start + added .. + n - 1, each row seeing the prefix (slots
         before start) and its additive block [n, added + n] over this round's entries. g [n, H], logp, ids [n, k]."""
@@ -118,21 +107,15 @@ class StaticDraft:
         if n > GRAPH_MAX_TOKENS:
             return self._extend(features, tokens, torch.full((1,), start, device=self.device))
         key = ("extend", n)
-        x = self.inputs(
-            key,
-            lambda: (
-                features.new_zeros(features.shape),
-                tokens.new_zeros(n),
-                torch.zeros(1, dtype=torch.long, device=self.device),
-            ),
-        )
+        x = self.inputs(key, lambda: (features.new_zeros(features.shape), tokens.new_zeros(n),
+                                       torch.zeros(1, dtype=torch.long, device=self.device)))
         x[0].copy_(features)
         x[1].copy_(tokens)
         x[2].fill_(start)
         return self.replayed(key, lambda: (self._extend(*x),))[0]
 
     def _extend(self, features: torch.Tensor, tokens: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
-        positions = self.columns[: tokens.shape[0]] + start  # [n]
+        positions = self.columns[:tokens.shape[0]] + start  # [n]
         self.kv.slots = positions
         return self.head(features, tokens, positions, self.kv, self._causal(positions), from_target=True)  # [n, H]
 
@@ -151,16 +134,8 @@ class StaticDraft:
             all_logp.append(logp[0])
         return torch.cat(all_ids), torch.cat(all_logp)  # [longest], [longest]
 
-    def depth(
-        self,
-        hidden: torch.Tensor,
-        tokens: torch.Tensor,
-        positions: torch.Tensor,
-        slots: torch.Tensor,
-        mask: torch.Tensor,
-        k: int,
-        pick,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def depth(self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor,
+              mask: torch.Tensor, k: int, pick) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """One chain depth, eagerly (a stopping chain without graphs, which stops depth by depth): the head on n
         tokens at `slots` and its top-k by `pick` (`Drafter._pick`): g [n, H], logp [n, k], ids [n, k]."""
         self.kv.slots = slots

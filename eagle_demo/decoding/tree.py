@@ -118,27 +118,18 @@ def select_tree(root_token: int | torch.Tensor, cand: Candidates, n_select: int)
     tokens = torch.cat([root, cand.tokens[chosen]])  # [N]
     depths = torch.cat([root.new_zeros(1), cand.depths[chosen]])  # [N]
     fields = torch.stack([cand.scores[chosen], cand.logp[chosen]]).float().exp()  # [2, n] probabilities
-    return tree_from_device(
-        tokens,
-        torch.cat([root.new_full((1,), -1), node_parent]),
-        depths,
-        torch.cat([fields.new_ones(2, 1), fields], 1),
-        chain=False,
-    )
+    return tree_from_device(tokens, torch.cat([root.new_full((1,), -1), node_parent]), depths,
+                            torch.cat([fields.new_ones(2, 1), fields], 1), chain=False)
 
 
-def tree_from_device(
-    tokens: torch.Tensor, parents: torch.Tensor, depths: torch.Tensor, probs: torch.Tensor, chain: bool
-) -> DraftTree:
+def tree_from_device(tokens: torch.Tensor, parents: torch.Tensor, depths: torch.Tensor,
+                     probs: torch.Tensor, chain: bool) -> DraftTree:
     """A tree from device tensors: tokens/parents/depths [N] long (parent -1 for the root, parents first),
     probs [2, N] (path score, probability given the parent); chain: the drafter knows it drafted one path.
     The ancestor mask is built on the device (a chain's is lower-triangular); nothing is read by the host here."""
     n = tokens.shape[0]
-    mask = (
-        torch.ones(n, n, dtype=torch.bool, device=tokens.device).tril_()
-        if chain
-        else _ancestor_mask_t(parents.clamp(min=0))
-    )  # [N, N]
+    mask = torch.ones(n, n, dtype=torch.bool, device=tokens.device).tril_() if chain else \
+        _ancestor_mask_t(parents.clamp(min=0))  # [N, N]
     pack = torch.cat([torch.stack([tokens, parents, depths]).float(), probs.float()])  # [5, N]
     return DraftTree(tokens=tokens, depths=depths, mask=mask, is_chain=chain, pack=pack)
 
@@ -148,14 +139,8 @@ def _unpack(rows: list) -> tuple:
     return as_int(rows[0]), as_int(rows[1]), as_int(rows[2]), tuple(rows[3]), tuple(rows[4])
 
 
-def make_tree(
-    tokens: list[int],
-    parents: list[int],
-    depths: list[int],
-    draft_probs: list[float],
-    scores: list[float],
-    device: torch.device | str = "cpu",
-) -> DraftTree:
+def make_tree(tokens: list[int], parents: list[int], depths: list[int], draft_probs: list[float],
+              scores: list[float], device: torch.device | str = "cpu") -> DraftTree:
     return DraftTree(
         tokens=torch.tensor(tokens, dtype=torch.long, device=device),
         depths=torch.tensor(depths, dtype=torch.long, device=device),

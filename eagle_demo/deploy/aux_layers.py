@@ -42,27 +42,19 @@ def guessed_layers(plan, engine: str, cfg: dict, report) -> None:
         return
     n, guess, ours = report.target_layers, engine_guess(report.target_layers), tuple(report.feature_layers)
     this, other = ENGINES[engine], ENGINES["sglang" if engine == "vllm" else "vllm"]
-    note = (
-        f"the draft's config names no aux layer ids, so {this} guesses the target layers: hidden_states "
-        f"{list(guess)} for this {n}-layer target, (2, L//2, L-3) ({other} guesses the same); this playground "
-        f"reads {list(ours)} ({report.feature_convention})"
-    )
+    note = (f"the draft's config names no aux layer ids, so {this} guesses the target layers: hidden_states "
+            f"{list(guess)} for this {n}-layer target, (2, L//2, L-3) ({other} guesses the same); this playground "
+            f"reads {list(ours)} ({report.feature_convention})")
     if ours != guess:
-        note += (
-            f": they disagree, so an adapted copy writes {list(ours)} into the config (recommended); "
-            "the engine runs the published draft on its guess"
-        )
+        note += (f": they disagree, so an adapted copy writes {list(ours)} into the config (recommended); "
+                 "the engine runs the published draft on its guess")
     else:
-        note += (
-            ": all three agree. A draft trained on other layers accepts little in all three (vLLM PR #50170: "
-            "nvidia/Llama-3.3-70B-Instruct-Eagle3, read at (2, 40, 77), accepted 1.2% of its drafts); "
-            "`inspect --probe` measures the alternatives"
-        )
+        note += (": all three agree. A draft trained on other layers accepts little in all three (vLLM PR #50170: "
+                 "nvidia/Llama-3.3-70B-Instruct-Eagle3, read at (2, 40, 77), accepted 1.2% of its drafts); "
+                 "`inspect --probe` measures the alternatives")
     if len(set(guess)) < len(guess):
-        note += (
-            f". The guess names a layer twice; both engines capture each layer once, so their fc would get "
-            f"{len(set(guess))} of the {len(guess)} features it fuses (a target this shallow cannot be served so)"
-        )
+        note += (f". The guess names a layer twice; both engines capture each layer once, so their fc would get "
+                 f"{len(set(guess))} of the {len(guess)} features it fuses (a target this shallow cannot be served so)")
     plan.notes.append(note)
     if engine == "sglang" and ours != guess and not report.source_layout.startswith("speculators"):
         _sglang_ids(plan, cfg, ours, guess)
@@ -76,9 +68,6 @@ def _sglang_ids(plan, cfg: dict, ours: tuple[int, ...], guess: tuple[int, ...]) 
     nested = dict(cfg["eagle_config"]) if isinstance(cfg.get("eagle_config"), dict) else {}
     plan.config_changes["eagle_config"] = nested | {"eagle_aux_hidden_state_layer_ids": ids}
     plan.config_changes["eagle_aux_hidden_state_layer_ids"] = list(ours)
-    plan.change(
-        f'eagle_config "eagle_aux_hidden_state_layer_ids" {ids} (SGLang adds 1: hidden_states {list(ours)}, '
-        "the layers read here) and the same layers top-level, where this playground and vLLM read them as "
-        f"given: the published config names none, so SGLang would guess {list(guess)}",
-        required=False,
-    )
+    plan.change(f'eagle_config "eagle_aux_hidden_state_layer_ids" {ids} (SGLang adds 1: hidden_states {list(ours)}, '
+                "the layers read here) and the same layers top-level, where this playground and vLLM read them as "
+                f"given: the published config names none, so SGLang would guess {list(guess)}", required=False)

@@ -52,22 +52,16 @@ class NgramCommands:
 
 def vllm_ngram_spec(cfg: NgramConfig) -> dict:
     """vLLM 0.32's speculative config for the n-gram draft: its keys carry our min_n, max_n and tokens."""
-    return {
-        "method": "ngram",
-        "num_speculative_tokens": cfg.tokens,
-        "prompt_lookup_max": cfg.max_n,
-        "prompt_lookup_min": cfg.min_n,
-    }
+    return {"method": "ngram", "num_speculative_tokens": cfg.tokens, "prompt_lookup_max": cfg.max_n,
+            "prompt_lookup_min": cfg.min_n}
 
 
 def _sglang(target: str, cfg: NgramConfig) -> str:
-    return (
-        f"python -m sglang.launch_server --model-path {shlex.quote(target)} --speculative-algorithm NGRAM "
-        f"--speculative-num-draft-tokens {cfg.total_tokens} "
-        f"--speculative-ngram-min-match-window-size {cfg.min_n} "
-        f"--speculative-ngram-max-match-window-size {cfg.max_n} "
-        f"--speculative-ngram-min-bfs-breadth 1 --speculative-ngram-max-bfs-breadth {cfg.branches}"
-    )
+    return (f"python -m sglang.launch_server --model-path {shlex.quote(target)} --speculative-algorithm NGRAM "
+            f"--speculative-num-draft-tokens {cfg.total_tokens} "
+            f"--speculative-ngram-min-match-window-size {cfg.min_n} "
+            f"--speculative-ngram-max-match-window-size {cfg.max_n} "
+            f"--speculative-ngram-min-bfs-breadth 1 --speculative-ngram-max-bfs-breadth {cfg.branches}")
 
 
 def _ours_only(cfg: NgramConfig) -> list[str]:
@@ -75,11 +69,8 @@ def _ours_only(cfg: NgramConfig) -> list[str]:
     own = [f"{cfg.branches} branches verified as one trie"] if cfg.branches > 1 else []
     own += ["repeat (a continuation that reaches the context's end goes on with its period)"] if cfg.repeat else []
     own += ["by count (the most frequent next token's occurrence first)"] if cfg.by_count else []
-    own += (
-        [f"weak matches capped at {cfg.weak_tokens} tokens"]
-        if cfg.weak_tokens and cfg.min_n < cfg.max_n and cfg.weak_tokens < cfg.tokens
-        else []
-    )
+    own += [f"weak matches capped at {cfg.weak_tokens} tokens"] if cfg.weak_tokens and cfg.min_n < cfg.max_n \
+        and cfg.weak_tokens < cfg.tokens else []
     return own
 
 
@@ -88,28 +79,20 @@ def ngram_commands(target: str, cfg: NgramConfig) -> NgramCommands:
     SGLang also branches), and the notes on what each engine drafts by its own rule."""
     spec = vllm_ngram_spec(cfg)
     vllm = f"vllm serve {shlex.quote(target)} --speculative-config {shlex.quote(json.dumps(spec))}"
-    here = (
-        f"`generate --mode ngram --ngram-transformers --ngram-min {cfg.min_n} --ngram-max {cfg.max_n} "
-        f"--ngram-tokens {cfg.tokens}`"
-    )
-    notes = [
-        f"**vLLM** `ngram` (prompt_lookup_min {cfg.min_n}, prompt_lookup_max {cfg.max_n}, num_speculative_tokens "
-        f"{cfg.tokens}) proposes one chain: the first occurrence of the longest matching suffix "
-        f"n-gram, and up to {cfg.tokens} tokens after it, stopping at the context's end. That is transformers' "
-        f"rule, {here} here: measured in vLLM 0.32 (CPU build), the same accepted tokens over the same drafts "
-        'and the same output (docs/vllm.md, "N-gram in vLLM").'
-    ]
+    here = (f"`generate --mode ngram --ngram-transformers --ngram-min {cfg.min_n} --ngram-max {cfg.max_n} "
+            f"--ngram-tokens {cfg.tokens}`")
+    notes = [f"**vLLM** `ngram` (prompt_lookup_min {cfg.min_n}, prompt_lookup_max {cfg.max_n}, num_speculative_tokens "
+             f"{cfg.tokens}) proposes one chain: the first occurrence of the longest matching suffix "
+             f"n-gram, and up to {cfg.tokens} tokens after it, stopping at the context's end. That is transformers' "
+             f"rule, {here} here: measured in vLLM 0.32 (CPU build), the same accepted tokens over the same drafts "
+             "and the same output (docs/vllm.md, \"N-gram in vLLM\")."]
     own = _ours_only(cfg)
     if own:
-        notes.append(
-            "**Not in either engine**: " + "; ".join(own) + ". These are this playground's: an engine "
-            "proposes by its own rule, so its acceptance is not the one measured here with them on."
-        )
-    notes.append(
-        f"**SGLang** `NGRAM` runs on CUDA only: match windows {cfg.min_n}..{cfg.max_n}, {cfg.total_tokens} "
-        f"tokens verified per step (the root included), BFS breadth 1..{cfg.branches}. It drafts a tree from "
-        "a cache of recent tokens of all requests, its breadth set by the match length (by recency, or by "
-        "frequency with `--speculative-ngram-match-type PROB`): another rule again, so its acceptance differs "
-        "from both (not run here: SGLang's CPU build is not on PyPI, docs/vllm.md)."
-    )
+        notes.append("**Not in either engine**: " + "; ".join(own) + ". These are this playground's: an engine "
+                     "proposes by its own rule, so its acceptance is not the one measured here with them on.")
+    notes.append(f"**SGLang** `NGRAM` runs on CUDA only: match windows {cfg.min_n}..{cfg.max_n}, {cfg.total_tokens} "
+                 f"tokens verified per step (the root included), BFS breadth 1..{cfg.branches}. It drafts a tree from "
+                 "a cache of recent tokens of all requests, its breadth set by the match length (by recency, or by "
+                 "frequency with `--speculative-ngram-match-type PROB`): another rule again, so its acceptance differs "
+                 "from both (not run here: SGLang's CPU build is not on PyPI, docs/vllm.md).")
     return NgramCommands(vllm=vllm, sglang=_sglang(target, cfg), spec=spec, notes=tuple(notes))

@@ -33,11 +33,8 @@ from .vllm import vllm_eagle1, vllm_eagle3
 
 __all__ = ["Plan", "plan_for", "deployment_commands", "write_adapted_copy"]
 
-SGLANG_ARCH = {
-    ("eagle1", "llama"): "LlamaForCausalLMEagle",
-    ("eagle1", "qwen2"): "Qwen2ForCausalLMEagle",
-    ("eagle3", "llama"): "LlamaForCausalLMEagle3",
-}
+SGLANG_ARCH = {("eagle1", "llama"): "LlamaForCausalLMEagle", ("eagle1", "qwen2"): "Qwen2ForCausalLMEagle",
+               ("eagle3", "llama"): "LlamaForCausalLMEagle3"}
 
 
 @dataclass
@@ -79,9 +76,8 @@ def _target_context(report) -> int:
 
 def plan_for(engine: str, target: str, draft: str, report, tree: TreeConfig) -> Plan:
     if report.family not in ("eagle1", "eagle3", "mtp"):
-        raise ValueError(
-            f"the draft is a {report.family} checkpoint; only EAGLE-1/2, EAGLE-3 and MTP drafts can be exported"
-        )
+        raise ValueError(f"the draft is a {report.family} checkpoint; only EAGLE-1/2, EAGLE-3 and MTP drafts can be "
+                         "exported")
     plan = Plan(engine=engine, command="")
     _playground_only(plan, tree)
     if report.family == "mtp":
@@ -101,10 +97,8 @@ def _playground_only(plan: Plan, tree: TreeConfig) -> None:
     own = [f"the chain stop (p={tree.stop_below:g})"] if tree.stops else []
     own += [f"the hot vocabulary ({tree.hot_vocab} ids)"] if tree.hot_vocab else []
     if own:
-        plan.notes.append(
-            f"{' and '.join(own)} are this playground's settings, which neither engine has: the "
-            f"command drafts all {tree.depth} tokens every round over the whole vocabulary"
-        )
+        plan.notes.append(f"{' and '.join(own)} are this playground's settings, which neither engine has: the "
+                          f"command drafts all {tree.depth} tokens every round over the whole vocabulary")
 
 
 def _shared_changes(plan: Plan, engine: str, cfg: dict, report) -> None:
@@ -113,28 +107,21 @@ def _shared_changes(plan: Plan, engine: str, cfg: dict, report) -> None:
         # vLLM raises the draft's value itself since PR #49343 (issue #48894: yuhuili/EAGLE3-LLaMA3.1-Instruct-8B
         # ships 2048 and crashed longer prompts before); SGLang sizes the draft's RoPE from its config (#3574)
         plan.config_changes["max_position_embeddings"] = ctx
-        why = (
-            "only vLLM releases before PR #49343 crash past it"
-            if engine == "vllm"
-            else "SGLang sizes the draft's RoPE table from it and fails past it (sglang #3574)"
-        )
+        why = ("only vLLM releases before PR #49343 crash past it" if engine == "vllm" else
+               "SGLang sizes the draft's RoPE table from it and fails past it (sglang #3574)")
         plan.change(f"max_position_embeddings {draft_ctx} -> {ctx} (the target's context): {why}", required=False)
     layers = cfg.get("num_hidden_layers")
     if report.family == "eagle3" and layers is not None and int(layers) != (report.draft_layers or 1):
         # vLLM llama_eagle3.py builds range(config.num_hidden_layers) layers (multi-layer, PR #26164); SGLang
         # trusts the config too (sglang #33966, yuhuili/EAGLE3-Vicuna1.3-13B declares 40 for 1 layer)
         plan.config_changes["num_hidden_layers"] = report.draft_layers or 1
-        plan.change(
-            f"num_hidden_layers {layers} -> {report.draft_layers or 1} (the layers in the weights): "
-            "the engines build as many layers as the config says, so extra ones stay random or real ones "
-            "fail to load",
-            required=True,
-        )
+        plan.change(f"num_hidden_layers {layers} -> {report.draft_layers or 1} (the layers in the weights): "
+                    "the engines build as many layers as the config says, so extra ones stay random or real ones "
+                    "fail to load",
+                    required=True)
     if report.source_layout == "hass-eagle1":
-        plan.notes.append(
-            "HASS extra norms: neither engine reads them (vLLM 0.32's llama_eagle.py has no such norms "
-            "and its speculators reader covers EAGLE-3 only; SGLang PR #4595 closed unmerged)"
-        )
+        plan.notes.append("HASS extra norms: neither engine reads them (vLLM 0.32's llama_eagle.py has no such norms "
+                          "and its speculators reader covers EAGLE-3 only; SGLang PR #4595 closed unmerged)")
 
 
 def _plan_vllm(plan: Plan, target: str, draft: str, report, tree: TreeConfig) -> None:
@@ -142,11 +129,8 @@ def _plan_vllm(plan: Plan, target: str, draft: str, report, tree: TreeConfig) ->
     # multi-layer (PR #26164), use_aux_hidden_state false (#40656), read from the config (llama_eagle3.py).
     eagle3 = report.family == "eagle3"
     (vllm_eagle3 if eagle3 else vllm_eagle1)(plan, report)
-    spec = {
-        "method": "eagle3" if eagle3 else "eagle",
-        "model": "<ADAPTED_DRAFT_DIR>" if plan.needs_copy else draft,
-        "num_speculative_tokens": tree.depth,
-    }
+    spec = {"method": "eagle3" if eagle3 else "eagle", "model": "<ADAPTED_DRAFT_DIR>" if plan.needs_copy else draft,
+            "num_speculative_tokens": tree.depth}
     plan.command = f"vllm serve {shlex.quote(target)} --speculative-config {shlex.quote(json.dumps(spec))}"
 
 
@@ -160,44 +144,33 @@ def _plan_sglang(plan: Plan, target: str, draft: str, report, tree: TreeConfig, 
     arch = SGLANG_ARCH[(report.family, "qwen2" if (report.qkv_bias and not eagle3) else "llama")]
     if wrapped:
         plan.unwrap_config = True
-        plan.change(
-            'config unwrapped from vLLM\'s {"model_type": "eagle", "model": {...}} to the inner config', required=True
-        )
+        plan.change('config unwrapped from vLLM\'s {"model_type": "eagle", "model": {...}} to the inner config',
+                    required=True)
     if (cfg.get("architectures") or [None])[0] != arch:
         plan.config_changes["architectures"] = [arch]
-        plan.change(
-            f"architectures {cfg.get('architectures')} -> ['{arch}'] (SGLang picks its draft class by name)",
-            required=True,
-        )
+        plan.change(f"architectures {cfg.get('architectures')} -> ['{arch}'] (SGLang picks its draft class by name)",
+                    required=True)
     if not eagle3 and not report.fc_bias:
         plan.add_zero_fc_bias = True
-        plan.change(
-            "added fc.bias = zeros: SGLang's EAGLE-1 fc always has a bias and would leave it at random init "
-            "for a draft that has none (sglang #5773)",
-            required=True,
-        )
+        plan.change("added fc.bias = zeros: SGLang's EAGLE-1 fc always has a bias and would leave it at random init "
+                    "for a draft that has none (sglang #5773)", required=True)
     if eagle3 and cfg.get("tie_word_embeddings"):
         plan.config_changes["tie_word_embeddings"] = False
-        plan.change(
-            "tie_word_embeddings true -> false: the draft's own lm_head must not be aliased to the embedding",
-            required=True,
-        )
+        plan.change("tie_word_embeddings true -> false: the draft's own lm_head must not be aliased to the embedding",
+                    required=True)
     dtype = " --dtype bfloat16" if report.target_model_type == "qwen2" else ""  # fp16 overflows on Qwen2
-    plan.command = (
-        f"python -m sglang.launch_server --model-path {shlex.quote(target)} "
-        f"--speculative-algorithm {'EAGLE3' if eagle3 else 'EAGLE'} "
-        "--speculative-draft-model-path "
-        f"{shlex.quote('<ADAPTED_DRAFT_DIR>' if plan.needs_copy else draft)} "
-        f"{_sglang_tree(tree)}{dtype}"
-    )
+    plan.command = (f"python -m sglang.launch_server --model-path {shlex.quote(target)} "
+                    f"--speculative-algorithm {'EAGLE3' if eagle3 else 'EAGLE'} "
+                    "--speculative-draft-model-path "
+                    f"{shlex.quote('<ADAPTED_DRAFT_DIR>' if plan.needs_copy else draft)} "
+                    f"{_sglang_tree(tree)}{dtype}")
 
 
 def _sglang_tree(tree: TreeConfig) -> str:
     topk = 1 if tree.is_chain else tree.top_k
     tokens = tree.depth + 1 if tree.is_chain else tree.total_tokens
-    return (
-        f"--speculative-num-steps {tree.depth} --speculative-eagle-topk {topk} --speculative-num-draft-tokens {tokens}"
-    )
+    return (f"--speculative-num-steps {tree.depth} --speculative-eagle-topk {topk} "
+            f"--speculative-num-draft-tokens {tokens}")
 
 
 def _plan_mtp(plan: Plan, target: str, draft: str, report, tree: TreeConfig) -> Plan:
@@ -211,29 +184,21 @@ def _plan_mtp(plan: Plan, target: str, draft: str, report, tree: TreeConfig) -> 
             spec["model"] = draft
         plan.command = f"vllm serve {shlex.quote(target)} --speculative-config {shlex.quote(json.dumps(spec))}"
     else:
-        plan.command = (
-            f"python -m sglang.launch_server --model-path {shlex.quote(target)} --speculative-algorithm "
-            f"EAGLE --speculative-draft-model-path {shlex.quote(target if same else draft)} "
-            f"{_sglang_tree(tree)}"
-        )
+        plan.command = (f"python -m sglang.launch_server --model-path {shlex.quote(target)} --speculative-algorithm "
+                        f"EAGLE --speculative-draft-model-path {shlex.quote(target if same else draft)} "
+                        f"{_sglang_tree(tree)}")
         if not same:
-            plan.notes.append(
-                "SGLang builds the MTP draft from a model folder: the MTP weights' folder needs the "
-                "target's config.json beside them"
-            )
+            plan.notes.append("SGLang builds the MTP draft from a model folder: the MTP weights' folder needs the "
+                              "target's config.json beside them")
     plan.notes.append("the engines reuse one MTP layer for every draft step (num_nextn_predict_layers 1), as here")
     if report.source_layout == "mimo-mtp":
         # vLLM speculative.py: MiMoForCausalLM -> mimo_mtp (MiMoMTPModel; mimo_mtp.py loads model.mtp_layers.*);
         # SGLang model_config.py: -> MiMoMTP, sharing the target's embedding and lm_head. Both native (no remote code).
-        plan.notes.append(
-            "MiMo: the engine builds its MiMo MTP draft from the MiMoForCausalLM config (vLLM mimo_mtp, "
-            "SGLang MiMoMTP) and reads model.mtp_layers.* from the target's own files"
-        )
+        plan.notes.append("MiMo: the engine builds its MiMo MTP draft from the MiMoForCausalLM config (vLLM mimo_mtp, "
+                          "SGLang MiMoMTP) and reads model.mtp_layers.* from the target's own files")
         if not same:
-            plan.notes.append(
-                "MiMo: the MTP weights' folder needs the target's config.json (MiMoForCausalLM, "
-                "num_nextn_predict_layers) beside them for either engine to recognise it"
-            )
+            plan.notes.append("MiMo: the MTP weights' folder needs the target's config.json (MiMoForCausalLM, "
+                              "num_nextn_predict_layers) beside them for either engine to recognise it")
     return plan
 
 
@@ -244,15 +209,11 @@ def deployment_commands(target: str, draft: str, report, tree: TreeConfig) -> di
         plan = plan_for(engine, target, draft, report, tree)
         out[engine] = plan.command
         if plan.required:
-            notes.append(
-                f"**{engine}** cannot load this draft as published; an adapted copy (`python -m eagle_demo "
-                f"export --engine {engine} --out DIR`) fixes: " + "; ".join(plan.changes)
-            )
+            notes.append(f"**{engine}** cannot load this draft as published; an adapted copy (`python -m eagle_demo "
+                         f"export --engine {engine} --out DIR`) fixes: " + "; ".join(plan.changes))
         elif plan.recommended:
-            notes.append(
-                f"**{engine}** loads this draft as published; an adapted copy is recommended because "
-                + "; ".join(plan.recommended)
-            )
+            notes.append(f"**{engine}** loads this draft as published; an adapted copy is recommended because "
+                         + "; ".join(plan.recommended))
         notes += [f"**{engine}**: {n}" for n in plan.notes]
     out["notes"] = "\n\n".join(notes) if notes else "Both engines load this draft as published."
     return out
@@ -266,7 +227,8 @@ def write_adapted_copy(plan: Plan, report, out_dir: str | Path) -> Path:
     if a == b or a in b.parents or b in a.parents:
         raise ConfigError(f"--out {out_dir} is the draft's own folder (or holds it); pick a new folder for the copy")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise ConfigError(f"--out {out_dir} is not an empty folder; pick a new one (the copy never writes over files)")
+        raise ConfigError(f"--out {out_dir} is not an empty folder; pick a new one (the copy never writes over "
+                          "files)")
     out.mkdir(parents=True, exist_ok=True)
     cfg, wrapped = _draft_config(report)
     if not plan.unwrap_config and wrapped:
@@ -278,25 +240,14 @@ def write_adapted_copy(plan: Plan, report, out_dir: str | Path) -> Path:
         else:
             cfg[key] = value
     (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
-    write_weights(
-        src,
-        out,
-        zero_fc_bias=plan.add_zero_fc_bias,
-        fold=plan.fold_fc_bias,
-        strip_prefix=plan.strip_model_prefix,
-        target=Path(report.target_path),
-    )
-    readme = [
-        "# Adapted EAGLE draft",
-        "",
-        f"Source: `{report.draft}` ({report.source_layout}).",
-        f"Adapted for **{plan.engine}** by `python -m eagle_demo export`. Weights are unchanged unless listed below.",
-        "",
-        "## Changes",
-        "",
-    ] + [f"- {c}" for c in plan.changes]
+    write_weights(src, out, zero_fc_bias=plan.add_zero_fc_bias, fold=plan.fold_fc_bias,
+                  strip_prefix=plan.strip_model_prefix, target=Path(report.target_path))
+    readme = ["# Adapted EAGLE draft", "", f"Source: `{report.draft}` ({report.source_layout}).",
+              f"Adapted for **{plan.engine}** by `python -m eagle_demo export`. Weights are unchanged unless "
+              "listed below.", "", "## Changes", ""] + [f"- {c}" for c in plan.changes]
     if plan.notes:
         readme += ["", "## Notes", ""] + [f"- {n}" for n in plan.notes]
     readme += ["", "## Command", "", "```", plan.command.replace("<ADAPTED_DRAFT_DIR>", str(out)), "```", ""]
     (out / "README.md").write_text("\n".join(readme))
     return out
+

@@ -38,11 +38,8 @@ def vllm_eagle3(plan, report) -> None:
     tensors = scan_weights(Path(report.draft_path)).tensors
     if not cfg.get("fc_norm") and any(n.split(".")[-3:-2] == ["fc_norm"] for n in tensors):
         plan.config_changes["fc_norm"] = True
-        plan.change(
-            'config "fc_norm": true: vLLM 0.32 builds the EAGLE-3.1 per-feature norms only when the config '
-            "says so and otherwise fails on the fc_norm.* weights",
-            required=True,
-        )
+        plan.change('config "fc_norm": true: vLLM 0.32 builds the EAGLE-3.1 per-feature norms only when the config '
+                    "says so and otherwise fails on the fc_norm.* weights", required=True)
     nested = dict(cfg["eagle_config"]) if isinstance(cfg.get("eagle_config"), dict) else {}
     block = dict(nested)
     if block.get("use_aux_hidden_state") is False:  # unfused in both (vLLM #40656; checkpoints/variants.py)
@@ -50,12 +47,9 @@ def vllm_eagle3(plan, report) -> None:
     elif not any(n == "fc.weight" or n.endswith(".fc.weight") for n in tensors):  # unfused here
         if not report.source_layout.startswith("speculators"):  # its config cannot say so to vLLM (algos.py)
             block["use_aux_hidden_state"] = False
-            plan.change(
-                'eagle_config "use_aux_hidden_state": false: the file has no fc.weight, so the target\'s '
-                "last hidden state goes in unfused here; vLLM 0.32 fuses unless eagle_config says otherwise, "
-                "building an fc the file lacks and leaving it uninitialized",
-                required=True,
-            )
+            plan.change('eagle_config "use_aux_hidden_state": false: the file has no fc.weight, so the target\'s '
+                        "last hidden state goes in unfused here; vLLM 0.32 fuses unless eagle_config says otherwise, "
+                        "building an fc the file lacks and leaving it uninitialized", required=True)
     else:
         if report.feature_layers is not None:  # None: the pair does not load here (report.problem)
             _features(plan, report, cfg)
@@ -69,20 +63,13 @@ def _features(plan, report, cfg: dict) -> None:
     if ours != theirs:
         guessed = not names_aux_ids(cfg)  # the layers read here then came from the probe (deploy/aux_layers.py)
         nested = not cfg.get("eagle_aux_hidden_state_layer_ids")
-        why = (
-            f"the published config names none, so vLLM 0.32 would guess hidden_states {list(theirs)}"
-            if guessed
-            else "vLLM 0.32 reads eagle_config's output-of-layer ids as hidden_states[id], one layer early (the "
-            "nested list stays: vLLM sizes fc from it)"
-            if nested
-            else f"vLLM 0.32 would read hidden_states {list(theirs)}"
-        )
+        why = (f"the published config names none, so vLLM 0.32 would guess hidden_states {list(theirs)}" if guessed
+               else "vLLM 0.32 reads eagle_config's output-of-layer ids as hidden_states[id], one layer early (the "
+               "nested list stays: vLLM sizes fc from it)" if nested else f"vLLM 0.32 would read hidden_states "
+               f"{list(theirs)}")
         plan.config_changes["eagle_aux_hidden_state_layer_ids"] = list(ours)
-        plan.change(
-            f"top-level eagle_aux_hidden_state_layer_ids {list(ours)} (the hidden_states read here, which "
-            f"vLLM reads first and as given): {why}",
-            required=not guessed,
-        )
+        plan.change(f"top-level eagle_aux_hidden_state_layer_ids {list(ours)} (the hidden_states read here, which "
+                    f"vLLM reads first and as given): {why}", required=not guessed)
 
 
 def _norm_before_fc(plan, cfg: dict, block: dict, has_norm: bool) -> None:
@@ -93,17 +80,13 @@ def _norm_before_fc(plan, cfg: dict, block: dict, has_norm: bool) -> None:
     else:
         plan.config_changes["norm_before_fc"] = has_norm
     if has_norm:
-        plan.change(
-            'config "norm_before_fc": true: the file has input_norm.weight, applied before fc here; vLLM '
-            "0.32 builds that norm only when the config says so and otherwise drops the weight silently",
-            required=True,
-        )
+        plan.change('config "norm_before_fc": true: the file has input_norm.weight, applied before fc here; vLLM '
+                    "0.32 builds that norm only when the config says so and otherwise drops the weight silently",
+                    required=True)
     else:
-        plan.change(
-            'config "norm_before_fc": false: the config asks for a norm before fc but the file has no '
-            "input_norm.weight, so none is applied here; vLLM 0.32 would apply one with weight 1",
-            required=True,
-        )
+        plan.change('config "norm_before_fc": false: the config asks for a norm before fc but the file has no '
+                    "input_norm.weight, so none is applied here; vLLM 0.32 would apply one with weight 1",
+                    required=True)
 
 
 def vllm_eagle1(plan, report) -> None:
@@ -113,33 +96,22 @@ def vllm_eagle1(plan, report) -> None:
     cfg, wrapped = draft_config(report)
     if wrapped:  # vLLM V0's converted layout: V1 prefixes `model.` itself and fails on "model.model.layers..."
         plan.unwrap_config = plan.strip_model_prefix = True
-        plan.change(
-            "config unwrapped and `model.` dropped from the weight names: vLLM 0.32 adds its own prefix and "
-            "fails to load its V0-converted layout (\"no module or parameter named 'model'\")",
-            required=True,
-        )
+        plan.change("config unwrapped and `model.` dropped from the weight names: vLLM 0.32 adds its own prefix and "
+                    "fails to load its V0-converted layout (\"no module or parameter named 'model'\")", required=True)
     wrong = {key: False for key in ("bias", "attention_bias") if cfg.get(key)}  # no draft has an o_proj bias
     if bool(cfg.get("qkv_bias", False)) != bool(report.qkv_bias):  # with bias off, q/k/v follow qkv_bias
         wrong["qkv_bias"] = bool(report.qkv_bias)
     if wrong:
         plan.config_changes.update(wrong)
-        plan.change(
-            "config " + ", ".join(f'"{k}" -> {str(v).lower()}' for k, v in wrong.items()) + ": vLLM's Llama "
-            "layer reads these keys as attention biases; without this it builds biases the file does not "
-            "have and leaves them uninitialized, so nothing is accepted",
-            required=True,
-        )
+        plan.change("config " + ", ".join(f'"{k}" -> {str(v).lower()}' for k, v in wrong.items()) + ": vLLM's Llama "
+                    "layer reads these keys as attention biases; without this it builds biases the file does not "
+                    "have and leaves them uninitialized, so nothing is accepted", required=True)
     if report.source_layout.startswith("speculators"):  # vLLM 0.32 speculators/algos.py: eagle3 and peagle only
-        plan.notes.append(
-            "vLLM 0.32 reads the speculators format for EAGLE-3 only (eagle3, peagle): this EAGLE-1 "
-            "draft needs converting to the official layout first"
-        )
+        plan.notes.append("vLLM 0.32 reads the speculators format for EAGLE-3 only (eagle3, peagle): this EAGLE-1 "
+                          "draft needs converting to the official layout first")
     elif report.fc_bias:
         plan.fold_fc_bias = True
-        plan.change(
-            "fc.bias folded into the draft's embedding (exact, float32): vLLM's EAGLE-1 fc has no bias and "
-            "drops it silently, which lowers acceptance",
-            required=False,
-        )
+        plan.change("fc.bias folded into the draft's embedding (exact, float32): vLLM's EAGLE-1 fc has no bias and "
+                    "drops it silently, which lowers acceptance", required=False)
     if report.qkv_bias:
         plan.notes.append("upstream vLLM has no EAGLE-1 class with q/k/v biases (Qwen2 drafts); use SGLang")

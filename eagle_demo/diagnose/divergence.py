@@ -57,7 +57,7 @@ def top2_by_position(events: Iterable[Event]) -> list[tuple]:
         if isinstance(e, (Prefill, Step)):
             out.append(tuple(e.target_top2))
         elif isinstance(e, Round):
-            known = list(e.target_top2)[: len(e.committed_ids)]
+            known = list(e.target_top2)[:len(e.committed_ids)]
             out += [tuple(t) for t in known] + [()] * (len(e.committed_ids) - len(known))
     return out
 
@@ -90,33 +90,24 @@ class Divergence:
     def verdict(self) -> str:
         if self.kind == "near tie":
             several = f"; {self.reason}" if self.reason else ""
-            return (
-                f"a near tie (gap {self.gap:.2g} < the {self.dtype} rounding at this magnitude, "
-                f"{self.tolerance:.2g}{several}): expected in {self.dtype}"
-            )
+            return (f"a near tie (gap {self.gap:.2g} < the {self.dtype} rounding at this magnitude, "
+                    f"{self.tolerance:.2g}{several}): expected in {self.dtype}")
         return f"gap {self.gap:.2g}: not rounding ({self.reason}); this is a defect, please report it with this line"
 
     def line(self, decode: Callable[[list[int]], str] | None = None) -> str:
         """One line: where, both tokens, the context, both gaps and the verdict."""
         show = (lambda ids: repr(decode(list(ids)))) if decode else (lambda ids: str(list(ids)))
-        gaps = ", ".join(
-            f"{g:.3g} in the {who} run" if g is not None else f"unknown in the {who} run"
-            for g, who in ((self.baseline_gap, "baseline"), (self.racer_gap, self.racer))
-        )
-        return (
-            f"first difference at new token {self.position}: baseline {show([self.baseline_id])} vs "
-            f"{self.racer} {show([self.racer_id])} after {show(self.context_ids)}; top-2 gap {gaps} "
-            f"(logits ~{self.magnitude:.3g}, {self.dtype}, hidden size {self.hidden_size}): {self.verdict()}"
-        )
+        gaps = ", ".join(f"{g:.3g} in the {who} run" if g is not None else f"unknown in the {who} run"
+                         for g, who in ((self.baseline_gap, "baseline"), (self.racer_gap, self.racer)))
+        return (f"first difference at new token {self.position}: baseline {show([self.baseline_id])} vs "
+                f"{self.racer} {show([self.racer_id])} after {show(self.context_ids)}; top-2 gap {gaps} "
+                f"(logits ~{self.magnitude:.3g}, {self.dtype}, hidden size {self.hidden_size}): {self.verdict()}")
 
     def to_dict(self, decode: Callable[[list[int]], str] | None = None) -> dict:
         out = {**asdict(self), "gap": self.gap, "verdict": self.verdict(), "line": self.line(decode)}
         if decode is not None:
-            out.update(
-                baseline_token=decode([self.baseline_id]),
-                racer_token=decode([self.racer_id]),
-                context=decode(list(self.context_ids)),
-            )
+            out.update(baseline_token=decode([self.baseline_id]), racer_token=decode([self.racer_id]),
+                       context=decode(list(self.context_ids)))
         return out
 
 
@@ -137,23 +128,11 @@ def explain(racer: list[Event], baseline: list[Event], greedy: bool) -> Divergen
     tol = rounding_tolerance(dtype, magnitude, hidden)
     name = "n-gram" if start is not None and start.mode == "ngram" else "EAGLE"
     kind, reason = _judge(greedy, (top_b, a, gap_b), (top_r, b, gap_r), tol, name)
-    return Divergence(
-        position=p,
-        baseline_id=a,
-        racer_id=b,
-        racer=name,
-        context_ids=tuple(ids_b[max(0, p - CONTEXT) : p]),
-        baseline_next=tuple(ids_b[p : p + CONTEXT]),
-        racer_next=tuple(ids_r[p : p + CONTEXT]),
-        baseline_gap=gap_b,
-        racer_gap=gap_r,
-        magnitude=magnitude,
-        tolerance=tol,
-        dtype=dtype,
-        hidden_size=hidden,
-        kind=kind,
-        reason=reason,
-    )
+    return Divergence(position=p, baseline_id=a, racer_id=b, racer=name,
+                      context_ids=tuple(ids_b[max(0, p - CONTEXT):p]),
+                      baseline_next=tuple(ids_b[p:p + CONTEXT]), racer_next=tuple(ids_r[p:p + CONTEXT]),
+                      baseline_gap=gap_b, racer_gap=gap_r, magnitude=magnitude, tolerance=tol, dtype=dtype,
+                      hidden_size=hidden, kind=kind, reason=reason)
 
 
 def _judge(greedy: bool, baseline: tuple, racer: tuple, tol: float, name: str) -> tuple[str, str]:
@@ -163,9 +142,8 @@ def _judge(greedy: bool, baseline: tuple, racer: tuple, tol: float, name: str) -
     if not greedy:
         return "defect", "a seeded draw differed in a run whose identity is checked"
     if top_r and not _is_top(top_r, b):
-        return "defect", (
-            f"the target's top token in the {name} run was another; the verifier committed one it did not choose"
-        )
+        return "defect", (f"the target's top token in the {name} run was another; the verifier committed one it did "
+                          "not choose")
     if top_b and not _is_top(top_b, a):
         return "defect", "the baseline committed a token that was not its top one"
     if gap_b is None or gap_r is None:

@@ -20,27 +20,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = [
-    "KINDS",
-    "WINDOW",
-    "POSITION_BLOCK",
-    "line_kinds",
-    "token_lines",
-    "by_position",
-    "by_kind",
-    "KindFigures",
-    "round_starts",
-    "position_blocks",
-    "Where",
-]
+__all__ = ["KINDS", "WINDOW", "POSITION_BLOCK", "line_kinds", "token_lines", "by_position", "by_kind", "KindFigures",
+           "round_starts", "position_blocks", "Where"]
 
 KINDS = ("code", "comment", "docstring", "prose")
 WINDOW = 32  # tokens: the smoothing window of the position curve
 POSITION_BLOCK = 16  # the bench report's position figures: tokens per round of the rounds starting in each 16 tokens
-_KEYWORD = re.compile(
-    r"^(def|class|import|from\s+\S+\s+import|return|if|elif|else|for|while|with|try|except|"
-    r"finally|raise|yield|lambda|async|await|assert|pass|break|continue|print)\b|^@"
-)
+_KEYWORD = re.compile(r"^(def|class|import|from\s+\S+\s+import|return|if|elif|else|for|while|with|try|except|"
+                      r"finally|raise|yield|lambda|async|await|assert|pass|break|continue|print)\b|^@")
 _ENDS = re.compile(r"[:{};)\]]\s*$")
 _ASSIGN = re.compile(r"^[A-Za-z_][\w.\[\], ]*\s*[-+*/%|&]?=[^=]")
 _CALL = re.compile(r"^[A-Za-z_][\w.]*\(.*\)\s*$")
@@ -89,7 +76,7 @@ def token_lines(prompt: str, pieces: list[str]) -> tuple[list[int], list[str]]:
     for piece in pieces:
         stripped = piece.lstrip("\n")
         lead = len(piece) - len(stripped)
-        at.append(lines_before + text[len(prompt) :].count("\n") + (lead if stripped else 0))
+        at.append(lines_before + text[len(prompt):].count("\n") + (lead if stripped else 0))
         text += piece
     return at, line_kinds(text)
 
@@ -139,11 +126,8 @@ def position_blocks(rounds: list[tuple[int, int]], size: int = POSITION_BLOCK) -
 
 def round_starts(events) -> list[tuple[int, int]]:
     """(start position, tokens committed) of every round in an event stream (plain rounds included)."""
-    return [
-        (ev.total_new_tokens - len(ev.committed_ids), len(ev.committed_ids))
-        for ev in events
-        if hasattr(ev, "committed_ids")
-    ]  # the Round events (`decoding.events`)
+    return [(ev.total_new_tokens - len(ev.committed_ids), len(ev.committed_ids)) for ev in events
+            if hasattr(ev, "committed_ids")]  # the Round events (`decoding.events`)
 
 
 class Where:
@@ -169,8 +153,7 @@ class Where:
         return {f"tau_{k}": round(mine[k].tau, 4) if k in mine else 0.0 for k in KINDS}
 
     def to_dict(self) -> dict:
-        return {
-            "rule": "falloff.line_kinds (docs in eagle_demo/diagnose/falloff.py)",
-            "by_kind": {k: {"tau": t / r, "rounds": r, "tokens": t} for k, (r, t) in self.kinds.items() if r},
-            "by_position": [{"from": b, "tau": t / r, "rounds": r} for b, (r, t) in sorted(self.blocks.items())],
-        }
+        return {"rule": "falloff.line_kinds (docs in eagle_demo/diagnose/falloff.py)",
+                "by_kind": {k: {"tau": t / r, "rounds": r, "tokens": t} for k, (r, t) in self.kinds.items() if r},
+                "by_position": [{"from": b, "tau": t / r, "rounds": r}
+                                for b, (r, t) in sorted(self.blocks.items())]}

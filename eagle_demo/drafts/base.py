@@ -86,12 +86,8 @@ def shares_target_vocab(head) -> bool:
     """The head's logits are the target's own lm_head (bias-free) of `lm_head_input(g)`, over the whole vocabulary
     (EAGLE-1/2 heads), so a hot vocabulary (`TreeConfig.hot_vocab`, `hot_vocab.HotVocab`) can take rows of it."""
     lm = getattr(head, "lm_head", None)
-    return (
-        getattr(head, "lm_head_logits", False)
-        and type(lm) is Shared
-        and type(lm.module) is nn.Linear
-        and lm.module.bias is None
-    )
+    return (getattr(head, "lm_head_logits", False) and type(lm) is Shared and type(lm.module) is nn.Linear
+            and lm.module.bias is None)
 
 
 class DraftHead(nn.Module):

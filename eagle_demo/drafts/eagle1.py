@@ -18,15 +18,8 @@ class Eagle1Head(DraftHead):
     family = "eagle1"
     lm_head_logits = True
 
-    def __init__(
-        self,
-        config: LlamaConfig,
-        lm_head: nn.Module,
-        embed_tokens: nn.Module | None,
-        fc_bias: bool = True,
-        qkv_bias: bool = False,
-        num_layers: int = 1,
-    ):
+    def __init__(self, config: LlamaConfig, lm_head: nn.Module, embed_tokens: nn.Module | None,
+                 fc_bias: bool = True, qkv_bias: bool = False, num_layers: int = 1):
         """embed_tokens: the target's embedding (shared) unless `own_embedding` is set later."""
         super().__init__(config)
         h = self.hidden_size
@@ -38,15 +31,8 @@ class Eagle1Head(DraftHead):
         self.embed_tokens: nn.Embedding | None = None  # set when the checkpoint brings its own
         self.rope = lean.RopeTable(self, qk_heads(config))
 
-    def forward(
-        self,
-        hidden: torch.Tensor,
-        tokens: torch.Tensor,
-        positions: torch.Tensor,
-        cache,
-        mask: torch.Tensor | None,
-        from_target: bool = False,
-    ) -> torch.Tensor:
+    def forward(self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, cache,
+                mask: torch.Tensor | None, from_target: bool = False) -> torch.Tensor:
         """hidden [n, F] or batched [b, n, F] (training), tokens [n] or [b, n] -> g [n, H] or [b, n, H]."""
         batched = hidden.dim() == 3
         emb = self.embed(tokens).to(hidden.dtype)  # [(b,) n, H]
@@ -55,9 +41,8 @@ class Eagle1Head(DraftHead):
         if batched:
             self.rope.reserve(int(positions.max()) + 1, x)
         for i, layer in enumerate(self.layers):  # a LlamaDecoderLayer's computation, run lean
-            x = x + lean.attention(
-                layer.self_attn, lean.rms_norm(layer.input_layernorm, x), self.rope, positions, cache, i, mask
-            )  # [b, n, H]
+            x = x + lean.attention(layer.self_attn, lean.rms_norm(layer.input_layernorm, x), self.rope, positions,
+                                   cache, i, mask)  # [b, n, H]
             x = x + lean.mlp(layer.mlp, lean.rms_norm(layer.post_attention_layernorm, x))  # [b, n, H]
         return x if batched else x[0]  # [(b,) n, H]
 

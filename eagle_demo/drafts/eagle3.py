@@ -49,15 +49,9 @@ class Eagle3Head(DraftHead):
     family = "eagle3"
     d2t: torch.Tensor  # a buffer: draft id -> target id offset
 
-    def __init__(
-        self,
-        config: LlamaConfig,
-        target_hidden_size: int,
-        draft_vocab_size: int,
-        embed_tokens: nn.Module | None,
-        feature_layers: tuple[int, ...],
-        norm_before_residual: bool = False,
-    ):
+    def __init__(self, config: LlamaConfig, target_hidden_size: int, draft_vocab_size: int,
+                 embed_tokens: nn.Module | None, feature_layers: tuple[int, ...],
+                 norm_before_residual: bool = False):
         super().__init__(config)
         h = self.hidden_size
         self.feature_layers = tuple(feature_layers)
@@ -72,15 +66,8 @@ class Eagle3Head(DraftHead):
         self.embed_tokens: nn.Embedding | None = None
         self.rope = lean.RopeTable(self, qk_heads(config))
 
-    def forward(
-        self,
-        hidden: torch.Tensor,
-        tokens: torch.Tensor,
-        positions: torch.Tensor,
-        cache,
-        mask: torch.Tensor | None,
-        from_target: bool = False,
-    ) -> torch.Tensor:
+    def forward(self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, cache,
+                mask: torch.Tensor | None, from_target: bool = False) -> torch.Tensor:
         """hidden [n, F] or batched [b, n, F] (training), tokens [n] or [b, n] -> g [n, H] or [b, n, H]."""
         batched = hidden.dim() == 3
         if from_target:

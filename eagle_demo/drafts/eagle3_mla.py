@@ -49,15 +49,8 @@ class MlaEagle3Head(Eagle3xHead):
     family = "eagle3"
     lean_midlayer = False  # its MLA layer is transformers' own, called with position embeddings
 
-    def __init__(
-        self,
-        config: DeepseekV3Config,
-        target_hidden_size: int,
-        draft_vocab_size: int,
-        embed_tokens: nn.Module | None,
-        feature_layers: tuple[int, ...] | None,
-        variant: Variant = Variant(),
-    ):
+    def __init__(self, config: DeepseekV3Config, target_hidden_size: int, draft_vocab_size: int,
+                 embed_tokens: nn.Module | None, feature_layers: tuple[int, ...] | None, variant: Variant = Variant()):
         """variant: its norms (one MLA layer: `num_layers` and `spare_fc_in` do not apply)."""
         nn.Module.__init__(self)  # Eagle3xHead's own layers are Llama-shaped; this head builds its own
         self.config = config
@@ -69,9 +62,8 @@ class MlaEagle3Head(Eagle3xHead):
         self.feature_layers = tuple(feature_layers) if feature_layers else None
         width = len(self.feature_layers) * target_hidden_size if self.feature_layers else h
         self.fc = nn.Linear(width, h, bias=False) if self.feature_layers else Unfused()
-        self.fc_norm = (
-            nn.ModuleList(DeepseekV3RMSNorm(target_hidden_size, eps=eps) for _ in range(fc_norms)) if fc_norms else None
-        )
+        self.fc_norm = nn.ModuleList(DeepseekV3RMSNorm(target_hidden_size, eps=eps) for _ in range(fc_norms)) \
+            if fc_norms else None
         self.input_norm = DeepseekV3RMSNorm(width, eps=eps) if input_norm else None
         self.midlayer = MlaEagle3Layer(config, variant.norm_before_residual)
         self.layers = nn.ModuleDict()

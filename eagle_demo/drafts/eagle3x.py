@@ -27,7 +27,6 @@ __all__ = ["Eagle3xHead", "Unfused", "Variant"]
 class Variant:
     """How a variant's layers differ from the original EAGLE-3's (the module doc says where each comes from).
     spare_fc_in: an unfused draft whose file still has fc weights keeps them, unused (the probe may try them)."""
-
     norm_before_residual: bool = False
     num_layers: int = 1
     fc_norms: int = 0
@@ -52,33 +51,19 @@ class Eagle3xHead(Eagle3Head):
     family = "eagle3"
     lean_midlayer = True  # the first layer runs lean (drafts/lean.py); a subclass with its own layer sets False
 
-    def __init__(
-        self,
-        config: LlamaConfig,
-        target_hidden_size: int,
-        draft_vocab_size: int,
-        embed_tokens: nn.Module | None,
-        feature_layers: tuple[int, ...] | None,
-        variant: Variant = Variant(),
-    ):
+    def __init__(self, config: LlamaConfig, target_hidden_size: int, draft_vocab_size: int,
+                 embed_tokens: nn.Module | None, feature_layers: tuple[int, ...] | None, variant: Variant = Variant()):
         """feature_layers None: no fusion (the target's post-norm last hidden state, width H, goes in as is)."""
-        super().__init__(
-            config,
-            target_hidden_size,
-            draft_vocab_size,
-            embed_tokens,
-            feature_layers or (),
-            variant.norm_before_residual,
-        )
+        super().__init__(config, target_hidden_size, draft_vocab_size, embed_tokens, feature_layers or (),
+                         variant.norm_before_residual)
         fc_norms, input_norm, num_layers = variant.fc_norms, variant.input_norm, variant.num_layers
         norm_output, spare_fc_in = variant.norm_output, variant.spare_fc_in
         h, eps = self.hidden_size, config.rms_norm_eps
         self.feature_layers = tuple(feature_layers) if feature_layers else None
         width = len(self.feature_layers) * target_hidden_size if self.feature_layers else h
         self.fc = nn.Linear(width, h, bias=False) if self.feature_layers else Unfused()
-        self.fc_norm = (
-            nn.ModuleList(LlamaRMSNorm(target_hidden_size, eps=eps) for _ in range(fc_norms)) if fc_norms else None
-        )
+        self.fc_norm = nn.ModuleList(LlamaRMSNorm(target_hidden_size, eps=eps) for _ in range(fc_norms)) \
+            if fc_norms else None
         self.input_norm: nn.Module | None = LlamaRMSNorm(width, eps=eps) if input_norm else None
         self.layers = nn.ModuleDict({str(i): LlamaDecoderLayer(config, layer_idx=i) for i in range(1, num_layers)})
         self.norm_output = norm_output
@@ -93,15 +78,8 @@ class Eagle3xHead(Eagle3Head):
             features = self.input_norm(features)  # [(b,) n, F]
         return self.fc(features)  # [(b,) n, H]
 
-    def forward(
-        self,
-        hidden: torch.Tensor,
-        tokens: torch.Tensor,
-        positions: torch.Tensor,
-        cache,
-        mask: torch.Tensor | None,
-        from_target: bool = False,
-    ) -> torch.Tensor:
+    def forward(self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, cache,
+                mask: torch.Tensor | None, from_target: bool = False) -> torch.Tensor:
         """hidden [n, F] or batched [b, n, F], tokens [n] or [b, n] -> g [n, H] or [b, n, H]."""
         batched = hidden.dim() == 3
         if from_target:
@@ -118,14 +96,8 @@ class Eagle3xHead(Eagle3Head):
             pos_emb = self.position_embeddings(hidden[0], positions)
             g = self.midlayer(emb, hidden, mask, pos_emb, cache)  # [b, n, H]
         for layer in self.layers.values():
-            g = layer(
-                g,
-                attention_mask=mask,
-                position_ids=positions[None],
-                cache=cache,
-                use_cache=True,
-                position_embeddings=pos_emb,
-            )  # [b, n, H]
+            g = layer(g, attention_mask=mask, position_ids=positions[None], cache=cache, use_cache=True,
+                      position_embeddings=pos_emb)  # [b, n, H]
         if self.norm_output:
             g = self.norm(g)  # EAGLE-3.1: the normed state is fed back and read by the lm_head
         return g if batched else g[0]

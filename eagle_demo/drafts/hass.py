@@ -27,18 +27,9 @@ class HassHead(Eagle1Head):
     hidden_norm: nn.Module | None
     lm_head_norm: nn.Module | None
 
-    def __init__(
-        self,
-        config: LlamaConfig,
-        lm_head: nn.Module,
-        embed_tokens: nn.Module | None,
-        *,
-        norms: tuple[str, ...],
-        layer0_input_norm: bool,
-        fc_bias: bool = True,
-        qkv_bias: bool = False,
-        num_layers: int = 1,
-    ):
+    def __init__(self, config: LlamaConfig, lm_head: nn.Module, embed_tokens: nn.Module | None, *,
+                 norms: tuple[str, ...], layer0_input_norm: bool, fc_bias: bool = True, qkv_bias: bool = False,
+                 num_layers: int = 1):
         """norms: which of ("embed_norm", "hidden_norm", "lm_head_norm") the checkpoint has."""
         super().__init__(config, lm_head, embed_tokens, fc_bias=fc_bias, qkv_bias=qkv_bias, num_layers=num_layers)
         h, eps = self.hidden_size, config.rms_norm_eps
@@ -47,15 +38,8 @@ class HassHead(Eagle1Head):
         if layer0_input_norm:
             self.layers[0].input_layernorm = LlamaRMSNorm(h, eps=eps)
 
-    def forward(
-        self,
-        hidden: torch.Tensor,
-        tokens: torch.Tensor,
-        positions: torch.Tensor,
-        cache,
-        mask: torch.Tensor | None,
-        from_target: bool = False,
-    ) -> torch.Tensor:
+    def forward(self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, cache,
+                mask: torch.Tensor | None, from_target: bool = False) -> torch.Tensor:
         """hidden [n, H] or batched [b, n, H], tokens [n] or [b, n] -> g [n, H] or [b, n, H]."""
         batched = hidden.dim() == 3
         emb = self.embed(tokens).to(hidden.dtype)  # [(b,) n, H]
@@ -67,14 +51,8 @@ class HassHead(Eagle1Head):
         x = x if batched else x[None]  # [b, n, H]
         pos_emb = self.position_embeddings(x[0], positions)
         for layer in self.layers:
-            x = layer(
-                x,
-                attention_mask=mask,
-                position_ids=positions[None],
-                cache=cache,
-                use_cache=True,
-                position_embeddings=pos_emb,
-            )  # [b, n, H]
+            x = layer(x, attention_mask=mask, position_ids=positions[None], cache=cache, use_cache=True,
+                      position_embeddings=pos_emb)  # [b, n, H]
         return x if batched else x[0]
 
     def topk(self, g: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -192,15 +192,8 @@ def _fused_qkv(attn: StockModule, head_dim: int) -> tuple[torch.Tensor, torch.Te
     return _cached(attn, "_lean_qkv", (q.weight, k.weight, v.weight, q.bias, k.bias, v.bias), build)
 
 
-def attention(
-    attn: StockModule,
-    x: torch.Tensor,
-    rope: RopeTable,
-    positions: torch.Tensor,
-    cache,
-    layer_idx: int,
-    mask: torch.Tensor | None,
-) -> torch.Tensor:
+def attention(attn: StockModule, x: torch.Tensor, rope: RopeTable, positions: torch.Tensor, cache, layer_idx: int,
+              mask: torch.Tensor | None) -> torch.Tensor:
     """A stock LlamaAttention's weights, run lean. x [b, n, in]; positions [n] or [b, n]; mask additive
     [1, 1, n, kv] or None (None means n == 1 or plain causal attention over keys that are all new)."""
     b, n, _ = x.shape
@@ -211,18 +204,17 @@ def attention(
     w, bias = _fused_qkv(attn, hd)
     y = F.linear(x, w, bias)  # [b, n, 2*qk + v]
     cos, sin = rope(positions, y)  # [(b,) n, qk]
-    qk = y[..., :qk_width] * cos + y[..., qk_width : 2 * qk_width] * sin  # [b, n, qk]
-    q = qk[..., : heads * hd].view(b, n, heads, hd).transpose(1, 2)  # [b, h, n, hd]
-    k = qk[..., heads * hd :].view(b, n, kv_heads, hd).transpose(1, 2)  # [b, kv, n, hd]
-    v = y[..., 2 * qk_width :].view(b, n, kv_heads, hd).transpose(1, 2)  # [b, kv, n, hd]
+    qk = y[..., :qk_width] * cos + y[..., qk_width:2 * qk_width] * sin  # [b, n, qk]
+    q = qk[..., :heads * hd].view(b, n, heads, hd).transpose(1, 2)  # [b, h, n, hd]
+    k = qk[..., heads * hd:].view(b, n, kv_heads, hd).transpose(1, 2)  # [b, kv, n, hd]
+    v = y[..., 2 * qk_width:].view(b, n, kv_heads, hd).transpose(1, 2)  # [b, kv, n, hd]
     if cache is not None:
         k, v = cache.update(k, v, layer_idx)  # [b, kv, L, hd]
     causal = mask is None and n > 1 and k.shape[-2] == n
     if mask is None and n > 1 and not causal:
         mask = _causal_tail(n, k.shape[-2], y)
-    out = F.scaled_dot_product_attention(
-        q, k, v, attn_mask=mask, is_causal=causal, scale=attn.scaling, enable_gqa=heads != kv_heads
-    )  # [b, h, n, hd]
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=attn.scaling,
+                                         enable_gqa=heads != kv_heads)  # [b, h, n, hd]
     return linear(attn.o_proj, out.transpose(1, 2).reshape(b, n, heads * hd))  # [b, n, H]
 
 

@@ -34,17 +34,8 @@ class MtpParts:
 class MtpHead(DraftHead):
     family = "mtp"
 
-    def __init__(
-        self,
-        config,
-        parts: MtpParts,
-        block_index: int,
-        lm_head: nn.Module | None,
-        embed_tokens: nn.Module | None,
-        *,
-        style: str,
-        own_lm_head: bool,
-    ):
+    def __init__(self, config, parts: MtpParts, block_index: int, lm_head: nn.Module | None,
+                 embed_tokens: nn.Module | None, *, style: str, own_lm_head: bool):
         """config: the target's text config (copied; sdpa attention). style: "deepseek" | "qwen3_next" | "mimo"."""
         nn.Module.__init__(self)
         self.config = config
@@ -62,7 +53,8 @@ class MtpHead(DraftHead):
         self.block.self_attn.layer_idx = 0  # the draft keeps its own one-layer cache
         self.out_norm = parts.norm_cls(h, eps=eps)  # DeepSeek shared_head.norm / Qwen3-Next norm / MiMo final_layernorm
         # a probe head is built from the plan alone (make_head(plan, None, ...)), the target's lm_head shared later
-        self.lm_head = nn.Linear(h, int(config.vocab_size), bias=False) if own_lm_head else Shared(lm_head)  # type: ignore[arg-type]
+        self.lm_head = nn.Linear(h, int(config.vocab_size), bias=False) if own_lm_head \
+            else Shared(lm_head)  # type: ignore[arg-type]
         self.shared_embed = Shared(embed_tokens) if embed_tokens is not None else None
         self.embed_tokens: nn.Embedding | None = None
 
@@ -72,15 +64,8 @@ class MtpHead(DraftHead):
             raise ValueError("the MTP head has no token embedding: neither its own nor the target's")
         return table(tokens)  # [n, H]
 
-    def forward(
-        self,
-        hidden: torch.Tensor,
-        tokens: torch.Tensor,
-        positions: torch.Tensor,
-        cache,
-        mask: torch.Tensor | None,
-        from_target: bool = False,
-    ) -> torch.Tensor:
+    def forward(self, hidden: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, cache,
+                mask: torch.Tensor | None, from_target: bool = False) -> torch.Tensor:
         """hidden [n, H] (the target's post-norm last hidden state, or this head's own output), tokens [n]
         -> g [n, H]."""
         emb = self.embed(tokens).to(hidden.dtype)  # [n, H]
@@ -89,14 +74,8 @@ class MtpHead(DraftHead):
         pair = [self.hnorm(hidden), self.enorm(emb)] if self.hidden_first else [self.enorm(emb), self.hnorm(hidden)]
         x = self.fc(torch.cat(pair, dim=-1))[None]  # [1, n, H]
         pos_emb = self.rotary_emb(x, positions[None])
-        x = self.block(
-            x,
-            attention_mask=mask,
-            position_ids=positions[None],
-            cache=cache,
-            use_cache=True,
-            position_embeddings=pos_emb,
-        )  # [1, n, H]
+        x = self.block(x, attention_mask=mask, position_ids=positions[None], cache=cache, use_cache=True,
+                       position_embeddings=pos_emb)  # [1, n, H]
         x = x[0] if isinstance(x, torch.Tensor) else x[0][0]
         return self.out_norm(x) if self.feed_normed else x  # [n, H]
 

@@ -39,16 +39,10 @@ def compare(base: list[list[int]], alt: list[list[int]], stage: tuple[int, int])
     n = len(saved)
     mean = sum(saved) / n if n else 0.0
     sd = (sum((x - mean) ** 2 for x in saved) / (n - 1)) ** 0.5 if n > 1 else 0.0
-    z = mean / (sd / n**0.5) if sd > 0 else (float("inf") if mean > 0 else 0.0)
-    return {
-        "tau": round(tau_of(alt, stage[1]), 4),
-        "declared_tau": round(tau_of(base, stage[1]), 4),
-        "gain": round(rounds_b / rounds_a - 1, 4) if rounds_a else 0.0,
-        "z": round(min(z, 99.0), 2),
-        "blocks": n,
-        "prompts": len(base),
-        "tokens": stage[1],
-    }
+    z = mean / (sd / n ** 0.5) if sd > 0 else (float("inf") if mean > 0 else 0.0)
+    return {"tau": round(tau_of(alt, stage[1]), 4), "declared_tau": round(tau_of(base, stage[1]), 4),
+            "gain": round(rounds_b / rounds_a - 1, 4) if rounds_a else 0.0, "z": round(min(z, 99.0), 2),
+            "blocks": n, "prompts": len(base), "tokens": stage[1]}
 
 
 def _per_block(starts: list[int], blocks: int) -> list[int]:
@@ -77,43 +71,31 @@ def report_with(report: AdaptationReport, probe: dict, switched: bool, tau_decla
     said = f" (as the config states; the weights showed {_fmt(shown)}, loaded so)" if shown else ""
     if switched:
         won = next(a["evidence"] for a in probe["alternatives"] if a["conventions"] == used)
-        line = (
-            f"probe: declared {_fmt(declared)}{said} measured tau {tau_declared:.2f}; "
-            f"{_fmt(changed)} measured tau {probe['tau']:.2f} ({_evidence(won)}), using it"
-            + (", as the weights showed" if shown and used == loaded else "")
-        )
+        line = (f"probe: declared {_fmt(declared)}{said} measured tau {tau_declared:.2f}; "
+                f"{_fmt(changed)} measured tau {probe['tau']:.2f} ({_evidence(won)}), using it"
+                + (", as the weights showed" if shown and used == loaded else ""))
     elif shown and used == loaded:
-        line = (
-            f"probe: declared {_fmt(declared)} measured tau {tau_declared:.2f}; kept the reading the weights "
-            f"showed, {_fmt(shown)}, measured tau {probe['tau']:.2f}"
-        )
+        line = (f"probe: declared {_fmt(declared)} measured tau {tau_declared:.2f}; kept the reading the weights "
+                f"showed, {_fmt(shown)}, measured tau {probe['tau']:.2f}")
     elif probe["alternatives"]:
-        line = (
-            f"probe: declared conventions{said} measured tau {tau_declared:.2f}; kept "
-            f"({len(probe['alternatives'])} alternatives measured, none clearly better)"
-        )
+        line = (f"probe: declared conventions{said} measured tau {tau_declared:.2f}; kept "
+                f"({len(probe['alternatives'])} alternatives measured, none clearly better)")
     else:
-        line = (
-            f"probe: declared conventions{said} measured tau {tau_declared:.2f}; kept (the checkpoint leaves "
-            "no alternative open)"
-        )
+        line = (f"probe: declared conventions{said} measured tau {tau_declared:.2f}; kept (the checkpoint leaves "
+                "no alternative open)")
     if probe["alternatives"]:
         line += "; every alternative: " + "; ".join(
-            f"{_fmt(_changes(a['conventions'], declared))} tau {a['tau']:.2f}" for a in probe["alternatives"]
-        )
+            f"{_fmt(_changes(a['conventions'], declared))} tau {a['tau']:.2f}" for a in probe["alternatives"])
     for a in probe["not_adopted"]:
-        line += (
-            f"; {_fmt(_changes(a['conventions'], declared))} is better but not adopted "
-            f"({_evidence(a['evidence'])}; the rule needs +{MARGIN:.0%} at z >= {Z:g} over >= {MIN_BLOCKS} "
-            f"blocks of {BLOCK} tokens)"
-        )
+        line += (f"; {_fmt(_changes(a['conventions'], declared))} is better but not adopted "
+                 f"({_evidence(a['evidence'])}; the rule needs +{MARGIN:.0%} at z >= {Z:g} over >= {MIN_BLOCKS} "
+                 f"blocks of {BLOCK} tokens)")
     updates: dict = {"probe": probe, "adaptations": report.adaptations + (line,)}
     if "feature_layers" in changed:
         fl = used["feature_layers"]
         updates["feature_layers"] = tuple(fl) if fl is not None else None
-        updates["feature_convention"] = "probe: " + (
-            "post-norm last hidden state (EAGLE-1 loop)" if fl is None else f"measured best, hidden_states {fl}"
-        )
+        updates["feature_convention"] = "probe: " + ("post-norm last hidden state (EAGLE-1 loop)" if fl is None
+                                                     else f"measured best, hidden_states {fl}")
     if "rope_theta" in changed:
         updates["rope_theta"] = used["rope_theta"]
     if "norm_before_residual" in changed:
@@ -126,12 +108,10 @@ def _changes(conv: dict, declared: dict) -> dict:
 
 
 def _evidence(e: dict) -> str:
-    """ "+12% tokens per round, z 4.1 over 28 blocks (7 prompts x 64 tokens)"."""
+    """"+12% tokens per round, z 4.1 over 28 blocks (7 prompts x 64 tokens)"."""
     where = f", half of them after {e['context']} tokens of other text" if e.get("context") else ""
-    return (
-        f"{e['gain']:+.0%} tokens per round, z {e['z']:.1f} over {e['blocks']} blocks "
-        f"({e['prompts']} prompts x {e['tokens']} tokens{where})"
-    )
+    return (f"{e['gain']:+.0%} tokens per round, z {e['z']:.1f} over {e['blocks']} blocks "
+            f"({e['prompts']} prompts x {e['tokens']} tokens{where})")
 
 
 def _fmt(conv: dict) -> str:

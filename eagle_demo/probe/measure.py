@@ -42,21 +42,8 @@ from . import evidence as _rule
 from .evidence import BLOCK, MARGIN, MIN_BLOCKS, STAGES, Z, adoptable, compare, tau_of
 from .evidence import report_with as _report
 
-__all__ = [
-    "probe_pair",
-    "probe_report",
-    "adopt_probe",
-    "declared_family",
-    "MARGIN",
-    "Z",
-    "BLOCK",
-    "MIN_BLOCKS",
-    "STAGES",
-    "NEAR",
-    "LONG_POSITIONS",
-    "compare",
-    "adoptable",
-]
+__all__ = ["probe_pair", "probe_report", "adopt_probe", "declared_family", "MARGIN", "Z", "BLOCK", "MIN_BLOCKS",
+           "STAGES", "NEAR", "LONG_POSITIONS", "compare", "adoptable"]
 
 
 LONG_POSITIONS = 512  # where a rope_theta reading is measured: its prompts start this many tokens into the context
@@ -65,26 +52,15 @@ NEAR = 0.05  # alternatives within this fraction of the best tau count as tied (
 MAX_PROMPTS, MAX_TOKENS = 3, 32
 
 
-def probe_report(
-    target: str,
-    draft: str,
-    revision: str | None = None,
-    draft_revision: str | None = None,
-    dtype: str = "auto",
-    device: str = "auto",
-) -> AdaptationReport:
+def probe_report(target: str, draft: str, revision: str | None = None, draft_revision: str | None = None,
+                 dtype: str = "auto", device: str = "auto") -> AdaptationReport:
     """Load the pair, probe it, return its report (the CLI's `inspect --probe`). Raises CheckpointError."""
-    return probe_pair(
-        load_pair(target, draft, revision=revision, draft_revision=draft_revision, dtype=dtype, device=device)
-    ).report
+    return probe_pair(load_pair(target, draft, revision=revision, draft_revision=draft_revision, dtype=dtype,
+                                device=device)).report
 
 
-def probe_pair(
-    pair: LoadedPair,
-    prompts: list[list[int]] | None = None,
-    max_new_tokens: int = MAX_TOKENS,
-    progress: Callable[[str, float], None] | None = None,
-) -> LoadedPair:
+def probe_pair(pair: LoadedPair, prompts: list[list[int]] | None = None, max_new_tokens: int = MAX_TOKENS,
+               progress: Callable[[str, float], None] | None = None) -> LoadedPair:
     """The same pair with `report.probe` filled (and the winning alternative applied to its head, in place).
 
     prompts: the first stage's (default: the suite's first prompt of each category, 3 of them); later stages take
@@ -120,17 +96,14 @@ def probe_pair(
         if i not in far:
             return compare(declared_rounds[0], rounds[0], stages[stage])
         return compare(declared_rounds[0] + declared_rounds[1], rounds[0] + rounds[1], stages[stage]) | {
-            "context": context
-        }
+            "context": context}
 
     def both(conv: dict, what: str, stage: int, done: float, long: bool) -> tuple:
         return (measure(conv, what, stage, done), measure(conv, what, stage, done, True) if long else [])
 
     base = both(declared, "the declared conventions", 0, 0.0, bool(far))
-    first = [
-        both(c, f"alternative {i} of {len(alternatives)}", 0, i / (len(alternatives) + 2), i - 1 in far)
-        for i, c in enumerate(alternatives, 1)
-    ]
+    first = [both(c, f"alternative {i} of {len(alternatives)}", 0, i / (len(alternatives) + 2), i - 1 in far)
+             for i, c in enumerate(alternatives, 1)]
     tau_declared = tau_of(base[0], stages[0][1])
     evidence = [judged(i, base, r, 0) for i, r in enumerate(first)]
     for stage in range(1, len(stages)):  # contenders past the margin but not clear of the noise: more text
@@ -139,13 +112,10 @@ def probe_pair(
             break
         more = both(declared, "the declared conventions again", stage, 0.8, any(i in far for i in open_))
         for i in open_:
-            evidence[i] = judged(
-                i, more, both(alternatives[i], f"alternative {i + 1} again", stage, 0.9, i in far), stage
-            )
-    results = [
-        {"conventions": conv, "tau": round(tau_of(r[0], stages[0][1]), 4), "evidence": e}
-        for conv, r, e in zip(alternatives, first, evidence)
-    ]
+            evidence[i] = judged(i, more, both(alternatives[i], f"alternative {i + 1} again", stage, 0.9, i in far),
+                                 stage)
+    results = [{"conventions": conv, "tau": round(tau_of(r[0], stages[0][1]), 4), "evidence": e}
+               for conv, r, e in zip(alternatives, first, evidence)]
     winners = [r for r in results if adoptable(r["evidence"])]
     top = max((r["evidence"]["tau"] for r in winners), default=None)
     # a near tie goes to the likelier reading (listed first: the default feature rule before its -1 variant),
@@ -159,19 +129,12 @@ def probe_pair(
     _restore(head, original)
     _apply(head, original, used, stored_d2t)
     tau_used = kept["tau"] if kept else tau_declared
-    probe = {
-        "tau": round(tau_used, 4),
-        "used": used,
-        "declared": declared,
-        "declared_tau": round(tau_declared, 4),
-        "alternatives": results,
-        "prompts": min(MAX_PROMPTS, len(pool)),
-        "max_new_tokens": max_new_tokens,
-        "loaded": loaded,
-        "rule": {"margin": _rule.MARGIN, "z": _rule.Z, "min_blocks": MIN_BLOCKS, "block": BLOCK},
-        "far_context": context,
-        "not_adopted": [r for r in results if r["evidence"]["gain"] >= _rule.MARGIN and not adoptable(r["evidence"])],
-    }
+    probe = {"tau": round(tau_used, 4), "used": used, "declared": declared, "declared_tau": round(tau_declared, 4),
+             "alternatives": results, "prompts": min(MAX_PROMPTS, len(pool)), "max_new_tokens": max_new_tokens,
+             "loaded": loaded, "rule": {"margin": _rule.MARGIN, "z": _rule.Z, "min_blocks": MIN_BLOCKS,
+             "block": BLOCK}, "far_context": context,
+             "not_adopted": [r for r in results if r["evidence"]["gain"] >= _rule.MARGIN
+                             and not adoptable(r["evidence"])]}
     say("probe: done", 1.0)
     return dataclasses.replace(pair, report=_report(pair.report, probe, switch, tau_declared))
 
@@ -188,7 +151,6 @@ def adopt_probe(pair: LoadedPair, report: AdaptationReport) -> LoadedPair:
 
 
 # ---- conventions -------------------------------------------------------------------------------------
-
 
 def _declared(pair: LoadedPair, spec: DraftSpec, head, stored_d2t: torch.Tensor | None) -> dict:
     """What the config states. An EAGLE-3 draft whose config says EAGLE-1 is loaded fused (weights first), but
@@ -268,7 +230,6 @@ def _stored_d2t(spec: DraftSpec, head) -> torch.Tensor | None:
 
 # ---- applying conventions to a head --------------------------------------------------------------------
 
-
 def _snapshot(head) -> dict:
     snap = {"feature_layers": head.feature_layers, "fc": head.fc, "rotary_emb": head.rotary_emb}
     for name in ("fc_norm", "input_norm"):
@@ -316,9 +277,8 @@ def _apply(head, snap: dict, conv: dict, stored_d2t: torch.Tensor | None) -> Non
 
 
 @torch.inference_mode()
-def _rounds(
-    pair: LoadedPair, head, snap: dict, conv: dict, stored_d2t, prompts: list[list[int]], tokens: int
-) -> list[list[int]]:
+def _rounds(pair: LoadedPair, head, snap: dict, conv: dict, stored_d2t, prompts: list[list[int]],
+            tokens: int) -> list[list[int]]:
     """Per prompt, the position among the new tokens of each round's first committed token (the prefill's is 0)."""
     _restore(head, snap)
     _apply(head, snap, conv, stored_d2t)
@@ -326,15 +286,13 @@ def _rounds(
     run = RunConfig(max_new_tokens=tokens, ignore_eos=True, tree=TreeConfig.chain(5))
     out = []
     for ids in prompts:
-        out.append(
-            [ev.total_new_tokens - len(ev.committed_ids) for ev in engine.generate(ids, run) if isinstance(ev, Round)]
-        )
+        out.append([ev.total_new_tokens - len(ev.committed_ids) for ev in engine.generate(ids, run)
+                    if isinstance(ev, Round)])
     _restore(head, snap)
     return out
 
 
 # ---- prompts and report ---------------------------------------------------------------------------------
-
 
 def _far_prompts(pair: LoadedPair, pool: list[list[int]], count: int, tokens: int) -> list[list[int]]:
     """The first `count` prompts of `pool`, each after the same LONG_POSITIONS tokens of other text (the shipped

@@ -73,11 +73,8 @@ def racers_dict(racers: list[Racer], decode: Callable[[list[int]], str] | None =
     out = {}
     for r in racers:
         out[r.mode] = {
-            "draft": r.label,
-            "tokens_per_second": r.stats.tokens_per_second,
-            "tau": r.stats.tau,
-            "new_tokens": r.stats.new_tokens,
-            "rounds": r.stats.rounds,
+            "draft": r.label, "tokens_per_second": r.stats.tokens_per_second, "tau": r.stats.tau,
+            "new_tokens": r.stats.new_tokens, "rounds": r.stats.rounds,
             "speedup": None if r.result is None else r.result.speedup,
             "identical_to_baseline": None if r.result is None else r.result.identical_to_baseline,
             "divergence": None if r.divergence is None else r.divergence.to_dict(decode),

@@ -41,10 +41,8 @@ class SpeedupBreakdown:
         parts = f"draft {self.draft:.2f} + verify {self.verify:.2f} + host {self.host:.2f}"
         if self.other >= 0.005:
             parts += f" + other {self.other:.2f}"
-        return (
-            f"{self.speedup:.2f}x = tau {self.tau:.2f} / round cost {self.round_cost:.2f} steps "
-            f"({parts}; one step = {self.step_ms:.2f} ms)"
-        )
+        return (f"{self.speedup:.2f}x = tau {self.tau:.2f} / round cost {self.round_cost:.2f} steps "
+                f"({parts}; one step = {self.step_ms:.2f} ms)")
 
 
 def breakdown(eagle: RunStats, baseline: RunStats) -> SpeedupBreakdown | None:
@@ -57,17 +55,9 @@ def breakdown(eagle: RunStats, baseline: RunStats) -> SpeedupBreakdown | None:
     round_seconds = eagle.tau / eagle.tokens_per_second  # = decode seconds / rounds
     per_round = [x / eagle.rounds / step for x in (eagle.draft_seconds, eagle.verify_seconds, eagle.host_seconds)]
     cost = round_seconds / step
-    return SpeedupBreakdown(
-        speedup=eagle.tau / cost,
-        tau=eagle.tau,
-        round_cost=cost,
-        draft=per_round[0],
-        verify=per_round[1],
-        host=per_round[2],
-        other=max(cost - sum(per_round), 0.0),
-        step_ms=1e3 * step,
-        round_ms=1e3 * round_seconds,
-    )
+    return SpeedupBreakdown(speedup=eagle.tau / cost, tau=eagle.tau, round_cost=cost, draft=per_round[0],
+                            verify=per_round[1], host=per_round[2], other=max(cost - sum(per_round), 0.0),
+                            step_ms=1e3 * step, round_ms=1e3 * round_seconds)
 
 
 def verdict(same: bool | None, unchecked: str = "-") -> str:
@@ -98,20 +88,9 @@ class RaceResult:
         out = {"baseline_tokens_per_second": self.baseline_tokens_per_second, "speedup": self.speedup}
         w = self.why
         if detail:
-            out["round_cost"] = (
-                None
-                if w is None
-                else {
-                    "steps": w.round_cost,
-                    "draft": w.draft,
-                    "verify": w.verify,
-                    "host": w.host,
-                    "other": w.other,
-                    "step_ms": w.step_ms,
-                    "round_ms": w.round_ms,
-                    "line": w.line(),
-                }
-            )
+            out["round_cost"] = None if w is None else {
+                "steps": w.round_cost, "draft": w.draft, "verify": w.verify, "host": w.host, "other": w.other,
+                "step_ms": w.step_ms, "round_ms": w.round_ms, "line": w.line()}
         else:
             out["round_cost"] = self.round_cost
         out["identical_to_baseline"] = self.identical_to_baseline
@@ -131,9 +110,5 @@ def race(eagle: RunStats, baseline: RunStats | None, greedy: bool, dtype: str) -
     finished = bool(eagle.finish_reason) and "stopped" not in (eagle.finish_reason, baseline.finish_reason)
     checked = finished and (greedy or str(dtype).removeprefix("torch.") == "float32")
     decoded = eagle.rounds > 0 and baseline.rounds > 0  # a run of one new token (the prefill's) decodes nothing
-    return RaceResult(
-        baseline.tokens_per_second if decoded else None,
-        speedup(eagle, baseline) if decoded else None,
-        breakdown(eagle, baseline),
-        (eagle.token_ids == baseline.token_ids) if checked else None,
-    )
+    return RaceResult(baseline.tokens_per_second if decoded else None, speedup(eagle, baseline) if decoded else None,
+                      breakdown(eagle, baseline), (eagle.token_ids == baseline.token_ids) if checked else None)

@@ -27,7 +27,6 @@ RANK_PRIOR = (0.6, 0.15, 0.06, 0.03, 0.02, 0.01, 0.01, 0.01, 0.005, 0.005)  # P(
 def static_tree(tree: TreeConfig, rank: tuple[tuple[float, ...], ...] | None = None) -> list[tuple[int, ...]]:
     """The total - 1 paths (child ranks) of highest expected acceptance within the shape's depth and top-k,
     breadth-first as vLLM sorts them. rank[d-1][r]: P(the rank-r child is accepted | its parent was), depth d."""
-
     def rate(depth: int, r: int) -> float:
         row = rank[min(depth, len(rank)) - 1] if rank else RANK_PRIOR
         return row[r] if r < len(row) else 0.0
@@ -49,25 +48,20 @@ def shape_flags(tree: TreeConfig, rank: tuple[tuple[float, ...], ...] | None = N
     """{"sglang": flags, "vllm": speculative-config fields, "notes": [...]} for a draft shape."""
     topk = 1 if tree.is_chain else tree.top_k
     tokens = tree.depth + 1 if tree.is_chain else tree.total_tokens
-    sglang = (
-        f"--speculative-num-steps {tree.depth} --speculative-eagle-topk {topk} --speculative-num-draft-tokens {tokens}"
-    )
+    sglang = (f"--speculative-num-steps {tree.depth} --speculative-eagle-topk {topk} "
+              f"--speculative-num-draft-tokens {tokens}")
     notes = []
     if tree.is_chain:
         vllm: dict = {"num_speculative_tokens": tree.depth}
     else:
         paths = static_tree(tree, rank)
         vllm = {"num_speculative_tokens": len(paths), "speculative_token_tree": str(paths)}
-        notes.append(
-            "vLLM's tree is static (speculative_token_tree, vllm/config/speculative.py; with "
-            "--attention-backend TREE_ATTN): these paths keep the shape's "
-            f"{len(paths)} nodes of highest expected acceptance "
-            + ("measured on this pair" if rank else "under a generic fall-off by rank")
-            + "; EAGLE-2's dynamic tree (here and in SGLang) picks its nodes per round"
-        )
+        notes.append("vLLM's tree is static (speculative_token_tree, vllm/config/speculative.py; with "
+                     "--attention-backend TREE_ATTN): these paths keep the shape's "
+                     f"{len(paths)} nodes of highest expected acceptance "
+                     + ("measured on this pair" if rank else "under a generic fall-off by rank")
+                     + "; EAGLE-2's dynamic tree (here and in SGLang) picks its nodes per round")
     if tree.stops or tree.hot_vocab:
-        notes.append(
-            "the chain stop and the hot vocabulary are this playground's; both engines draft the whole "
-            "chain over the whole vocabulary"
-        )
+        notes.append("the chain stop and the hot vocabulary are this playground's; both engines draft the whole "
+                     "chain over the whole vocabulary")
     return {"sglang": sglang, "vllm": vllm, "vllm_json": json.dumps(vllm), "notes": notes}

@@ -68,42 +68,26 @@ def speculative_config_of(command: str) -> dict | None:
 
 
 def _run(data: dict, label: str) -> VllmRun:
-    return VllmRun(
-        label=label,
-        tokens=tuple(tuple(t) for t in data["tokens"]),
-        seconds=float(data["seconds"]),
-        new_tokens=int(data["new_tokens"]),
-        drafts=int(data["drafts"]),
-        draft_tokens=int(data["draft_tokens"]),
-        accepted_tokens=int(data["accepted_tokens"]),
-        accepted_by_position=tuple(int(a) for a in data["accepted_by_position"]),
-        cpu_seconds=float(data.get("cpu_seconds", 0.0)),
-    )
+    return VllmRun(label=label, tokens=tuple(tuple(t) for t in data["tokens"]), seconds=float(data["seconds"]),
+                   new_tokens=int(data["new_tokens"]), drafts=int(data["drafts"]),
+                   draft_tokens=int(data["draft_tokens"]), accepted_tokens=int(data["accepted_tokens"]),
+                   accepted_by_position=tuple(int(a) for a in data["accepted_by_position"]),
+                   cpu_seconds=float(data.get("cpu_seconds", 0.0)))
 
 
 def _root_cause(log: str, fallback: str) -> str:
     """The last exception line vLLM logged from its own processes (its engine reports only "initialization
     failed; see root cause above"), without the logger's prefix."""
-    causes = [
-        line.split("] ", 1)[-1].strip()
-        for line in log.splitlines()
-        if re.search(r"\b\w*(Error|Exception): ", line) and "initialization failed" not in line
-    ]
+    causes = [line.split("] ", 1)[-1].strip() for line in log.splitlines()
+              if re.search(r"\b\w*(Error|Exception): ", line) and "initialization failed" not in line]
     return causes[-1] if causes else fallback
 
 
 def _run_in_session(runtime: VllmRuntime, job: str, log, timeout: float) -> subprocess.CompletedProcess:
     """The worker in a process session of its own, ended as a whole group once it exits or times out: vLLM's engine
     core is a child process of the worker, and outlives a worker that is only killed."""
-    proc = subprocess.Popen(
-        runtime.worker_cmd(),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=log,
-        text=True,
-        env=runtime.env,
-        start_new_session=True,
-    )
+    proc = subprocess.Popen(runtime.worker_cmd(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
+                            env=runtime.env, start_new_session=True)
     try:
         out, _ = proc.communicate(job, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
@@ -117,27 +101,14 @@ def _run_in_session(runtime: VllmRuntime, job: str, log, timeout: float) -> subp
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, None)
 
 
-def run_vllm(
-    runtime: VllmRuntime,
-    target: str,
-    speculative_config: dict | None,
-    runs: list[dict],
-    timeout: float = 600.0,
-    threads: int = 1,
-    max_model_len: int = 512,
-    enforce_eager: bool = False,
-) -> VllmResult:
+def run_vllm(runtime: VllmRuntime, target: str, speculative_config: dict | None, runs: list[dict],
+             timeout: float = 600.0, threads: int = 1, max_model_len: int = 512, enforce_eager: bool = False,
+             ) -> VllmResult:
     """Start vLLM on `target` (with `speculative_config`, or plain) and do `runs`: [{"label", "prompts": [[ids]],
     "max_new_tokens", "repeats"}]. Greedy, EOS ignored, float32. Raises VllmError with vLLM's message."""
-    job = {
-        "target": target,
-        "speculative_config": speculative_config,
-        "runs": runs,
-        "threads": threads,
-        "max_model_len": max_model_len,
-        "enforce_eager": enforce_eager,
-        "max_num_seqs": max(len(r["prompts"]) for r in runs),
-    }
+    job = {"target": target, "speculative_config": speculative_config, "runs": runs, "threads": threads,
+           "max_model_len": max_model_len, "enforce_eager": enforce_eager,
+           "max_num_seqs": max(len(r["prompts"]) for r in runs)}
     with tempfile.TemporaryFile(mode="w+") as log:  # vLLM's own logging; a pipe nobody reads could block it
         proc = _run_in_session(runtime, json.dumps(job), log, timeout)
         lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
@@ -146,10 +117,6 @@ def run_vllm(
             log.seek(0)
             raise VllmError(_root_cause(log.read(), errors[0] if errors else f"exit code {proc.returncode}"))
     head, rest = lines[0], lines[1:]
-    return VllmResult(
-        version=head["vllm"],
-        torch=head["torch"],
-        startup_s=float(head["startup_s"]),
-        speculative_config=speculative_config,
-        runs=tuple(_run(r, r.get("label", "")) for r in rest),
-    )
+    return VllmResult(version=head["vllm"], torch=head["torch"], startup_s=float(head["startup_s"]),
+                      speculative_config=speculative_config,
+                      runs=tuple(_run(r, r.get("label", "")) for r in rest))

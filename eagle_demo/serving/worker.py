@@ -19,7 +19,8 @@ import json
 import sys
 import time
 
-COUNTERS = ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens", "vllm:spec_decode_num_accepted_tokens")
+COUNTERS = ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens",
+            "vllm:spec_decode_num_accepted_tokens")
 BY_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos"
 
 
@@ -38,14 +39,10 @@ def counters(llm) -> dict:
 
 
 def delta(after: dict, before: dict) -> dict:
-    pos = [
-        a - (before[BY_POSITION][i] if i < len(before[BY_POSITION]) else 0) for i, a in enumerate(after[BY_POSITION])
-    ]
-    short = {
-        "vllm:spec_decode_num_drafts": "drafts",
-        "vllm:spec_decode_num_draft_tokens": "draft_tokens",
-        "vllm:spec_decode_num_accepted_tokens": "accepted_tokens",
-    }
+    pos = [a - (before[BY_POSITION][i] if i < len(before[BY_POSITION]) else 0)
+           for i, a in enumerate(after[BY_POSITION])]
+    short = {"vllm:spec_decode_num_drafts": "drafts", "vllm:spec_decode_num_draft_tokens": "draft_tokens",
+             "vllm:spec_decode_num_accepted_tokens": "accepted_tokens"}
     return {short[k]: after[k] - before[k] for k in COUNTERS} | {"accepted_by_position": pos}
 
 
@@ -79,14 +76,8 @@ def run_one(llm, run: dict) -> dict:
             best, stats = seconds, delta(counters(llm), before) | {"cpu_seconds": cpu}
         outputs = [list(o.outputs[0].token_ids) for o in outs]
     new = sum(len(o) for o in outputs)
-    return {
-        "label": run.get("label", ""),
-        "tokens": outputs,
-        "seconds": best,
-        "new_tokens": new,
-        "tokens_per_second": new / best,
-        **stats,
-    }
+    return {"label": run.get("label", ""), "tokens": outputs, "seconds": best, "new_tokens": new,
+            "tokens_per_second": new / best, **stats}
 
 
 def main() -> int:
@@ -98,21 +89,12 @@ def main() -> int:
 
         torch.set_num_threads(int(job.get("threads", 1)))
         t = time.perf_counter()
-        llm = LLM(
-            model=job["target"],
-            tokenizer=job.get("tokenizer") or job["target"],
-            dtype=job.get("dtype", "float32"),
-            seed=0,
-            max_model_len=int(job.get("max_model_len", 512)),
-            max_num_seqs=int(job.get("max_num_seqs", 16)),
-            speculative_config=job.get("speculative_config"),
-            disable_log_stats=False,
-            enforce_eager=bool(job.get("enforce_eager", False)),
-        )
-        print(
-            json.dumps({"vllm": vllm.__version__, "torch": torch.__version__, "startup_s": time.perf_counter() - t}),
-            flush=True,
-        )
+        llm = LLM(model=job["target"], tokenizer=job.get("tokenizer") or job["target"],
+                  dtype=job.get("dtype", "float32"), seed=0, max_model_len=int(job.get("max_model_len", 512)),
+                  max_num_seqs=int(job.get("max_num_seqs", 16)), speculative_config=job.get("speculative_config"),
+                  disable_log_stats=False, enforce_eager=bool(job.get("enforce_eager", False)))
+        print(json.dumps({"vllm": vllm.__version__, "torch": torch.__version__,
+                          "startup_s": time.perf_counter() - t}), flush=True)
         for run in job["runs"]:
             print(json.dumps(run_one(llm, run)), flush=True)
     except Exception as exc:  # the driver shows it in one line

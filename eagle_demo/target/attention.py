@@ -34,57 +34,35 @@ NAME = "sdpa_grouped_cpu"
 PACKED = "sdpa_packed_heads"  # any device; not switched on by the loader (measured by scripts/gpu_fast.py on a GPU)
 
 
-def _stock_case(
-    query: torch.Tensor, key: torch.Tensor, attention_mask: torch.Tensor | None, dropout: float, kwargs: dict
-) -> bool:
+def _stock_case(query: torch.Tensor, key: torch.Tensor, attention_mask: torch.Tensor | None, dropout: float,
+                kwargs: dict) -> bool:
     """Where transformers' own call is already as good: one query token (it packs the heads itself), no mask (it
     passes `enable_gqa`), no grouped heads; and what these calls do not handle (dropout, position biases, softcap)."""
-    return (
-        attention_mask is None
-        or query.shape[2] == 1
-        or key.shape[1] == query.shape[1]
-        or bool(dropout)
-        or kwargs.get("position_bias") is not None
-        or kwargs.get("softcap") is not None
-    )
+    return (attention_mask is None or query.shape[2] == 1 or key.shape[1] == query.shape[1] or bool(dropout)
+            or kwargs.get("position_bias") is not None or kwargs.get("softcap") is not None)
 
 
-def grouped_sdpa_forward(
-    module: torch.nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attention_mask: torch.Tensor | None,
-    dropout: float = 0.0,
-    scaling: float | None = None,
-    is_causal: bool | None = None,
-    **kwargs,
-) -> tuple[torch.Tensor, None]:
+def grouped_sdpa_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                         attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
+                         is_causal: bool | None = None, **kwargs) -> tuple[torch.Tensor, None]:
     """query [b, h, n, d], key/value [b, kv, K, d], attention_mask [b|1, 1, n, K] or None -> ([b, n, h, d], None)."""
     if not query.is_cpu or _stock_case(query, key, attention_mask, dropout, kwargs):
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, is_causal, **kwargs)
-    out = F.scaled_dot_product_attention(
-        query, key, value, attn_mask=attention_mask, scale=scaling, enable_gqa=True
-    )  # [b, h, n, d]
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, is_causal,
+                                      **kwargs)
+    out = F.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, scale=scaling,
+                                         enable_gqa=True)  # [b, h, n, d]
     return out.transpose(1, 2).contiguous(), None  # [b, n, h, d]
 
 
-def packed_sdpa_forward(
-    module: torch.nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attention_mask: torch.Tensor | None,
-    dropout: float = 0.0,
-    scaling: float | None = None,
-    is_causal: bool | None = None,
-    **kwargs,
-) -> tuple[torch.Tensor, None]:
+def packed_sdpa_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                        attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
+                        is_causal: bool | None = None, **kwargs) -> tuple[torch.Tensor, None]:
     """The grouped heads packed into query rows, for any device: query head g*rep + r, row i becomes row r*n + i
     of key/value head g, and the mask is tiled over the rep row blocks. No K/V copy and no `enable_gqa`, so a
     GPU keeps its masked kernels (transformers packs the same way for one query token, without a mask)."""
     if _stock_case(query, key, attention_mask, dropout, kwargs) or attention_mask.shape[1] != 1:  # (per-head masks)
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, is_causal, **kwargs)
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, is_causal,
+                                      **kwargs)
     b, heads, n, d = query.shape
     kv, width = key.shape[1], attention_mask.shape[-1]
     rep = heads // kv

@@ -26,10 +26,8 @@ def layer_problem(config) -> str | None:
     others = sorted(set(getattr(config.get_text_config(), "layer_types", None) or ()) - ATTENTION_KINDS)
     if not others:
         return None
-    return (
-        f"the target has {', '.join(others)} layers besides attention, which the engines' cache cannot take "
-        "back after rejected drafts (or mask as the family does); pick an attention-only target"
-    )
+    return (f"the target has {', '.join(others)} layers besides attention, which the engines' cache cannot take "
+            "back after rejected drafts (or mask as the family does); pick an attention-only target")
 
 
 def _gap(ours: torch.Tensor, own: torch.Tensor, tolerance: float) -> float | None:
@@ -58,38 +56,27 @@ def check_target(model) -> LogitHead:
     try:
         own = model(input_ids=torch.cat([ids[:4], ids[5:], ids[:1]])[None], use_cache=False).logits[0]  # [6, V]
         sibling = model(input_ids=ids[None, :5], use_cache=False).logits[0, -1]  # [V] after prefix, root, child a
-        runs = {
-            cache: _engine_path(TargetRunner(model, static=cache == "static", graphs=False), ids) for cache in caches
-        }
+        runs = {cache: _engine_path(TargetRunner(model, static=cache == "static", graphs=False), ids)
+                for cache in caches}
     except Exception as exc:  # noqa: BLE001 - whatever the family's forward raises on a 4-D mask or a cache
-        raise ValueError(
-            f"the target's forward fails on the engine's inputs ({type(exc).__name__}: "
-            f"{' '.join(str(exc).split())[:120]}): its layers need what the engine does not give "
-            "(a 2-D mask for ALiBi biases, a cache of their own); pick another target family"
-        ) from exc
+        raise ValueError(f"the target's forward fails on the engine's inputs ({type(exc).__name__}: "
+                         f"{' '.join(str(exc).split())[:120]}): its layers need what the engine does not give "
+                         "(a 2-D mask for ALiBi biases, a cache of their own); pick another target family") from exc
     head = LogitHead.of(model)
     for cache, (prefill, tree, after) in runs.items():
         gap = _gap(prefill, own[:3], tol)
         if gap is not None and cache == "growing":  # the model's own causal mask: only the projection differs
-            raise ValueError(
-                f"the target's own forward changes its logits after the output projection in a way "
-                f"this engine does not repeat (largest difference {gap:.3g}; known: {head.label()}); "
-                "pick another target family"
-            )
-        pairs = (
-            ("a prefill", prefill, own[:3]),
-            ("a tree of drafts", tree[[0, 2]], own[3:5]),
-            ("a tree of drafts", tree[1], sibling),
-            ("the cache after a round", after[0], own[5]),
-        )
+            raise ValueError(f"the target's own forward changes its logits after the output projection in a way "
+                             f"this engine does not repeat (largest difference {gap:.3g}; known: {head.label()}); "
+                             "pick another target family")
+        pairs = (("a prefill", prefill, own[:3]), ("a tree of drafts", tree[[0, 2]], own[3:5]),
+                 ("a tree of drafts", tree[1], sibling), ("the cache after a round", after[0], own[5]))
         for what, ours, theirs in pairs:
             gap = _gap(ours, theirs, tol)
             if gap is not None:
-                raise ValueError(
-                    f"the target computes {what} on the {cache} cache differently from the same tokens "
-                    f"in sequence (largest difference {gap:.3g}): its attention does not follow the "
-                    "engine's 4-D mask and position ids; pick another target family"
-                )
+                raise ValueError(f"the target computes {what} on the {cache} cache differently from the same tokens "
+                                 f"in sequence (largest difference {gap:.3g}): its attention does not follow the "
+                                 "engine's 4-D mask and position ids; pick another target family")
     return head
 
 

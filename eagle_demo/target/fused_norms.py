@@ -32,14 +32,8 @@ def _fused_forward(self: nn.Module, hidden: torch.Tensor) -> torch.Tensor:
 
 def _candidate(module: nn.Module) -> bool:
     w, eps = getattr(module, "weight", None), getattr(module, "variance_epsilon", None)
-    return (
-        type(module).__name__.endswith("RMSNorm")
-        and isinstance(w, nn.Parameter)
-        and w.dim() == 1
-        and isinstance(eps, float)
-        and wanted(w.device, w.dtype)
-        and "forward" not in vars(module)
-    )
+    return (type(module).__name__.endswith("RMSNorm") and isinstance(w, nn.Parameter) and w.dim() == 1
+            and isinstance(eps, float) and wanted(w.device, w.dtype) and "forward" not in vars(module))
 
 
 @torch.no_grad()

@@ -123,20 +123,17 @@ class BufferCache(DynamicCache):
 
     @property
     def fully_pooled(self) -> bool:
-        return (
-            self.pool is not None
-            and len(self.layers) == self.num_layers
-            and all(getattr(layer, "pooled", False) for layer in self.layers)
-        )
+        return self.pool is not None and len(self.layers) == self.num_layers and all(
+            getattr(layer, "pooled", False) for layer in self.layers)
 
     def compact(self, start: int, src: torch.Tensor) -> None:
         """Move positions `src` (absolute, ascending, >= start) to start, start+1, ... in every layer;
         one gather and one copy when every layer is in the pool. Lengths are left to `crop`."""
         m = src.shape[0]
         if self.fully_pooled:
-            self.pool[..., start : start + m, :] = self.pool[..., src, :]  # [L, 2, b, kv, m, d]
+            self.pool[..., start:start + m, :] = self.pool[..., src, :]  # [L, 2, b, kv, m, d]
             return
         for layer in self.layers:
             idx = src.to(layer.keys.device)  # each layer's cache lives where the layer runs
-            layer.keys[..., start : start + m, :] = layer.keys[..., idx, :]  # [1, kv, m, d]
-            layer.values[..., start : start + m, :] = layer.values[..., idx, :]
+            layer.keys[..., start:start + m, :] = layer.keys[..., idx, :]  # [1, kv, m, d]
+            layer.values[..., start:start + m, :] = layer.values[..., idx, :]

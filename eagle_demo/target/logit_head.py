@@ -36,11 +36,8 @@ class LogitHead:
         if divide is not None and getattr(cfg, "model_type", "") in _MULTIPLY_BY_SCALING:
             multiply, divide = divide, None
         cap = getattr(cfg, "final_logit_softcapping", None)
-        return cls(
-            multiply=None if multiply in (None, 1, 1.0) else float(multiply),
-            divide=None if divide in (None, 1, 1.0) else float(divide),
-            softcap=float(cap) if cap else None,
-        )
+        return cls(multiply=None if multiply in (None, 1, 1.0) else float(multiply),
+                   divide=None if divide in (None, 1, 1.0) else float(divide), softcap=float(cap) if cap else None)
 
     @property
     def identity(self) -> bool:
@@ -57,9 +54,7 @@ class LogitHead:
         return logits
 
     def label(self) -> str:
-        parts = [
-            f"x {self.multiply:g}" if self.multiply is not None else "",
-            f"/ {self.divide:g}" if self.divide is not None else "",
-            f"softcap {self.softcap:g}" if self.softcap is not None else "",
-        ]
+        parts = [f"x {self.multiply:g}" if self.multiply is not None else "",
+                 f"/ {self.divide:g}" if self.divide is not None else "",
+                 f"softcap {self.softcap:g}" if self.softcap is not None else ""]
         return ", ".join(p for p in parts if p) or "none"

@@ -44,11 +44,8 @@ class RopeLimit:
                 cfg = module.config
                 params = getattr(cfg, "rope_parameters", None) or {}
                 layered = [p for p in params.values() if isinstance(p, dict)] or [params]
-                found = [
-                    int(p["original_max_position_embeddings"])
-                    for p in layered
-                    if "original_max_position_embeddings" in p
-                ]
+                found = [int(p["original_max_position_embeddings"]) for p in layered
+                         if "original_max_position_embeddings" in p]
                 refill = getattr(model.config, "model_type", "") in REFILLING
                 return cls("longrope", min(found) if found else int(cfg.original_max_position_embeddings), refill)
         return cls()
@@ -70,22 +67,16 @@ class RopeLimit:
 
     def label(self) -> str:
         if self.kind == "dynamic":
-            return (
-                f"rope type dynamic rescales past {self.positions} positions: rounds that reach past them are "
-                "plain steps (what plain decoding computes)"
-            )
+            return (f"rope type dynamic rescales past {self.positions} positions: rounds that reach past them are "
+                    "plain steps (what plain decoding computes)")
         if self.kind == "longrope":
-            return (
-                f"rope type longrope switches factors at {self.positions} positions: the rounds that would "
-                "straddle it are plain steps"
-            )
+            return (f"rope type longrope switches factors at {self.positions} positions: the rounds that would "
+                    "straddle it are plain steps")
         return ""
 
 
 def rope_line(rope_rounds: int, rounds: int) -> str:
     """What the page and the CLI say of a run whose target's rotary scaling made rounds plain steps."""
-    return (
-        f"{rope_rounds} of {rounds} rounds were plain target steps: the target's rotary scaling follows the "
-        "forward's length, and a verify there would not rotate its tokens as plain decoding does (see the "
-        "load report)"
-    )
+    return (f"{rope_rounds} of {rounds} rounds were plain target steps: the target's rotary scaling follows the "
+            "forward's length, and a verify there would not rotate its tokens as plain decoding does (see the "
+            "load report)")

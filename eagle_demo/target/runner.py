@@ -48,13 +48,8 @@ def tree_attention_mask(prefix_len: int, block: torch.Tensor, dtype: torch.dtype
 class TargetRunner:
     """Owns the target's KV cache for one generation at a time (batch size 1)."""
 
-    def __init__(
-        self,
-        model: PreTrainedModel,
-        feature_layers: tuple[int, ...] | None = None,
-        static: bool = False,
-        graphs: bool = True,
-    ):
+    def __init__(self, model: PreTrainedModel, feature_layers: tuple[int, ...] | None = None,
+                 static: bool = False, graphs: bool = True):
         """static: run over a fixed-size cache with full-width masks (`static.StaticTarget`), captured as CUDA
         graphs on a GPU when `graphs`; otherwise the growing `kv.BufferCache` path."""
         self.model = model
@@ -89,9 +84,8 @@ class TargetRunner:
 
             need = capacity or 1024
             if self.static is None or self.static.capacity < need or self.static.feature_layers != self.feature_layers:
-                self.static = StaticTarget(
-                    self.model, pool_size(need), self.feature_layers, self.graphs, self.window, self.logit_head
-                )
+                self.static = StaticTarget(self.model, pool_size(need), self.feature_layers, self.graphs,
+                                           self.window, self.logit_head)
             self.static.reset()
 
     def set_feature_layers(self, layers: tuple[int, ...] | None) -> None:
@@ -102,9 +96,8 @@ class TargetRunner:
         self.feature_layers = layers
 
     @torch.inference_mode()
-    def forward(
-        self, input_ids: torch.Tensor, depths: torch.Tensor | None = None, tree_mask: torch.Tensor | None = None
-    ) -> TargetOutput:
+    def forward(self, input_ids: torch.Tensor, depths: torch.Tensor | None = None,
+                tree_mask: torch.Tensor | None = None) -> TargetOutput:
         """Run n new tokens after the cached prefix.
 
         input_ids [n]; depths [n] (tree depth of each token, None = consecutive positions);
@@ -130,14 +123,8 @@ class TargetRunner:
                 mask = self.window.apply(mask, keys, positions[0])
         want_hidden = self.feature_layers is not None
         with Features(self.base, self.feature_layers or ()) as taken:
-            out = self.base(
-                input_ids=ids,
-                attention_mask=mask,
-                position_ids=positions,
-                cache=self.cache,
-                use_cache=True,
-                output_hidden_states=want_hidden,
-            )
+            out = self.base(input_ids=ids, attention_mask=mask, position_ids=positions, cache=self.cache,
+                            use_cache=True, output_hidden_states=want_hidden)
         last = out.last_hidden_state[0]  # [n, H]
         logits = self.logit_head(self.lm_head(last))  # [n, V]
         if want_hidden:

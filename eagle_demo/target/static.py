@@ -116,15 +116,8 @@ def capture_graph(run, device: torch.device) -> tuple:
 
 
 class StaticTarget:
-    def __init__(
-        self,
-        model,
-        capacity: int,
-        feature_layers: tuple[int, ...] | None,
-        graphs: bool,
-        window: AttentionWindow,
-        logit_head: LogitHead,
-    ):
+    def __init__(self, model, capacity: int, feature_layers: tuple[int, ...] | None, graphs: bool,
+                 window: AttentionWindow, logit_head: LogitHead):
         """window, logit_head: the owning runner's (`target.TargetRunner`), read from the model once."""
         cfg = model.config.get_text_config()
         self.model, self.base, self.lm_head = model, model.base_model, model.get_output_embeddings()
@@ -153,14 +146,9 @@ class StaticTarget:
             return self.inputs[n]
         d = self.device
         causal = torch.ones(n, n, dtype=torch.bool, device=d).tril()  # [n, n]
-        x = _Inputs(
-            ids=torch.zeros(n, dtype=torch.long, device=d),
-            depths=torch.arange(n, device=d),
-            block=causal.clone(),
-            length=torch.zeros((), dtype=torch.long, device=d),
-            chain_depths=torch.arange(n, device=d),
-            causal=causal,
-        )
+        x = _Inputs(ids=torch.zeros(n, dtype=torch.long, device=d), depths=torch.arange(n, device=d),
+                    block=causal.clone(), length=torch.zeros((), dtype=torch.long, device=d),
+                    chain_depths=torch.arange(n, device=d), causal=causal)
         if n <= GRAPH_MAX_TOKENS:
             self.inputs[n] = x
         return x
@@ -181,14 +169,8 @@ class StaticTarget:
             keys = self.columns.index_copy(0, slots, positions[0])  # [cap]
             mask = self.window.apply(mask, keys, positions[0])  # [1, 1, n, cap], or one per layer type
         with Features(self.base, self.feature_layers or ()) as taken:
-            out = self.base(
-                input_ids=x.ids[None],
-                attention_mask=mask,
-                position_ids=positions,
-                cache=self.cache,
-                use_cache=True,
-                output_hidden_states=want_hidden,
-            )
+            out = self.base(input_ids=x.ids[None], attention_mask=mask, position_ids=positions,
+                            cache=self.cache, use_cache=True, output_hidden_states=want_hidden)
         last = out.last_hidden_state[0]  # [n, H]
         logits = self.logit_head(self.lm_head(last))  # [n, V]
         if want_hidden:
@@ -200,10 +182,8 @@ class StaticTarget:
     def forward(self, input_ids: torch.Tensor, depths: torch.Tensor | None, tree_mask: torch.Tensor | None):
         n = input_ids.shape[0]
         if self.length + n > self.capacity:
-            raise ValueError(
-                f"the static cache holds {self.capacity} positions; this run needs more "
-                "(raise max new tokens' budget or turn the static cache off)"
-            )
+            raise ValueError(f"the static cache holds {self.capacity} positions; this run needs more "
+                             "(raise max new tokens' budget or turn the static cache off)")
         x = self._inputs(n)
         x.ids.copy_(input_ids, non_blocking=True)
         x.length.fill_(self.length)
@@ -237,5 +217,5 @@ class StaticTarget:
         if start_keep != list(range(m)):
             src = torch.tensor([start + i for i in start_keep], device=self.device)  # [m]
             for pool in (self.cache.keys, self.cache.values):  # one gather per pool, all layers at once
-                pool[..., start : start + m, :] = pool[..., src, :]  # [L, 1, kv, m, d]
+                pool[..., start:start + m, :] = pool[..., src, :]  # [L, 1, kv, m, d]
         self.cache.length = start + m

@@ -36,9 +36,8 @@ class AttentionWindow:
             return cls(None)
         return cls(int(size), mixed=len(kinds) > 1)
 
-    def apply(
-        self, mask: torch.Tensor, key_positions: torch.Tensor, query_positions: torch.Tensor
-    ) -> torch.Tensor | dict[str, torch.Tensor]:
+    def apply(self, mask: torch.Tensor, key_positions: torch.Tensor,
+              query_positions: torch.Tensor) -> torch.Tensor | dict[str, torch.Tensor]:
         """mask [1, 1, n, K] additive (full attention); key_positions [K], query_positions [n] -> the mask to pass
         as `attention_mask` (unchanged when no window is in use)."""
         if self.size is None:

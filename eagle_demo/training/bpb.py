@@ -34,17 +34,17 @@ WINDOW = 256
 @torch.inference_mode()
 def file_nats(model, ids: list[int], window: int = WINDOW, batch: int = 16) -> float:
     """Sum of -ln p over ``ids[1:]`` given the earlier ids of the same window (see the module doc)."""
-    rows = [ids[s : s + window + 1] for s in range(0, len(ids) - 1, window)]
+    rows = [ids[s:s + window + 1] for s in range(0, len(ids) - 1, window)]
     device = next(model.parameters()).device
     total = 0.0
     for i in range(0, len(rows), batch):
-        chunk = rows[i : i + batch]
+        chunk = rows[i:i + batch]
         width = max(len(r) for r in chunk)
         x = torch.zeros(len(chunk), width, dtype=torch.long)  # [b, w] right-padded
         mask = torch.zeros(len(chunk), width, dtype=torch.bool)
         for j, r in enumerate(chunk):
-            x[j, : len(r)] = torch.tensor(r)
-            mask[j, : len(r)] = True
+            x[j, :len(r)] = torch.tensor(r)
+            mask[j, :len(r)] = True
         x, mask = x.to(device), mask.to(device)
         logits = model(input_ids=x[:, :-1], use_cache=False).logits.float()  # [b, w-1, V]
         nll = F.cross_entropy(logits.transpose(1, 2), x[:, 1:], reduction="none")  # [b, w-1]
@@ -57,10 +57,8 @@ def heldout_files(corpus: Path) -> list[tuple[str, str]]:
     docs = read_split(corpus / "val.txt")
     names = json.loads((corpus / "manifest.json").read_text())["files"]["val"]
     if len(names) != len(docs):
-        raise SystemExit(
-            f"{corpus}: manifest lists {len(names)} validation files, val.txt has {len(docs)}; "
-            f"rebuild with python -m eagle_demo.training.corpus --generation 2"
-        )
+        raise SystemExit(f"{corpus}: manifest lists {len(names)} validation files, val.txt has {len(docs)}; "
+                         f"rebuild with python -m eagle_demo.training.corpus --generation 2")
     return [(n.split("/")[1], d) for n, d in zip(names, docs)]
 
 
@@ -76,15 +74,10 @@ def bits_per_byte(folder: Path, files: list[tuple[str, str]], window: int = WIND
         nbytes[package] += len(text.encode("utf-8"))
         ntok += len(ids) - 1
     total_nats, total_bytes = sum(nats.values()), sum(nbytes.values())
-    return {
-        "model": str(folder),
-        "bits_per_byte": round(total_nats / (math.log(2) * total_bytes), 4),
-        "nats_per_token": round(total_nats / ntok, 4),
-        "tokens": ntok,
-        "bytes": total_bytes,
-        "window": window,
-        "per_package": {p: round(nats[p] / (math.log(2) * nbytes[p]), 4) for p in sorted(nats)},
-    }
+    return {"model": str(folder), "bits_per_byte": round(total_nats / (math.log(2) * total_bytes), 4),
+            "nats_per_token": round(total_nats / ntok, 4), "tokens": ntok, "bytes": total_bytes,
+            "window": window,
+            "per_package": {p: round(nats[p] / (math.log(2) * nbytes[p]), 4) for p in sorted(nats)}}
 
 
 def main(argv: list[str] | None = None) -> None:

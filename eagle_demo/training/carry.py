@@ -56,14 +56,8 @@ def prepare(dest: Path, corpus: Path, tokenizer: Path, tokens: Path, chat_exampl
 
 def check(carry: Path) -> None:
     """One-line error naming what is missing from a carried folder."""
-    need = [
-        "tokens/train.u16.xz",
-        "tokens/val.u16",
-        "tokens/meta.json",
-        "corpus/val.txt",
-        "corpus/manifest.json",
-        "chat.jsonl",
-    ] + [f"tokenizer-code/{n}" for n in TOKENIZER_FILES]
+    need = ["tokens/train.u16.xz", "tokens/val.u16", "tokens/meta.json", "corpus/val.txt", "corpus/manifest.json",
+            "chat.jsonl"] + [f"tokenizer-code/{n}" for n in TOKENIZER_FILES]
     missing = [n for n in need if not (carry / n).is_file()]
     if missing:
         raise SystemExit(f"{carry} lacks {', '.join(missing)}; run python -m eagle_demo.training.carry --out {carry}")
@@ -80,10 +74,8 @@ def document_spans(stream: torch.Tensor, names: list[str]) -> list[tuple[str, in
     """``(name, start, end)`` of each document in a stream; ``start`` is its leading ``<|endoftext|>``."""
     starts = (stream == 0).nonzero().flatten().tolist()
     if len(starts) != len(names):
-        raise SystemExit(
-            f"the token stream holds {len(starts)} documents, the manifest names {len(names)}; "
-            "rebuild the tokens (python -m eagle_demo.training.target2 tokens)"
-        )
+        raise SystemExit(f"the token stream holds {len(starts)} documents, the manifest names {len(names)}; "
+                         "rebuild the tokens (python -m eagle_demo.training.target2 tokens)")
     ends = starts[1:] + [stream.numel()]
     return list(zip(names, starts, ends))
 

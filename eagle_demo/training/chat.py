@@ -35,26 +35,8 @@ from eagle_demo.training.corpus import SEPARATOR, read_split
 
 DOCS_PREFIX = "pydoc/"
 SKIPPED_DOCS = ("pydoc/_sources/whatsnew/",)  # changelogs: a heading there is a release, not a topic
-KEEP_CASE = frozenset(
-    {
-        "Python",
-        "CPython",
-        "Unicode",
-        "Windows",
-        "Unix",
-        "Linux",
-        "Mac",
-        "macOS",
-        "IDLE",
-        "I/O",
-        "Tk",
-        "Tkinter",
-        "Internet",
-        "Boolean",
-        "Unix-style",
-        "Python's",
-    }
-)
+KEEP_CASE = frozenset({"Python", "CPython", "Unicode", "Windows", "Unix", "Linux", "Mac", "macOS", "IDLE", "I/O",
+                       "Tk", "Tkinter", "Internet", "Boolean", "Unix-style", "Python's"})
 N_EXAMPLES = 1000
 MAX_BLOCK_LINES = 12
 UNDERLINE_CHARS = "=-~^\"'*+#`:."
@@ -114,7 +96,7 @@ def sections(text: str) -> list[tuple[str, list[str]]]:
     out = []
     for k, i in enumerate(heads):
         end = heads[k + 1] - 1 if k + 1 < len(heads) else len(lines)
-        out.append((lines[i].strip(), lines[i + 2 : max(i + 2, end)]))
+        out.append((lines[i].strip(), lines[i + 2:max(i + 2, end)]))
     return out
 
 
@@ -173,16 +155,9 @@ def question_for(heading: str, key: str) -> str:
 def usable(heading: str, answer: str) -> bool:
     letters = sum(c.isalpha() for c in heading)
     prose = answer.split("\n\n")[0]
-    return (
-        3 <= letters
-        and len(heading) <= 60
-        and 60 <= len(prose) <= 700
-        and SEPARATOR not in answer
-        and "|" not in heading
-        and "`" not in plain(heading)
-        and not prose.startswith(("+", "=", "*", "-"))
-        and prose.count("`") <= 16
-    )
+    return (3 <= letters and len(heading) <= 60 and 60 <= len(prose) <= 700 and SEPARATOR not in answer
+            and "|" not in heading and "`" not in plain(heading) and not prose.startswith(("+", "=", "*", "-"))
+            and prose.count("`") <= 16)
 
 
 def build_examples(docs: list[tuple[str, str]], n: int = N_EXAMPLES) -> list[ChatExample]:

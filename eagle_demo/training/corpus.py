@@ -152,29 +152,23 @@ def read_split(path: Path) -> list[str]:
     return [d for d in text.split(f"{SEPARATOR}\n") if d]
 
 
-def build_corpus(out_dir: Path | None = None, include_docs: bool = True, keep_codec_tables: bool = False) -> dict:
+def build_corpus(out_dir: Path | None = None, include_docs: bool = True,
+                 keep_codec_tables: bool = False) -> dict:
     out_dir = Path(out_dir) if out_dir else default_corpus_dir()
     out_dir.mkdir(parents=True, exist_ok=True)
     docs = stdlib_documents(keep_codec_tables)
     if include_docs:
         docs += debian_doc_documents()
     train, val = split_documents(docs)
-    manifest = {
-        "python": sys.version.split()[0],
-        "stdlib": sysconfig.get_paths()["stdlib"],
-        "separator": SEPARATOR,
-        "holdout": f"index % {HOLDOUT_EVERY} == {HOLDOUT_OFFSET}",
-        "splits": {},
-    }
+    manifest = {"python": sys.version.split()[0], "stdlib": sysconfig.get_paths()["stdlib"],
+                "separator": SEPARATOR, "holdout": f"index % {HOLDOUT_EVERY} == {HOLDOUT_OFFSET}",
+                "splits": {}}
     for split, items in (("train", train), ("val", val)):
         data = join_documents(items).encode("utf-8")
         (out_dir / f"{split}.txt").write_bytes(data)
-        manifest["splits"][split] = {
-            "documents": len(items),
-            "bytes": len(data),
-            "sha256": hashlib.sha256(data).hexdigest(),
-            "files": [n for n, _ in items],
-        }
+        manifest["splits"][split] = {"documents": len(items), "bytes": len(data),
+                                     "sha256": hashlib.sha256(data).hexdigest(),
+                                     "files": [n for n, _ in items]}
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     return manifest
 
@@ -228,49 +222,28 @@ def build_corpus2(out_dir: Path | None = None, manifest_path: Path | None = None
         docs, n = _dedup(docs, seen)
         dropped += n
         (val if pkg.holdout else train).extend(docs)
-        rows.append(
-            {
-                "package": pkg.name,
-                "version": pkg.version,
-                "licence": pkg.licence,
-                "licence_metadata": licence,
-                "split": "val" if pkg.holdout else "train",
-                "files": len(docs),
-                "bytes": sum(len(t.encode("utf-8")) for _, t in docs),
-            }
-        )
+        rows.append({"package": pkg.name, "version": pkg.version, "licence": pkg.licence,
+                     "licence_metadata": licence, "split": "val" if pkg.holdout else "train",
+                     "files": len(docs), "bytes": sum(len(t.encode("utf-8")) for _, t in docs)})
     doc_dir = fetch_debian_docs(out_dir / "debian")
     base = stdlib_documents() + (debian_doc_documents(doc_dir) if doc_dir else [])
     base, n = _dedup(base, seen)
     dropped += n
     train = base + train
     rows.sort(key=lambda r: r["package"])
-    manifest = {
-        "generation": 2,
-        "python": sys.version.split()[0],
-        "separator": SEPARATOR,
-        "max_package_bytes": MAX_PACKAGE_BYTES,
-        "exact_duplicates_dropped": dropped,
-        "stdlib": {
-            "files": sum(n.startswith("stdlib/") for n, _ in base),
-            "bytes": sum(len(t.encode()) for n, t in base if n.startswith("stdlib/")),
-        },
-        "docs": {
-            "source": "Debian python3.11-doc, html/_sources/*.rst.txt",
-            "files": sum(n.startswith("pydoc/") for n, _ in base),
-            "bytes": sum(len(t.encode()) for n, t in base if n.startswith("pydoc/")),
-        },
-        "packages": rows,
-        "splits": {},
-    }
+    manifest = {"generation": 2, "python": sys.version.split()[0], "separator": SEPARATOR,
+                "max_package_bytes": MAX_PACKAGE_BYTES, "exact_duplicates_dropped": dropped,
+                "stdlib": {"files": sum(n.startswith("stdlib/") for n, _ in base),
+                           "bytes": sum(len(t.encode()) for n, t in base if n.startswith("stdlib/"))},
+                "docs": {"source": "Debian python3.11-doc, html/_sources/*.rst.txt",
+                         "files": sum(n.startswith("pydoc/") for n, _ in base),
+                         "bytes": sum(len(t.encode()) for n, t in base if n.startswith("pydoc/"))},
+                "packages": rows, "splits": {}}
     for split, items in (("train", train), ("val", val)):
         data = join_documents(items).encode("utf-8")
         (out_dir / f"{split}.txt").write_bytes(data)
-        manifest["splits"][split] = {
-            "documents": len(items),
-            "bytes": len(data),
-            "sha256": hashlib.sha256(data).hexdigest(),
-        }
+        manifest["splits"][split] = {"documents": len(items), "bytes": len(data),
+                                     "sha256": hashlib.sha256(data).hexdigest()}
     files = {split: [n for n, _ in items] for split, items in (("train", train), ("val", val))}
     (out_dir / "manifest.json").write_text(json.dumps({**manifest, "files": files}, indent=1) + "\n")
     if manifest_path is not None:
@@ -282,34 +255,26 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=None, help=f"output dir (default {default_corpus_dir()})")
     ap.add_argument("--no-docs", action="store_true", help="skip Debian python3.11-doc text")
-    ap.add_argument("--keep-codec-tables", action="store_true", help="keep the generated encodings/ charmap tables")
-    ap.add_argument(
-        "--generation",
-        type=int,
-        choices=(1, 2),
-        default=1,
-        help="1: stdlib + docs (the shipped target's corpus); 2: + PyPI packages (corpus2)",
-    )
-    ap.add_argument(
-        "--manifest",
-        type=Path,
-        default=None,
-        help="generation 2: also write the package manifest here (assets/corpus_manifest.json)",
-    )
+    ap.add_argument("--keep-codec-tables", action="store_true",
+                    help="keep the generated encodings/ charmap tables")
+    ap.add_argument("--generation", type=int, choices=(1, 2), default=1,
+                    help="1: stdlib + docs (the shipped target's corpus); 2: + PyPI packages (corpus2)")
+    ap.add_argument("--manifest", type=Path, default=None,
+                    help="generation 2: also write the package manifest here (assets/corpus_manifest.json)")
     args = ap.parse_args(argv)
     if args.generation == 2:
         m = build_corpus2(args.out, args.manifest)
         for split, info in m["splits"].items():
-            print(f"{split}: {info['documents']} documents, {info['bytes'] / 1e6:.2f} MB, sha256 {info['sha256'][:16]}")
-        print(
-            f"{len(m['packages'])} packages, {m['exact_duplicates_dropped']} exact duplicates dropped; "
-            f"corpus written to {args.out or default_corpus2_dir()}"
-        )
+            print(f"{split}: {info['documents']} documents, {info['bytes'] / 1e6:.2f} MB, "
+                  f"sha256 {info['sha256'][:16]}")
+        print(f"{len(m['packages'])} packages, {m['exact_duplicates_dropped']} exact duplicates dropped; "
+              f"corpus written to {args.out or default_corpus2_dir()}")
         return
     m = build_corpus(args.out, include_docs=not args.no_docs, keep_codec_tables=args.keep_codec_tables)
     out = args.out or default_corpus_dir()
     for split, info in m["splits"].items():
-        print(f"{split}: {info['documents']} documents, {info['bytes'] / 1e6:.2f} MB, sha256 {info['sha256'][:16]}")
+        print(f"{split}: {info['documents']} documents, {info['bytes'] / 1e6:.2f} MB, "
+              f"sha256 {info['sha256'][:16]}")
     print(f"corpus written to {out}")
 
 

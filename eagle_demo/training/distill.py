@@ -47,7 +47,7 @@ def assistant_mask(ids: list[int], start_id: int, assistant_ids: list[int], end_
     head = [start_id, *assistant_ids]
     i = 0
     while i < len(ids):
-        if ids[i : i + len(head)] == head:
+        if ids[i:i + len(head)] == head:
             j = i + len(head)
             while j < len(ids):
                 mask[j] = 1
@@ -61,15 +61,13 @@ def assistant_mask(ids: list[int], start_id: int, assistant_ids: list[int], end_
 
 
 def _render(tokenizer, messages: list[dict], generation: bool) -> list[int]:
-    return list(
-        tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=generation, return_dict=False)
-    )
+    return list(tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=generation,
+                                              return_dict=False))
 
 
 @torch.no_grad()
-def _play(
-    model, tokenizer, convs: list[Conversation], settings: DistillSettings, sampled: list[bool]
-) -> list[list[int]]:
+def _play(model, tokenizer, convs: list[Conversation], settings: DistillSettings, sampled: list[bool]
+          ) -> list[list[int]]:
     """Plays every conversation of the batch to its end; returns each one's rendered ids."""
     eos = tokenizer.eos_token_id
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
@@ -88,25 +86,16 @@ def _play(
             ids = torch.full((len(rows), width), pad, dtype=torch.long)
             attn = torch.zeros((len(rows), width), dtype=torch.long)
             for r, p in enumerate(prompts):  # left padding
-                ids[r, width - len(p) :] = torch.tensor(p)
-                attn[r, width - len(p) :] = 1
-            kwargs = (
-                {"do_sample": False}
-                if not group
-                else {"do_sample": True, "temperature": settings.temperature, "top_k": 0, "top_p": 1.0}
-            )
-            out = model.generate(
-                ids,
-                attention_mask=attn,
-                max_new_tokens=settings.max_new_tokens,
-                pad_token_id=pad,
-                eos_token_id=eos,
-                **kwargs,
-            )
+                ids[r, width - len(p):] = torch.tensor(p)
+                attn[r, width - len(p):] = 1
+            kwargs = {"do_sample": False} if not group else {"do_sample": True, "temperature": settings.temperature,
+                                                             "top_k": 0, "top_p": 1.0}
+            out = model.generate(ids, attention_mask=attn, max_new_tokens=settings.max_new_tokens,
+                                 pad_token_id=pad, eos_token_id=eos, **kwargs)
             for r, i in enumerate(rows):
                 new = out[r, width:].tolist()
                 if eos in new:
-                    new = new[: new.index(eos)]
+                    new = new[:new.index(eos)]
                 text = tokenizer.decode(new, skip_special_tokens=True)
                 history[i].append({"role": "assistant", "content": text})
         for i in active:
@@ -115,22 +104,16 @@ def _play(
     return [_render(tokenizer, h, False) for h in history]
 
 
-def distill(
-    model,
-    tokenizer,
-    conversations: list[Conversation],
-    out: Path,
-    settings: DistillSettings = DistillSettings(),
-    limit_shards: int | None = None,
-    progress: bool = True,
-) -> int:
+def distill(model, tokenizer, conversations: list[Conversation], out: Path,
+            settings: DistillSettings = DistillSettings(), limit_shards: int | None = None,
+            progress: bool = True) -> int:
     """Writes the missing shards of `out` (resumable); returns how many it wrote. `limit_shards` stops early."""
     out.mkdir(parents=True, exist_ok=True)
     n_shards = (len(conversations) + settings.shard_size - 1) // settings.shard_size
     start_id = tokenizer.convert_tokens_to_ids("<|im_start|>") if "<|im_start|>" in tokenizer.get_vocab() else None
     head = _render(tokenizer, [{"role": "user", "content": "x"}], True)
     plain = _render(tokenizer, [{"role": "user", "content": "x"}], False)
-    assistant_head = head[len(plain) :]  # the tokens that open an assistant turn
+    assistant_head = head[len(plain):]  # the tokens that open an assistant turn
     if start_id is not None and assistant_head and assistant_head[0] == start_id:
         assistant_head = assistant_head[1:]
     else:
@@ -142,31 +125,25 @@ def distill(
     written = 0
     bar = tqdm(todo, desc="self-distillation shards", disable=not progress)
     for k in bar:
-        convs = conversations[k * settings.shard_size : (k + 1) * settings.shard_size]
+        convs = conversations[k * settings.shard_size:(k + 1) * settings.shard_size]
         sampled = [k % settings.sampled_every == settings.sampled_every - 1] * len(convs)
         torch.manual_seed(settings.seed * 1_000_003 + k)
         t0 = time.time()
         order = sorted(range(len(convs)), key=lambda i: (len(convs[i].turns), len(convs[i].turns[0])))
         rendered: dict[int, list[int]] = {}
         for b in range(0, len(order), settings.batch):
-            chunk = order[b : b + settings.batch]
-            for i, ids in zip(
-                chunk, _play(model, tokenizer, [convs[i] for i in chunk], settings, [sampled[i] for i in chunk])
-            ):
+            chunk = order[b:b + settings.batch]
+            for i, ids in zip(chunk, _play(model, tokenizer, [convs[i] for i in chunk], settings,
+                                           [sampled[i] for i in chunk])):
                 rendered[i] = ids
         seqs = [rendered[i] for i in range(len(convs))]
         masks = [assistant_mask(s, start_id, assistant_head, tokenizer.eos_token_id) for s in seqs]
         offsets = np.cumsum([0] + [len(s) for s in seqs]).astype(np.int64)
         tmp = out / f".shard-{k:05d}.{os.getpid()}.npz"
-        np.savez_compressed(
-            tmp,
-            ids=np.array([t for s in seqs for t in s], dtype=np.uint16),
-            mask=np.array([m for s in masks for m in s], dtype=np.uint8),
-            offsets=offsets,
-            sampled=np.array(sampled, dtype=np.uint8),
-            categories=np.array([c.category for c in convs]),
-            keys=np.array([c.key for c in convs]),
-        )
+        np.savez_compressed(tmp, ids=np.array([t for s in seqs for t in s], dtype=np.uint16),
+                            mask=np.array([m for s in masks for m in s], dtype=np.uint8), offsets=offsets,
+                            sampled=np.array(sampled, dtype=np.uint8),
+                            categories=np.array([c.category for c in convs]), keys=np.array([c.key for c in convs]))
         tmp.replace(out / f"shard-{k:05d}.npz")
         written += 1
         n_tok = int(offsets[-1])
@@ -187,31 +164,20 @@ def read_shards(folder: Path) -> list[dict]:
             cats, sampled = z["categories"], z["sampled"]
             for i in range(len(offsets) - 1):
                 a, b = int(offsets[i]), int(offsets[i + 1])
-                rows.append(
-                    {
-                        "ids": torch.from_numpy(ids[a:b].copy()),
-                        "mask": torch.from_numpy(mask[a:b].copy()),
-                        "category": str(cats[i]),
-                        "sampled": bool(sampled[i]),
-                    }
-                )
+                rows.append({"ids": torch.from_numpy(ids[a:b].copy()), "mask": torch.from_numpy(mask[a:b].copy()),
+                             "category": str(cats[i]), "sampled": bool(sampled[i])})
     return rows
 
 
 def shard_stats(folder: Path) -> dict:
     rows = read_shards(folder)
     lengths = [len(r["ids"]) for r in rows]
-    return {
-        "conversations": len(rows),
-        "tokens": int(sum(lengths)),
-        "assistant_tokens": int(sum(int(r["mask"].sum()) for r in rows)),
-        "longest": max(lengths, default=0),
-        "over_1024": sum(n > 1024 for n in lengths),
-        "shards": len(list(Path(folder).glob("shard-*.npz"))),
-    }
+    return {"conversations": len(rows), "tokens": int(sum(lengths)),
+            "assistant_tokens": int(sum(int(r["mask"].sum()) for r in rows)),
+            "longest": max(lengths, default=0), "over_1024": sum(n > 1024 for n in lengths),
+            "shards": len(list(Path(folder).glob("shard-*.npz")))}
 
 
 if __name__ == "__main__":  # a quick look at a shard folder
     import sys
-
     print(json.dumps(shard_stats(Path(sys.argv[1])), indent=2))

@@ -52,14 +52,8 @@ def special_ids(tokenizer) -> tuple[set[int], set[int]]:
     return breaks, quotes
 
 
-def prompts(
-    stream: torch.Tensor,
-    spans: list[tuple[str, int, int]],
-    tokenizer,
-    chat_questions: list[str],
-    counts: dict[str, int],
-    seed: int,
-) -> list[tuple[str, list[int]]]:
+def prompts(stream: torch.Tensor, spans: list[tuple[str, int, int]], tokenizer, chat_questions: list[str],
+            counts: dict[str, int], seed: int) -> list[tuple[str, list[int]]]:
     """``(kind, ids)`` for each kind of :data:`KINDS`, ``counts[kind]`` of each (fewer when the corpus lacks them)."""
     from eagle_demo.training.chat import prompt_text
 
@@ -76,13 +70,13 @@ def prompts(
         while found < counts[kind] and tries < 20 * counts[kind]:
             tries += 1
             s, e = pool[int(torch.randint(0, len(pool), (1,), generator=g))]
-            where = torch.isin(stream[s + 1 : e - 1], marks).nonzero().flatten() + s + 2  # [m] prompt ends
+            where = torch.isin(stream[s + 1:e - 1], marks).nonzero().flatten() + s + 2  # [m] prompt ends
             if where.numel() == 0:
                 continue
             p = int(where[int(torch.randint(0, where.numel(), (1,), generator=g))])  # the prompt is stream[.. p]
-            out.append((kind, stream[max(s, p - PREFIX) : p].tolist()))
+            out.append((kind, stream[max(s, p - PREFIX):p].tolist()))
             found += 1
-    for q in chat_questions[: counts.get("chat", 0)]:
+    for q in chat_questions[:counts.get("chat", 0)]:
         ids = tokenizer.encode(prompt_text(q), add_special_tokens=False).ids
         out.append(("chat", ids[-PREFIX:]))
     return out
@@ -97,17 +91,11 @@ def continue_greedy(target, batch: list[list[int]], seq_len: int = SEQ_LEN) -> t
     ids = torch.zeros(len(batch), width, dtype=torch.long)  # [b, w] left-padded with 0
     mask = torch.zeros(len(batch), width, dtype=torch.long)
     for i, p in enumerate(batch):
-        ids[i, width - len(p) :] = torch.tensor(p)
-        mask[i, width - len(p) :] = 1
-    out = target.generate(
-        ids.to(device),
-        attention_mask=mask.to(device),
-        do_sample=False,
-        max_new_tokens=new,
-        min_new_tokens=new,
-        pad_token_id=0,
-    ).cpu()  # [b, w + new]
-    return torch.stack([out[i, width - len(p) : width - len(p) + seq_len] for i, p in enumerate(batch)])
+        ids[i, width - len(p):] = torch.tensor(p)
+        mask[i, width - len(p):] = 1
+    out = target.generate(ids.to(device), attention_mask=mask.to(device), do_sample=False, max_new_tokens=new,
+                          min_new_tokens=new, pad_token_id=0).cpu()  # [b, w + new]
+    return torch.stack([out[i, width - len(p):width - len(p) + seq_len] for i, p in enumerate(batch)])
 
 
 @torch.inference_mode()
@@ -117,15 +105,14 @@ def features(target, tokens: torch.Tensor, batch: int) -> dict:
     last, fused = [], []
     for i in range(0, tokens.shape[0], batch):
         with Features(target.model, layers) as taken:
-            out = target.model(tokens[i : i + batch].to(target.device), output_hidden_states=True)
+            out = target.model(tokens[i:i + batch].to(target.device), output_hidden_states=True)
         last.append(out.last_hidden_state.half())  # [b, T, H]
         fused.append(taken.of_batch(out.hidden_states).half())  # [b, T, 3H]
     return {"tokens": tokens.to(target.device), "last": torch.cat(last), "fused": torch.cat(fused), "layers": layers}
 
 
-def build(
-    target, stream: torch.Tensor, spans, tokenizer, chat_questions: list[str], run: DataRun, say=print
-) -> tuple[dict, dict]:
+def build(target, stream: torch.Tensor, spans, tokenizer, chat_questions: list[str], run: DataRun,
+          say=print) -> tuple[dict, dict]:
     """Generate until ``run.sequences`` or ``run.minutes``; returns the data dict and a record."""
     t0 = time.perf_counter()
     n_gen = round(run.sequences * (1 - run.corpus_share))
@@ -138,7 +125,7 @@ def build(
         if time.perf_counter() - t0 > run.minutes * 60:
             say(f"head data: time budget reached after {len(seqs)} of {len(todo)} continuations")
             break
-        chunk = todo[i : i + run.batch]
+        chunk = todo[i:i + run.batch]
         seqs.append(continue_greedy(target, [p for _, p in chunk]))
         for kind, _ in chunk:
             kinds[kind] = kinds.get(kind, 0) + 1
@@ -146,15 +133,11 @@ def build(
     n_corpus = max(1, round(generated.shape[0] * run.corpus_share / (1 - run.corpus_share)))
     g = torch.Generator().manual_seed(run.seed + 1)
     starts = torch.randint(0, stream.numel() - SEQ_LEN - 1, (n_corpus,), generator=g)
-    corpus = torch.stack([stream[s : s + SEQ_LEN] for s in starts.tolist()])  # [C, T]
+    corpus = torch.stack([stream[s:s + SEQ_LEN] for s in starts.tolist()])  # [C, T]
     tokens = torch.cat([corpus, generated])  # [S, T]
     data = features(target, tokens, max(1, run.batch // 2))
     data["n_corpus"] = n_corpus
-    record = {
-        "sequences": int(tokens.shape[0]),
-        "corpus": n_corpus,
-        "generated": kinds,
-        "seconds": round(time.perf_counter() - t0, 1),
-    }
+    record = {"sequences": int(tokens.shape[0]), "corpus": n_corpus, "generated": kinds,
+              "seconds": round(time.perf_counter() - t0, 1)}
     say(f"head data: {record}")
     return data, record

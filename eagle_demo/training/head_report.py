@@ -27,9 +27,8 @@ class ReportSettings:
 
 
 def _chat_ids(tokenizer, text: str) -> list[int]:
-    ids = tokenizer.apply_chat_template(
-        [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True, return_dict=False
-    )
+    ids = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
+                                        tokenize=True, return_dict=False)
     return [int(i) for i in ids]
 
 
@@ -39,20 +38,11 @@ def heldout_report(target: str, draft: str, conversations: list[Conversation], s
 
     pair = load_pair(target, draft, dtype=settings.dtype)
     engine = SpeculativeEngine(pair.target, pair.head)
-    run = RunConfig(
-        max_new_tokens=settings.max_new_tokens,
-        tree=TreeConfig(depth=settings.chain, top_k=1, total_tokens=settings.chain + 1),
-    )
-    pooled = defaultdict(
-        lambda: {
-            "rounds": 0,
-            "tokens": 0,
-            "offered": [0] * settings.chain,
-            "accepted": [0] * settings.chain,
-            "prompts": 0,
-        }
-    )
-    for conv in conversations[: settings.limit]:
+    run = RunConfig(max_new_tokens=settings.max_new_tokens, tree=TreeConfig(depth=settings.chain, top_k=1,
+                                                                          total_tokens=settings.chain + 1))
+    pooled = defaultdict(lambda: {"rounds": 0, "tokens": 0, "offered": [0] * settings.chain,
+                                  "accepted": [0] * settings.chain, "prompts": 0})
+    for conv in conversations[:settings.limit]:
         stats = summarize(engine.generate(_chat_ids(pair.tokenizer, conv.turns[0]), run))
         for key in (conv.category, "all"):
             row = pooled[key]
@@ -65,16 +55,8 @@ def heldout_report(target: str, draft: str, conversations: list[Conversation], s
                     row["accepted"][d] += int(a > d)
     out = {}
     for key, row in sorted(pooled.items()):
-        out[key] = {
-            "prompts": row["prompts"],
-            "tau": round(row["tokens"] / max(1, row["rounds"]), 3),
-            "acceptance_by_position": [round(a / o, 3) if o else None for a, o in zip(row["accepted"], row["offered"])],
-        }
-    return {
-        "target": target,
-        "draft": draft,
-        "chain": settings.chain,
-        "max_new_tokens": settings.max_new_tokens,
-        "dtype": settings.dtype,
-        "by_category": out,
-    }
+        out[key] = {"prompts": row["prompts"], "tau": round(row["tokens"] / max(1, row["rounds"]), 3),
+                    "acceptance_by_position": [round(a / o, 3) if o else None
+                                               for a, o in zip(row["accepted"], row["offered"])]}
+    return {"target": target, "draft": draft, "chain": settings.chain, "max_new_tokens": settings.max_new_tokens,
+            "dtype": settings.dtype, "by_category": out}

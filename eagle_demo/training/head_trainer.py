@@ -93,9 +93,8 @@ def pack_windows(rows: list[dict], window: int, seed: int) -> list[tuple[torch.T
     return out
 
 
-def draft_vocab(
-    rows: list[dict], vocab: int, size: int, prior: torch.Tensor | None = None
-) -> tuple[torch.Tensor, torch.Tensor, float]:
+def draft_vocab(rows: list[dict], vocab: int, size: int, prior: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor, float]:
     """d2t [Vd], t2d [V] over the `size` target tokens most frequent in assistant turns; also their coverage.
 
     prior: more token ids (the users' turns) counted after the answers, so a token the sampled answers lack
@@ -128,9 +127,8 @@ class HeadTrainer:
         if settings.head == "eagle3":
             self.d2t, self.t2d, self.coverage = draft_vocab(rows, tcfg.vocab_size, settings.draft_vocab, prior)
             cfg = draft_config(tcfg, draft_vocab_size=settings.draft_vocab)
-            self.head = Eagle3Head(
-                cfg, tcfg.hidden_size, settings.draft_vocab, target.get_input_embeddings(), self.layers
-            )
+            self.head = Eagle3Head(cfg, tcfg.hidden_size, settings.draft_vocab, target.get_input_embeddings(),
+                                   self.layers)
             self.head.d2t.copy_(self.d2t)
             self.used = self.d2t + torch.arange(settings.draft_vocab)
         else:
@@ -138,9 +136,8 @@ class HeadTrainer:
             self.head = Eagle1Head(cfg, target.get_output_embeddings(), target.get_input_embeddings(), fc_bias=True)
             self.t2d, self.coverage = None, 1.0
         self.head.train()
-        self.opt = torch.optim.AdamW(
-            [p for p in self.head.parameters() if p.requires_grad], lr=settings.lr, betas=(0.9, 0.95), weight_decay=0.0
-        )
+        self.opt = torch.optim.AdamW([p for p in self.head.parameters() if p.requires_grad], lr=settings.lr,
+                                     betas=(0.9, 0.95), weight_decay=0.0)
         self.windows = pack_windows(rows, settings.window, settings.seed)
         self.step, self.epoch, self.cursor, self.log = 0, 0, 0, []
         self._resume()
@@ -166,14 +163,8 @@ class HeadTrainer:
         print(f"[train-head] resumed {self.s.head} at step {self.step} (epoch {self.epoch})", flush=True)
 
     def save(self) -> None:
-        state = {
-            "head": {k: v for k, v in self.head.state_dict().items()},
-            "opt": self.opt.state_dict(),
-            "step": self.step,
-            "epoch": self.epoch,
-            "cursor": self.cursor,
-            "settings": asdict(self.s),
-        }
+        state = {"head": {k: v for k, v in self.head.state_dict().items()}, "opt": self.opt.state_dict(),
+                 "step": self.step, "epoch": self.epoch, "cursor": self.cursor, "settings": asdict(self.s)}
         if self.s.head == "eagle3":
             state.update(d2t=self.d2t, t2d=self.t2d)
         tmp = self.ckpt.with_suffix(".tmp")
@@ -212,11 +203,11 @@ class HeadTrainer:
         for j, mask in enumerate(masks):
             g = self.head(hidden, tokens[:, positions], positions, cache, mask, from_target=from_target)  # [1, m, H]
             part, valid, hits = per_step(j, g, positions)
-            loss = loss + (0.8**j) * part
+            loss = loss + (0.8 ** j) * part
             acc.append(hits / max(1, valid))
             if j == 0:  # step 1 at position i reads step 0's output at i-1
                 positions = torch.arange(start, n)
-                hidden = g[:, start - 1 : n - 1]
+                hidden = g[:, start - 1:n - 1]
             else:  # the span's first j rows read a row outside the chain: they are left out (valid below)
                 hidden = torch.cat([g[:, :1], g[:, :-1]], 1)
             from_target = from_target and self.s.head == "eagle1"
@@ -241,11 +232,11 @@ class HeadTrainer:
     def _eagle3(self, ids, predict, view):
         n = ids.numel() - 2  # pair i = (F_i, x_{i+1}) predicts x_{i+2}: the target's distribution at i+1
         with torch.no_grad():
-            logits = view["logits"][0, 1 : n + 1].float()  # [n, V]
+            logits = view["logits"][0, 1:n + 1].float()  # [n, V]
             inside = self.t2d[logits.argmax(-1)]  # [n] the target's choice is in the draft vocabulary
             p = torch.softmax(logits[..., self.used], -1)  # [n, Vd] renormalised over the draft vocabulary
             label = p.argmax(-1)  # [n]
-            usable = inside & predict[2 : n + 2]  # [n] assistant tokens only
+            usable = inside & predict[2:n + 2]  # [n] assistant tokens only
 
         def per_step(j, g, positions):
             logq = torch.log_softmax(self.head.draft_logits(g[0]).float(), -1)  # [m, Vd]
@@ -260,10 +251,10 @@ class HeadTrainer:
         n = ids.numel() - 1  # pair i = (f_i, x_{i+1}); g_i regresses f_{i+1}, whose token is x_{i+2}
         f = view["last"][0].float()  # [T, H]
         with torch.no_grad():
-            p = torch.softmax(view["logits"][0, 1 : n + 1].float(), -1)  # [n, V] (row n-1: past the window)
+            p = torch.softmax(view["logits"][0, 1:n + 1].float(), -1)  # [n, V] (row n-1: past the window)
             label = p.argmax(-1)
             usable = torch.zeros(n, dtype=torch.bool)
-            usable[: n - 1] = predict[2 : n + 1]
+            usable[:n - 1] = predict[2:n + 1]
         hidden = f[None, :n] + (torch.rand_like(f[None, :n]) - 0.5) * self.s.noise
 
         def per_step(j, g, positions):
@@ -297,14 +288,9 @@ class HeadTrainer:
                 torch.nn.utils.clip_grad_norm_(self.head.parameters(), 0.5)
                 self.opt.step()
                 self.step, self.cursor = self.step + 1, self.cursor + 1
-                entry = {
-                    "step": self.step,
-                    "epoch": self.epoch,
-                    "loss": round(loss.item(), 5),
-                    "top1_by_step": [round(a, 4) for a in acc],
-                    "tokens": ids.numel(),
-                    "seconds": round(time.time() - t0, 1),
-                }
+                entry = {"step": self.step, "epoch": self.epoch, "loss": round(loss.item(), 5),
+                         "top1_by_step": [round(a, 4) for a in acc], "tokens": ids.numel(),
+                         "seconds": round(time.time() - t0, 1)}
                 self.log.append(entry)
                 with open(self.out / f"log-{self.s.head}.jsonl", "a") as fh:
                     fh.write(json.dumps(entry) + "\n")
@@ -317,19 +303,11 @@ class HeadTrainer:
             self.save()
             bar.close()
         recent = self.log[-50:]
-        return {
-            "steps": self.step,
-            "epoch": self.epoch,
-            "windows": len(self.windows),
-            "recent_top1_by_step": [
-                round(sum(e["top1_by_step"][j] for e in recent) / max(1, len(recent)), 4) for j in range(self.s.unroll)
-            ]
-            if recent
-            else [],
-        }
+        return {"steps": self.step, "epoch": self.epoch, "windows": len(self.windows),
+                "recent_top1_by_step": [round(sum(e["top1_by_step"][j] for e in recent) / max(1, len(recent)), 4)
+                                        for j in range(self.s.unroll)] if recent else []}
 
 
 def _cache():
     from transformers import DynamicCache
-
     return DynamicCache()

@@ -72,7 +72,6 @@ def feature_layers(num_layers: int) -> tuple[int, int, int]:
 # ---------------------------------------------------------------------------------------------
 # data
 
-
 @torch.no_grad()
 def build_data(n_corpus: int, n_generated: int, prefix_len: int, batch: int) -> dict:
 
@@ -80,64 +79,42 @@ def build_data(n_corpus: int, n_generated: int, prefix_len: int, batch: int) -> 
     model = load_target()
     stream = load_token_stream("train", CORPUS_DIR, TARGET_DIR).long()  # [N], the target's own tokenizer
     starts = torch.randint(0, stream.numel() - SEQ_LEN - 1, (n_corpus + n_generated,))
-    seqs = [stream[s : s + SEQ_LEN] for s in starts[:n_corpus].tolist()]
+    seqs = [stream[s:s + SEQ_LEN] for s in starts[:n_corpus].tolist()]
     gen_starts = starts[n_corpus:].tolist()
     for i in tqdm(range(0, len(gen_starts), batch), desc="target continuations"):
-        prefixes = torch.stack([stream[s : s + prefix_len] for s in gen_starts[i : i + batch]])  # [b, p]
-        out = model.generate(
-            prefixes,
-            attention_mask=torch.ones_like(prefixes),
-            do_sample=False,
-            max_new_tokens=SEQ_LEN - prefix_len,
-            min_new_tokens=SEQ_LEN - prefix_len,
-            pad_token_id=0,
-        )
+        prefixes = torch.stack([stream[s:s + prefix_len] for s in gen_starts[i:i + batch]])  # [b, p]
+        out = model.generate(prefixes, attention_mask=torch.ones_like(prefixes), do_sample=False,
+                             max_new_tokens=SEQ_LEN - prefix_len, min_new_tokens=SEQ_LEN - prefix_len,
+                             pad_token_id=0)
         seqs.extend(out[:, :SEQ_LEN])
     tokens = torch.stack(seqs)  # [S, T]
     layers = feature_layers(model.config.num_hidden_layers)
     last, fused = [], []
     for i in tqdm(range(0, tokens.shape[0], batch), desc="target features"):
         with Features(model.model, layers) as taken:
-            out = model.model(tokens[i : i + batch], output_hidden_states=True)
+            out = model.model(tokens[i:i + batch], output_hidden_states=True)
         last.append(out.last_hidden_state.half())  # [b, T, H]
         fused.append(taken.of_batch(out.hidden_states).half())  # [b, T, 3H]
-    data = {
-        "tokens": tokens,
-        "last": torch.cat(last),
-        "fused": torch.cat(fused),
-        "layers": layers,
-        "n_corpus": n_corpus,
-    }
+    data = {"tokens": tokens, "last": torch.cat(last), "fused": torch.cat(fused), "layers": layers,
+            "n_corpus": n_corpus}
     torch.save(data, data_path())
-    print(
-        f"data: {tokens.shape[0]} sequences x {SEQ_LEN} tokens ({n_corpus} corpus, {n_generated} target "
-        f"continuations) -> {data_path()}"
-    )
+    print(f"data: {tokens.shape[0]} sequences x {SEQ_LEN} tokens ({n_corpus} corpus, {n_generated} target "
+          f"continuations) -> {data_path()}")
     return data
 
 
 # ---------------------------------------------------------------------------------------------
 # heads
 
-
 def draft_config(target_cfg, **extra) -> LlamaConfig:
     cfg = LlamaConfig(
-        vocab_size=target_cfg.vocab_size,
-        hidden_size=target_cfg.hidden_size,
-        intermediate_size=target_cfg.intermediate_size,
-        num_hidden_layers=1,
-        num_attention_heads=target_cfg.num_attention_heads,
-        num_key_value_heads=target_cfg.num_key_value_heads,
+        vocab_size=target_cfg.vocab_size, hidden_size=target_cfg.hidden_size,
+        intermediate_size=target_cfg.intermediate_size, num_hidden_layers=1,
+        num_attention_heads=target_cfg.num_attention_heads, num_key_value_heads=target_cfg.num_key_value_heads,
         head_dim=target_cfg.hidden_size // target_cfg.num_attention_heads,
-        max_position_embeddings=2048,
-        rms_norm_eps=target_cfg.rms_norm_eps,
-        rope_theta=10000.0,
-        bos_token_id=target_cfg.bos_token_id,
-        eos_token_id=target_cfg.eos_token_id,
-        pad_token_id=0,
-        tie_word_embeddings=False,
-        **extra,
-    )
+        max_position_embeddings=2048, rms_norm_eps=target_cfg.rms_norm_eps, rope_theta=10000.0,
+        bos_token_id=target_cfg.bos_token_id, eos_token_id=target_cfg.eos_token_id, pad_token_id=0,
+        tie_word_embeddings=False, **extra)
     cfg._attn_implementation = "sdpa"
     return cfg
 
@@ -151,9 +128,8 @@ def unroll_mask(n: int, step: int, dtype) -> torch.Tensor:
     step-s key at position i-step+s (s = 1..step), the chain this query grew from."""
     blocks = [torch.ones(n, n, dtype=torch.bool).tril(-step)]  # [n, n] step-0 keys
     for s in range(1, step + 1):
-        blocks.append(
-            torch.eye(n, dtype=torch.bool).roll(s - step, dims=1) & torch.ones(n, n, dtype=torch.bool).tril(0)
-        )
+        blocks.append(torch.eye(n, dtype=torch.bool).roll(s - step, dims=1)
+                      & torch.ones(n, n, dtype=torch.bool).tril(0))
     visible = torch.cat(blocks, 1)  # [n, (step+1) n]
     visible[:step] = False  # rows whose chain would start before position 0
     visible[torch.arange(min(step, n)), torch.arange(min(step, n))] = True  # keep rows finite (masked out of the loss)
@@ -184,7 +160,6 @@ class HeadRun:
     rate `lr`, stopped after `minutes` (0: no limit), `unroll` training-time-test steps; `ce_weight` weighs the
     token loss (EAGLE-1); `draft_vocab` (EAGLE-3; ignored with `init`); `init`: an exported head to start from;
     `progress`: show a progress bar."""
-
     steps: int
     batch: int
     lr: float
@@ -202,15 +177,8 @@ def train_eagle1(data: dict, run: HeadRun, target=None, save: Saver | None = Non
     feature; the mask is the one the EAGLE-3 unroll uses. Step j is weighted 0.8**j. Runs on the device
     of `target` (frozen; loaded from TARGET_DIR on the CPU when None) and of `data`'s tensors. save: a
     `Saver` that exports the head now and then, so a run stopped from outside keeps its progress."""
-    steps, batch, lr, minutes, unroll, init, ce_weight = (
-        run.steps,
-        run.batch,
-        run.lr,
-        run.minutes,
-        run.unroll,
-        run.init,
-        run.ce_weight,
-    )
+    steps, batch, lr, minutes, unroll, init, ce_weight = (run.steps, run.batch, run.lr, run.minutes, run.unroll,
+                                                          run.init, run.ce_weight)
     progress = run.progress
     torch.manual_seed(SEED)
     target = target if target is not None else load_target()
@@ -243,36 +211,32 @@ def train_eagle1(data: dict, run: HeadRun, target=None, save: Saver | None = Non
         hidden = f[:, :n] + (torch.rand_like(f[:, :n]) - 0.5) * 0.2  # [b, n, H] noisy target features
         cache, loss, acc = DynamicCache(), 0.0, []
         for j in range(unroll):
-            g = head(hidden, x[:, 1 : n + 1], positions, cache, masks[j], from_target=True)  # [b, n, H]
+            g = head(hidden, x[:, 1:n + 1], positions, cache, masks[j], from_target=True)  # [b, n, H]
             pred = g[:, :-1]  # [b, n-1, H]
             logq = torch.log_softmax(head.lm_head(pred), -1)  # [b, n-1, V]
             per = F.smooth_l1_loss(pred, goal, reduction="none").mean(-1) - ce_weight * (p * logq).sum(-1)  # [b, n-1]
             per = per[:, j:]  # rows whose chain starts at or after position 0
-            loss = loss + (0.8**j) * per.mean()
+            loss = loss + (0.8 ** j) * per.mean()
             acc.append((logq.argmax(-1) == label)[:, j:].float().mean().item())
             hidden = torch.cat([g[:, :1], g[:, :-1]], 1)  # step j+1 at position i reads step j at i-1
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(head.parameters(), 0.5)
         opt.step()
-        log.append(
-            {"step": step, "loss": loss.item(), "top1": acc[0], "top1_by_step": acc, "seconds": time.time() - t0}
-        )
+        log.append({"step": step, "loss": loss.item(), "top1": acc[0], "top1_by_step": acc,
+                    "seconds": time.time() - t0})
         if save is not None:
             save.maybe(head, log)
         bar.set_postfix(loss=f"{loss.item():.3f}", top1="/".join(f"{a:.2f}" for a in acc))
         if minutes and time.time() - t0 > minutes * 60:
             break
-    print(
-        f"eagle1: {len(log)} steps, loss {log[-1]['loss']:.4f}, top-1 by unroll step "
-        + " ".join(f"{a:.3f}" for a in log[-1]["top1_by_step"])
-    )
+    print(f"eagle1: {len(log)} steps, loss {log[-1]['loss']:.4f}, top-1 by unroll step "
+          + " ".join(f"{a:.3f}" for a in log[-1]["top1_by_step"]))
     return head.eval(), log
 
 
-def set_lr(
-    opt: torch.optim.Optimizer, step: int, steps: int, lr: float, elapsed: float = 0.0, minutes: float = 0.0
-) -> None:
+def set_lr(opt: torch.optim.Optimizer, step: int, steps: int, lr: float, elapsed: float = 0.0,
+           minutes: float = 0.0) -> None:
     """The one schedule (`shared.lr_at`) over 50 warm-up steps and a cosine decay to a tenth over the steps or the
     time budget, whichever ends first, from the first step on."""
     frac = max(step / steps, elapsed / (60 * minutes) if minutes else 0.0)
@@ -332,7 +296,7 @@ def train_eagle3(data: dict, run: HeadRun, target=None, save: Saver | None = Non
         idx = torch.randint(0, n_seq, (batch,)).to(tokens.device)
         x = tokens[idx]  # [b, T]
         with torch.no_grad():
-            p_full = torch.softmax(target.lm_head(last[idx, 1 : n + 1].float()), -1)  # [b, n, V] target at i+1
+            p_full = torch.softmax(target.lm_head(last[idx, 1:n + 1].float()), -1)  # [b, n, V] target at i+1
             p = p_full[..., used]  # [b, n, Vd]
             inside = t2d[p_full.argmax(-1)]  # [b, n] label usable when the target's choice is in the draft vocab
             p = p / p.sum(-1, keepdim=True).clamp_min(1e-9)
@@ -341,12 +305,12 @@ def train_eagle3(data: dict, run: HeadRun, target=None, save: Saver | None = Non
         hidden, from_target = fused[idx, :n].float(), True  # [b, n, 3Ht]
         loss, acc = 0.0, []
         for j in range(unroll):
-            g = head(hidden, x[:, 1 : n + 1], positions, cache, masks[j], from_target=from_target)  # [b, n, H]
+            g = head(hidden, x[:, 1:n + 1], positions, cache, masks[j], from_target=from_target)  # [b, n, H]
             logq = torch.log_softmax(head.draft_logits(g), -1)  # [b, n, Vd]
             valid = inside.clone()
             valid[:, :j] = False  # rows whose chain would start before position 0
             ce = -(p * logq).sum(-1)  # [b, n]
-            loss = loss + (0.8**j) * (ce * valid).sum() / valid.sum().clamp_min(1)
+            loss = loss + (0.8 ** j) * (ce * valid).sum() / valid.sum().clamp_min(1)
             acc.append(((logq.argmax(-1) == label) & valid).sum().item() / max(1, valid.sum().item()))
             hidden = torch.cat([g[:, :1], g[:, :-1]], 1)  # step j+1 at position i reads step j at i-1
             from_target = False
@@ -360,37 +324,23 @@ def train_eagle3(data: dict, run: HeadRun, target=None, save: Saver | None = Non
         bar.set_postfix(loss=f"{loss.item():.3f}", top1="/".join(f"{a:.2f}" for a in acc))
         if minutes and time.time() - t0 > minutes * 60:
             break
-    print(
-        f"eagle3: {len(log)} steps, loss {log[-1]['loss']:.4f}, top-1 by unroll step "
-        + " ".join(f"{a:.3f}" for a in log[-1]["top1_by_step"])
-    )
+    print(f"eagle3: {len(log)} steps, loss {log[-1]['loss']:.4f}, top-1 by unroll step "
+          + " ".join(f"{a:.3f}" for a in log[-1]["top1_by_step"]))
     return head.eval(), t2d.cpu(), log
 
 
 # ---------------------------------------------------------------------------------------------
 # export in the public layouts
 
-
 def _config_json(cfg: LlamaConfig, **extra) -> dict:
     """A plain old-style Llama config, as the yuhuili repos ship it."""
     out = {
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
-        "hidden_size": cfg.hidden_size,
-        "intermediate_size": cfg.intermediate_size,
-        "num_attention_heads": cfg.num_attention_heads,
-        "num_key_value_heads": cfg.num_key_value_heads,
-        "num_hidden_layers": 1,
-        "hidden_act": "silu",
-        "max_position_embeddings": 2048,
-        "rms_norm_eps": cfg.rms_norm_eps,
-        "vocab_size": cfg.vocab_size,
-        "bos_token_id": cfg.bos_token_id,
-        "eos_token_id": cfg.eos_token_id,
-        "pad_token_id": 0,
-        "tie_word_embeddings": False,
-        "torch_dtype": "float16",
-        "transformers_version": "4.28.1",
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": cfg.hidden_size,
+        "intermediate_size": cfg.intermediate_size, "num_attention_heads": cfg.num_attention_heads,
+        "num_key_value_heads": cfg.num_key_value_heads, "num_hidden_layers": 1, "hidden_act": "silu",
+        "max_position_embeddings": 2048, "rms_norm_eps": cfg.rms_norm_eps, "vocab_size": cfg.vocab_size,
+        "bos_token_id": cfg.bos_token_id, "eos_token_id": cfg.eos_token_id, "pad_token_id": 0,
+        "tie_word_embeddings": False, "torch_dtype": "float16", "transformers_version": "4.28.1",
     }
     out.update(extra)
     return out
@@ -449,18 +399,8 @@ def main(argv=None) -> None:
         return
     data = torch.load(data_path(), weights_only=True)
     if args.stage == "eagle1":
-        head, log = train_eagle1(
-            data,
-            HeadRun(
-                args.steps,
-                args.batch,
-                args.lr,
-                args.minutes,
-                args.unroll,
-                args.ce_weight,
-                init=Path(args.init) if args.init else None,
-            ),
-        )
+        head, log = train_eagle1(data, HeadRun(args.steps, args.batch, args.lr, args.minutes, args.unroll,
+                                               args.ce_weight, init=Path(args.init) if args.init else None))
         export_eagle1(head, ASSETS / "tiny-eagle1")
         (ASSETS / "training_log_eagle1.json").write_text(json.dumps(log))
         print(f"exported {ASSETS / 'tiny-eagle1'}")

@@ -18,14 +18,8 @@ from pathlib import Path
 
 import torch
 
-PROMPTS = (
-    "def f(x):\n",
-    "def parse_args(argv):\n",
-    "class LRUCache:\n",
-    "for item in items:\n",
-    'if __name__ == "__main__":\n',
-    "    def __init__(self, size):\n",
-)
+PROMPTS = ("def f(x):\n", "def parse_args(argv):\n", "class LRUCache:\n", "for item in items:\n",
+           "if __name__ == \"__main__\":\n", "    def __init__(self, size):\n")
 
 
 @dataclass(frozen=True)
@@ -62,7 +56,7 @@ def greedy_continuations(folder: Path, prompts, max_new_tokens: int) -> list[str
     for prompt in prompts:
         enc = tok(prompt, return_tensors="pt")
         ids = model.generate(**enc, do_sample=False, max_new_tokens=max_new_tokens, pad_token_id=tok.pad_token_id)
-        out.append(tok.decode(ids[0, enc["input_ids"].shape[1] :], skip_special_tokens=True))
+        out.append(tok.decode(ids[0, enc["input_ids"].shape[1]:], skip_special_tokens=True))
     return out
 
 
@@ -81,17 +75,8 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(1)
     for folder in args.folders:
         rows = check_folder(folder)
-        print(
-            json.dumps(
-                {
-                    "folder": str(folder),
-                    "indented": sum(r.indented for r in rows),
-                    "of": len(rows),
-                    "results": [asdict(r) for r in rows],
-                },
-                indent=1,
-            )
-        )
+        print(json.dumps({"folder": str(folder), "indented": sum(r.indented for r in rows), "of": len(rows),
+                          "results": [asdict(r) for r in rows]}, indent=1))
 
 
 if __name__ == "__main__":

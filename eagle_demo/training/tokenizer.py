@@ -85,21 +85,18 @@ def build_tokenizer(split: str = DEFAULT_SPLIT) -> Tokenizer:
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     elif split in ("llama3", "code"):
         pattern = SPLIT_PATTERN if split == "llama3" else CODE_SPLIT_PATTERN
-        tok.pre_tokenizer = pre_tokenizers.Sequence(
-            [
-                pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
-                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-            ]
-        )
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ])
     else:
         raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
     tok.decoder = decoders.ByteLevel()
     return tok
 
 
-def train_tokenizer(
-    corpus_dir: Path | None = None, vocab_size: int = VOCAB_SIZE, split: str = DEFAULT_SPLIT
-) -> Tokenizer:
+def train_tokenizer(corpus_dir: Path | None = None, vocab_size: int = VOCAB_SIZE,
+                    split: str = DEFAULT_SPLIT) -> Tokenizer:
     corpus_dir = Path(corpus_dir) if corpus_dir else default_corpus_dir()
     docs = read_split(corpus_dir / "train.txt")
     tok = build_tokenizer(split)
@@ -133,14 +130,8 @@ def tokenizer_config() -> dict:
         "model_max_length": MODEL_MAX_LENGTH,
         "padding_side": "left",
         "added_tokens_decoder": {
-            str(SPECIAL_ID): {
-                "content": SPECIAL_TOKEN,
-                "lstrip": False,
-                "normalized": False,
-                "rstrip": False,
-                "single_word": False,
-                "special": True,
-            },
+            str(SPECIAL_ID): {"content": SPECIAL_TOKEN, "lstrip": False, "normalized": False,
+                              "rstrip": False, "single_word": False, "special": True},
         },
     }
 
@@ -160,14 +151,10 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 
 def line_boundaries_stable(hf) -> bool:
     """Whether prompts ending in a line break tokenize as a prefix of their continuation."""
-    for prompt, rest in (
-        ("def fibonacci(n):\n", "    if n < 2:\n"),
-        ("import os\n\n", "import sys\n"),
-        ("class Stack:\n", '    """A stack."""\n'),
-        ("x = 1\n", "    y = 2\n"),
-    ):
+    for prompt, rest in (("def fibonacci(n):\n", "    if n < 2:\n"), ("import os\n\n", "import sys\n"),
+                         ("class Stack:\n", '    """A stack."""\n'), ("x = 1\n", "    y = 2\n")):
         a, b = hf(prompt)["input_ids"], hf(prompt + rest)["input_ids"]
-        if b[: len(a)] != a:
+        if b[:len(a)] != a:
             return False
     return True
 
@@ -182,9 +169,8 @@ def glued_line_breaks(tok: Tokenizer) -> list[str]:
     return out
 
 
-def verify_tokenizer(
-    folder: Path, extra_samples: list[str] = (), split: str = DEFAULT_SPLIT, vocab_size: int = VOCAB_SIZE
-) -> dict:
+def verify_tokenizer(folder: Path, extra_samples: list[str] = (), split: str = DEFAULT_SPLIT,
+                     vocab_size: int = VOCAB_SIZE) -> dict:
     """Load ``folder`` through ``AutoTokenizer`` and check special tokens and round trips."""
     from transformers import AutoTokenizer
 
@@ -215,12 +201,8 @@ def verify_tokenizer(
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--corpus", type=Path, default=None, help=f"corpus dir (default {default_corpus_dir()})")
-    ap.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        help="output dir (default ~/.cache/eagle_demo/tokenizer, or tokenizer-<split>)",
-    )
+    ap.add_argument("--out", type=Path, default=None,
+                    help="output dir (default ~/.cache/eagle_demo/tokenizer, or tokenizer-<split>)")
     ap.add_argument("--split", choices=SPLITS, default=DEFAULT_SPLIT, help="pre-tokenisation regex")
     ap.add_argument("--vocab-size", type=int, default=VOCAB_SIZE)
     args = ap.parse_args(argv)
@@ -236,11 +218,9 @@ def main(argv: list[str] | None = None) -> None:
         n_tok = len(tok.encode(text, add_special_tokens=False).ids)
         stats[split] = (len(text), n_tok)
         print(f"{split}: {len(text):,} chars -> {n_tok:,} tokens ({len(text) / n_tok:.2f} chars/token)")
-    print(
-        f"tokenizer ({info['class']}, vocab {info['vocab']}, split {args.split}) written to {out}; "
-        f"round trips OK; prompts ending in a line break keep their token boundary: "
-        f"{info['line_boundaries_stable']}"
-    )
+    print(f"tokenizer ({info['class']}, vocab {info['vocab']}, split {args.split}) written to {out}; "
+          f"round trips OK; prompts ending in a line break keep their token boundary: "
+          f"{info['line_boundaries_stable']}")
 
 
 if __name__ == "__main__":

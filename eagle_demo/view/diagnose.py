@@ -17,48 +17,28 @@ def position_figure(rounds: list[tuple[int, int]], smoothed: list[tuple[int, flo
     tokens."""
     if not rounds:
         return empty_figure("Acceptance by position", "no drafting rounds in the last run")
-    dots = {
-        "type": "scatter",
-        "mode": "markers",
-        "name": "a round",
-        "x": [s for s, _ in rounds],
-        "y": [n for _, n in rounds],
-        "marker": {"size": 5, "color": "#adb5bd"},
-        "hovertemplate": "from token %{x}: %{y} tokens<extra></extra>",
-    }
-    curve = {
-        "type": "scatter",
-        "mode": "lines",
-        "name": f"smoothed ({WINDOW} tokens)",
-        "x": [s for s, _ in smoothed],
-        "y": [round(v, 3) for _, v in smoothed],
-        "line": {"color": EAGLE_COLOR, "width": 3, "shape": "spline"},
-        "hovertemplate": "around token %{x}: %{y:.2f} tokens per round<extra></extra>",
-    }
-    return figure(
-        [dots, curve],
-        "Acceptance by position: tokens per round",
-        "position in the output (tokens)",
-        "tokens per round",
-        height=300,
-    )
+    dots = {"type": "scatter", "mode": "markers", "name": "a round", "x": [s for s, _ in rounds],
+            "y": [n for _, n in rounds], "marker": {"size": 5, "color": "#adb5bd"},
+            "hovertemplate": "from token %{x}: %{y} tokens<extra></extra>"}
+    curve = {"type": "scatter", "mode": "lines", "name": f"smoothed ({WINDOW} tokens)",
+             "x": [s for s, _ in smoothed], "y": [round(v, 3) for _, v in smoothed],
+             "line": {"color": EAGLE_COLOR, "width": 3, "shape": "spline"},
+             "hovertemplate": "around token %{x}: %{y:.2f} tokens per round<extra></extra>"}
+    return figure([dots, curve], "Acceptance by position: tokens per round", "position in the output (tokens)",
+                  "tokens per round", height=300)
 
 
 def kinds_html(kinds: dict[str, KindFigures]) -> str:
     """A small table: tau by kind of text (the rule: `falloff.line_kinds`)."""
     if not kinds:
         return "<p class='kind-table'>no drafting rounds in the last run</p>"
-    rows = "".join(
-        f"<tr><td>{escape(k)}</td><td>{f.tau:.2f}</td><td>{f.rounds}</td><td>{f.tokens}</td></tr>"
-        for k, f in kinds.items()
-    )
-    return (
-        "<table class='kind-table'><thead><tr><th>kind of line</th><th>tokens per round</th><th>rounds</th>"
-        f"<th>tokens</th></tr></thead><tbody>{rows}</tbody></table>"
-        "<p><small>A round counts for the line its first committed token starts on. Lines: docstring (inside "
-        "triple quotes), comment (# or //), code (keywords, assignments, calls, a line ending in : { } ; ), "
-        "or inside a ``` fence), else prose.</small></p>"
-    )
+    rows = "".join(f"<tr><td>{escape(k)}</td><td>{f.tau:.2f}</td><td>{f.rounds}</td><td>{f.tokens}</td></tr>"
+                   for k, f in kinds.items())
+    return ("<table class='kind-table'><thead><tr><th>kind of line</th><th>tokens per round</th><th>rounds</th>"
+            f"<th>tokens</th></tr></thead><tbody>{rows}</tbody></table>"
+            "<p><small>A round counts for the line its first committed token starts on. Lines: docstring (inside "
+            "triple quotes), comment (# or //), code (keywords, assignments, calls, a line ending in : { } ; ), "
+            "or inside a ``` fence), else prose.</small></p>")
 
 
 def _row_name(tree) -> str:
@@ -77,58 +57,26 @@ def shapes_figure(x: Exploration) -> Figure:
     grid = {(names.index(_row_name(r.tree)), cols.index(r.tree.total_tokens)): r for r in rows}
     traces = []
     for n, (field, title) in enumerate((("tau", "tau"), ("speedup", "predicted speedup"))):
-        z = [
-            [round(getattr(grid[(i, j)], field), 3) if (i, j) in grid else None for j in range(len(cols))]
-            for i in range(len(names))
-        ]
-        traces.append(
-            {
-                "type": "heatmap",
-                "x": [str(c) for c in cols],
-                "y": names,
-                "z": z,
-                "colorscale": "YlGn",
-                "xaxis": f"x{n + 1}" if n else "x",
-                "yaxis": "y",
-                "showscale": False,
-                "name": title,
-                "texttemplate": "%{z:.1f}",
-                "textfont": {"size": 9},
-                "hovertemplate": f"%{{y}}, %{{x}} tokens: {title} %{{z:.2f}}<extra></extra>",
-            }
-        )
+        z = [[round(getattr(grid[(i, j)], field), 3) if (i, j) in grid else None for j in range(len(cols))]
+             for i in range(len(names))]
+        traces.append({"type": "heatmap", "x": [str(c) for c in cols], "y": names, "z": z, "colorscale": "YlGn",
+                       "xaxis": f"x{n + 1}" if n else "x", "yaxis": "y", "showscale": False, "name": title,
+                       "texttemplate": "%{z:.1f}", "textfont": {"size": 9},
+                       "hovertemplate": f"%{{y}}, %{{x}} tokens: {title} %{{z:.2f}}<extra></extra>"})
     for mark, tree, symbol in (("ran", x.ran, "square-open"), ("best", x.best.tree, "star")):
         if tree is None or tree.stops or tree.hot_vocab:
             continue
         for n in (0, 1):
-            traces.append(
-                {
-                    "type": "scatter",
-                    "mode": "markers",
-                    "name": mark,
-                    "showlegend": n == 0,
-                    "x": [str(tree.total_tokens)],
-                    "y": [_row_name(tree)],
-                    "xaxis": f"x{n + 1}" if n else "x",
-                    "marker": {
-                        "symbol": symbol,
-                        "size": 16,
-                        "color": "#c92a2a" if mark == "best" else "#212529",
-                        "line": {"width": 2},
-                    },
-                }
-            )
+            traces.append({"type": "scatter", "mode": "markers", "name": mark, "showlegend": n == 0,
+                           "x": [str(tree.total_tokens)], "y": [_row_name(tree)], "xaxis": f"x{n + 1}" if n else "x",
+                           "marker": {"symbol": symbol, "size": 16, "color": "#c92a2a" if mark == "best" else "#212529",
+                                      "line": {"width": 2}}})
     low, high = KNOWN_ERROR
-    return figure(
-        traces,
-        f"Every shape replayed on this run's text (speedup predicted within /{high:g} to /{low:g})",
-        "",
-        "",
-        height=120 + 26 * len(names),
-        xaxis=axis("tokens per round verified: tau", domain=[0, 0.48], type="category"),
-        xaxis2=axis("tokens per round verified: predicted speedup", domain=[0.52, 1], type="category"),
-        yaxis=axis("", type="category"),
-    )
+    return figure(traces, f"Every shape replayed on this run's text (speedup predicted within /{high:g} to /{low:g})",
+                  "", "", height=120 + 26 * len(names),
+                  xaxis=axis("tokens per round verified: tau", domain=[0, 0.48], type="category"),
+                  xaxis2=axis("tokens per round verified: predicted speedup", domain=[0.52, 1], type="category"),
+                  yaxis=axis("", type="category"))
 
 
 def shape_choices(x: Exploration, limit: int = 12) -> list[tuple[str, str]]:

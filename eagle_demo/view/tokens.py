@@ -11,19 +11,9 @@ from typing import Callable, Sequence
 from ..decoding.events import Round
 from ..decoding.metrics import RunView
 
-__all__ = [
-    "Decode",
-    "TextCache",
-    "Piece",
-    "rejected_children",
-    "token_pieces",
-    "group_ids",
-    "token_html",
-    "escape",
-    "visible",
-    "fmt_prob",
-    "MAX_STYLED_DEPTH",
-]
+__all__ = ["Decode", "TextCache", "Piece", "rejected_children", "token_pieces", "group_ids", "token_html", "escape",
+           "visible",
+           "fmt_prob", "MAX_STYLED_DEPTH"]
 
 Decode = Callable[[Sequence[int]], str]
 
@@ -45,6 +35,7 @@ class TextCache:
         if text is None:
             text = self._memo[key] = self._decode(list(key))
         return text
+
 
 
 @dataclass(frozen=True)
@@ -93,9 +84,8 @@ def token_pieces(view: RunView, show_rejected: bool = True, max_rejected: int = 
                 others = tuple((r.nodes[i].token_id, r.nodes[i].draft_prob) for i in rejected[max_rejected:])
                 for i in rejected[:max_rejected]:
                     node = r.nodes[i]
-                    out.append(
-                        Piece(node.token_id, "rejected", r.index, node.depth, node.draft_prob, None, others=others)
-                    )
+                    out.append(Piece(node.token_id, "rejected", r.index, node.depth, node.draft_prob, None,
+                                     others=others))
             note = "correction" if rejected else _plain_note(r) if len(r.nodes) == 1 else "bonus"
             out.append(Piece(tok, "bonus", r.index, 0, None, tp, note))
     for s in view.steps:
@@ -174,14 +164,8 @@ def _span(classes: str, title: str, text: str, extra: str = "") -> str:
     return f'<span class="{classes}" title="{escape(title)}"{extra}>{escape(text)}</span>'
 
 
-def token_html(
-    view: RunView,
-    decode: Decode,
-    show_rejected: bool = True,
-    max_rejected: int = 1,
-    placeholder: str = "",
-    tail: int | None = None,
-) -> str:
+def token_html(view: RunView, decode: Decode, show_rejected: bool = True, max_rejected: int = 1,
+               placeholder: str = "", tail: int | None = None) -> str:
     """The output as HTML spans (whitespace kept by `white-space: pre-wrap` on the container).
     tail: show only the last `tail` committed tokens (and a note saying how many are hidden)."""
     pieces = token_pieces(view, show_rejected, max_rejected)
@@ -190,7 +174,7 @@ def token_html(
         positions = [i for i, p in enumerate(pieces) if p.kind != "rejected"]
         if len(positions) > tail:
             hidden = len(positions) - tail
-            pieces = pieces[positions[hidden] :]
+            pieces = pieces[positions[hidden]:]
     committed = [p for p in pieces if p.kind != "rejected"]
     before: dict[int, list[Piece]] = {}  # committed index -> rejected drafts shown just before it
     k = 0

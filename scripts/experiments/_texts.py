@@ -26,7 +26,5 @@ def pair_args(description: str, argv=None) -> argparse.Namespace:
 
 def reference_texts(new_tokens: int) -> dict[str, tuple[list[str], int]]:
     """name -> (prompts, new tokens) of the suite and the fresh prompts."""
-    return {
-        name: ([item.prompt for item in load_suite(path)], new_tokens)
-        for name, path in (("suite", SUITE), ("fresh", FRESH))
-    }
+    return {name: ([item.prompt for item in load_suite(path)], new_tokens) for name, path in (("suite", SUITE),
+                                                                                            ("fresh", FRESH))}

@@ -15,21 +15,16 @@ import argparse
 import os
 import sys
 
-PROMPTS = (
-    'def quicksort(items):\n    """Sort a list with quicksort."""\n',
-    "class LinkedList:\n    def __init__(self):\n        self.head = None\n\n    def append(self, value):\n",
-    "The river flowed slowly through the valley, and the old miller",
-    "import json\n\n\ndef load_config(path):\n",
-)
+PROMPTS = ("def quicksort(items):\n    \"\"\"Sort a list with quicksort.\"\"\"\n",
+           "class LinkedList:\n    def __init__(self):\n        self.head = None\n\n    def append(self, value):\n",
+           "The river flowed slowly through the valley, and the old miller",
+           "import json\n\n\ndef load_config(path):\n")
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument(
-        "--code",
-        default=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-        help="the checkout whose eagle_demo runs (default: this one)",
-    )
+    ap.add_argument("--code", default=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                    help="the checkout whose eagle_demo runs (default: this one)")
     ap.add_argument("--draft", default="default", help="a draft folder (default: the shipped head)")
     args = ap.parse_args(argv)
     sys.path.insert(0, args.code)
@@ -51,12 +46,10 @@ def main(argv=None) -> int:
         eagle_s, rounds = eagle_s + eagle.decode_seconds, rounds + eagle.rounds
         paused += summarize(session.stream(ids, gated)).plain_rounds
     step = plain_s / steps
-    print(
-        f"{choice.line()} | calibration {choice.calibration_seconds:.2f} s, "
-        f"overhead scale {choice.table.scale:.3f} | "
-        f"round: predicted {choice.predicted_round_cost:.2f}, measured {eagle_s / rounds / step:.2f} plain steps | "
-        f"the gate's plain rounds {paused}"
-    )
+    print(f"{choice.line()} | calibration {choice.calibration_seconds:.2f} s, "
+          f"overhead scale {choice.table.scale:.3f} | "
+          f"round: predicted {choice.predicted_round_cost:.2f}, measured {eagle_s / rounds / step:.2f} plain steps | "
+          f"the gate's plain rounds {paused}")
     return 0
 
 

@@ -26,14 +26,9 @@ from eagle_demo.autotree import choose as autotree  # noqa: E402
 from eagle_demo.autotree.replay import replay, walk_tau  # noqa: E402
 from eagle_demo.session import load_session  # noqa: E402
 
-BEFORE = (
-    (
-        'def merge_sorted(a, b):\n    """Merge two sorted lists into one sorted list."""\n',
-        "The history of the printing press begins in the fifteenth century, when",
-        "Question: A train travels 60 km in 1.5 hours. What is its average speed?\nAnswer:",
-    ),
-    40,
-)
+BEFORE = (("def merge_sorted(a, b):\n    \"\"\"Merge two sorted lists into one sorted list.\"\"\"\n",
+           "The history of the printing press begins in the fifteenth century, when",
+           "Question: A train travels 60 km in 1.5 hours. What is its average speed?\nAnswer:"), 40)
 
 
 def main(argv=None) -> int:
@@ -60,10 +55,8 @@ def main(argv=None) -> int:
         taus, pred = speedups(prompts, new_tokens)
         pick = max(pred, key=pred.get)
         shares = ", ".join(f"{k} {ref[pick] / max(ref.values()):.2f}" for k, ref in reference.items())
-        print(
-            f"  {name:<7} {len(prompts)} x {new_tokens} tokens ({time.perf_counter() - start:.1f} s): picks "
-            f"{pick.label()} (tau {taus[pick]:.2f}, {pred[pick]:.2f}x); share of the best: {shares}"
-        )
+        print(f"  {name:<7} {len(prompts)} x {new_tokens} tokens ({time.perf_counter() - start:.1f} s): picks "
+              f"{pick.label()} (tau {taus[pick]:.2f}, {pred[pick]:.2f}x); share of the best: {shares}")
     return 0
 
 

@@ -47,27 +47,20 @@ def main(argv=None) -> int:
             drafted = walk_drafted(by_prompt, got.drafted[shape]) if shape.stops else None
             cost = costs.round(shape, tau, drafted) / costs.plain
             table.setdefault(shape, {})[name] = (tau / cost, tau, cost)
-    print(
-        f"{args.draft}: plain step {costs.plain * 1e3:.2f} ms, verify of 9 tokens "
-        f"{costs.verify_at(9, False) / costs.plain:.2f} plain steps, "
-        f"a draft depth {costs.draft[1].slope * 1e3:.2f} ms"
-    )
+    print(f"{args.draft}: plain step {costs.plain * 1e3:.2f} ms, verify of 9 tokens "
+          f"{costs.verify_at(9, False) / costs.plain:.2f} plain steps, "
+          f"a draft depth {costs.draft[1].slope * 1e3:.2f} ms")
     fixed = [s for s in table if not s.stops]
     best = {name: max(fixed, key=lambda s: table[s][name][0]) for name in texts}
     print("best fixed chain: " + ", ".join(f"{n} {best[n].depth} ({table[best[n]][n][0]:.2f}x)" for n in texts))
     print(f"{'shape':<34}" + "".join(f"{n:>28}" for n in texts))
     rows = sorted(table, key=lambda s: -table[s]["calibration"][0])
     for shape in rows[:12] + [TreeConfig.chain(8)]:
-        cells = "".join(
-            f"{table[shape][n][0] / table[best[n]][n][0]:>9.3f} (tau {table[shape][n][1]:5.2f}, "
-            f"{table[shape][n][2]:.2f})"
-            for n in texts
-        )
+        cells = "".join(f"{table[shape][n][0] / table[best[n]][n][0]:>9.3f} (tau {table[shape][n][1]:5.2f}, "
+                        f"{table[shape][n][2]:.2f})" for n in texts)
         print(f"{shape.label():<34}{cells}")
-    print(
-        "(each cell: predicted speedup as a share of the best fixed chain's on that text, tau, round cost in plain "
-        "steps; rows by the calibration text's figure, then chain 8)"
-    )
+    print("(each cell: predicted speedup as a share of the best fixed chain's on that text, tau, round cost in plain "
+          "steps; rows by the calibration text's figure, then chain 8)")
     return 0
 
 

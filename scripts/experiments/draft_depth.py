@@ -83,13 +83,9 @@ def depth_parts(session, hot_sizes: list[int]) -> dict:
         sweep.add_(1.0)
         forward()
 
-    out = {
-        "depth": best_us(depth),
-        "head forward alone": best_us(forward),
-        "lm_head and top-1 alone": best_us(lambda: head.topk(g, 1)),
-        "8 MB sweep": best_us(lambda: sweep.add_(1.0)),
-        "8 MB sweep, then the head forward": best_us(after_sweep),
-    }
+    out = {"depth": best_us(depth), "head forward alone": best_us(forward),
+           "lm_head and top-1 alone": best_us(lambda: head.topk(g, 1)),
+           "8 MB sweep": best_us(lambda: sweep.add_(1.0)), "8 MB sweep, then the head forward": best_us(after_sweep)}
     for hot in hot_sizes:
         drafter._pick(hot)  # the run's table, up to date, as a round's first depth brings it
         out[f"depth, top-1 over the first {hot} ids"] = best_us(lambda hot=hot: depth(hot))
@@ -115,15 +111,8 @@ def end_to_end(session, hot_sizes: list[int], prompts: list[str], chain: int, st
                 taus.append(f.new_tokens / f.rounds)
                 tokens, seconds = tokens + f.new_tokens, seconds + f.decode_seconds
                 equal = equal and f.token_ids == want
-            rows.append(
-                {
-                    "repeat": repeat,
-                    "ids": hot or "all",
-                    "tau": round(sum(taus) / len(taus), 2),
-                    "tokens_per_second": round(tokens / seconds, 1),
-                    "equal_to_plain": equal,
-                }
-            )
+            rows.append({"repeat": repeat, "ids": hot or "all", "tau": round(sum(taus) / len(taus), 2),
+                         "tokens_per_second": round(tokens / seconds, 1), "equal_to_plain": equal})
             print(rows[-1], flush=True)
     return rows
 
@@ -143,11 +132,9 @@ def main(argv=None) -> int:
     print(f"torch threads {torch.get_num_threads()}; one draft depth, best of 5 loops of 500, us:")
     for name, us in depth_parts(session, args.hot).items():
         print(f"  {name:45s} {us:8.1f}")
-    print(
-        f"\n{TreeConfig.chain(args.chain, args.stop).label()}, first {args.prompts} suite prompts, 128 tokens, "
-        "never paused:"
-    )
-    end_to_end(session, args.hot, [item.prompt for item in load_suite()[: args.prompts]], args.chain, args.stop)
+    print(f"\n{TreeConfig.chain(args.chain, args.stop).label()}, first {args.prompts} suite prompts, 128 tokens, "
+          "never paused:")
+    end_to_end(session, args.hot, [item.prompt for item in load_suite()[:args.prompts]], args.chain, args.stop)
     return 0
 
 

@@ -19,17 +19,10 @@ from eagle_demo.bench.run import load_suite, run_bench  # noqa: E402
 from eagle_demo.common.config import RunConfig, TreeConfig  # noqa: E402
 from eagle_demo.session import load_session  # noqa: E402
 
-CANDIDATES = [
-    TreeConfig.chain(3),
-    TreeConfig.chain(4),
-    TreeConfig.chain(5),
-    TreeConfig.chain(6),
-    TreeConfig(depth=5, top_k=2, total_tokens=8),
-    TreeConfig(depth=6, top_k=2, total_tokens=10),
-    TreeConfig(depth=5, top_k=4, total_tokens=12),
-    TreeConfig(depth=6, top_k=4, total_tokens=16),
-    TreeConfig(depth=6, top_k=10, total_tokens=60),
-]
+CANDIDATES = [TreeConfig.chain(3), TreeConfig.chain(4), TreeConfig.chain(5), TreeConfig.chain(6),
+              TreeConfig(depth=5, top_k=2, total_tokens=8), TreeConfig(depth=6, top_k=2, total_tokens=10),
+              TreeConfig(depth=5, top_k=4, total_tokens=12), TreeConfig(depth=6, top_k=4, total_tokens=16),
+              TreeConfig(depth=6, top_k=10, total_tokens=60)]
 
 
 def main(argv=None) -> int:
@@ -41,7 +34,7 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=int, default=3)
     args = ap.parse_args(argv)
     session = load_session(args.target, args.draft)
-    items = load_suite(None, args.categories)[: args.limit]
+    items = load_suite(None, args.categories)[:args.limit]
     print(f"{'tree':<40}{'tau':>7}{'speedup':>9}{'round cost':>12}")
     for tree in CANDIDATES:
         report = run_bench(session, items, RunConfig(max_new_tokens=args.max_new_tokens, tree=tree))
