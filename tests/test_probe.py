@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from eagle_demo import probe_evidence
 from eagle_demo.checkpoints import load_pair
 from eagle_demo.common.config import RunConfig, TreeConfig
 from eagle_demo.decoding.engine import SpeculativeEngine
