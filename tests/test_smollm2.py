@@ -58,4 +58,4 @@ def test_seeded_sampling_equals_seeded_plain_sampling(session, seed):
 def test_the_pair_loads_in_its_public_layouts(session):
     report = session.report
     assert report.target_layers == 30 and report.family in {"eagle1", "eagle3"}
-    assert session.has_chat_template()
+    assert session.has_chat_template
