@@ -210,10 +210,15 @@ def _torch_load(path: Path, map_location: str) -> dict[str, torch.Tensor]:
                 raise
             obj = torch.load(str(path), map_location=map_location, weights_only=True)  # legacy format
     except pickle.UnpicklingError as exc:
-        text = str(exc)
-        # a class/function reference, or anything else torch's weights-only unpickler would not run (a legacy
-        # file's payload, an opcode it does not allow): refused as unsafe, not called corrupt
-        if "global" in text.lower() or "weights only load failed" in text.lower():
+        text = str(exc).lower()
+        # a class/function reference, or anything else torch's weights-only unpickler would not run in a file that
+        # is a pickle (a legacy file's payload, an opcode it does not allow): refused as unsafe, not called corrupt.
+        # Bytes that are no pickle at all (no protocol marker, no zip) are corrupt, whatever the unpickler said.
+        with open(path, "rb") as fh:
+            start = fh.read(2)
+        pickled = start[:1] == b"\x80" or start == b"PK"
+        unsafe = "unsupported global" in text or (pickled and "weights only load failed" in text)
+        if unsafe and "truncated" not in text:
             raise CheckpointError(
                 f"{path.name} in {path.parent} holds pickled objects besides tensors and was refused (only "
                 "weights-only loading is allowed); use a safetensors copy from a trusted source") from exc
