@@ -67,12 +67,11 @@ def _probe(python: Path) -> bool:
 
 
 def find_runtime(threads: int = 1) -> VllmRuntime | None:
-    """The built runtime, or None (cheap: a file check, then one import in the venv)."""
+    """The built runtime, or None (cheap: two file checks). The marker is written last by `build_runtime`, so a
+    build stopped part way (vLLM installed, the CUDA builds of torchvision and co. not yet removed: vLLM then fails
+    at its first run with "operator torchvision::nms does not exist") is no runtime and is built again."""
     python = venv_dir() / "bin" / "python"
-    if not python.is_file():
-        return None
-    marker = venv_dir() / "eagle_demo_vllm.json"
-    if not marker.is_file() and not _probe(python):
+    if not python.is_file() or not (venv_dir() / "eagle_demo_vllm.json").is_file():
         return None
     return VllmRuntime(python, _env(threads))
 
