@@ -236,7 +236,7 @@ def weights_stamp(folder: Path) -> str:
 
 
 def head_stage(ctx: dict, args, clock: Clock, family: str) -> dict:
-    from eagle_demo.training import heads
+    from eagle_demo.training import head_export, heads
 
     budget = args.eagle1_minutes if family == "eagle1" else args.eagle3_minutes
     extra = {}
@@ -249,12 +249,12 @@ def head_stage(ctx: dict, args, clock: Clock, family: str) -> dict:
     if family == "eagle1":
         run = heads.HeadRun(10**6, batch, args.head_lr, minutes, unroll=4, init=init, progress=False)
         head, hlog = heads.train_eagle1(ctx["data"], run, target=ctx["target"], save=save)
-        heads.export_eagle1(head, ctx["work"] / "eagle1")
+        head_export.export_eagle1(head, ctx["work"] / "eagle1")
     else:
         vd = min(args.draft_vocab, ctx["vocab"] // 2)
         run = heads.HeadRun(10**6, batch, args.head_lr, minutes, unroll=4, draft_vocab=vd, init=init, progress=False)
         head, t2d, hlog = heads.train_eagle3(ctx["data"], run, target=ctx["target"], save=save)
-        heads.export_eagle3(head, t2d, ctx["work"] / "eagle3")
+        head_export.export_eagle3(head, t2d, ctx["work"] / "eagle3")
         tokens = ctx["data"]["tokens"].cpu()
         extra.update(draft_vocab=int(t2d.sum()), coverage=round(t2d[tokens].float().mean().item(), 4))
     (ctx["work"] / f"training_log_{family}.json").write_text(json.dumps(hlog))

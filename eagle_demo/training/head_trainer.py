@@ -38,7 +38,8 @@ from tqdm import tqdm
 from ..drafts import Eagle1Head, Eagle3Head
 from ..target.features import Features
 from ..target.runner import tree_attention_mask
-from .heads import causal_mask, draft_config, export_eagle1, export_eagle3, feature_layers
+from .head_export import export_eagle1, export_eagle3
+from .heads import causal_mask, draft_config, feature_layers
 
 __all__ = ["TrainSettings", "pack_windows", "draft_vocab", "span_unroll_mask", "HeadTrainer"]
 
