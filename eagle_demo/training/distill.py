@@ -147,12 +147,8 @@ def distill(model, tokenizer, conversations: list[Conversation], out: Path,
         tmp.replace(out / f"shard-{k:05d}.npz")
         written += 1
         n_tok = int(offsets[-1])
-        bar.set_postfix(tokens=n_tok, tok_s=f"{sum(masks_sum(masks)) / (time.time() - t0):.0f}")
+        bar.set_postfix(tokens=n_tok, tok_s=f"{sum(map(sum, masks)) / (time.time() - t0):.0f}")
     return written
-
-
-def masks_sum(masks: list[list[int]]) -> list[int]:
-    return [sum(m) for m in masks]
 
 
 def read_shards(folder: Path) -> list[dict]:
