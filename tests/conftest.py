@@ -36,6 +36,7 @@ FILE_MARKS: dict[str, tuple[str, ...]] = {
     "test_browser.py": ("browser",),
     "test_browser_diagnose.py": ("browser",),
     "test_browser_race.py": ("browser",),
+    "test_browser_default.py": ("browser", "slow"),  # the real default pair in Chromium
     "test_browser_vllm.py": ("browser", "engine"),  # Chromium against real vLLM
     "test_vllm.py": ("engine",),  # vLLM's CPU build in its own virtualenv
     "test_hub_server.py": ("hub",),  # olah in its own virtualenv on loopback

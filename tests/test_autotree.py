@@ -10,7 +10,7 @@ from eagle_demo.autotree import choose as autotree
 from eagle_demo.autotree.choose import Acceptance, AutoChoice, auto_tree, predict_tau
 from eagle_demo.common.config import ConfigError, RunConfig, TreeConfig
 from eagle_demo.decoding.events import DraftNode, Round
-from eagle_demo.session import load_session
+from eagle_demo.session import SHIPPED_TARGET, load_session
 
 
 def test_chain_tau_is_one_plus_the_survival_sum():
@@ -45,7 +45,7 @@ def test_acceptance_counts_ranks_by_draft_probability():
 
 @pytest.mark.slow
 def test_auto_tree_on_the_shipped_pair_is_cached_per_pair(tmp_path):
-    session = load_session(threads=1, device="cpu", dtype="float32")
+    session = load_session(SHIPPED_TARGET, threads=1, device="cpu", dtype="float32")
     choice = auto_tree(session, budget_s=1.0, cache_dir=tmp_path)
     assert isinstance(choice, AutoChoice) and not choice.from_cache
     assert autotree.hot_sizes(session.eagle) == (2048,)  # a quarter of the shipped 8192 ids
@@ -65,7 +65,7 @@ def test_auto_tree_on_the_shipped_pair_is_cached_per_pair(tmp_path):
     eagle, base = summarize(session.stream(ids, run)), summarize(session.stream(ids, run, mode="baseline"))
     assert eagle.token_ids == base.token_ids
     # fixed-size caches price the round's parts otherwise: their own choice, in a file of their own
-    static = load_session(threads=1, device="cpu", dtype="float32", static=True)
+    static = load_session(SHIPPED_TARGET, threads=1, device="cpu", dtype="float32", static=True)
     assert static.eagle.runner.static_mode and static.baseline.runner.static_mode
     assert static.with_draft(str(static.report.draft_path)).eagle.runner.static_mode
     key = autotree._cache_file(session, torch.device("cpu"), torch.float32, tmp_path)
@@ -80,7 +80,7 @@ def test_auto_tree_on_the_shipped_pair_is_cached_per_pair(tmp_path):
 def test_the_calibration_times_the_engine_on_the_shape_it_chose(tmp_path, monkeypatch):
     """The overhead scale (what the engine's bookkeeping adds to a round) is measured on the chosen shape, so the
     predicted speedup shown and the gate's break-even are that shape's own."""
-    session = load_session(threads=1, device="cpu", dtype="float32")
+    session = load_session(SHIPPED_TARGET, threads=1, device="cpu", dtype="float32")
     timed, real = [], autotree.timed_runs
 
     def record(engine, baseline, prompts, tree, clock):
@@ -304,7 +304,7 @@ def test_the_replay_accepts_exactly_what_the_engine_accepts():
     a hot vocabulary, fixed and stopping."""
     from eagle_demo.autotree.replay import Group, replay, timed_runs
 
-    session = load_session(threads=1, device="cpu", dtype="float32")
+    session = load_session(SHIPPED_TARGET, threads=1, device="cpu", dtype="float32")
     engine = session.eagle
     ids = session.encode("def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n")
     groups = [Group(1, 5), Group(4, 3, (8, 12)), Group(8, 2, (6, 16)), Group(1, 5, stops=((5, 0.3),), hot=600)]
@@ -336,7 +336,7 @@ def test_packed_greedy_texts_equal_each_prompts_own_plain_decoding(family):
     from eagle_demo.decoding.events import Finish
 
     if family == "shipped":
-        model = load_session(threads=1, device="cpu", dtype="float32").pair.target
+        model = load_session(SHIPPED_TARGET, threads=1, device="cpu", dtype="float32").pair.target
         prompts = [[5, 9, 200, 17, 3, 44, 91], [1], [300, 12, 12, 7], list(range(40, 75))]
     else:
         from fixtures import tiny_target
@@ -372,7 +372,7 @@ def test_the_batched_replay_grows_each_states_candidates_as_the_drafter_does(hea
     from eagle_demo.autotree import replay_batch
     from eagle_demo.common.paths import ASSETS
 
-    session = load_session(None, str(ASSETS / head), threads=1, device="cpu", dtype="float32")
+    session = load_session(SHIPPED_TARGET, str(ASSETS / head), threads=1, device="cpu", dtype="float32")
     engine = session.eagle
     text = torch.tensor(session.encode("class Queue:\n    \"\"\"A first-in, first-out queue.\"\"\"\n\n    def "))
     with torch.inference_mode():

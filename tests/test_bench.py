@@ -13,6 +13,8 @@ from eagle_demo.bench.run import CATEGORIES, PromptResult, _summary, load_suite
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+BENCH = [sys.executable, "-m", "eagle_demo", "bench", "--target", "assets/tiny-target"]  # the tiny pair: fast
+
 
 def test_suite_has_every_category():
     items = load_suite()
@@ -24,7 +26,7 @@ def test_suite_has_every_category():
 def test_bench_cli_writes_json_and_csv(tmp_path):
     out_json, out_csv = tmp_path / "bench.json", tmp_path / "bench.csv"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "eagle_demo", "bench", "--categories", "code", "--limit", "2",
+    proc = subprocess.run([*BENCH, "--categories", "code", "--limit", "2",
                            "--max-new-tokens", "24", "--json", str(out_json), "--csv", str(out_csv)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
@@ -52,7 +54,7 @@ def test_bench_cli_writes_json_and_csv(tmp_path):
 def test_bench_cli_compares_drafts_on_one_target(tmp_path):
     out_json, out_csv = tmp_path / "cmp.json", tmp_path / "cmp.csv"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "eagle_demo", "bench", "--categories", "code", "--limit", "1",
+    proc = subprocess.run([*BENCH, "--categories", "code", "--limit", "1",
                            "--max-new-tokens", "16", "--chain", "3", "--compare-draft", "assets/tiny-eagle3",
                            "--json", str(out_json), "--csv", str(out_csv)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
@@ -70,7 +72,7 @@ def test_bench_cli_compares_drafts_on_one_target(tmp_path):
 def test_bench_cli_sweeps_temperatures(tmp_path):
     out_json = tmp_path / "sweep.json"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "eagle_demo", "bench", "--categories", "code", "--limit", "1",
+    proc = subprocess.run([*BENCH, "--categories", "code", "--limit", "1",
                            "--max-new-tokens", "16", "--chain", "3", "--temperatures", "0", "0.8",
                            "--json", str(out_json)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
@@ -78,7 +80,7 @@ def test_bench_cli_sweeps_temperatures(tmp_path):
     assert [r["settings"]["temperature"] for r in reports] == [0.0, 0.8]
     assert all(r["results"][0]["equal_to_baseline"] is True for r in reports)  # float32: seeded baseline too
     assert proc.stdout.strip().splitlines()[-1].startswith("0.8")
-    both = subprocess.run([sys.executable, "-m", "eagle_demo", "bench", "--temperatures", "0", "--compare-draft",
+    both = subprocess.run([*BENCH, "--temperatures", "0", "--compare-draft",
                            "assets/tiny-eagle3"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert both.returncode == 2 and "one at a time" in both.stderr
 
@@ -107,7 +109,7 @@ def test_summary_counts_prompts_and_runs_and_takes_the_ratio_of_means():
 def test_bench_cli_reports_the_auto_choice_next_to_the_measured_speedup(tmp_path):
     out_json = tmp_path / "auto.json"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "EAGLE_DEMO_CACHE": str(tmp_path)}
-    proc = subprocess.run([sys.executable, "-m", "eagle_demo", "bench", "--categories", "code", "--limit", "1",
+    proc = subprocess.run([*BENCH, "--categories", "code", "--limit", "1",
                            "--max-new-tokens", "16", "--json", str(out_json)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
@@ -150,9 +152,9 @@ def test_compared_drafts_drop_a_hot_vocabulary_only_where_the_head_has_its_own(t
     runs it without the hot vocabulary, and its report's tree says so."""
     from eagle_demo.bench.run import compare_drafts
     from eagle_demo.common.config import RunConfig, TreeConfig
-    from eagle_demo.session import SHIPPED_EAGLE3, load_session
+    from eagle_demo.session import SHIPPED_EAGLE3, SHIPPED_TARGET, load_session
 
-    session = load_session(device="cpu")
+    session = load_session(SHIPPED_TARGET, device="cpu")
     items = load_suite(None, ["code"])[:1]
     run = RunConfig(max_new_tokens=12, tree=TreeConfig.chain(4, 0.0, 512))
     reports = compare_drafts([session, session.with_draft(SHIPPED_EAGLE3)], items, run)
@@ -164,7 +166,7 @@ def test_compared_drafts_drop_a_hot_vocabulary_only_where_the_head_has_its_own(t
 def test_bench_cli_compares_drafts_each_at_its_own_automatic_tree(tmp_path):
     out_json = tmp_path / "cmp.json"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "EAGLE_DEMO_CACHE": str(tmp_path)}
-    proc = subprocess.run([sys.executable, "-m", "eagle_demo", "bench", "--categories", "code", "--limit", "1",
+    proc = subprocess.run([*BENCH, "--categories", "code", "--limit", "1",
                            "--max-new-tokens", "16", "--compare-draft", "assets/tiny-eagle3", "--json", str(out_json)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr

@@ -91,9 +91,9 @@ def test_greedy_equals_target_generate(family, static, draft):
 
 @pytest.mark.parametrize("static", [False, True])
 def test_greedy_on_the_shipped_pair_with_chains_of_every_length(static):
-    from eagle_demo.session import load_session
+    from eagle_demo.session import SHIPPED_TARGET, load_session
 
-    session = load_session(threads=1, device="cpu", dtype="float32", static=static)
+    session = load_session(SHIPPED_TARGET, threads=1, device="cpu", dtype="float32", static=static)
     ids = session.encode("def parse_args(argv):\n    \"\"\"Parse the command line.\"\"\"\n")
     run = RunConfig(max_new_tokens=96, ignore_eos=True, tree=TreeConfig.chain(12, 0.01))
     events = list(session.eagle.generate(ids, run))
@@ -147,9 +147,9 @@ def test_the_replay_drafts_and_accepts_exactly_what_the_engine_does():
     """On the shipped pair, at each state an engine run with a stopping chain visits, the replay's drafted and
     accepted lengths equal that round's."""
     from eagle_demo.autotree.replay import Group, replay, walk_drafted
-    from eagle_demo.session import load_session
+    from eagle_demo.session import SHIPPED_TARGET, load_session
 
-    session = load_session(threads=1, device="cpu", dtype="float32")
+    session = load_session(SHIPPED_TARGET, threads=1, device="cpu", dtype="float32")
     engine = session.eagle
     ids = session.encode("class Stack:\n    \"\"\"A last-in, first-out stack of items.\"\"\"\n")
     shapes = [TreeConfig.chain(10, 0.01), TreeConfig.chain(6, 0.2)]

@@ -12,6 +12,7 @@ from layouts import write_medusa, write_target, write_vicuna_eagle1
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1", "OMP_NUM_THREADS": "1"}
+TINY = ("--target", "assets/tiny-target")  # the tiny pair, for speed (the default pair has its own tests)
 
 
 def cli(*args, check=True):
@@ -154,8 +155,9 @@ def test_generate_static_runs_both_engines_over_fixed_caches_losslessly(pair):
 def test_doctor_checks_versions_devices_and_the_shipped_pair(tmp_path):
     from eagle_demo.commands.doctor import pinned, version_checks
 
-    proc = cli("doctor", "--device", "cpu")
+    proc = cli("doctor", "--device", "cpu", "--pair", "tiny")  # the default pair's run: test_smollm2.py
     lines = proc.stdout.strip().splitlines()
+    assert any(line.startswith("ok    default target: SmolLM2-135M-Instruct (Apache-2.0") for line in lines)
     assert proc.returncode == 0 and all(line.split()[0] in ("ok", "warn") for line in lines)
     assert any(line.startswith("ok    lossless: greedy EAGLE equals plain decoding") for line in lines)
     assert any(line.startswith(("ok    torch:", "warn  torch:")) for line in lines)
@@ -206,7 +208,7 @@ def test_generate_refuses_a_hot_vocabulary_it_cannot_run_before_any_output():
     prefill's token is printed."""
     for flags, message in ((["--draft", "assets/tiny-eagle3", "--hot-vocab", "100"], "use hot vocabulary 0"),
                            (["--hot-vocab", "100000"], "hot vocabulary 100000 is out of range")):
-        proc = cli("generate", "--prompt", "def f(", "--chain", "4", *flags, check=False)
+        proc = cli("generate", *TINY, "--prompt", "def f(", "--chain", "4", *flags, check=False)
         assert proc.returncode == 2 and message in proc.stderr and proc.stdout == "", (flags, proc.stderr)
         assert len(proc.stderr.strip().splitlines()) == 1
 
@@ -220,18 +222,18 @@ def test_the_shipped_target_keeps_its_draft_however_its_folder_is_spelled():
 
 def test_one_new_token_races_without_a_speedup():
     """max new tokens 1: only the prefill's token, so there is no decode time to compare (null, not 0)."""
-    proc = cli("generate", "--prompt", "def f(", "--max-new-tokens", "1", "--chain", "2", "--race", "--json")
+    proc = cli("generate", *TINY, "--prompt", "def f(", "--max-new-tokens", "1", "--chain", "2", "--race", "--json")
     last = json.loads(proc.stdout.strip().splitlines()[-1])
     assert last["new_tokens"] == 1 and last["speedup"] is None and last["baseline_tokens_per_second"] is None
-    text = cli("generate", "--prompt", "def f(", "--max-new-tokens", "1", "--race")
+    text = cli("generate", *TINY, "--prompt", "def f(", "--max-new-tokens", "1", "--race")
     assert "no decode time to compare" in text.stderr and "measured 0.00x" not in text.stderr
 
 
 def test_plain_decoding_needs_no_room_for_a_tree():
     from eagle_demo.common.config import RunConfig, TreeConfig
-    from eagle_demo.session import PromptError, load_session
+    from eagle_demo.session import SHIPPED_TARGET, PromptError, load_session
 
-    session = load_session(device="cpu")
+    session = load_session(SHIPPED_TARGET, device="cpu")
     limit = session.context_limit()
     run = RunConfig(max_new_tokens=8, tree=TreeConfig.chain(7))
     ids = [5] * (limit - 8)
@@ -253,5 +255,5 @@ def test_flags_a_run_does_not_use_are_named_in_a_note():
     for words in ("nothing to race", "the draft and the tree flags are not used", "--retune moves the automatic",
                   "--prompt-ids run as given", "--threads 100000 is more than", "--revision names a Hub revision"):
         assert any(words in n for n in notes), words
-    proc = cli("generate", "--prompt", "def f(", "--mode", "baseline", "--race", "--max-new-tokens", "2")
+    proc = cli("generate", *TINY, "--prompt", "def f(", "--mode", "baseline", "--race", "--max-new-tokens", "2")
     assert proc.stderr.startswith("[note] --race races EAGLE against plain decoding")

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from eagle_demo.common.config import TREE_PRESETS, TreeConfig, default_preset, default_tree, tree_from
+from eagle_demo.session import SHIPPED_EAGLE1, SHIPPED_TARGET
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = list(itertools.product(["cpu", "cuda", "cuda:1"], ["eagle1", "eagle3", ""]))
@@ -73,7 +74,7 @@ def test_generate_endpoint_and_command_line_run_the_auto_tree(tmp_path, monkeypa
     from eagle_demo.autotree.choose import auto_tree
 
     monkeypatch.setenv("EAGLE_DEMO_CACHE", str(tmp_path))
-    build_app()  # sets the default pair /generate falls back to
+    build_app(SHIPPED_TARGET, SHIPPED_EAGLE1)  # the pair /generate falls back to
     REGISTRY.clear()
     try:
         _, stats = generate("def add(a, b):", 8, race=True)
@@ -84,9 +85,9 @@ def test_generate_endpoint_and_command_line_run_the_auto_tree(tmp_path, monkeypa
     assert stats["tree"] == choice.tree.label() and stats["device"] == "cpu"
     assert stats["auto"] == choice.to_dict() and stats["identical_to_baseline"] is True
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "EAGLE_DEMO_CACHE": str(tmp_path)}
-    proc = subprocess.run([sys.executable, "-m", "eagle_demo", "generate", "--prompt-ids", "1,2,3", "--max-new-tokens",
-                           "4", "--device", "cpu", "--json", "--race"], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-m", "eagle_demo", "generate", "--target", SHIPPED_TARGET, "--prompt-ids",
+                           "1,2,3", "--max-new-tokens", "4", "--device", "cpu", "--json", "--race"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     lines = [json.loads(line) for line in proc.stdout.splitlines()]
     start, summary = lines[0], lines[-1]

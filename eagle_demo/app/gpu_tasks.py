@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import queue
+import sys
 import threading
 from typing import Any, Callable, Iterator
 
@@ -280,11 +281,19 @@ def serve(keys: list[PairKey]) -> None:
 
     os.environ["HF_DEACTIVATE_ASYNC_LOAD"] = "1"
     REGISTRY.capacity = max(len(keys), 1)
+    served, missing = [], {}
     for key in keys:
-        session = REGISTRY.load(key, check=False)
+        try:
+            session = REGISTRY.load(key, check=False)
+        except Exception as exc:  # a typo, a Hub outage, a gated repo: the other pairs still serve
+            missing[key] = one_line(exc)
+            print(f"[zerogpu] not serving {key.label()}: {missing[key]}", file=sys.stderr, flush=True)
+            continue
         session.placed = torch.device("cuda")  # other threads see the placeholders' own device (cpu)
-    REGISTRY.served, REGISTRY.gpu_stream, REGISTRY.gpu_probe = list(keys), stream_phases, probe_on_gpu
-    REGISTRY.fallback = keys[0] if keys else REGISTRY.fallback
+        served.append(key)
+    REGISTRY.served, REGISTRY.missing = served, missing
+    REGISTRY.gpu_stream, REGISTRY.gpu_probe = stream_phases, probe_on_gpu
+    REGISTRY.fallback = served[0] if served else REGISTRY.fallback
 
 
 def probe_on_gpu(key: PairKey, session, progress: Say | None = None):

@@ -34,9 +34,10 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
     (`zerogpu`) the pairs it serves load here, in the main thread, before the page is built."""
     if ZERO_GPU and REGISTRY.served is None:
         pairs = served_pairs()
-        serve([make_key(t, d, owner=True) for t, d in pairs])
+        serve([make_key(t, d, owner=True) for t, d in pairs])  # a pair that fails is listed, and Load says why
         if default_target is None:
-            default_target, default_draft = pairs[0]
+            default_target, default_draft = next(((t, d) for t, d in pairs if make_key(t, d, owner=True)
+                                                  in (REGISTRY.served or [])), pairs[0])
     target, draft, _ = default_pair(default_target, default_draft)
     REGISTRY.fallback = make_key(target, draft, owner=True)  # what /generate loads when no pair is loaded
     with gr.Blocks(title="EAGLE Playground", analytics_enabled=False) as demo:

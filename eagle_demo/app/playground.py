@@ -31,7 +31,8 @@ __all__ = ["Playground", "build_playground", "default_pair", "offered_presets", 
 
 def offered_presets() -> dict[str, tuple[str, str]]:
     """The preset box's pairs: PRESETS, or on a ZeroGPU Space the pairs it serves (`zerogpu.offered`)."""
-    return offered(PRESETS, REGISTRY.served, lambda t, d: (local_or_repo(t), local_or_repo(d)))
+    listed = None if REGISTRY.served is None else [*REGISTRY.served, *REGISTRY.missing]  # Load says why one is missing
+    return offered(PRESETS, listed, lambda t, d: (local_or_repo(t), local_or_repo(d)))
 DTYPES = ["auto", "float32", "bfloat16", "float16"]
 DEVICES = ["auto", "cpu", "cuda"]
 NUMBERS_NOTE = """
@@ -142,10 +143,21 @@ class Playground:
                 self.race_ngram, *self.ngram]
 
 
+# What a visitor might ask a small chat assistant; written for the page, not drawn from the heads' training prompts
+CHAT_EXAMPLES = (
+    "What is a Python generator, and when would I use one?",
+    "Write a short poem about autumn leaves.",
+    "Explain to a ten-year-old why the sky is blue.",
+    "Give me three tips for a first job interview.",
+    "A train travels 180 km at 60 km/h and leaves at 3 pm. When does it arrive?",
+    "Summarize the story of Romeo and Juliet in three sentences.",
+)
+
+
 def default_pair(target: str | None, draft: str | None) -> tuple[str, str | None, str]:
     """(target, draft, preset name) the page starts with: a preset's own spelling when the pair is a preset."""
     if target is None:
-        target, draft = PRESETS["tiny (shipped) + EAGLE-1 head"]
+        target, draft = next(iter(PRESETS.values()))
     same = (local_or_repo(target), local_or_repo(draft))
     name = next((name for name, (t, d) in PRESETS.items() if (local_or_repo(t), local_or_repo(d)) == same), CUSTOM)
     if name != CUSTOM:  # show a preset's own spelling (assets/tiny-target, not an absolute path)
@@ -200,9 +212,10 @@ def _model_panel(default_target: str, default_draft: str | None, default_name: s
 
 def _prompt_column() -> dict[str, Any]:
     code_prompts, _ = suite_prompts()
-    prompt = gr.Textbox(label="prompt", lines=5, elem_id="prompt-box", value=code_prompts[0] if code_prompts else "")
+    prompt = gr.Textbox(label="prompt", lines=5, elem_id="prompt-box", value=CHAT_EXAMPLES[0])
+    gr.Examples([[p] for p in CHAT_EXAMPLES], inputs=[prompt], label="chat prompts (the default SmolLM2 pair)")
     if code_prompts:
-        gr.Examples([[p] for p in code_prompts], inputs=[prompt], label="code prompts")
+        gr.Examples([[p] for p in code_prompts], inputs=[prompt], label="code prompts (the tiny pair)")
     with gr.Row(elem_id="run-options"):  # wraps two a line on a phone (style.css)
         race = gr.Checkbox(True, label="race the baseline", elem_id="race-box")
         race_ngram = gr.Checkbox(False, label="race the n-gram draft too", elem_id="race-ngram-box",

@@ -19,7 +19,7 @@ from ..common.paths import ROOT
 from . import public
 from .pages import CLIENT_PAIRS, RUNS, RUNS_LOCK
 from .presets import PRESETS
-from .zerogpu import refusal
+from .zerogpu import PAIRS_SETTING, refusal
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -91,6 +91,7 @@ class Registry:
         self._lock = threading.Lock()
         self._loading = threading.Lock()
         self.fallback: PairKey | None = None  # the page's default pair: /generate loads it when nothing is loaded
+        self.missing: dict[PairKey, str] = {}  # ZeroGPU: served pairs that failed to load at start-up, and why
         self.served: list[PairKey] | None = None  # ZeroGPU: the pairs loaded at start-up (`gpu_tasks.serve`), and
         self.gpu_stream: Callable | None = None  # what runs the engines and the probe in GPU calls
         self.gpu_probe: Callable | None = None
@@ -132,6 +133,10 @@ class Registry:
                     self._used[key] = time.monotonic()
                     return self._sessions[key]
             if self.served is not None:  # ZeroGPU: only the start-up pairs (a load here would reach CUDA)
+                if key in self.missing:
+                    raise ConfigError(f"{key.label()} is in this Space's {PAIRS_SETTING} but did not load at "
+                                      f"start-up: {self.missing[key]}; fix the setting or the repo and restart "
+                                      "the Space")
                 raise ConfigError(refusal(key.label(), [k.label() for k in self.served]))
             say = progress or (lambda stage, fraction: None)
             say("checking the pair", 0.0)

