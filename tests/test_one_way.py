@@ -90,6 +90,13 @@ def test_a_page_record_lives_until_its_page_closes():
     assert "a" not in pages and pages.of("a").preset is None  # a new page under that hash starts empty
     pages.of("b"), pages.of("c")
     assert "a" not in pages and list(pages) == [pages.of("b"), pages.of("c")]  # the least recent one left
+    held = pages.of("b")  # an event still going holds its page's record
+    held.preset = "chain4"
+    pages.close("b")
+    assert "b" not in pages and pages.of("b") is held  # the page's heartbeat came back: its Stop reaches the event
+    pages.close("b")
+    del held
+    assert pages.of("b").preset is None  # nothing held it: freed
     lone = pages.of(None)  # no session hash: a record kept nowhere
     lone.preset = "chain4"
     assert pages.of(None).preset is None

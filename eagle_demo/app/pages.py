@@ -4,12 +4,15 @@ and the settings "auto" put on its draft panel. No Gradio, no models.
 
 Lifetime: a client's record is made on its first request that names one (its session hash) and freed when its page
 closes (`Pages.close`, wired to Gradio's unload), or, for clients that never close (an API client that just goes
-away), when it is the least recent of more than `Pages.capacity`.
+away), when it is the least recent of more than `Pages.capacity`. A freed record that an event still holds (a
+benchmark or a Generate still going) is found again under its hash until that event lets go: Gradio also unloads a
+page whose heartbeat dropped for a moment and came back, and its Stop must still reach what it started.
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -78,6 +81,7 @@ class Pages:
     def __init__(self, capacity: int = 512):
         self.capacity = capacity
         self._pages: OrderedDict[str, Page] = OrderedDict()
+        self._freed: weakref.WeakValueDictionary[str, Page] = weakref.WeakValueDictionary()  # still held by an event
         self._lock = threading.Lock()
 
     def of(self, session_hash: str | None) -> Page:
@@ -85,19 +89,23 @@ class Pages:
         if not session_hash:
             return Page()
         with self._lock:
-            page = self._pages.get(session_hash)
+            page = self._pages.get(session_hash) or self._freed.pop(session_hash, None)
             if page is None:
-                page = self._pages[session_hash] = Page()
+                page = Page()
+            self._pages[session_hash] = page
             self._pages.move_to_end(session_hash)
             while len(self._pages) > self.capacity:
-                self._pages.popitem(last=False)
+                old, evicted = self._pages.popitem(last=False)
+                self._freed[old] = evicted
             return page
 
     def close(self, session_hash: str | None) -> None:
         """The page closed: its record is freed (a run it left going ends on its own: its stream's clean-up stops
         it, and the next run stops any abandoned one)."""
         with self._lock:
-            self._pages.pop(session_hash or "", None)
+            page = self._pages.pop(session_hash or "", None)
+            if page is not None:
+                self._freed[session_hash] = page
 
     def __contains__(self, session_hash: object) -> bool:
         with self._lock:
