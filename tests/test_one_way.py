@@ -87,6 +87,7 @@ def test_a_page_record_lives_until_its_page_closes():
     first.preset = "auto"
     assert pages.of("a") is first and "a" in pages
     pages.close("a")
+    del first  # nothing holds the closed page's record any more
     assert "a" not in pages and pages.of("a").preset is None  # a new page under that hash starts empty
     pages.of("b"), pages.of("c")
     assert "a" not in pages and list(pages) == [pages.of("b"), pages.of("c")]  # the least recent one left
