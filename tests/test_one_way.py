@@ -103,6 +103,21 @@ def test_a_page_record_lives_until_its_page_closes():
     assert pages.of(None).preset is None
 
 
+def test_a_closed_page_holds_no_pair():
+    """Public mode's holds (`public.to_free`) are the records' pairs: a closed page's goes with it, unless an event
+    still holds its record."""
+    pages = Pages()
+    pages.of("alice").pair = "alice's pair"
+    pages.of("bob")  # no pair yet
+    assert pages.pairs() == {"alice": "alice's pair"}
+    running = pages.of("carol")  # what a running event keeps
+    running.pair = "carol's pair"
+    pages.close("alice"), pages.close("carol")
+    assert pages.pairs() == {"carol": "carol's pair"}
+    del running
+    assert pages.pairs() == {}
+
+
 def test_stop_before_the_note_still_ends_that_click():
     page = Page()
     page.note_stop(2)

@@ -38,7 +38,7 @@ class Page:
 
     # typed Any: `state.LiveRun` and `registry.PairKey` live in modules that import this one
     run: Any = None  # the `state.LiveRun` it started last (its Stop ends it; the draft panel follows it)
-    pair: Any = None  # the `registry.PairKey` it used last (`/generate` runs on it)
+    pair: Any = None  # the `registry.PairKey` it used last (`/generate` runs on it; public mode holds it for them)
     pending: PendingClick | None = None  # its Generate click waiting for its turn in the queue
     stopped_clicks: int = 0  # its Generate click count when its latest Stop was pressed
     load_stop: threading.Event | None = None  # set by Stop: ends its running Load (the download)
@@ -116,9 +116,11 @@ class Pages:
             return iter(list(self._pages.values()))
 
     def pairs(self) -> dict[str, Any]:
-        """session hash -> the pair each open client used last (public mode's holds, `public.to_free`)."""
+        """session hash -> the pair each client used last (public mode's holds, `public.to_free`): the kept records',
+        and a freed record's while an event still holds it."""
         with self._lock:
-            return {session_hash: page.pair for session_hash, page in self._pages.items() if page.pair is not None}
+            records = {**dict(self._freed.items()), **self._pages}
+        return {session_hash: page.pair for session_hash, page in records.items() if page.pair is not None}
 
 
 PAGES = Pages()
