@@ -1,13 +1,11 @@
 """One way from the Generate button to a verified round (docs/house.md): a run is checked once into a frozen
-`ReadyRun` and run in one race order; everything a page owns sits in one record that its closing frees; no function
-of the app or the engines takes more than 8 parameters."""
+`ReadyRun` and run in one race order; everything a page owns sits in one record that its closing frees. (That no
+function takes more than 8 parameters, the app's included, is test_architecture's.)"""
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import time
-from pathlib import Path
 
 import pytest
 
@@ -15,12 +13,6 @@ from eagle_demo.app.pages import Page, Pages
 from eagle_demo.common.config import RunConfig
 from eagle_demo.prepare import ReadyRun, RunRequest, prepare_run, race, race_phases
 from eagle_demo.session import SHIPPED_EAGLE1, SHIPPED_TARGET, PromptError
-
-PACKAGE = Path(__file__).resolve().parents[1] / "eagle_demo"
-MAX_PARAMETERS = 8
-# Gradio event functions whose parameters are the page's components in order, and that events call with different
-# input lists (the Diagnose tab's "use this shape" sends the pair and the Draft panel only)
-WIDE_EVENTS = {"app/deploy_tab.py:deploy", "app/vllm_panel.py:run_in_vllm"}
 
 
 @pytest.fixture(scope="module")
@@ -167,21 +159,3 @@ def test_a_live_run_sets_every_field_in_its_constructor(session, monkeypatch):
     finally:
         REGISTRY.clear()
 
-
-def _wide_functions() -> list[str]:
-    wide = []
-    for folder in ("app", "decoding"):
-        for path in sorted((PACKAGE / folder).rglob("*.py")):
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    a = node.args
-                    names = [p.arg for p in a.posonlyargs + a.args + a.kwonlyargs if p.arg not in ("self", "cls")]
-                    count = len(names) + (a.vararg is not None) + (a.kwarg is not None)
-                    name = f"{path.relative_to(PACKAGE).as_posix()}:{node.name}"
-                    if count > MAX_PARAMETERS and name not in WIDE_EVENTS:
-                        wide.append(f"{name} takes {count}")
-    return wide
-
-
-def test_no_function_of_the_app_or_the_engines_takes_more_than_eight_parameters():
-    assert _wide_functions() == []
