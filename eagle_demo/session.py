@@ -16,6 +16,7 @@ from .decoding.engine import BaselineEngine, SpeculativeEngine
 from .decoding.events import Event
 from .decoding.hot_vocab import hot_vocab_problem
 from .decoding.ngram import NgramEngine
+from .prepare import ReadyRun, RunRequest, prepare_run
 from .target.rope_limit import RopeLimit
 
 if TYPE_CHECKING:
@@ -171,15 +172,15 @@ class Session:
 
     def stream(self, prompt_ids: list[int], run: RunConfig, mode: str = "eagle",
                stop: threading.Event | None = None) -> Iterator[Event]:
-        self.check_length(prompt_ids, run, mode)
-        if mode == "baseline":
-            return self.baseline.generate(prompt_ids, run, stop)
-        if mode == "ngram":
-            return self.ngram.generate(prompt_ids, run, stop)
-        if mode != "eagle":
-            raise ValueError(f"unknown mode '{mode}'; use eagle, ngram or baseline")
-        self.check_tree(run)
-        return self.eagle.generate(prompt_ids, run, stop)
+        """One engine's run of a prompt with the tree `run` gives, prepared first (`prepare.prepare_run` checks
+        it): the way in for the benchmark, the doctor and scripts."""
+        return self.run(prepare_run(self, RunRequest(tuple(prompt_ids), run, (mode,))), mode, stop)
+
+    def run(self, ready: ReadyRun, phase: str, stop: threading.Event | None = None) -> Iterator[Event]:
+        """`phase`'s engine ("eagle", "ngram" or "baseline") on a run `prepare.prepare_run` checked; nothing is
+        checked again here."""
+        engine = self.eagle if phase == "eagle" else self.ngram if phase == "ngram" else self.baseline
+        return engine.generate(list(ready.prompt_ids), ready.run, stop)
 
     def probe(self, progress: Callable[[str, float], None] | None = None) -> AdaptationReport:
         """Measure the draft's declared conventions and the alternatives its checkpoint leaves open

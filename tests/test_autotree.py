@@ -145,6 +145,7 @@ def test_a_run_waits_for_the_calibration_and_auto_runs_losslessly(counted):
     from eagle_demo.app.state import start_run
     from eagle_demo.common.config import default_tree
     from eagle_demo.decoding.metrics import RunView
+    from eagle_demo.prepare import RunRequest, prepare_run, race_phases
     from eagle_demo.view.stats import stats_html, summary
 
     key = make_key("assets/tiny-target", "assets/tiny-eagle1", device="cpu")
@@ -152,7 +153,8 @@ def test_a_run_waits_for_the_calibration_and_auto_runs_losslessly(counted):
     ids = session.encode("def add(a, b):\n")
     static = default_tree("cpu", session.family)
     t = start_tuning(key, session)
-    live = start_run(key, ids, RunConfig(max_new_tokens=8, tree=static), False)  # pressed while it calibrates
+    live = start_run(key, prepare_run(session, RunRequest(tuple(ids), RunConfig(max_new_tokens=8, tree=static))))
+    # pressed while it calibrates
     live.done.wait()
     first = live.eagle.events[0]
     assert t.done.is_set() and live.error is None and first.mode == "eagle"  # the run waited for it
@@ -166,7 +168,8 @@ def test_a_run_waits_for_the_calibration_and_auto_runs_losslessly(counted):
     by_hand = TreeConfig.chain(2) if t.choice.tree != TreeConfig.chain(2) else TreeConfig.chain(3)
     assert page_tree(AUTO, by_hand, key, session) == (by_hand, None, "")  # settings moved by hand win
     assert page_tree("cpu", static, key, session) == (static, None, "")
-    live = start_run(key, ids, RunConfig(max_new_tokens=24, tree=tree), True, auto=choice)
+    asked = RunRequest(tuple(ids), RunConfig(max_new_tokens=24, tree=tree), race_phases(race=True))
+    live = start_run(key, prepare_run(session, asked, lambda run: (run, choice, "")))
     live.done.wait()
     eagle, baseline, _ = live.snapshot()
     base = RunView.of(list(session.stream(ids, RunConfig(max_new_tokens=24, tree=tree), mode="baseline")))
@@ -404,11 +407,12 @@ def test_a_page_that_switches_pairs_runs_the_new_pairs_auto_choice(counted):
     from types import SimpleNamespace
 
     from eagle_demo.app import REGISTRY, make_key
-    from eagle_demo.app.autotune import AUTO, AUTO_SHOWN, calibrate_ui, page_tree, tuning
+    from eagle_demo.app.autotune import AUTO, calibrate_ui, page_tree, tuning
     from eagle_demo.app.draft_panel import after_generate, after_load, apply_tree_preset
     from eagle_demo.app.forms import make_tree
-    from eagle_demo.app.pages import LAST_RUNS
+    from eagle_demo.app.pages import PAGES
     from eagle_demo.app.state import start_run
+    from eagle_demo.prepare import RunRequest, prepare_run
 
     page = SimpleNamespace(session_hash="switching-page")
     first = make_key("assets/tiny-target", "assets/tiny-eagle1", device="cpu")
@@ -416,24 +420,25 @@ def test_a_page_that_switches_pairs_runs_the_new_pairs_auto_choice(counted):
     list(calibrate_ui(first))
     after_load(first, page)
     shown = make_tree(*apply_tree_preset(AUTO, first, page))  # the choice, on the panel
-    assert shown == tuning(first).choice.tree == AUTO_SHOWN.get(page.session_hash)
+    assert shown == tuning(first).choice.tree == PAGES.of(page.session_hash).auto_shown
     second = make_key("assets/tiny-target", "assets/tiny-eagle3", device="cpu")
     session = REGISTRY.load(second)
-    tree, choice, note = page_tree(AUTO, shown, second, session, AUTO_SHOWN.get(page.session_hash))
+    tree, choice, note = page_tree(AUTO, shown, second, session, PAGES.of(page.session_hash).auto_shown)
     assert choice is tuning(second).choice and tree == choice.tree and note == "" and tree.hot_vocab == 0
     assert page_tree(AUTO, shown, second, session) == (shown, None, "")  # without the note: moved by hand
     by_hand = TreeConfig.chain(2)
-    assert page_tree(AUTO, by_hand, second, session, AUTO_SHOWN.get(page.session_hash)) == (by_hand, None, "")
+    assert page_tree(AUTO, by_hand, second, session, PAGES.of(page.session_hash).auto_shown) == (by_hand, None, "")
     with pytest.raises(ConfigError, match="use hot vocabulary 0"):  # EAGLE-1's choice, refused before it runs
         session.check_tree(RunConfig(tree=shown))
     ids = session.encode("def add(a, b):\n")
-    live = start_run(second, ids, choice.run_config(RunConfig(max_new_tokens=8)), False, auto=choice)
+    asked = RunRequest(tuple(ids), choice.run_config(RunConfig(max_new_tokens=8)))
+    live = start_run(second, prepare_run(session, asked, lambda run: (run, choice, "")))
     live.done.wait()
     assert live.error is None
-    LAST_RUNS.put(page.session_hash, live)
+    PAGES.of(page.session_hash).run = live
     *settings, line = after_generate(second, page)
-    assert make_tree(*settings) == choice.tree == AUTO_SHOWN.get(page.session_hash) and line.startswith("auto: ")
-    hand = start_run(second, ids, RunConfig(max_new_tokens=8, tree=by_hand), False)  # a tree set by hand
-    hand.done.wait()
-    LAST_RUNS.put(page.session_hash, hand)
+    assert make_tree(*settings) == choice.tree == PAGES.of(page.session_hash).auto_shown and line.startswith("auto: ")
+    hand = start_run(second, prepare_run(session, RunRequest(tuple(ids), RunConfig(max_new_tokens=8, tree=by_hand))))
+    hand.done.wait()  # a tree set by hand
+    PAGES.of(page.session_hash).run = hand
     assert after_generate(second, page)[:7] == (gr.skip(),) * 7  # the hand settings stay on the panel

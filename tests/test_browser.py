@@ -216,26 +216,26 @@ def test_a_stop_served_before_the_generates_note_ends_that_generate(page, monkey
     is; the Stop must still end the Generate it followed (it did not: the two-tab test once waited 120 s)."""
     import threading
 
-    from eagle_demo.app import pages, stream
+    from eagle_demo.app.pages import Page
 
-    put, note_stop, stop_served = pages.PENDING.put, stream.note_stop, threading.Event()
+    note_click, note_stop, stop_served = Page.note_click, Page.note_stop, threading.Event()
 
-    def stop_then_mark(session_hash, clicks):
-        note_stop(session_hash, clicks)
+    def stop_then_mark(record, clicks):
+        note_stop(record, clicks)
         stop_served.set()
 
-    def put_after_the_stop(session_hash, value):
+    def note_after_the_stop(record, click):
         assert stop_served.wait(60), "the page's Stop never reached the server"
-        put(session_hash, value)
+        note_click(record, click)
 
     page.locator("#prompt-box textarea").fill(CODE_PROMPT)
-    monkeypatch.setattr(stream, "note_stop", stop_then_mark)
-    monkeypatch.setattr(pages.PENDING, "put", put_after_the_stop)
+    monkeypatch.setattr(Page, "note_stop", stop_then_mark)
+    monkeypatch.setattr(Page, "note_click", note_after_the_stop)
     _generate(page, 24, ignore_eos=False)
     page.click("#stop-btn")
     wait_state(page, "stopped")
     assert "stopped before it started" in page.locator("#eagle-stats").inner_text()
-    monkeypatch.setattr(pages.PENDING, "put", put)
+    monkeypatch.setattr(Page, "note_click", note_click)
     _generate(page, 24, ignore_eos=False)  # the Stop ended that click only
     _short_run_is_identical(page)
 

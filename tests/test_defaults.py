@@ -70,14 +70,14 @@ def test_generate_endpoint_and_command_line_run_the_auto_tree(tmp_path, monkeypa
     run the pair's automatic tree (one calibration, shared through the on-disk cache), and say so; the output
     equals plain decoding. Which shape the calibration picks does not matter here, only that all agree."""
     from eagle_demo.app import REGISTRY, build_app
-    from eagle_demo.app.api import generate
+    from eagle_demo.app.api import GenerateRequest, generate
     from eagle_demo.autotree.choose import auto_tree
 
     monkeypatch.setenv("EAGLE_DEMO_CACHE", str(tmp_path))
     build_app(SHIPPED_TARGET, SHIPPED_EAGLE1)  # the pair /generate falls back to
     REGISTRY.clear()
     try:
-        _, stats = generate("def add(a, b):", 8, race=True)
+        _, stats = generate(GenerateRequest("def add(a, b):", 8, race=True))
         choice = auto_tree(REGISTRY.get(REGISTRY.current()))
     finally:
         REGISTRY.clear()

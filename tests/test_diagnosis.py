@@ -45,15 +45,15 @@ def _cli(cache, *args: str) -> subprocess.CompletedProcess:
 
 def test_generate_endpoint_and_command_line_return_the_diagnosis(tmp_path, monkeypatch):
     from eagle_demo.app import REGISTRY
-    from eagle_demo.app.api import generate
+    from eagle_demo.app.api import GenerateRequest, generate
     from eagle_demo.app.registry import make_key
 
     monkeypatch.setenv("EAGLE_DEMO_CACHE", str(tmp_path))  # one calibration, shared with the command line
     REGISTRY.load(make_key(SHIPPED_TARGET, SHIPPED_EAGLE1))
     try:
-        _, stats = generate(CODE_PROMPT, 32, race=False, explore=True)
-        _, plain = generate(CODE_PROMPT, 8, race=False)
-        _, short = generate(CODE_PROMPT, 1, race=False, explore=True)
+        _, stats = generate(GenerateRequest(CODE_PROMPT, 32, race=False, explore=True))
+        _, plain = generate(GenerateRequest(CODE_PROMPT, 8, race=False))
+        _, short = generate(GenerateRequest(CODE_PROMPT, 1, race=False, explore=True))
     finally:
         REGISTRY.clear()
     block = stats["diagnose"]

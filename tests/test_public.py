@@ -193,7 +193,7 @@ def test_to_free_keeps_pairs_other_visitors_hold(monkeypatch):
 def test_a_visitors_load_cannot_evict_another_visitors_pair(public_on, monkeypatch):
     """Real loads on a public registry with one slot: Bob's load is refused while Alice uses her pair, and her
     session stays the same object; once her hold runs out, Bob's load frees it."""
-    from eagle_demo.app.pages import CLIENT_PAIRS
+    from eagle_demo.app.pages import PAGES
     from eagle_demo.app.registry import Registry, make_key
 
     monkeypatch.setenv("EAGLE_PUBLIC_PAIRS", "1")
@@ -201,7 +201,7 @@ def test_a_visitors_load_cannot_evict_another_visitors_pair(public_on, monkeypat
     alice = make_key("assets/tiny-target", "assets/tiny-eagle1", device="cpu")
     bob = make_key("assets/tiny-target", "assets/tiny-eagle3", device="cpu")
     session = registry.load(alice, client="alice-page")
-    CLIENT_PAIRS.put("alice-page", alice)
+    PAGES.of("alice-page").pair = alice
     try:
         with pytest.raises(ConfigError) as err:
             registry.load(bob, client="bob-page")
@@ -213,12 +213,12 @@ def test_a_visitors_load_cannot_evict_another_visitors_pair(public_on, monkeypat
         monkeypatch.setenv("EAGLE_PUBLIC_HOLD_MINUTES", "0")  # Alice's hold is over: her pair may be freed
         registry.load(alice, client="alice-page")  # already loaded: no eviction needed
         registry._evict(1)
-        CLIENT_PAIRS.put("bob-page", bob)
+        PAGES.of("bob-page").pair = bob
         registry.load(bob, client="bob-page")
         assert registry.get(alice) is None and registry.get(bob) is not None
     finally:
-        CLIENT_PAIRS.pop("alice-page")
-        CLIENT_PAIRS.pop("bob-page")
+        PAGES.close("alice-page")
+        PAGES.close("bob-page")
         registry.clear()
 
 

@@ -9,6 +9,7 @@ import eagle_demo.decoding.engine as engine_mod
 from eagle_demo.app.registry import REGISTRY, make_key
 from eagle_demo.app.state import start_run
 from eagle_demo.common.config import RunConfig
+from eagle_demo.prepare import RunRequest, prepare_run, race_phases
 from eagle_demo.race.racers import race_all, race_table, short_labels
 from eagle_demo.session import SHIPPED_EAGLE1, SHIPPED_TARGET
 from eagle_demo.view.charts import tokens_time_figure
@@ -26,7 +27,8 @@ def shipped():
 
 
 def _race(key, session, ngram=True, n=48):
-    live = start_run(key, session.encode(CODE_PROMPT), RunConfig(max_new_tokens=n), race=True, ngram=ngram)
+    asked = RunRequest(CODE_PROMPT, RunConfig(max_new_tokens=n), race_phases(race=True, ngram=ngram))
+    live = start_run(key, prepare_run(session, asked))
     live.done.wait()
     assert live.error is None
     return live

@@ -252,10 +252,12 @@ import sys, time
 from eagle_demo.app import state
 from eagle_demo.app.registry import make_key
 from eagle_demo.common.config import RunConfig
+from eagle_demo.prepare import RunRequest, prepare_run, race_phases
 from eagle_demo.session import SHIPPED_EAGLE3, SHIPPED_TARGET
 key = make_key(SHIPPED_TARGET, SHIPPED_EAGLE3, None, "float32", "cpu", None)
 session = state.ensure(key)
-live = state.start_run(key, session.encode("def f(x):\\n"), RunConfig(max_new_tokens=1500), race=True)
+asked = RunRequest("def f(x):\\n", RunConfig(max_new_tokens=1500), race_phases(race=True))
+live = state.start_run(key, prepare_run(session, asked))
 while not live.snapshot()[0].rounds:
     time.sleep(0.05)
 time.sleep(1.0)  # the worker is inside the target's forward now

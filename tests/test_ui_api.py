@@ -448,7 +448,7 @@ def test_a_stop_served_before_its_generates_note_still_ends_that_generate():
     """The page sends a Generate's note and a Stop as two unqueued requests, which the server may serve in
     either order (tests/test_browser.py's two-tab test once waited 120 s for a Stop served first): the
     Stop carries the page's Generate click count, so it ends the click it followed and no later one."""
-    from eagle_demo.app import pages
+    from eagle_demo.app.pages import PAGES
     from eagle_demo.app.stream import note_generate, stop_ui
 
     class Page:
@@ -457,15 +457,15 @@ def test_a_stop_served_before_its_generates_note_still_ends_that_generate():
     page = Page()
     stop_ui(1, page)  # the Stop of click 1 served before click 1's note
     note_generate(1, page)
-    assert pages.stopped_before_start(page.session_hash, pages.PENDING.pop(page.session_hash))
+    assert PAGES.of(page.session_hash).stopped_before_start()
     note_generate(2, page)  # the page's next Generate is not ended by that old Stop
-    assert not pages.stopped_before_start(page.session_hash, pages.PENDING.pop(page.session_hash))
+    assert not PAGES.of(page.session_hash).stopped_before_start()
     note_generate(3, page)  # the usual order
     stop_ui(3, page)
-    assert pages.stopped_before_start(page.session_hash, pages.PENDING.pop(page.session_hash))
+    assert PAGES.of(page.session_hash).stopped_before_start()
     stop_ui(0, page)  # a client that does not count its clicks: nothing recorded, nothing ended
     note_generate(0, page)
-    assert not pages.stopped_before_start(page.session_hash, pages.PENDING.pop(page.session_hash))
+    assert not PAGES.of(page.session_hash).stopped_before_start()
 
 
 def test_a_watched_runs_baseline_starts_after_the_page_drew_eagles_end(app, monkeypatch):

@@ -16,9 +16,10 @@ skip_device_start()
 from eagle_demo.app.gpu_tasks import StreamTask, gpu_task  # noqa: E402
 from eagle_demo.app.registry import make_key  # noqa: E402
 from eagle_demo.common.config import RunConfig  # noqa: E402
+from eagle_demo.prepare import ReadyRun  # noqa: E402
 
 key, results = make_key("assets/tiny-target", "assets/tiny-eagle1"), {}
-task = StreamTask("eagle", (1, 2, 3), RunConfig())
+task = StreamTask("eagle", ReadyRun((1, 2, 3), RunConfig()))  # as the main process prepared it
 items = list(gpu_task(key, None, task))  # this process serves no pair: the worker cannot find it
 results["error"] = items[0][1] if [i[0] for i in items] == ["error"] else repr(items)
 try:

@@ -1,20 +1,18 @@
 """The named API's arguments read by their declared types: a boolean from "false" is False (not a truth-tested
 non-empty string), a number from "12" is 12, and a value of the wrong type gets one line naming the parameter and
-what it takes, before anything runs. Used by `/generate` (`typed`) and by every form-based event (`forms.handler`).
-No Gradio."""
+what it takes, before anything runs. Used by every form-based event (`forms.handler`), `/generate`'s
+`api.GenerateRequest` among them. No Gradio."""
 
 from __future__ import annotations
 
-import functools
-import inspect
 import math
 import types
 import typing
-from typing import Any, Callable
+from typing import Any
 
 from ..common.config import ConfigError
 
-__all__ = ["coerce", "typed", "parse_bool"]
+__all__ = ["coerce", "parse_bool"]
 
 _TRUE, _FALSE = ("true", "1", "yes", "on", "t", "y"), ("false", "0", "no", "off", "f", "n", "")
 
@@ -71,16 +69,3 @@ def coerce(name: str, value: Any, hint: Any) -> Any:
         raise ConfigError(f"{name} must be text, got {_shown(value)}")
     return value
 
-
-def typed(fn: Callable) -> Callable:
-    """`fn` with each argument read by its annotation (`coerce`) before it runs."""
-    signature = inspect.signature(fn)
-    hints = typing.get_type_hints(fn)
-
-    @functools.wraps(fn)
-    def call(*args, **kwargs):
-        bound = signature.bind(*args, **kwargs)
-        for name, value in list(bound.arguments.items()):
-            bound.arguments[name] = coerce(name, value, hints.get(name))
-        return fn(*bound.args, **bound.kwargs)
-    return call

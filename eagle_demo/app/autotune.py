@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -21,16 +22,17 @@ from typing import TYPE_CHECKING, Any
 
 from ..common.config import TreeConfig, default_tree
 from ..common.errors import one_line
-from .pages import PerPage, stop_abandoned
+from .pages import Page, stop_abandoned
 from .registry import REGISTRY, PairKey
 from .state import MODEL_GATE, spawn
 
 if TYPE_CHECKING:
     from ..autotree.choose import AutoChoice
+    from ..prepare import TreeChoice
     from ..session import Session
 
-__all__ = ["AUTO", "PAGE_PRESETS", "AUTO_SHOWN", "Tuning", "tuning", "start_tuning", "choice_for", "page_tree",
-           "calibrate_ui", "auto_line"]
+__all__ = ["AUTO", "Tuning", "tuning", "start_tuning", "choice_for", "page_tree", "api_tree_choice",
+           "page_tree_choice", "calibrate_ui", "auto_line"]
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +65,6 @@ class Tuning:
         return f"auto: calibrating on this device: {self.stage} ({time.monotonic() - self.started:.1f} s)"
 
 
-PAGE_PRESETS = PerPage()  # session hash -> the tree preset that page shows (noted when it changes)
-AUTO_SHOWN = PerPage()  # session hash -> the TreeConfig "auto" last put on that page's draft panel (any pair's)
 _TUNINGS: dict[PairKey, Tuning] = {}
 _LOCK = threading.Lock()
 
@@ -166,6 +166,24 @@ def page_tree(preset: str | None, shown: TreeConfig, key: PairKey, session: Sess
     if choice is None:
         return default_tree(session.device.type, session.family), None, note
     return choice.tree, choice, ""
+
+
+def api_tree_choice(key: PairKey, session: Session) -> TreeChoice:
+    """`/generate`'s automatic tree for `prepare.prepare_run`: the pair's choice (`choice_for`: calibrating once,
+    waiting for it), or the static default tree the request's settings made, with a note saying why."""
+    def choose(run):
+        auto, note = choice_for(key, session)
+        return (auto.run_config(run) if auto is not None else run), auto, note
+    return choose
+
+
+def page_tree_choice(page: Page, key: PairKey, session: Session) -> TreeChoice:
+    """A page Generate's tree for `prepare.prepare_run`: what `page_tree` picks from the page's preset, its draft
+    panel and what auto last put there."""
+    def choose(run):
+        tree, auto, note = page_tree(page.preset, run.tree, key, session, page.auto_shown)  # waits for a calibration
+        return (auto.run_config(run) if auto is not None else dataclasses.replace(run, tree=tree)), auto, note
+    return choose
 
 
 def auto_line(key: PairKey | None) -> str:

@@ -24,10 +24,11 @@ from ..view.bench_view import (
 )
 from ..view.charts import empty_figure
 from . import public
-from .autotune import AUTO_SHOWN, PAGE_PRESETS, page_tree
+from .autotune import page_tree_choice
 from .downloads import BENCH_FILES
 from .forms import BenchForm, PairForm, handler, progress_fn, temperatures
-from .pages import BENCH_STOPS, BenchmarkStopped
+from .gpu_tasks import BenchTask, run_to_end
+from .pages import PAGES, BenchmarkStopped
 from .playground import Playground
 from .registry import REGISTRY, entry
 from .state import ensure, in_worker, suite_prompts
@@ -121,18 +122,18 @@ def benchmark(form: BenchForm, request: gr.Request | None, progress) -> BenchOut
                           "compare them on a dedicated GPU or locally")
     session = ensure(key, progress_fn(progress))
     run = form.run()  # sweeps set the temperature
-    hash_ = request.session_hash if request is not None else None
+    page = PAGES.of(request.session_hash if request is not None else None)
     # the Playground's "auto" runs here as there: the pair's choice with its gate (waits for a calibration)
-    tree, auto, _ = page_tree(PAGE_PRESETS.get(hash_), run.tree, key, session, AUTO_SHOWN.get(hash_))
-    run = auto.run_config(run) if auto is not None else dataclasses.replace(run, tree=tree)
+    run, auto, _ = page_tree_choice(page, key, session)(run)
     session.check_tree(run)
 
     items = suite.load_suite(None, form.chosen)
     stop = threading.Event()  # this page's Stop sets it; the benchmark ends after the prompt it is on
-    BENCH_STOPS.put(hash_, stop)
+    page.bench_stop = stop
     options = dict(repeats=int(form.repeats), chat=bool(form.chat_on), progress=_steps(progress, stop))
     if REGISTRY.served is not None:  # ZeroGPU: one GPU call that takes and returns data (`gpu_tasks`)
-        return _on_gpu(key, session, items, run, temps, form, auto, progress, stop)
+        task = BenchTask(tuple(items), run, tuple(temps), int(form.repeats), bool(form.chat_on))
+        return _on_gpu(key, session, task, auto, progress_fn(progress), stop)
     if not others and not temps and not ngram:
         report = suite.with_auto(in_worker(suite.run_bench, session, items, run, **options), auto)
         return BenchOutputs.write(bench_rows(report), bench_figure(report), bench_misses_rows([report]),
@@ -160,15 +161,13 @@ def benchmark(form: BenchForm, request: gr.Request | None, progress) -> BenchOut
                               suite.comparison_csv(reports, by), suite.comparison_json(reports, by))
 
 
-def _on_gpu(key, session, items, run, temps, form: BenchForm, auto, progress, stop) -> BenchOutputs:
-    """The benchmark on ZeroGPU: one GPU call (`gpu_tasks.BenchTask`) whose progress comes back as yields; the
-    page's Stop closes it after the prompt it is on."""
+def _on_gpu(key, session, task: BenchTask, auto, say, stop) -> BenchOutputs:
+    """The benchmark on ZeroGPU: one GPU call (`gpu_tasks.BenchTask`) whose progress comes back as yields (to
+    `say`); the page's Stop closes it after the prompt it is on."""
     from ..bench.run import comparison_csv, comparison_json, with_auto
-    from .gpu_tasks import BenchTask, run_to_end
 
-    task = BenchTask(tuple(items), run, tuple(temps), int(form.repeats), bool(form.chat_on))
-    result = run_to_end(key, session, task, progress_fn(progress), stop)
-    if not temps:
+    result = run_to_end(key, session, task, say, stop)
+    if not task.temperatures:
         report = with_auto(result, auto)
         return BenchOutputs.write(bench_rows(report), bench_figure(report), bench_misses_rows([report]),
                                   report.to_csv(), report.to_json())

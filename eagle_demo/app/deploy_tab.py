@@ -74,12 +74,13 @@ def deploy(key: PairKey | None, mode_value, depth_value, topk_value, total_value
     if session is None:
         return DeployOutputs("Load a pair to see its commands.")
     return DeployOutputs(*(public.relative_text(v) if isinstance(v, str) else v for v in
-                           _commands(key, session, mode_value, depth_value, topk_value, total_value, chain_value,
-                                     chain_stop_value, hot_value, *ngram_settings)))
+                           _commands(key, session, (mode_value, depth_value, topk_value, total_value, chain_value,
+                                                    chain_stop_value, hot_value), ngram_settings)))
 
 
-def _commands(key: PairKey, session, mode_value, depth_value, topk_value, total_value, chain_value,
-              chain_stop_value, hot_value, *ngram_settings) -> DeployOutputs:
+def _commands(key: PairKey, session, draft_settings: tuple, ngram_settings: tuple) -> DeployOutputs:
+    """`deploy`'s commands with the server's paths: `draft_settings` are the Draft panel's seven settings
+    (`forms.make_tree`'s arguments), `ngram_settings` the Playground's n-gram settings."""
     target, draft = public.relative(key.target), public.relative(key.draft)
     try:
         ngram = ngram_section(target, *ngram_settings)
@@ -93,7 +94,7 @@ def _commands(key: PairKey, session, mode_value, depth_value, topk_value, total_
     except ImportError:
         return DeployOutputs("Deployment commands are not available in this version (eagle_demo.deploy is missing).")
     try:
-        tree = make_tree(mode_value, depth_value, topk_value, total_value, chain_value, chain_stop_value, hot_value)
+        tree = make_tree(*draft_settings)
         out = deployment_commands(target, draft, session.report, tree)
     except Exception as exc:
         return DeployOutputs(f"Cannot build commands: {one_line(exc)}", "", "", "", *ngram)

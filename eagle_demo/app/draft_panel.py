@@ -1,15 +1,15 @@
 """The Draft panel's handlers: the settings "auto" and the tree presets put on the panel after Load, Probe, a
-preset change and a Generate, and the note of what auto put there (`autotune.AUTO_SHOWN`), so that those settings
-never count as moved by hand."""
+preset change and a Generate, and the note of what auto put there (`pages.Page.auto_shown`), so that those
+settings never count as moved by hand."""
 
 from __future__ import annotations
 
 import gradio as gr
 
 from ..common.config import TREE_PRESETS, default_preset, default_tree
-from .autotune import AUTO, AUTO_SHOWN, PAGE_PRESETS, auto_line, tuning
+from .autotune import AUTO, auto_line, tuning
 from .forms import make_tree, tree_settings, tree_values
-from .pages import LAST_RUNS
+from .pages import PAGES
 from .registry import REGISTRY, PairKey
 
 __all__ = ["after_load", "after_generate", "apply_tree_preset", "draft_line", "hand_line"]
@@ -34,10 +34,10 @@ def after_load(key: PairKey | None, request: gr.Request = None):
 def after_generate(key: PairKey | None, request: gr.Request = None):
     """After a page's Generate: the draft panel shows what ran when auto chose it (a Generate can load the pair
     and calibrate it), and the auto line follows the pair that ran. Settings moved by hand stay as they are."""
-    hash_ = request.session_hash if request is not None else None
-    live = LAST_RUNS.get(hash_)
-    if live is not None and live.auto is None and live.key == key and getattr(live, "tree", None) is not None:
-        return (gr.skip(),) * 7 + (draft_line(PAGE_PRESETS.get(hash_), key, *tree_settings(live.tree),
+    page = PAGES.of(request.session_hash if request is not None else None)
+    live = page.run
+    if live is not None and live.auto is None and live.key == key and live.tree is not None:
+        return (gr.skip(),) * 7 + (draft_line(page.preset, key, *tree_settings(live.tree),
                                               request=request),)  # what ran: settings by hand say so
     if live is None or live.auto is None or live.key != key:
         return (gr.skip(),) * 7 + (auto_line(key),)
@@ -49,13 +49,13 @@ def after_generate(key: PairKey | None, request: gr.Request = None):
 def _note_auto_shown(request: gr.Request | None, shown: tuple) -> None:
     """Note the draft settings "auto" puts on this page's panel: they are not settings moved by hand, even after
     the panel's pair changes (`autotune.page_tree`)."""
-    AUTO_SHOWN.put(request.session_hash if request is not None else None, make_tree(*shown))
+    PAGES.of(request.session_hash if request is not None else None).auto_shown = make_tree(*shown)
 
 
 def apply_tree_preset(name: str, key: PairKey | None = None, request: gr.Request = None):
     """A preset's draft settings; "auto": the loaded pair's choice once its calibration has chosen. The page's
     preset is noted for its Generate (`autotune.page_tree`)."""
-    PAGE_PRESETS.put(request.session_hash if request is not None else None, name)
+    PAGES.of(request.session_hash if request is not None else None).preset = name
     if name == AUTO:
         t = tuning(key)
         if t is None or t.choice is None:
@@ -87,7 +87,7 @@ def draft_line(preset: str | None, key: PairKey | None, *settings, request: gr.R
     t = tuning(key)
     auto_trees = {default_tree(session.device.type, session.family),
                   t.choice.tree if t is not None and t.choice is not None else None,
-                  AUTO_SHOWN.get(request.session_hash if request is not None else None)}
+                  PAGES.of(request.session_hash if request is not None else None).auto_shown}
     if (preset in (None, AUTO)) and tree in auto_trees:
         return auto_line(key)
     return hand_line(tree, key, preset)

@@ -19,11 +19,12 @@ from ..checkpoints.errors import CheckpointError
 from ..common.config import TREE_PRESETS, ConfigError, NgramConfig, RunConfig, SamplingConfig, TreeConfig
 from . import public
 from .api_types import coerce
-from .pages import LOAD_STOPS
+from .pages import PAGES
 from .registry import PairKey, make_key
 
-__all__ = ["TREE_MODE", "CHAIN_MODE", "PairForm", "LoadForm", "GenerateForm", "BenchForm", "make_tree", "make_run",
-           "make_ngram", "tree_values", "tree_settings", "temperatures", "handler", "friendly", "progress_fn"]
+__all__ = ["TREE_MODE", "CHAIN_MODE", "flag", "PairForm", "LoadForm", "GenerateForm", "BenchForm", "make_tree",
+           "make_run", "make_ngram", "tree_values", "tree_settings", "temperatures", "handler", "friendly",
+           "progress_fn"]
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ def make_tree(mode: str, depth, draft_top_k, total_tokens, chain_k, chain_stop=0
     return TreeConfig(depth=int(depth), top_k=int(draft_top_k), total_tokens=int(total_tokens))
 
 
-def make_run(max_new_tokens, temperature, top_p, top_k, seed, tree: TreeConfig, ignore_eos: bool = False,
+def make_run(max_new_tokens, temperature, top_p, top_k, seed, tree: TreeConfig, *, ignore_eos: bool = False,
              repetition_penalty=1.0) -> RunConfig:
     sampling = SamplingConfig(temperature=float(temperature), top_p=float(top_p), top_k=int(top_k or 0),
                               seed=int(seed or 0),
@@ -94,6 +95,11 @@ def temperatures(text: str | None) -> list[float]:
 
 # ---- the forms: field names are the API's parameter names ----------------------------------------------------
 
+def flag(default: Any = dataclasses.MISSING) -> Any:
+    """A form's boolean field: keyword-only where a form is built in Python (the event's inputs keep their order)."""
+    return dataclasses.field(default=default, kw_only=True)
+
+
 @dataclasses.dataclass(frozen=True)
 class PairForm:
     """The model panel's six fields: the Load event's form."""
@@ -115,7 +121,7 @@ class LoadForm(PairForm):
     """The Load event's form: the model panel, then whether to probe the pair once it is loaded (`/load`'s
     trailing `probe`, off unless given, so older clients get what they got before)."""
 
-    probe: bool = False
+    probe: bool = flag(False)
 
 
 class _Tree:
@@ -137,7 +143,7 @@ class _Tree:
 @dataclasses.dataclass(frozen=True)
 class GenerateForm(PairForm, _Tree):
     prompt_text: str
-    chat_on: bool
+    chat_on: bool = flag()
     max_new_tokens: int
     temp: float
     top_p_value: float
@@ -150,21 +156,21 @@ class GenerateForm(PairForm, _Tree):
     chain_value: int
     chain_stop_value: float
     hot_value: int
-    race_on: bool
-    show: bool
-    ignore_eos_on: bool
+    race_on: bool = flag()
+    show: bool = flag()
+    ignore_eos_on: bool = flag()
     repetition_value: float = 1.0
-    race_ngram_on: bool = False  # the n-gram draft races too (`decoding.ngram`), set by the five fields below
+    race_ngram_on: bool = flag(False)  # the n-gram draft races too (`decoding.ngram`), set by the five fields below
     ngram_min: int = 1
     ngram_max: int = 2
     ngram_tokens: int = 10
     ngram_branches: int = 2
-    ngram_transformers: bool = False
+    ngram_transformers: bool = flag(False)
 
     def run(self) -> RunConfig:
         """The run; its n-gram settings are read (and checked) only when the n-gram draft races."""
         run = make_run(self.max_new_tokens, self.temp, self.top_p_value, self.top_k_value, self.seed_value,
-                       self.tree(), self.ignore_eos_on, self.repetition_value)
+                       self.tree(), ignore_eos=self.ignore_eos_on, repetition_penalty=self.repetition_value)
         if not self.race_ngram_on:
             return run
         return dataclasses.replace(run, ngram=make_ngram(self.ngram_min, self.ngram_max, self.ngram_tokens,
@@ -176,7 +182,7 @@ class BenchForm(PairForm, _Tree):
     chosen: list
     repeats: int
     max_new_tokens: int
-    chat_on: bool
+    chat_on: bool = flag()
     mode_value: str
     depth_value: int
     topk_value: int
@@ -236,7 +242,7 @@ def stoppable(say: Callable[[str, float], None], request: gr.Request | None) -> 
     """`say`, which raises once this page pressed Stop: a download reports its progress through it, so Stop ends
     the download (what is whole stays cached; huggingface_hub keeps the part of a file as .incomplete)."""
     stop = threading.Event()
-    LOAD_STOPS.put(request.session_hash if request is not None else None, stop)
+    PAGES.of(request.session_hash if request is not None else None).load_stop = stop
 
     def check(stage: str, fraction: float) -> None:
         if stop.is_set():
@@ -245,26 +251,29 @@ def stoppable(say: Callable[[str, float], None], request: gr.Request | None) -> 
     return check
 
 
-def handler(form: type, fn: Callable[..., Any]) -> Callable:
-    """An event function for Gradio from `fn(form, request, progress)`: its parameters are the form's fields in
-    order (so the event's inputs and the API's parameter names follow the form), then `request` and `progress`,
-    which Gradio fills in. Errors become one-line gr.Errors."""
+def handler(form: type, fn: Callable[..., Any], *, progress: bool = True) -> Callable:
+    """An event function for Gradio from `fn(form, request, progress)` (`fn(form, request)` without `progress`): its
+    parameters are the form's fields in order, typed as the form types them (so the event's inputs, the API's
+    parameter names and `gr.api`'s schema follow the form), then `request` (and `progress`), which Gradio fills in.
+    Errors become one-line gr.Errors."""
     fields = dataclasses.fields(form)
     hints = typing.get_type_hints(form)
-    params = [inspect.Parameter(f.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    params = [inspect.Parameter(f.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=hints[f.name],
                                 default=inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default)
               for f in fields]
-    params += [inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
-                                 annotation=gr.Request),
-               inspect.Parameter("progress", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=gr.Progress())]
-    signature = inspect.Signature(params)
+    params.append(inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
+                                    annotation=gr.Request))
+    if progress:
+        params.append(inspect.Parameter("progress", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=gr.Progress()))
+    returns = inspect.signature(fn).return_annotation  # as written: `gr.api` reads one output from a string
+    signature = inspect.Signature(params, return_annotation=returns)
 
     def call(args: tuple, kwargs: dict) -> tuple:
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
         values = bound.arguments
-        return form(*(coerce(f.name, values[f.name], hints.get(f.name)) for f in fields)), values["request"], \
-            values["progress"]
+        built = form(**{f.name: coerce(f.name, values[f.name], hints.get(f.name)) for f in fields})
+        return (built, values["request"], values["progress"]) if progress else (built, values["request"])
 
     if inspect.isgeneratorfunction(fn):
         def event(*args, **kwargs):
@@ -274,5 +283,6 @@ def handler(form: type, fn: Callable[..., Any]) -> Callable:
             return fn(*call(args, kwargs))
     event.__name__, event.__qualname__, event.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
     event.__signature__ = signature
-    event.__annotations__ = {"request": gr.Request}
+    event.__annotations__ = {**{f.name: hints[f.name] for f in fields}, "request": gr.Request,
+                             **({"return": returns} if returns is not inspect.Signature.empty else {})}
     return friendly(event)

@@ -27,12 +27,13 @@ import gradio as gr
 
 from ..common.config import RunConfig, TreeConfig
 from ..common.errors import one_line
+from ..prepare import ReadyRun
 from .pages import BenchmarkStopped
 from .registry import REGISTRY, PairKey
 from .zerogpu import gpu, run_seconds
 
 __all__ = ["StreamTask", "CalibrateTask", "ProbeTask", "BenchTask", "ExploreTask", "gpu_task", "calls", "run_to_end",
-           "GpuTaskError", "serve", "stream_phases", "probe_on_gpu"]
+           "GpuTaskError", "serve", "gpu_phases", "probe_on_gpu"]
 
 log = logging.getLogger(__name__)
 
@@ -45,18 +46,18 @@ class GpuTaskError(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class StreamTask:
-    """One engine's run (phase "eagle", "ngram" or "baseline") of a prompt: yields its events."""
+    """One engine's run (phase "eagle", "ngram" or "baseline") of a ready run, checked in the main process
+    (`prepare.prepare_run`) and not again here: yields its events."""
 
     phase: str
-    prompt_ids: tuple[int, ...]
-    run: RunConfig
+    ready: ReadyRun
 
     def seconds(self) -> int:
-        return run_seconds(self.run.max_new_tokens)
+        return run_seconds(self.ready.run.max_new_tokens)
 
     def work(self, key: PairKey, session) -> Iterator[tuple]:
         stop = threading.Event()
-        events = session.stream(list(self.prompt_ids), self.run, self.phase, stop)
+        events = session.run(self.ready, self.phase, stop)
         try:
             for event in events:
                 yield ("event", event)
@@ -247,28 +248,21 @@ def run_to_end(key: PairKey, session, task, say: Say | None = None, stop: thread
     raise GpuTaskError("the GPU task ended without a result; press the button again")
 
 
-def stream_phases(key: PairKey, prompt_ids: list[int], run: RunConfig, race: bool, stop: threading.Event,
-                  between: Callable[[], None] | None = None, ngram: bool = False) -> Iterator[tuple[str, Any]]:
-    """`state.stream_pair` in ZeroGPU mode: EAGLE, then (racing) the n-gram draft (ngram) and the baseline, one GPU
-    call each, so `between` (the page drawing EAGLE's final state) runs here after EAGLE's call, untimed; nothing
-    but data crosses to the worker. Each engine times its own steps in the worker, so every racer pays the same
-    transport per event."""
-    session = REGISTRY.get(key)
-    if session is None:
-        raise RuntimeError("the model was unloaded by another load; press Generate again")
-    racers = ("ngram", "baseline") if ngram else ("baseline",)
-    for phase in ("eagle", *racers) if race else ("eagle",):
-        if phase == racers[0]:
-            if stop.is_set():
-                return
-            if between is not None:
-                between()
-        with contextlib.closing(calls(key, session, StreamTask(phase, tuple(prompt_ids), run))) as items:
+def gpu_phases(key: PairKey, session, ready: ReadyRun, stop: threading.Event) -> Callable[[str], Iterator[Any]]:
+    """`prepare.race`'s engine runner on ZeroGPU: one GPU call per engine, so the page's drawing of EAGLE's end
+    (`between`) runs here, between two calls, untimed; nothing but data crosses to the worker (the run without its
+    automatic-tree choice, which the worker does not read). Each engine times its own steps in the worker, so every
+    racer pays the same transport per event."""
+    sent = dataclasses.replace(ready, auto=None)
+
+    def phase_events(phase: str) -> Iterator[Any]:
+        with contextlib.closing(calls(key, session, StreamTask(phase, sent))) as items:
             for item in items:
                 if item[0] == "event":
-                    yield phase, item[1]
+                    yield item[1]
                 if stop.is_set():  # closing the call stops the worker after its next yield
                     break
+    return phase_events
 
 
 def serve(keys: list[PairKey]) -> None:
@@ -292,7 +286,7 @@ def serve(keys: list[PairKey]) -> None:
         session.placed = torch.device("cuda")  # other threads see the placeholders' own device (cpu)
         served.append(key)
     REGISTRY.served, REGISTRY.missing = served, missing
-    REGISTRY.gpu_stream, REGISTRY.gpu_probe = stream_phases, probe_on_gpu
+    REGISTRY.gpu_stream, REGISTRY.gpu_probe = gpu_phases, probe_on_gpu
     REGISTRY.fallback = served[0] if served else REGISTRY.fallback
 
 

@@ -17,6 +17,7 @@ from .gpu_tasks import serve
 from .playground import build_playground, default_pair
 from .playground_events import probe_by_default, wire_playground
 from .registry import REGISTRY, make_key
+from .stream import close_page
 from .zerogpu import ZERO_GPU, served_pairs
 
 __all__ = ["build_app", "launch_options", "calm_queue", "QUEUE_POLL_SECONDS", "PROGRESS_POLL_SECONDS"]
@@ -53,6 +54,7 @@ def build_app(default_target: str | None = None, default_draft: str | None = Non
         wire_diagnose_tab(diagnose, playground, deploy_fn, list(deploy.out))
         probe_by_default(demo, playground, device_type)
         register_api()
+        demo.unload(close_page)  # a page that closes frees what it owned (`pages.Pages.close`)
     demo.queue(default_concurrency_limit=1, max_size=32)
     calm_queue(demo)
     return demo

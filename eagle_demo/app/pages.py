@@ -1,63 +1,28 @@
-"""Which page or API client has which run, pair, waiting Generate and benchmark: per-page bookkeeping of the
-Playground's Generate and Stop (no Gradio, no models)."""
+"""What each page (or API client) owns, in one record per client (`Page`), kept in `PAGES`: its last run, the pair
+it uses, its Generate click waiting for its turn, the stop events of its Load and benchmark, and the tree preset
+and the settings "auto" put on its draft panel. No Gradio, no models.
+
+Lifetime: a client's record is made on its first request that names one (its session hash) and freed when its page
+closes (`Pages.close`, wired to Gradio's unload), or, for clients that never close (an API client that just goes
+away), when it is the least recent of more than `Pages.capacity`. A freed record that an event still holds (a
+benchmark or a Generate still going) is found again under its hash until that event lets go: Gradio also unloads a
+page whose heartbeat dropped for a moment and came back, and its Stop must still reach what it started.
+"""
 
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import OrderedDict
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Iterator
 
-__all__ = ["PerPage", "LAST_RUNS", "CLIENT_PAIRS", "PENDING", "BENCH_STOPS", "LOAD_STOPS", "STOPPED_CLICKS",
-           "GenerateRequest",
-           "note_stop", "stopped_before_start", "BenchmarkStopped", "RUNS", "RUNS_LOCK", "stop_abandoned"]
+from ..common.config import TreeConfig
 
-
-class PerPage:
-    """session hash -> value, keeping the most recent `capacity` pages (the pair a page or API client loaded,
-    the LiveRun its Stop button ends)."""
-
-    def __init__(self, capacity: int = 512):
-        self.capacity = capacity
-        self._items: OrderedDict[str, Any] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def put(self, session_hash: str | None, value: Any) -> None:
-        if not session_hash:
-            return
-        with self._lock:
-            self._items[session_hash] = value
-            self._items.move_to_end(session_hash)
-            while len(self._items) > self.capacity:
-                self._items.popitem(last=False)
-
-    def get(self, session_hash: str | None) -> Any:
-        with self._lock:
-            return self._items.get(session_hash) if session_hash else None
-
-    def pop(self, session_hash: str | None) -> Any:
-        with self._lock:
-            return self._items.pop(session_hash, None) if session_hash else None
-
-    def values(self) -> list[Any]:
-        with self._lock:
-            return list(self._items.values())
-
-    def items(self) -> dict[str, Any]:
-        with self._lock:
-            return dict(self._items)
+__all__ = ["Page", "Pages", "PAGES", "PendingClick", "BenchmarkStopped", "RUNS", "RUNS_LOCK", "stop_abandoned"]
 
 
-LAST_RUNS = PerPage()  # session hash -> LiveRun
-CLIENT_PAIRS = PerPage()  # session hash -> the PairKey that page or API client used last
-PENDING = PerPage()  # session hash -> GenerateRequest of the Generate click waiting for its turn in the queue
-BENCH_STOPS = PerPage()  # session hash -> threading.Event of that page's running benchmark
-LOAD_STOPS = PerPage()  # session hash -> threading.Event of that page's running Load (its download)
-
-
-STOPPED_CLICKS = PerPage()  # session hash -> the page's Generate click count when its latest Stop was pressed
-
-
-class GenerateRequest:
+class PendingClick:
     """One Generate click, noted before it joins the queue, so that a Stop pressed while it waits ends it.
     `click` numbers the page's Generate clicks (1, 2, ...; 0 when the caller does not count them)."""
 
@@ -66,18 +31,99 @@ class GenerateRequest:
         self.stopped = threading.Event()
 
 
-def note_stop(session_hash: str | None, clicks: int) -> None:
-    """A Stop pressed after the page's `clicks`-th Generate click: it ends that Generate even when its note
-    reaches the server after the Stop (the page sends them as two requests, served in either order)."""
-    if clicks > 0:
-        STOPPED_CLICKS.put(session_hash, max(clicks, STOPPED_CLICKS.get(session_hash) or 0))
+@dataclass
+class Page:
+    """Everything one page or API client owns. Its fields change as the page's events come; `lock` keeps a Stop
+    and a Generate's note, served in either order by two requests, from missing each other."""
+
+    # typed Any: `state.LiveRun` and `registry.PairKey` live in modules that import this one
+    run: Any = None  # the `state.LiveRun` it started last (its Stop ends it; the draft panel follows it)
+    pair: Any = None  # the `registry.PairKey` it used last (`/generate` runs on it; public mode holds it for them)
+    pending: PendingClick | None = None  # its Generate click waiting for its turn in the queue
+    stopped_clicks: int = 0  # its Generate click count when its latest Stop was pressed
+    load_stop: threading.Event | None = None  # set by Stop: ends its running Load (the download)
+    bench_stop: threading.Event | None = None  # set by Stop: ends its running benchmark
+    preset: str | None = None  # the tree preset its draft panel shows (None: never noted)
+    auto_shown: TreeConfig | None = None  # the tree "auto" last put on its draft panel (perhaps another pair's)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def note_click(self, click: int) -> None:
+        """A Generate click (the page's `click`-th) that joins the queue now."""
+        with self.lock:
+            self.pending = PendingClick(click)
+
+    def note_stop(self, clicks: int) -> None:
+        """Stop, pressed after the page's `clicks`-th Generate click: it ends that Generate even when its note
+        reaches the server after the Stop (the page sends them as two requests, served in either order), the
+        waiting click, the running run, the benchmark and the Load."""
+        with self.lock:
+            if clicks > 0:
+                self.stopped_clicks = max(clicks, self.stopped_clicks)
+            pending = self.pending
+        for stop in (pending.stopped if pending else None, self.run.stop if self.run else None, self.bench_stop,
+                     self.load_stop):
+            if stop is not None:
+                stop.set()
+
+    def stopped_before_start(self) -> bool:
+        """Takes the waiting click: whether the page pressed Stop after it and before its run started."""
+        with self.lock:
+            pending, self.pending = self.pending, None
+            if pending is None:
+                return False
+            return pending.stopped.is_set() or 0 < pending.click <= self.stopped_clicks
 
 
-def stopped_before_start(session_hash: str | None, pending: GenerateRequest | None) -> bool:
-    """Whether the page pressed Stop after this Generate click and before its run started."""
-    if pending is None:
-        return False
-    return pending.stopped.is_set() or (pending.click > 0 and (STOPPED_CLICKS.get(session_hash) or 0) >= pending.click)
+class Pages:
+    """session hash -> `Page`, the most recent `capacity` kept; a request without a session hash gets a record of
+    its own that is kept nowhere (what it notes is dropped, what it reads is empty)."""
+
+    def __init__(self, capacity: int = 512):
+        self.capacity = capacity
+        self._pages: OrderedDict[str, Page] = OrderedDict()
+        self._freed: weakref.WeakValueDictionary[str, Page] = weakref.WeakValueDictionary()  # still held by an event
+        self._lock = threading.Lock()
+
+    def of(self, session_hash: str | None) -> Page:
+        """The client's record, made on its first use."""
+        if not session_hash:
+            return Page()
+        with self._lock:
+            page = self._pages.get(session_hash) or self._freed.pop(session_hash, None)
+            if page is None:
+                page = Page()
+            self._pages[session_hash] = page
+            self._pages.move_to_end(session_hash)
+            while len(self._pages) > self.capacity:
+                old, evicted = self._pages.popitem(last=False)
+                self._freed[old] = evicted
+            return page
+
+    def close(self, session_hash: str | None) -> None:
+        """The page closed: its record is freed (a run it left going ends on its own: its stream's clean-up stops
+        it, and the next run stops any abandoned one)."""
+        with self._lock:
+            page = self._pages.pop(session_hash or "", None)
+            if page is not None:
+                self._freed[session_hash] = page
+
+    def __contains__(self, session_hash: object) -> bool:
+        with self._lock:
+            return session_hash in self._pages
+
+    def __iter__(self) -> Iterator[Page]:
+        with self._lock:
+            return iter(list(self._pages.values()))
+
+    def pairs(self) -> dict[str, Any]:
+        """session hash -> the pair each client used last (public mode's holds, `public.to_free`): the kept records',
+        and a freed record's while an event still holds it."""
+        with self._lock:
+            records = {**dict(self._freed.items()), **self._pages}
+        return {session_hash: page.pair for session_hash, page in records.items() if page.pair is not None}
+
+
+PAGES = Pages()
 
 
 class BenchmarkStopped(RuntimeError):

@@ -10,7 +10,7 @@ from .autotune import calibrate_ui
 from .draft_panel import after_generate, after_load, apply_tree_preset, draft_line
 from .forms import GenerateForm, LoadForm, PairForm, handler, progress_fn, stoppable
 from .page_limits import max_new_update
-from .pages import CLIENT_PAIRS
+from .pages import PAGES
 from .playground import Playground, offered_presets
 from .registry import REGISTRY
 from .stream import CLICKS_JS, COUNT_CLICK_JS, generate_ui, note_generate, rerender_tokens, rerender_tree, stop_ui
@@ -24,7 +24,7 @@ def load(form: LoadForm, request: gr.Request | None, progress):
     session = REGISTRY.load(key, say, client=request.session_hash if request is not None else None)
     if form.probe and session.eagle is not None:
         session = REGISTRY.probe(key, say)
-    CLIENT_PAIRS.put(request.session_hash if request is not None else None, key)
+    PAGES.of(request.session_hash if request is not None else None).pair = key
     return public.scrub(session.report_markdown()), public.shown_report(session.report.to_dict()), key
 
 
@@ -34,7 +34,7 @@ def probe(form: PairForm, request: gr.Request | None, progress):
     key = form.key()
     loaded_now = REGISTRY.get(key) is None
     session = REGISTRY.probe(key, progress_fn(progress))
-    CLIENT_PAIRS.put(request.session_hash if request is not None else None, key)
+    PAGES.of(request.session_hash if request is not None else None).pair = key
     return (public.scrub(session.report_markdown()), public.shown_report(session.report.to_dict()), key,
             key if loaded_now else None)
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Callable
 from ..common.config import ConfigError
 from ..common.paths import ROOT
 from . import public
-from .pages import CLIENT_PAIRS, RUNS, RUNS_LOCK
+from .pages import PAGES, RUNS, RUNS_LOCK
 from .presets import PRESETS
 from .zerogpu import PAIRS_SETTING, refusal
 
@@ -113,14 +113,15 @@ class Registry:
         with self._lock:
             return next(reversed(self._sessions), None)
 
-    def for_client(self, session_hash: str | None) -> PairKey:
-        """The pair a client's request runs on: the one it used last, else the last loaded, else the default."""
-        key = CLIENT_PAIRS.get(session_hash) or self.current() or self.fallback
+    def for_client(self, used: PairKey | None) -> PairKey:
+        """The pair a client's request runs on: the one it `used` last (`pages.Page.pair`), else the last loaded,
+        else the default."""
+        key = used or self.current() or self.fallback
         if key is None:
             raise ConfigError("no pair is loaded; load one with /load first")
         return key
 
-    def load(self, key: PairKey, progress: Callable[[str, float], None] | None = None, check: bool = True,
+    def load(self, key: PairKey, progress: Callable[[str, float], None] | None = None, *, check: bool = True,
              client: str | None = None) -> Session:
         """`client`: the session hash asking (public mode frees no pair another client holds, `public.to_free`)."""
         from ..checkpoints import CheckpointError, inspect_pair
@@ -178,7 +179,7 @@ class Registry:
             running = {r.key for r in RUNS if not r.done.is_set()}
         with self._lock:
             loaded, used = list(self._sessions), dict(self._used)
-        return self._evict(0, public.to_free(loaded, key, client, CLIENT_PAIRS.items(), used, running))
+        return self._evict(0, public.to_free(loaded, key, client, PAGES.pairs(), used, running))
 
     def _evict(self, keep: int, only: list[PairKey] | None = None) -> list[PairKey]:
         """Drop all but the `keep` most recent sessions (or exactly the sessions of `only`) and hand their memory

@@ -1,5 +1,5 @@
-"""Page state, no Gradio: the loaded pairs (a registry keyed by PairKey), one run's live events, and which pair and
-run each page or API client has.
+"""Runs, no Gradio: one run's live events (`LiveRun`), the worker that runs a ready run's race, and the pairs'
+registry lookups the events share.
 
 - Models live in a registry keyed by PairKey, loaded lazily (first Generate) or by Load, so browsers using the same
   pair share one loaded model; the engines' locks and a concurrency limit of 1 on every model event keep runs on it
@@ -16,14 +16,14 @@ import json
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from ..common.config import RunConfig
 from ..common.errors import one_line
 from ..common.paths import SUITE
 from ..decoding.metrics import RunView
+from ..prepare import ReadyRun, race
 from ..view.tokens import TextCache
-from .pages import BENCH_STOPS, RUNS, RUNS_LOCK, stop_abandoned
+from .pages import PAGES, RUNS, RUNS_LOCK, stop_abandoned
 from .registry import REGISTRY, PairKey
 
 if TYPE_CHECKING:
@@ -36,26 +36,31 @@ log = logging.getLogger(__name__)
 
 
 class LiveRun:
-    """Events of one EAGLE run (and its baseline race), filled by a worker thread."""
+    """Events of one run of a `ReadyRun` (EAGLE, and the engines that race it), filled by a worker thread."""
 
-    def __init__(self, key: PairKey, race: bool, greedy: bool, note: str = "", auto=None, watched: bool = False,
-                 ngram: bool = False):
-        """watched: a page streams this run; its baseline waits (up to DRAW_WAIT seconds, untimed) until the page
-        has drawn EAGLE's final state (`eagle_drawn`), so no heavy redraw runs beside the baseline. ngram: the n-gram
-        draft races too, after EAGLE and before the baseline (`decoding.ngram`)."""
-        self.key, self.race, self.greedy = key, race, greedy
+    def __init__(self, key: PairKey, ready: ReadyRun, note: str = "", *, watched: bool = False,
+                 started: bool = True):
+        """note: shown under the stats (e.g. a run that reaches past the draft's context). watched: a page streams
+        this run; its baseline waits (up to DRAW_WAIT seconds, untimed) until the page has drawn EAGLE's final state
+        (`eagle_drawn`), so no heavy redraw runs beside the baseline. started False: the page's Stop came before the
+        run started; nothing runs, the run is done at once and carries nothing for the Diagnose tab."""
+        self.key, self.race, self.greedy = key, ready.race, ready.run.sampling.greedy
         self.watched = watched
         self.eagle_drawn = threading.Event()
-        self.note = note  # shown under the stats (e.g. a run that reaches past the draft's context)
-        self.auto = auto  # the autotree.AutoChoice this run's tree came from, if any
+        self.note = note
+        self.auto = ready.auto if started else None  # the autotree.AutoChoice this run's tree came from, if any
+        self.prompt_ids = list(ready.prompt_ids) if started else None  # for the Diagnose tab's replay of this run
+        self.tree = ready.run.tree if started else None
         self.eagle = RunView()
-        self.baseline = RunView() if race else None
-        self.ngram = RunView() if race and ngram else None
+        self.baseline = RunView() if ready.race else None
+        self.ngram = RunView() if started and "ngram" in ready.phases else None  # races after EAGLE (`decoding.ngram`)
         self.phase = "eagle"
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.done = threading.Event()
         self.error: str | None = None
+        if not started:
+            self.done.set()
 
     def add(self, phase: str, event) -> None:
         with self.lock:
@@ -95,26 +100,20 @@ class LiveRun:
         return "stopped" if any(v.finish is None or v.finish.reason == "stopped" for v in views) else "done"
 
 
-def stream_pair(key: PairKey, prompt_ids: list[int], run: RunConfig, race: bool, stop: threading.Event,
-                between: Callable[[], None] | None = None, ngram: bool = False):
-    """EAGLE, then (when racing) the n-gram draft (`ngram`) and plain decoding of the same prompt, sequentially in
-    this worker. Yields (phase, event). between: called after EAGLE, before the other racers start (untimed). On
-    ZeroGPU the engines run in GPU calls that take and return data only (`gpu_tasks.stream_phases`)."""
-    if REGISTRY.gpu_stream is not None:
-        yield from REGISTRY.gpu_stream(key, prompt_ids, run, race, stop, between, ngram)
-        return
+def stream_pair(key: PairKey, ready: ReadyRun, stop: threading.Event,
+                between: Callable[[], None] | None = None) -> Iterator[tuple[str, Any]]:
+    """The ready run's engines in race order (`prepare.race`), sequentially in this worker. Yields (phase, event).
+    between: called after EAGLE, before the other racers start (untimed). On ZeroGPU each engine runs in a GPU call
+    that takes and returns data only (`gpu_tasks.gpu_phases`)."""
     session = REGISTRY.get(key)
     if session is None:
         raise RuntimeError("the model was unloaded by another load; press Generate again")
-    for event in session.stream(prompt_ids, run, "eagle", stop):
-        yield "eagle", event
-    if race and not stop.is_set():
-        if between is not None:
-            between()
-        for event in session.stream(prompt_ids, run, "ngram", stop) if ngram else ():
-            yield "ngram", event
-        for event in session.stream(prompt_ids, run, "baseline", stop):
-            yield "baseline", event
+    if REGISTRY.gpu_stream is not None:
+        stream_phase = REGISTRY.gpu_stream(key, session, ready, stop)
+    else:
+        def stream_phase(phase: str):
+            return session.run(ready, phase, stop)
+    yield from race(ready, stream_phase, stop, between)
 
 
 def in_worker(fn: Callable, *args, **kwargs):
@@ -169,8 +168,9 @@ def _drain_at_exit() -> None:
     A daemon thread still inside torch at finalization aborts the process ("terminate called without an
     active exception", exit status 134), which turned a green test run or a Ctrl-C'd app into a crash."""
     stop_abandoned()
-    for stop in BENCH_STOPS.values():
-        stop.set()
+    for page in PAGES:
+        if page.bench_stop is not None:
+            page.bench_stop.set()
     deadline = time.monotonic() + EXIT_WAIT_SECONDS
     with WORKERS_LOCK:
         workers = list(WORKERS)
@@ -185,12 +185,11 @@ DRAW_WAIT = 5.0  # longest a baseline waits for its page to draw EAGLE's final s
 MODEL_GATE = threading.Lock()  # held by a run's worker and by an auto-tree calibration: one model use at a time
 
 
-def start_run(key: PairKey, prompt_ids: list[int], run: RunConfig, race: bool, note: str = "",
-              auto=None, watched: bool = False, ngram: bool = False) -> LiveRun:
-    """Start the worker; an abandoned run still going is told to stop (`stop_abandoned`). watched: a page
-    streams it (`LiveRun`); ngram: the n-gram draft races too."""
-    live = LiveRun(key, race, run.sampling.greedy, note, auto, watched, ngram)
-    live.prompt_ids, live.tree = list(prompt_ids), run.tree  # for the Diagnose tab's replay of this run
+def start_run(key: PairKey, ready: ReadyRun, note: str = "", *, watched: bool = False) -> LiveRun:
+    """Start the worker on a run `prepare.prepare_run` made; an abandoned run still going is told to stop
+    (`stop_abandoned`). note: the line shown under the stats (the ready run's own note when not given). watched: a
+    page streams it (`LiveRun`)."""
+    live = LiveRun(key, ready, note or ready.note, watched=watched)
     stop_abandoned()
     with RUNS_LOCK:
         RUNS[:] = [r for r in RUNS if not r.done.is_set()] + [live]
@@ -198,8 +197,7 @@ def start_run(key: PairKey, prompt_ids: list[int], run: RunConfig, race: bool, n
     def work() -> None:
         try:
             with MODEL_GATE:  # waits for a calibration or an abandoned run to let go
-                for phase, event in stream_pair(key, prompt_ids, run, race, live.stop, live.wait_drawn,
-                                                live.ngram is not None):
+                for phase, event in stream_pair(key, ready, live.stop, live.wait_drawn):
                     live.add(phase, event)
         except Exception as exc:  # reported to the page as one line; the traceback goes to the log
             log.exception("generation failed")

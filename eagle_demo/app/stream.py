@@ -17,7 +17,6 @@ understate it.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from typing import Any, NamedTuple
 
@@ -25,6 +24,7 @@ import gradio as gr
 
 from ..common.errors import one_line
 from ..decoding.metrics import RunView
+from ..prepare import RunRequest, prepare_run, race_phases
 from ..view.charts import (
     acceptance_depth_figure,
     accepted_length_figure,
@@ -35,22 +35,13 @@ from ..view.charts import (
 from ..view.stats import stats_html, summary
 from ..view.tokens import TextCache, token_html
 from ..view.tree_chart import tree_figure
-from .autotune import AUTO_SHOWN, PAGE_PRESETS, page_tree
+from .autotune import page_tree_choice
 from .forms import GenerateForm, progress_fn
-from .pages import (
-    BENCH_STOPS,
-    CLIENT_PAIRS,
-    LAST_RUNS,
-    LOAD_STOPS,
-    PENDING,
-    GenerateRequest,
-    note_stop,
-    stopped_before_start,
-)
+from .pages import PAGES
 from .registry import REGISTRY
 from .state import LiveRun, best_round, decoder, ensure, start_run
 
-__all__ = ["GenerateOutputs", "generate_ui", "note_generate", "stop_ui", "COUNT_CLICK_JS", "CLICKS_JS",
+__all__ = ["GenerateOutputs", "generate_ui", "note_generate", "stop_ui", "close_page", "COUNT_CLICK_JS", "CLICKS_JS",
            "rerender_tokens", "rerender_tree", "UPDATE_SECONDS", "CHART_SECONDS", "CHART_TURNS"]
 
 UPDATE_SECONDS = 0.5
@@ -102,12 +93,14 @@ def _figures(eagle: RunView, baseline: RunView | None, ngram: RunView | None = N
             lambda: acceptance_depth_figure(eagle), lambda: time_split_figure(eagle))
 
 
-def outputs_for(live: LiveRun, decode, show: bool, final: bool, report: PairOutputs | None = None,
+def outputs_for(live: LiveRun, decode, *, show: bool, final: bool, report: PairOutputs | None = None,
                 charts: bool = True, sent: dict | None = None, every_chart: bool = False) -> GenerateOutputs:
-    """Every output of the Generate event. While streaming (`sent` given), an output that should not
-    change is sent again with the value it had, never as gr.skip(): Gradio diffs each streamed output
-    against the last one sent (an equal value costs nothing), but a skip is an update that rebuilds the
-    component on the server each time (for a Plot ~5 ms, a dozen of them per redraw)."""
+    """Every output of the Generate event: the run's final state (`final`) or a redraw while it streams. show: the
+    token view shows the rejected drafts; report: the pair's outputs sent with this redraw. While streaming
+    (`sent`: what the page has), an output that should not change is sent again with the value it had, never as
+    gr.skip(): Gradio diffs each streamed output against the last one sent (an equal value costs nothing), but a
+    skip is an update that rebuilds the component on the server each time (for a Plot ~5 ms, a dozen of them per
+    redraw). charts: one chart redraws in turn; every_chart: all four redraw (EAGLE's final state)."""
     eagle, baseline, phase = live.snapshot()
     ngram = live.ngram_snapshot()
     state = live.state if final else (phase if phase in ("baseline", "ngram") else "running")
@@ -144,7 +137,7 @@ def outputs_for(live: LiveRun, decode, show: bool, final: bool, report: PairOutp
     result = {"key": live.key, "eagle": list(eagle.events),
               "baseline": list(baseline.events) if baseline else None, "greedy": live.greedy,
               "ngram": list(ngram.events) if ngram else None,
-              "prompt_ids": getattr(live, "prompt_ids", None), "tree": getattr(live, "tree", None)}
+              "prompt_ids": live.prompt_ids, "tree": live.tree}
     return GenerateOutputs(token_html(eagle, decode, show), stats_view, *figures, slider, tree, text, stats_value,
                            result, *pair)
 
@@ -160,7 +153,7 @@ def generate_ui(form: GenerateForm, request: gr.Request | None, progress):
         raise
 
 
-def _pair_outputs(key, session, chat_on: bool, was_loaded: bool) -> tuple[PairOutputs, PairOutputs, bool, str]:
+def _pair_outputs(key, session, *, chat_on: bool, was_loaded: bool) -> tuple[PairOutputs, PairOutputs, bool, str]:
     """The pair's outputs on the first redraw and on later ones, whether the prompt runs in the chat template, and
     a note when a ticked chat box could not apply."""
     report_value = session.report.to_dict()  # the report of the pair that runs, on the page as it streams
@@ -182,25 +175,18 @@ def _generate(form: GenerateForm, request: gr.Request | None, progress):
     key = form.key()
     was_loaded = REGISTRY.get(key) is not None
     session = ensure(key, progress_fn(progress))
-    first, loaded, chat_on, template_note = _pair_outputs(key, session, form.chat_on, was_loaded)
-    run = form.run()
-    ids = session.encode(form.prompt_text, chat=bool(chat_on))
-    session.check_length(ids, run)
-    hash_ = request.session_hash if request is not None else None
-    tree, auto, auto_note = page_tree(PAGE_PRESETS.get(hash_), run.tree, key, session,
-                                       AUTO_SHOWN.get(hash_))  # waits for a calibration
-    run = auto.run_config(run) if auto is not None else dataclasses.replace(run, tree=tree)
-    session.check_tree(run)  # the tree that runs, once auto has chosen
-    if stopped_before_start(hash_, PENDING.pop(hash_)):  # Stop was pressed while this waited its turn
-        live = LiveRun(key, bool(form.race_on), run.sampling.greedy, "stopped before it started")
-        live.done.set()
-        yield outputs_for(live, TextCache(session.decode), form.show, True, first)
+    first, loaded, chat_on, template_note = _pair_outputs(key, session, chat_on=form.chat_on, was_loaded=was_loaded)
+    page = PAGES.of(request.session_hash if request is not None else None)
+    phases = race_phases(race=bool(form.race_on), ngram=bool(form.race_ngram_on))
+    asked = RunRequest(form.prompt_text, form.run(), phases, chat=bool(chat_on))
+    ready = prepare_run(session, asked, page_tree_choice(page, key, session))  # waits for a calibration
+    if page.stopped_before_start():  # Stop was pressed while this waited its turn
+        live = LiveRun(key, ready, "stopped before it started", started=False)
+        yield outputs_for(live, TextCache(session.decode), show=form.show, final=True, report=first)
         return
-    note = "; ".join(n for n in (template_note, auto_note, session.context_note(len(ids), run), session.graph_note())
-                     if n)
-    live = start_run(key, ids, run, bool(form.race_on), note, auto, watched=True, ngram=bool(form.race_ngram_on))
-    LAST_RUNS.put(hash_, live)
-    CLIENT_PAIRS.put(hash_, key)
+    note = "; ".join(n for n in (template_note, ready.note, session.graph_note()) if n)
+    live = start_run(key, ready, note, watched=True)
+    page.run, page.pair = live, key
     decode, show = TextCache(session.decode), form.show
     try:
         seen, drawn_at, charts_at, sent = -1, time.monotonic(), 0.0, {}
@@ -209,7 +195,8 @@ def _generate(form: GenerateForm, request: gr.Request | None, progress):
                 # EAGLE's final state, drawn whole now, and given time to render before its baseline starts
                 # (the worker waits for it): no heavy redraw runs beside the baseline, which would slow it and
                 # inflate the speedup. Later redraws are the stats and the race chart only.
-                yield outputs_for(live, decode, show, False, first if seen < 0 else loaded, True, sent, True)
+                yield outputs_for(live, decode, show=show, final=False, report=first if seen < 0 else loaded,
+                                  sent=sent, every_chart=True)
                 time.sleep(DRAW_SETTLE)
                 live.eagle_drawn.set()
                 seen, drawn_at = live.count(), time.monotonic()
@@ -222,11 +209,12 @@ def _generate(form: GenerateForm, request: gr.Request | None, progress):
             if count == seen:
                 continue
             charts = now - charts_at >= CHART_SECONDS
-            yield outputs_for(live, decode, show, False, first if seen < 0 else loaded, charts, sent)
+            yield outputs_for(live, decode, show=show, final=False, report=first if seen < 0 else loaded,
+                              charts=charts, sent=sent)
             seen, drawn_at, charts_at = count, now, (now if charts else charts_at)
         if live.error:
             raise gr.Error(live.error, print_exception=False)
-        yield outputs_for(live, decode, show, True, first if seen < 0 else loaded)
+        yield outputs_for(live, decode, show=show, final=True, report=first if seen < 0 else loaded)
     finally:
         if not live.done.is_set():  # cancelled or the page went away: end the engine cleanly
             live.stop.set()
@@ -249,7 +237,7 @@ def note_generate(click: float | None = None, request: gr.Request = None):
     """Runs (unqueued) before each Generate joins the queue: a Stop that comes while it waits ends it.
     `click` is the page's count of its Generate clicks (COUNT_CLICK_JS), so a Stop whose request is served
     before this one still finds the click it followed."""
-    PENDING.put(request.session_hash if request is not None else None, GenerateRequest(int(click or 0)))
+    PAGES.of(request.session_hash if request is not None else None).note_click(int(click or 0))
 
 
 def stop_ui(clicks: float | None = None, request: gr.Request = None):
@@ -258,17 +246,13 @@ def stop_ui(clicks: float | None = None, request: gr.Request = None):
     Gradio's `cancels=`: the page's cancel finishes asynchronously and then clears whatever submission
     the Generate button has at that moment, so a Generate pressed before the cancel came back lost
     its run's output (the page stayed at 'stopped'; tests/test_browser.py flaked on this)."""
-    hash_ = request.session_hash if request is not None else None
-    note_stop(hash_, int(clicks or 0))  # the page's Generate clicks so far (CLICKS_JS): a note still on its way
-    pending = PENDING.get(hash_)
-    if pending is not None:
-        pending.stopped.set()
-    live = LAST_RUNS.get(hash_)
-    if live is not None:
-        live.stop.set()
-    for stop in (BENCH_STOPS.get(hash_), LOAD_STOPS.get(hash_)):
-        if stop is not None:
-            stop.set()
+    # the page's Generate clicks so far (CLICKS_JS): a note still on its way is ended too
+    PAGES.of(request.session_hash if request is not None else None).note_stop(int(clicks or 0))
+
+
+def close_page(request: gr.Request = None) -> None:
+    """The page closed (Gradio's unload): what it owned is freed (`pages.Pages.close`)."""
+    PAGES.close(request.session_hash if request is not None else None)
 
 
 def rerender_tokens(result, show):

@@ -85,7 +85,7 @@ def refusal(asked: str, served: list[str]) -> str:
             f"{PAIRS_SETTING} and restart the Space")
 
 
-def run_seconds(tokens: int, runs: int = 1, calibrate: bool = False, probe: bool = False) -> int:
+def run_seconds(tokens: int, runs: int = 1, *, calibrate: bool = False, probe: bool = False) -> int:
     """The `duration` a GPU call asks for: `runs` runs of `tokens` new tokens each, plus a calibration or a
     probe when the call makes one."""
     seconds = START_SECONDS + TOKEN_SECONDS * max(int(tokens), 1) * max(int(runs), 1)

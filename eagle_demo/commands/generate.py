@@ -14,6 +14,7 @@ from ..decoding.events import Finish, Prefill, Round, Step, to_dict
 from ..decoding.gate import paused_line
 from ..decoding.metrics import summarize
 from ..diagnose.run import diagnose_run, too_short
+from ..prepare import ReadyRun, RunRequest, TreeChoice, prepare_run, race, race_phases
 from ..race.racers import race_all, race_table, racers_dict, short_labels
 from ..race.speedup import RaceResult, verdict
 from ..target.rope_limit import rope_line
@@ -87,22 +88,19 @@ def run(args: argparse.Namespace) -> int:
     tree_from_args(args)  # settings are checked before anything is loaded
     write_notes(flag_notes(args))
     session = load_from_args(args, need_draft=args.mode == "eagle")
-    if prompt_ids is None:
-        prompt_ids = session.encode(args.prompt, chat=session.has_chat_template if args.chat is None else args.chat)
     run_config = RunConfig(max_new_tokens=args.max_new_tokens, ignore_eos=args.ignore_eos, sampling=sampling,
                            tree=tree_from_args(args, session.device.type, session.family),
                            ngram=ngram_from_args(args))
-    session.check_length(prompt_ids, run_config, args.mode)  # a bad prompt fails before any calibration
-    auto = None
-    if args.mode == "eagle":
-        tree, auto = auto_for_session(args, session)
-        run_config = (auto.run_config(run_config, args.retune) if auto is not None
-                      else dataclasses.replace(run_config, tree=tree))
-    note = session.context_note(len(prompt_ids), run_config) if args.mode == "eagle" else ""
-    if note:
-        sys.stderr.write(f"[note] {note}\n")
+    phases = race_phases(args.mode, race=bool(args.race), ngram=args.race == "ngram")
+    asked = RunRequest(args.prompt if prompt_ids is None else tuple(prompt_ids), run_config, phases,
+                       chat=session.has_chat_template if args.chat is None else args.chat)
+    ready = prepare_run(session, asked, _tree_choice(args, session))  # a bad prompt fails before any calibration
+    prompt_ids, run_config, auto = list(ready.prompt_ids), ready.run, ready.auto
+    if ready.note:
+        sys.stderr.write(f"[note] {ready.note}\n")
     out, text = sys.stdout, TokenStreamDecoder(session.decode)
-    events = _stream(args, session, prompt_ids, run_config, text)
+    runs = _stream(args, session, ready, text)
+    events = runs[args.mode]
     finish, stats = next(e for e in reversed(events) if isinstance(e, Finish)), summarize(events)
     summary = {
         "event": "summary", "token_ids": list(finish.token_ids), "text": session.decode(finish.token_ids),
@@ -113,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         "plain_rounds": stats.plain_rounds, "drafting_tau": round(stats.drafting_tau, 4),
         **({"auto": auto.to_dict()} if auto is not None else {}),
     }
-    racers = _race(args, session, prompt_ids, run_config, events, summary)
+    racers = _race(session, runs, sampling.greedy, summary)
     result = racers[0].result if racers else None
     diagnosis = _explore(args, session, prompt_ids, events, run_config, auto, summary)
     if args.json:
@@ -153,11 +151,28 @@ def _explore(args, session, prompt_ids: list[int], events: list, run_config: Run
     return diagnosis
 
 
-def _stream(args, session, prompt_ids: list[int], run_config: RunConfig, text) -> list:
-    """Run the chosen engine, writing each event as JSON (--json) or its committed text as it comes; its events."""
-    out, events = sys.stdout, []
-    for event in session.stream(prompt_ids, run_config, mode=args.mode):
-        events.append(event)
+def _tree_choice(args: argparse.Namespace, session) -> TreeChoice:
+    """The tree flags' choice for `prepare.prepare_run`: the automatic tree without tree flags (its line goes to
+    stderr; --retune lets the run move), else the flags over the static default tree."""
+    def choose(run_config: RunConfig):
+        tree, auto = auto_for_session(args, session)
+        if auto is not None:
+            return auto.run_config(run_config, args.retune), auto, ""
+        return dataclasses.replace(run_config, tree=tree), None, ""
+    return choose
+
+
+def _stream(args, session, ready: ReadyRun, text) -> dict[str, list]:
+    """Run the engines in race order (`prepare.race`): the chosen engine's events written as JSON (--json) or its
+    committed text as they come; each racer's events serialized inside the timed loop when the chosen engine's
+    were (--json), so every racer pays the same consumer cost. Every engine's events, by phase."""
+    out, runs = sys.stdout, {}
+    for phase, event in race(ready, lambda phase: session.run(ready, phase)):
+        runs.setdefault(phase, []).append(event)
+        if phase != args.mode:  # a racer
+            if args.json:
+                json.dumps(to_dict(event))
+            continue
         if args.json:
             out.write(json.dumps(to_dict(event)) + "\n")
         else:
@@ -166,30 +181,21 @@ def _stream(args, session, prompt_ids: list[int], run_config: RunConfig, text) -
             if ids:
                 out.write(text.push(ids))
         out.flush()
-    return events
+    return runs
 
 
-def _race(args, session, prompt_ids: list[int], run_config: RunConfig, events: list, summary: dict) -> list:
-    """The page's race: plain decoding of the same prompt right after (and the n-gram draft before it with `--race
-    ngram`); the racers (`race.racers.race_all`), the summary updated with the first one's result and divergence."""
-    if not args.race or args.mode == "baseline":
+def _race(session, runs: dict[str, list], greedy: bool, summary: dict) -> list:
+    """The page's race (`--race`: plain decoding of the same prompt right after, and the n-gram draft before it with
+    `--race ngram`): the racers (`race.racers.race_all`), the summary updated with the first one's result and
+    divergence; none without a race."""
+    if len(runs) < 2:
         return []
-    runs = {args.mode: events}
-    if args.race == "ngram" and args.mode == "eagle":
-        runs["ngram"] = _timed(session.stream(prompt_ids, run_config, mode="ngram"), args.json)
-    runs["baseline"] = _timed(session.stream(prompt_ids, run_config, mode="baseline"), args.json)
-    racers = race_all(runs, run_config.sampling.greedy)
+    racers = race_all(runs, greedy)
     summary.update(racers[0].result.to_dict(detail=False))
     summary["divergence"] = racers[0].divergence.to_dict(session.decode) if racers[0].divergence else None
     if len(racers) > 2:
         summary["race"] = racers_dict(racers, session.decode)
     return racers
-
-
-def _timed(stream, as_json: bool) -> list:
-    """A racer's events, each serialized inside the timed loop when the racer before it was (--json): the same
-    consumer cost for every racer."""
-    return [e for e in stream if not as_json or json.dumps(to_dict(e))]
 
 
 def _race_lines(result: RaceResult, greedy: bool, racers: list = (), decode=None, run: RunConfig | None = None,

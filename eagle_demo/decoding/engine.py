@@ -23,7 +23,7 @@ from .draft_source import DraftSource
 from .drafter import Drafter
 from .events import DraftNode, Event, Finish, Prefill, Round, RunStart, Step
 from .gate import DraftGate
-from .run_state import Held, Seen, cut, end_reason
+from .run_state import Held, RoundState, Seen, cut, end_reason
 from .sampling import PositionSampler, penalize, pick, process_logits, top_two
 
 __all__ = ["BaselineEngine", "SpeculativeEngine", "eos_ids_of"]
@@ -184,17 +184,17 @@ class SpeculativeEngine(_EngineBase):
         _sync(device)
         t1 = time.perf_counter()
         yield Prefill(token_id=token, seconds=t1 - t0, target_prob=prob, target_top2=top2)
-        new, rounds, gate, held = [token], 0, DraftGate(run.pause_below, by_length=run.pause_by_length,
-                                                           start_paused=run.pause_first), Held()
+        gate = DraftGate(run.pause_below, by_length=run.pause_by_length, start_paused=run.pause_first)
+        new, rounds, state = [token], 0, RoundState(held=Held(), gate=gate, seen=seen)
         while (reason := end_reason(token, len(new), run, eos, stop)) is None:
             if not gate.drafting or not self.rope.exact(self.runner.length, tree_cfg.depth):
                 why = "gate" if not gate.drafting else "rope"
-                yield self._plain_round(rounds, (prompt_ids, new), run, sampler, held, t1, why, seen)
+                yield self._plain_round(rounds, (prompt_ids, new), run, sampler, state, t1, why)
                 token, rounds = new[-1], rounds + 1
                 if not gate.drafting:
                     gate.after_plain()
                 continue
-            ev = self._draft_round(rounds, (prompt_ids, new), tree_cfg, run, sampler, (held, gate, seen), eos, t1)
+            ev = self._draft_round(rounds, (prompt_ids, new), tree_cfg, run, sampler, state, eos, t1)
             token = new[-1]
             if retune is not None and (switch := retune.after_round(ev)) is not None:
                 tree_cfg, gate.pause_below = switch[0], round(switch[1], 3)  # the next rounds' shape, its break-even
@@ -209,10 +209,11 @@ class SpeculativeEngine(_EngineBase):
                      prefill_seconds=t1 - t0, decode_seconds=t2 - t1, extra=extra)
 
     def _draft_round(self, index: int, context: tuple[list[int], list[int]], tree_cfg, run: RunConfig, sampler,
-                     state: tuple[Held, DraftGate, Seen], eos: frozenset[int], t1: float) -> Round:
+                     state: RoundState, eos: frozenset[int], t1: float) -> Round:
         """A drafting round: the draft grows its tree, the target verifies it in one forward, the accepted path
         and the bonus token are committed to `context`'s new tokens, and the draft extends over them."""
-        (prompt_ids, new), (held, gate, seen) = context, state
+        prompt_ids, new = context
+        held, gate, seen = state.held, state.gate, state.seen
         ta = time.perf_counter()
         if held.tokens:  # the draft catches up on the plain rounds' pairs in one extend
             self.drafter.extend(*held.take())
@@ -252,15 +253,15 @@ class SpeculativeEngine(_EngineBase):
         )
 
     def _plain_round(self, index: int, context: tuple[list[int], list[int]], run: RunConfig, sampler,
-                     held: Held, t1: float, why: str, seen: Seen) -> Round:
+                     state: RoundState, t1: float, why: str) -> Round:
         """A round without a draft (why: "gate", the gate paused drafting; "rope", a verify would not be exact
         under the target's rotary scaling): one plain target step, exactly as plain decoding takes it. Its
-        (feature, token) pair waits in `held` until drafting resumes. context: (prompt, new tokens); the step
+        (feature, token) pair waits in `state.held` until drafting resumes. context: (prompt, new tokens); the step
         appends to new."""
         new = context[1]
         ts = time.perf_counter()
-        out, token, prob, top2 = self._step(new[-1], run, sampler, len(new), context, seen)
-        held.add(out.features.clone(), token)  # [1, F]; a copy: a replayed CUDA graph rewrites its output buffer
+        out, token, prob, top2 = self._step(new[-1], run, sampler, len(new), context, state.seen)
+        state.held.add(out.features.clone(), token)  # [1, F]; a copy: a replayed CUDA graph rewrites its output buffer
         _sync(self.runner.device)
         te = time.perf_counter()
         new.append(token)

@@ -1,16 +1,19 @@
 """What a run carries between rounds: the plain rounds' pairs the draft has not seen (`Held`), the seen-token mask
-of the repetition penalty (`Seen`), when the run ends, and the cut of a round's tokens at EOS or the budget."""
+of the repetition penalty (`Seen`), both with the draft gate as one named record (`RoundState`), when the run ends,
+and the cut of a round's tokens at EOS or the budget."""
 
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from typing import Iterable
 
 import torch
 
 from ..common.config import RunConfig
+from .gate import DraftGate
 
-__all__ = ["Held", "Seen", "end_reason", "cut"]
+__all__ = ["Held", "Seen", "RoundState", "end_reason", "cut"]
 
 
 class Held:
@@ -54,6 +57,17 @@ class Seen:
             self.mask[torch.tensor(tail, device=logits.device)] = True
             self.count += len(tail)
         return self.mask
+
+
+@dataclass(frozen=True)
+class RoundState:
+    """What one speculative run carries from round to round, named: the plain rounds' pairs waiting for the draft
+    (`held`), the gate that pauses drafting when rounds commit too little (`gate`), and the repetition penalty's
+    seen tokens (`seen`). The record is fixed for the run; its three parts change in place as rounds commit."""
+
+    held: Held
+    gate: DraftGate
+    seen: Seen
 
 
 def end_reason(token: int, count: int, run: RunConfig, eos: frozenset[int],
