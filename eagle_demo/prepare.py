@@ -29,7 +29,7 @@ TreeChoice = Callable[[RunConfig], tuple[RunConfig, Any, str]]
 class _Checks(Protocol):
     """What `prepare_run` asks of a session (`session.Session`): its encoding and its checks."""
 
-    def encode(self, prompt: str, chat: bool = False) -> list[int]: ...
+    def encode(self, prompt: str, chat: bool = False, history: tuple[tuple[str, str], ...] = ()) -> list[int]: ...
 
     def check_length(self, prompt_ids: list[int], run: RunConfig, mode: str = "eagle") -> None: ...
 
@@ -41,12 +41,14 @@ class _Checks(Protocol):
 @dataclass(frozen=True)
 class RunRequest:
     """A run as a caller asks for it, before any check: the prompt as text (encoded in the tokenizer's chat template
-    with `chat`) or as token ids, the run's settings, and the engines that run it in race order (`race_phases`)."""
+    with `chat`, after the conversation's earlier (user, assistant) turns in `history`) or as token ids, the run's
+    settings, and the engines that run it in race order (`race_phases`)."""
 
     prompt: str | tuple[int, ...]
     run: RunConfig
     phases: tuple[str, ...] = ("eagle",)
     chat: bool = False
+    history: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,8 @@ def prepare_run(session: _Checks, request: RunRequest, choose_tree: TreeChoice |
         if phase not in PHASES:
             raise ValueError(f"unknown mode '{phase}'; use eagle, ngram or baseline")
     prompt = request.prompt
-    ids = session.encode(prompt, chat=request.chat) if isinstance(prompt, str) else [int(i) for i in prompt]
+    ids = (session.encode(prompt, chat=request.chat, history=request.history) if isinstance(prompt, str)
+           else [int(i) for i in prompt])
     run, auto, notes = request.run, None, []
     for phase in request.phases:
         session.check_length(ids, run, phase)

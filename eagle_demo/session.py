@@ -101,7 +101,9 @@ class Session:
         cfg = self.pair.target.config.get_text_config()
         return int(getattr(cfg, "max_position_embeddings", 0) or 0)
 
-    def encode(self, prompt: str, chat: bool = False) -> list[int]:
+    def encode(self, prompt: str, chat: bool = False, history: tuple[tuple[str, str], ...] = ()) -> list[int]:
+        """The prompt's token ids; with `chat`, in the tokenizer's chat template after `history`'s earlier
+        (user, assistant) turns, so a follow-up continues the conversation."""
         tok = self.tokenizer
         if tok is None:
             raise PromptError("the target has no tokenizer files; pass token ids instead (--prompt-ids 1,2,3)")
@@ -110,12 +112,20 @@ class Session:
         if chat:
             if not getattr(tok, "chat_template", None):
                 raise PromptError("this tokenizer has no chat template; turn the chat template off (leave out --chat)")
-            ids = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
-                                          tokenize=True)
+            messages = [{"role": role, "content": text} for turn in history
+                        for role, text in zip(("user", "assistant"), turn)]
+            ids = tok.apply_chat_template([*messages, {"role": "user", "content": prompt}],
+                                          add_generation_prompt=True, tokenize=True)
             if hasattr(ids, "keys"):  # some tokenizers return a BatchEncoding
                 ids = ids["input_ids"]
             return [int(i) for i in ids]
         return [int(i) for i in tok.encode(prompt)]
+
+    def answer_text(self, ids) -> str:
+        """An answer's text as a chat template takes it back: special tokens (the end of the turn) left out."""
+        if self.tokenizer is None:
+            return self.decode(ids)
+        return self.tokenizer.decode(list(ids), skip_special_tokens=True).strip()
 
     def check_length(self, prompt_ids: list[int], run: RunConfig, mode: str = "eagle") -> None:
         """A prompt the target cannot run fails here. Plain decoding (mode "baseline") needs no room for a tree."""

@@ -1,6 +1,7 @@
 """The page as a newcomer opens it: `build_app()` with no pair named, so SmolLM2-135M-Instruct with its EAGLE-3
 head, in a real headless Chromium. Load converts the target once (progress shown), the chat template switches on
-for this chat model, and a question gets a streamed answer coloured by provenance, raced against plain decoding.
+for this chat model, and a question gets a streamed answer coloured by provenance, raced against plain decoding;
+a follow-up continues the conversation, and New conversation ends it.
 
 EAGLE_DEMO_SCREENSHOTS=1 also saves assets/screenshots/smollm2.png (the README's opening screenshot)."""
 
@@ -61,5 +62,17 @@ def test_a_question_to_the_default_pair_streams_a_coloured_answer(url):
             if os.environ.get("EAGLE_DEMO_SCREENSHOTS") == "1":
                 SHOTS.mkdir(parents=True, exist_ok=True)
                 page.screenshot(path=str(SHOTS / "smollm2.png"), full_page=False)
+
+            # a follow-up continues the conversation: raced and charted like the first turn
+            page.wait_for_selector("#conversation :text('follows up on 1 turn')")
+            page.locator("#prompt-box textarea").fill("Show me a short example.")
+            set_number(page, "max-new", 24)
+            page.click("#generate-btn")
+            wait_state(page, "done")
+            page.wait_for_selector("#conversation :text('follows up on 2 turns')")
+            stats = page.locator("#eagle-stats").inner_text()
+            assert "IDENTICAL TO BASELINE" in stats.upper() and ("yes" in stats or "tie" in stats.lower())
+            page.click("#new-conversation-btn")
+            page.wait_for_selector("#conversation :text('none yet')")
         finally:
             browser.close()

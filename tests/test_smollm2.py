@@ -90,3 +90,14 @@ def test_doctor_runs_the_default_pair_end_to_end():
                for line in lines)
     assert any(line.startswith("ok    default pair: loaded in") and "eagle3" in line for line in lines)
     assert any(line.startswith("ok    lossless: greedy EAGLE equals plain decoding") for line in lines)
+
+
+def test_a_follow_up_is_encoded_after_the_earlier_turns(session):
+    history = (("What is a Python generator?", "A function that yields values one at a time."),)
+    ids = session.encode("Show me one.", chat=True, history=history)
+    messages = [{"role": "user", "content": history[0][0]}, {"role": "assistant", "content": history[0][1]},
+                {"role": "user", "content": "Show me one."}]
+    expected = session.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
+                                                     return_dict=False)
+    assert ids == [int(i) for i in expected]
+    assert ids[:len(session.encode(history[0][0], chat=True))] == session.encode(history[0][0], chat=True)

@@ -38,7 +38,7 @@ class GenerateRequest:
     total_tokens: int | None = None
     chain_k: int | None = None
     race: bool = flag(True)
-    chat: bool = flag(False)
+    chat: bool | None = flag(None)  # None: on when the target has a chat template
     ignore_eos: bool = flag(False)
     chain_stop: float | None = None
     hot_vocab: int | None = None
@@ -92,7 +92,7 @@ def generate(form: GenerateRequest, request: gr.Request | None = None) -> tuple[
                        "head, or call /generate without explore", print_exception=False)
     run = form.run(session.device.type, session.family)
     asked = RunRequest(form.prompt, run, race_phases(race=bool(form.race), ngram=bool(form.race_ngram)),
-                       chat=bool(form.chat))
+                       chat=session.has_chat_template if form.chat is None else bool(form.chat))
     ready = prepare_run(session, asked, api_tree_choice(key, session) if form.auto else None)
     live = start_run(key, ready)
     live.done.wait()

@@ -45,7 +45,24 @@ class Page:
     bench_stop: threading.Event | None = None  # set by Stop: ends its running benchmark
     preset: str | None = None  # the tree preset its draft panel shows (None: never noted)
     auto_shown: TreeConfig | None = None  # the tree "auto" last put on its draft panel (perhaps another pair's)
+    conversation: tuple[tuple[str, str], ...] = ()  # its chat's finished (user, assistant) turns, on `talk_pair`
+    talk_pair: Any = None  # the pair the conversation ran on: another pair starts a new one
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def turns_for(self, key: Any) -> tuple[tuple[str, str], ...]:
+        """The conversation a chat Generate on `key` continues: its earlier turns, none on another pair."""
+        with self.lock:
+            return self.conversation if key == self.talk_pair else ()
+
+    def add_turn(self, key: Any, user: str, answer: str) -> None:
+        """A finished chat turn on `key` (a turn on another pair starts the conversation afresh)."""
+        with self.lock:
+            earlier = self.conversation if key == self.talk_pair else ()
+            self.conversation, self.talk_pair = (*earlier, (user, answer)), key
+
+    def forget_conversation(self) -> None:
+        with self.lock:
+            self.conversation, self.talk_pair = (), None
 
     def note_click(self, click: int) -> None:
         """A Generate click (the page's `click`-th) that joins the queue now."""

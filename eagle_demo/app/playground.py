@@ -14,6 +14,7 @@ from ..view.charts import empty_figure
 from ..view.stats import stats_html
 from ..view.tokens import token_html
 from .autotune import AUTO, IDLE_LINE
+from .conversation import NO_CONVERSATION
 from .forms import CHAIN_MODE, TREE_MODE, tree_values
 from .ngram_settings import NgramInputs, build_ngram_settings
 from .page_limits import SLIDER_MAX
@@ -108,6 +109,8 @@ class Playground:
     max_new: Any
     generate_btn: Any
     stop_btn: Any
+    conversation: Any  # the page's chat so far (`conversation.conversation_line`)
+    new_conversation: Any
     clicks: Any  # hidden: the count of this page's Generate clicks, set by the page's own JavaScript
     tree_preset: Any
     auto_line: Any
@@ -228,10 +231,13 @@ def _prompt_column() -> dict[str, Any]:
     with gr.Row():
         generate_btn = gr.Button("Generate", variant="primary", elem_id="generate-btn")
         stop_btn = gr.Button("Stop", variant="stop", elem_id="stop-btn")
+    with gr.Row(equal_height=True):
+        conversation = gr.Markdown(NO_CONVERSATION, elem_id="conversation")
+        new_conversation = gr.Button("New conversation", size="sm", scale=0, elem_id="new-conversation-btn")
     clicks = gr.Number(0, visible=False, elem_id="generate-clicks")  # carries the page's click count (stream.py)
     return dict(clicks=clicks, prompt=prompt, race=race, race_ngram=race_ngram, ngram=ngram, chat=chat,
                 show_rejected=show_rejected, ignore_eos=ignore_eos, max_new=max_new, generate_btn=generate_btn,
-                stop_btn=stop_btn)
+                stop_btn=stop_btn, conversation=conversation, new_conversation=new_conversation)
 
 
 def _settings_column(tree_default: str) -> dict[str, Any]:

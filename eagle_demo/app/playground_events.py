@@ -7,6 +7,7 @@ import gradio as gr
 
 from . import public
 from .autotune import calibrate_ui
+from .conversation import conversation_line, new_conversation
 from .draft_panel import after_generate, after_load, apply_tree_preset, draft_line
 from .forms import GenerateForm, LoadForm, PairForm, handler, progress_fn, stoppable
 from .page_limits import max_new_update
@@ -80,6 +81,7 @@ def wire_playground(pg: Playground) -> tuple:
         show_progress="hidden", show_progress_on=pg.out.result_state).then(
         after_generate, pg.out.pair_state, [*pg.tree_inputs, pg.auto_line], api_visibility="private", queue=False)
     pg.stop_btn.click(stop_ui, pg.clicks, None, js=CLICKS_JS, queue=False, api_visibility="private")
+    pg.new_conversation.click(new_conversation, None, pg.conversation, api_visibility="private", queue=False)
     pg.show_rejected.change(rerender_tokens, [pg.out.result_state, pg.show_rejected], pg.out.tokens,
                             api_visibility="private", queue=False)
     pg.out.round_slider.change(rerender_tree, [pg.out.result_state, pg.out.round_slider], pg.out.fig_tree,
@@ -94,6 +96,7 @@ def wire_playground(pg: Playground) -> tuple:
     for event in (after, probed, generated):  # the slider stops at the loaded target's context
         event.then(max_new_update, [pg.out.pair_state, pg.max_new], pg.max_new, api_visibility="private",
                    queue=False)
+        event.then(conversation_line, pg.out.pair_state, pg.conversation, api_visibility="private", queue=False)
     # a probe that switched the draft's conventions makes the pair's auto choice stale: tune it again
     probed.then(calibrate_ui, pg.out.pair_state, pg.auto_line, api_visibility="private", concurrency_limit=1,
                 concurrency_id="model", show_progress="hidden").then(

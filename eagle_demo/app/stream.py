@@ -178,7 +178,8 @@ def _generate(form: GenerateForm, request: gr.Request | None, progress):
     first, loaded, chat_on, template_note = _pair_outputs(key, session, chat_on=form.chat_on, was_loaded=was_loaded)
     page = PAGES.of(request.session_hash if request is not None else None)
     phases = race_phases(race=bool(form.race_on), ngram=bool(form.race_ngram_on))
-    asked = RunRequest(form.prompt_text, form.run(), phases, chat=bool(chat_on))
+    history = page.turns_for(key) if chat_on else ()  # a chat follow-up continues the page's conversation
+    asked = RunRequest(form.prompt_text, form.run(), phases, chat=bool(chat_on), history=history)
     ready = prepare_run(session, asked, page_tree_choice(page, key, session))  # waits for a calibration
     if page.stopped_before_start():  # Stop was pressed while this waited its turn
         live = LiveRun(key, ready, "stopped before it started", started=False)
@@ -215,6 +216,9 @@ def _generate(form: GenerateForm, request: gr.Request | None, progress):
         if live.error:
             raise gr.Error(live.error, print_exception=False)
         yield outputs_for(live, decode, show=show, final=True, report=first if seen < 0 else loaded)
+        finish = live.eagle.finish
+        if chat_on and finish is not None and finish.reason != "stopped":
+            page.add_turn(key, form.prompt_text, session.answer_text(finish.token_ids))
     finally:
         if not live.done.is_set():  # cancelled or the page went away: end the engine cleanly
             live.stop.set()

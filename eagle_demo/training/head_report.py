@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from tqdm import tqdm
+
 from ..common.config import RunConfig, TreeConfig
 from ..decoding.metrics import summarize
 from .prompts import Conversation
@@ -42,7 +44,7 @@ def heldout_report(target: str, draft: str, conversations: list[Conversation], s
                                                                           total_tokens=settings.chain + 1))
     pooled = defaultdict(lambda: {"rounds": 0, "tokens": 0, "offered": [0] * settings.chain,
                                   "accepted": [0] * settings.chain, "prompts": 0})
-    for conv in conversations[:settings.limit]:
+    for conv in tqdm(conversations[:settings.limit], desc="held-out conversations", unit="conv"):
         stats = summarize(engine.generate(_chat_ids(pair.tokenizer, conv.turns[0]), run))
         for key in (conv.category, "all"):
             row = pooled[key]
