@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Session", "load_session", "ASSETS", "SHIPPED_TARGET", "SHIPPED_EAGLE1", "SHIPPED_EAGLE3",
            "SMOLLM2_TARGET", "SMOLLM2_EAGLE3", "SMOLLM2_EAGLE1", "DEFAULT_TARGET", "DEFAULT_DRAFT",
-           "TokenStreamDecoder", "PromptError", "is_shipped_target", "default_draft_for"]
+           "PromptError", "is_shipped_target", "default_draft_for"]
 
 SHIPPED_TARGET = str(ASSETS / "tiny-target")
 SHIPPED_EAGLE1 = str(ASSETS / "tiny-eagle1")
@@ -286,30 +286,3 @@ def default_static(model) -> bool:
     if RopeLimit.of(model).kind == "dynamic":
         return False
     return model.get_output_embeddings().weight.device.type == "cuda" and len(devices) <= 1
-
-
-class TokenStreamDecoder:
-    """Incremental text from token ids: decode everything, emit the new suffix, hold back a trailing
-    partial UTF-8 character (byte-level BPE can split one)."""
-
-    def __init__(self, decode):
-        self.decode = decode
-        self.ids: list[int] = []
-        self.emitted = ""
-
-    def push(self, ids) -> str:
-        self.ids.extend(ids)
-        text = self.decode(self.ids)
-        if text.endswith("\ufffd"):
-            return ""
-        if not text.startswith(self.emitted):  # a merge changed earlier text; emit nothing new
-            self.emitted = text
-            return ""
-        new, self.emitted = text[len(self.emitted):], text
-        return new
-
-    def flush(self) -> str:
-        text = self.decode(self.ids)
-        new = text[len(self.emitted):] if text.startswith(self.emitted) else ""
-        self.emitted = text
-        return new

@@ -36,7 +36,7 @@ def url():
 def test_a_question_to_the_default_pair_streams_a_coloured_answer(url):
     from playwright.sync_api import sync_playwright
 
-    from eagle_demo.app.playground import CHAT_EXAMPLES
+    from eagle_demo.app.conversation import CHAT_EXAMPLES
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)

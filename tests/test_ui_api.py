@@ -424,6 +424,7 @@ def test_a_cancelled_stream_frees_the_engine_for_the_next_request(app):
     from eagle_demo.app.pages import RUNS as _RUNS
 
     client, target, draft = app
+    client.predict(target, draft, "", "auto", "cpu", api_name="/load")  # the module pair: an earlier test left another
     start = time.monotonic()
     reference = client.predict(CODE_PROMPT, 24, api_name="/generate")
     normal = time.monotonic() - start

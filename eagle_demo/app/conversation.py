@@ -12,7 +12,17 @@ import gradio as gr
 from .pages import PAGES
 from .registry import PairKey
 
-__all__ = ["NO_CONVERSATION", "conversation_line", "new_conversation"]
+__all__ = ["CHAT_EXAMPLES", "NO_CONVERSATION", "conversation_line", "new_conversation"]
+
+# What a visitor might ask a small chat assistant; written for the page, not drawn from the heads' training prompts
+CHAT_EXAMPLES = (
+    "What is a Python generator, and when would I use one?",
+    "Write a short poem about autumn leaves.",
+    "Explain to a ten-year-old why the sky is blue.",
+    "Give me three tips for a first job interview.",
+    "A train travels 180 km at 60 km/h and leaves at 3 pm. When does it arrive?",
+    "Summarize the story of Romeo and Juliet in three sentences.",
+)
 
 NO_CONVERSATION = ("*Conversation*: none yet. With the chat template on, each answer joins a conversation and the "
                    "next prompt follows up on it.")

@@ -19,7 +19,6 @@ import json
 import logging
 import os
 import queue
-import sys
 import threading
 from typing import Any, Callable, Iterator
 
@@ -275,17 +274,15 @@ def serve(keys: list[PairKey]) -> None:
 
     os.environ["HF_DEACTIVATE_ASYNC_LOAD"] = "1"
     REGISTRY.capacity = max(len(keys), 1)
-    served, missing = [], {}
+    REGISTRY.missing = {}
     for key in keys:
-        try:
-            session = REGISTRY.load(key, check=False)
+        try:  # other threads see the placeholders' own device (cpu)
+            REGISTRY.load(key, check=False).placed = torch.device("cuda")
         except Exception as exc:  # a typo, a Hub outage, a gated repo: the other pairs still serve
-            missing[key] = one_line(exc)
-            print(f"[zerogpu] not serving {key.label()}: {missing[key]}", file=sys.stderr, flush=True)
-            continue
-        session.placed = torch.device("cuda")  # other threads see the placeholders' own device (cpu)
-        served.append(key)
-    REGISTRY.served, REGISTRY.missing = served, missing
+            REGISTRY.missing[key] = one_line(exc)
+            log.warning("not serving %s: %s", key.label(), REGISTRY.missing[key])
+    served = [key for key in keys if key not in REGISTRY.missing]
+    REGISTRY.served = served
     REGISTRY.gpu_stream, REGISTRY.gpu_probe = gpu_phases, probe_on_gpu
     REGISTRY.fallback = served[0] if served else REGISTRY.fallback
 

@@ -14,7 +14,7 @@ from ..view.charts import empty_figure
 from ..view.stats import stats_html
 from ..view.tokens import token_html
 from .autotune import AUTO, IDLE_LINE
-from .conversation import NO_CONVERSATION
+from .conversation import CHAT_EXAMPLES, NO_CONVERSATION
 from .forms import CHAIN_MODE, TREE_MODE, tree_values
 from .ngram_settings import NgramInputs, build_ngram_settings
 from .page_limits import SLIDER_MAX
@@ -144,17 +144,6 @@ class Playground:
         return [*self.panel, self.prompt, self.out.chat, self.max_new, self.temperature, self.top_p, self.top_k,
                 self.seed, *self.tree_inputs, self.race, self.show_rejected, self.ignore_eos, self.repetition,
                 self.race_ngram, *self.ngram]
-
-
-# What a visitor might ask a small chat assistant; written for the page, not drawn from the heads' training prompts
-CHAT_EXAMPLES = (
-    "What is a Python generator, and when would I use one?",
-    "Write a short poem about autumn leaves.",
-    "Explain to a ten-year-old why the sky is blue.",
-    "Give me three tips for a first job interview.",
-    "A train travels 180 km at 60 km/h and leaves at 3 pm. When does it arrive?",
-    "Summarize the story of Romeo and Juliet in three sentences.",
-)
 
 
 def default_pair(target: str | None, draft: str | None) -> tuple[str, str | None, str]:

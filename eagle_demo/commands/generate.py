@@ -80,7 +80,7 @@ def _prompt_ids(args: argparse.Namespace) -> list[int] | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..session import TokenStreamDecoder
+    from .text_stream import TokenStreamDecoder
 
     prompt_ids = _prompt_ids(args)
     sampling = SamplingConfig(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed,
