@@ -86,6 +86,7 @@ def test_a_page_record_lives_until_its_page_closes():
     held = pages.of("b")  # an event still going holds its page's record
     held.preset = "chain4"
     pages.close("b")
+    assert any(record is held for record in pages)  # the exit's drain still stops what the event runs
     assert "b" not in pages and pages.of("b") is held  # the page's heartbeat came back: its Stop reaches the event
     pages.close("b")
     del held

@@ -129,8 +129,10 @@ class Pages:
             return session_hash in self._pages
 
     def __iter__(self) -> Iterator[Page]:
+        """Every record an event may still use: the kept ones, then those freed that an event still holds (the exit's
+        drain stops their benchmarks too, `state._drain_at_exit`)."""
         with self._lock:
-            return iter(list(self._pages.values()))
+            return iter([*self._pages.values(), *self._freed.values()])  # a hash is in one of the two, never both
 
     def pairs(self) -> dict[str, Any]:
         """session hash -> the pair each client used last (public mode's holds, `public.to_free`): the kept records',
