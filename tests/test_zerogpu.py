@@ -30,7 +30,7 @@ def space(tmp_path_factory):
     import spaces  # noqa: F401 - the real package must be installed (requirements-dev.txt)
 
     scheduler, folder, port = Scheduler(), tmp_path_factory.mktemp("zerogpu"), free_port()
-    proc = start_space(scheduler, folder, SERVED, port)
+    proc = start_space(scheduler, folder, SERVED, port, timeout=600)  # SmolLM2 may be converted first
     try:
         yield f"http://127.0.0.1:{port}/", scheduler
     finally:
@@ -87,12 +87,14 @@ def test_a_served_pair_that_cannot_load_leaves_the_others_serving(client):
 
 
 def test_the_default_pair_runs_in_gpu_calls(client):
-    """SmolLM2 with its EAGLE-3 head, loaded at start-up like the other served pairs, streams in a GPU call:
-    greedy output identical to its plain decoding, in its chat template."""
+    """SmolLM2 with its EAGLE-3 head, loaded at start-up like the other served pairs, runs in a GPU call in its
+    chat template: greedy output identical to its plain decoding, or a near tie the divergence explainer names."""
     markdown, _ = client.predict(SMOLLM2, SMOLLM2_HEAD, "", "auto", "auto", api_name="/load")
     assert "EAGLE-3" in markdown
     text, stats = client.predict("What is a Python generator?", 16, chat=True, api_name="/generate")
-    assert text and stats["new_tokens"] == 16 and stats["identical_to_baseline"] is True
+    assert text and stats["new_tokens"] == 16
+    explained = (stats.get("divergence") or {}).get("kind") == "near tie"  # the dtype auto picks may be bfloat16
+    assert stats["identical_to_baseline"] is True or explained, stats.get("divergence")
     client.predict(TARGET, DRAFT, "", "auto", "auto", api_name="/load")  # the module's other tests run on it
 
 

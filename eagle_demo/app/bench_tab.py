@@ -120,16 +120,16 @@ def benchmark(form: BenchForm, request: gr.Request | None, progress) -> BenchOut
     if (others or ngram) and REGISTRY.served is not None:
         raise ConfigError("comparing drafts is off on a ZeroGPU Space (each draft runs inside one GPU call); "
                           "compare them on a dedicated GPU or locally")
+    page = PAGES.of(request.session_hash if request is not None else None)
+    stop = threading.Event()  # this page's Stop sets it, from now on: during the load and the calibration too
+    page.bench_stop = stop  # the benchmark ends after the prompt it is on
     session = ensure(key, progress_fn(progress))
     run = form.run()  # sweeps set the temperature
-    page = PAGES.of(request.session_hash if request is not None else None)
     # the Playground's "auto" runs here as there: the pair's choice with its gate (waits for a calibration)
     run, auto, _ = page_tree_choice(page, key, session)(run)
     session.check_tree(run)
 
     items = suite.load_suite(None, form.chosen)
-    stop = threading.Event()  # this page's Stop sets it; the benchmark ends after the prompt it is on
-    page.bench_stop = stop
     options = dict(repeats=int(form.repeats), chat=bool(form.chat_on), progress=_steps(progress, stop))
     if REGISTRY.served is not None:  # ZeroGPU: one GPU call that takes and returns data (`gpu_tasks`)
         task = BenchTask(tuple(items), run, tuple(temps), int(form.repeats), bool(form.chat_on))
