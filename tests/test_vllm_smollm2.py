@@ -44,6 +44,7 @@ def plain(runtime, prompts):
     return result.runs[0]
 
 
+@pytest.mark.slow  # the session's first use of the target fetches and converts it (156 s here)
 def test_export_names_the_converted_folder_not_the_pypi_name():
     session = load_session(SMOLLM2_TARGET, SMOLLM2_EAGLE3, threads=1)
     plan = plan_for("vllm", SMOLLM2_TARGET, SMOLLM2_EAGLE3, session.report, TreeConfig.chain(K))
