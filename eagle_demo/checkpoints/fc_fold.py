@@ -53,13 +53,17 @@ def fold_fc_bias(tensors: dict[str, torch.Tensor], embedding: torch.Tensor | Non
 
 def target_embedding(target: Path) -> torch.Tensor:
     """The target's input embedding [V, H], read alone from its weight files (for a draft without its own)."""
-    from .files import scan_weights
+    from .files import read_config, scan_weights
 
     weights = scan_weights(target)
     if weights is None:
         raise CorruptCheckpointError(f"target folder {target} has no weight files to read its embedding from")
-    name = next(n for n in weights.tensors if n.endswith("embed_tokens.weight"))
-    return weights.load([name])[name]
+    names = [n for n in weights.tensors if n.endswith("embed_tokens.weight")]
+    if not names and (read_config(target) or {}).get("tie_word_embeddings"):  # a tied file may keep only lm_head
+        names = [n for n in weights.tensors if n.endswith("lm_head.weight")]
+    if not names:
+        raise CorruptCheckpointError(f"target folder {target} has no embed_tokens.weight to fold fc.bias into")
+    return weights.load(names[:1])[names[0]]
 
 
 def write_weights(src: Path, out: Path, zero_fc_bias: bool = False, fold: bool = False, strip_prefix: bool = False,

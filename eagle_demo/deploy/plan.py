@@ -28,6 +28,7 @@ from ..checkpoints.fc_fold import write_weights
 from ..checkpoints.files import read_config
 from ..common.config import ConfigError, TreeConfig
 from .aux_layers import guessed_layers
+from .target import served_target
 from .vllm import draft_config as _draft_config
 from .vllm import vllm_eagle1, vllm_eagle3
 
@@ -79,6 +80,8 @@ def plan_for(engine: str, target: str, draft: str, report, tree: TreeConfig) -> 
         raise ValueError(f"the draft is a {report.family} checkpoint; only EAGLE-1/2, EAGLE-3 and MTP drafts can be "
                          "exported")
     plan = Plan(engine=engine, command="")
+    target, where = served_target(target)
+    plan.notes += [where] if where else []
     _playground_only(plan, tree)
     if report.family == "mtp":
         return _plan_mtp(plan, target, draft, report, tree)

@@ -105,7 +105,11 @@ def run_vllm(runtime: VllmRuntime, target: str, speculative_config: dict | None,
              timeout: float = 600.0, threads: int = 1, max_model_len: int = 512, enforce_eager: bool = False,
              ) -> VllmResult:
     """Start vLLM on `target` (with `speculative_config`, or plain) and do `runs`: [{"label", "prompts": [[ids]],
-    "max_new_tokens", "repeats"}]. Greedy, EOS ignored, float32. Raises VllmError with vLLM's message."""
+    "max_new_tokens", "repeats"}]. Greedy, EOS ignored, float32. Raises VllmError with vLLM's message. A `pypi:`
+    target runs from its converted folder, as the exported command names it (`deploy.target`)."""
+    from ..deploy.target import served_target
+
+    target = served_target(target)[0]
     job = {"target": target, "speculative_config": speculative_config, "runs": runs, "threads": threads,
            "max_model_len": max_model_len, "enforce_eager": enforce_eager,
            "max_num_seqs": max(len(r["prompts"]) for r in runs)}
