@@ -160,3 +160,15 @@ def test_a_live_run_sets_every_field_in_its_constructor(session, monkeypatch):
     finally:
         REGISTRY.clear()
 
+
+
+def test_a_stop_after_the_benchmark_click_ends_that_benchmark_even_before_it_starts():
+    """Run benchmark notes its click unqueued (`Page.note_benchmark`): a Stop while the benchmark waits for its
+    turn, loads or calibrates reaches the event the benchmark then runs with; an API call gets a fresh one."""
+    from eagle_demo.app.pages import Page
+
+    page = Page()
+    page.note_benchmark()
+    page.note_stop(0)
+    assert page.benchmark_stop().is_set()  # the click's benchmark sees the Stop pressed before it started
+    assert not page.benchmark_stop().is_set()  # the next one (an API call, no click noted) starts afresh

@@ -121,8 +121,7 @@ def benchmark(form: BenchForm, request: gr.Request | None, progress) -> BenchOut
         raise ConfigError("comparing drafts is off on a ZeroGPU Space (each draft runs inside one GPU call); "
                           "compare them on a dedicated GPU or locally")
     page = PAGES.of(request.session_hash if request is not None else None)
-    stop = threading.Event()  # this page's Stop sets it, from now on: during the load and the calibration too
-    page.bench_stop = stop  # the benchmark ends after the prompt it is on
+    stop = page.benchmark_stop()  # the page's Stop sets it (since the click): the benchmark ends after its prompt
     session = ensure(key, progress_fn(progress))
     run = form.run()  # sweeps set the temperature
     # the Playground's "auto" runs here as there: the pair's choice with its gate (waits for a calibration)
@@ -204,11 +203,17 @@ def bench_pair(*panel):
     return PairForm(*panel).key()
 
 
+def note_benchmark(request: gr.Request = None) -> None:
+    """The click, noted unqueued (`pages.Page.note_benchmark`): a Stop pressed while it waits is not lost."""
+    PAGES.of(request.session_hash if request is not None else None).note_benchmark()
+
+
 def wire_bench_tab(tab: BenchTab, pg: Playground):
     """Wires the tab; returns the step after a benchmark that succeeded (it sets the page's pair)."""
     inputs = [*pg.panel, tab.categories, tab.repeats, tab.max_new, pg.out.chat, *pg.tree_inputs, tab.compare, tab.temps,
               pg.top_p, pg.top_k, pg.seed]  # BenchForm's fields, in order
-    done = tab.button.click(handler(BenchForm, benchmark), inputs, list(tab.out),
-                            api_name="benchmark", concurrency_limit=1, concurrency_id="model")
+    done = tab.button.click(note_benchmark, None, None, queue=False, api_visibility="private").then(
+        handler(BenchForm, benchmark), inputs, list(tab.out), api_name="benchmark", concurrency_limit=1,
+        concurrency_id="model")
     tab.stop.click(stop_ui, None, None, queue=False, api_visibility="private")  # the Playground's Stop
     return done.success(bench_pair, pg.panel, pg.out.pair_state, api_visibility="private", queue=False)

@@ -43,6 +43,7 @@ class Page:
     stopped_clicks: int = 0  # its Generate click count when its latest Stop was pressed
     load_stop: threading.Event | None = None  # set by Stop: ends its running Load (the download)
     bench_stop: threading.Event | None = None  # set by Stop: ends its running benchmark
+    bench_noted: bool = False  # its Run benchmark click made `bench_stop` and that benchmark has not started yet
     preset: str | None = None  # the tree preset its draft panel shows (None: never noted)
     auto_shown: TreeConfig | None = None  # the tree "auto" last put on its draft panel (perhaps another pair's)
     conversation: tuple[tuple[str, str], ...] = ()  # its chat's finished (user, assistant) turns, on `talk_pair`
@@ -81,6 +82,20 @@ class Page:
                      self.load_stop):
             if stop is not None:
                 stop.set()
+
+    def note_benchmark(self) -> None:
+        """A Run benchmark click, noted before it joins the queue: a Stop from now on ends that benchmark, even
+        while it waits for its turn, loads the pair or calibrates."""
+        with self.lock:
+            self.bench_stop, self.bench_noted = threading.Event(), True
+
+    def benchmark_stop(self) -> threading.Event:
+        """The stop event of the benchmark starting now: the one its click noted, else (an API call) a new one."""
+        with self.lock:
+            if not self.bench_noted or self.bench_stop is None:
+                self.bench_stop = threading.Event()
+            self.bench_noted = False
+            return self.bench_stop
 
     def stopped_before_start(self) -> bool:
         """Takes the waiting click: whether the page pressed Stop after it and before its run started."""
