@@ -265,7 +265,9 @@ def handler(form: type, fn: Callable[..., Any], *, progress: bool = True) -> Cal
                                     annotation=gr.Request))
     if progress:
         params.append(inspect.Parameter("progress", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=gr.Progress()))
-    returns = inspect.signature(fn).return_annotation  # as written: `gr.api` reads one output from a string
+    # resolved in fn's own module: a name left as a string would fail Gradio's type-hint read of the event, which
+    # then fills in no `request` (the benchmark's Stop never reached it)
+    returns = typing.get_type_hints(fn).get("return", inspect.Signature.empty)
     signature = inspect.Signature(params, return_annotation=returns)
 
     def call(args: tuple, kwargs: dict) -> tuple:
